@@ -1,0 +1,26 @@
+"""trainer_hooks: the thin emitter that runs inside training and writes logkit sessions.
+
+``LogkitCallback`` for transformers / TRL trainers, ``TrainingLogger`` for hand-written
+accelerate loops. Standard library and orjson at import; torch and transformers load only
+with the piece that needs them.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LogkitCallback", "TrainingLogger", "SessionLogger"]
+
+
+def __getattr__(name: str):
+    if name == "LogkitCallback":
+        from trainer_hooks.callback import LogkitCallback
+
+        return LogkitCallback
+    if name == "TrainingLogger":
+        from trainer_hooks.loop import TrainingLogger
+
+        return TrainingLogger
+    if name == "SessionLogger":
+        from trainer_hooks.emitter import SessionLogger
+
+        return SessionLogger
+    raise AttributeError(f"module 'trainer_hooks' has no attribute {name!r}")

@@ -1,0 +1,125 @@
+"""``LogkitCallback``: the transformers / TRL ``TrainerCallback`` that writes a logkit session.
+
+    trainer = Trainer(..., callbacks=[LogkitCallback(log_dir="logs")])
+
+Every rank runs it: rank 0 picks the session id and writes the text logs and the summary,
+every rank writes its own JSONL stream, and gradient synchronisation is timed by a DDP
+communication hook installed on the Trainer's DDP wrapper (nothing else to write).
+"""
+
+from __future__ import annotations
+
+from transformers import TrainerCallback
+
+from logkit.schema import EventType, Status
+from trainer_hooks.emitter import SessionLogger
+from trainer_hooks.lifecycle import end_on_exit
+
+__all__ = ["LogkitCallback"]
+
+# Trainer log keys that are not per-step training metrics.
+_NOT_STEP_METRICS = ("epoch", "total_flos", "step")
+
+
+class LogkitCallback(TrainerCallback):
+    """Log a transformers Trainer (or TRL SFTTrainer) run into ``log_dir/<session id>/``.
+
+    Args:
+        log_dir: the folder that receives the session folder.
+        verbosity: ``low | medium | high | ultra`` (seed 004).
+        log_interval_steps / performance_log_steps: override the verbosity's intervals.
+        detailed_communication_logs: the per-sync lines in multigpu.log.
+        time_communication: install the DDP hook that times gradient synchronisation.
+        model_name, config: recorded in ``session_start`` (config is any JSON-able dict).
+    """
+
+    def __init__(
+        self,
+        log_dir: str = "logs",
+        verbosity: str = "high",
+        *,
+        log_interval_steps: int | None = None,
+        performance_log_steps: int | None = None,
+        detailed_communication_logs: bool = True,
+        time_communication: bool = True,
+        model_name: str | None = None,
+        config: dict | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self.logger = SessionLogger(
+            log_dir=log_dir,
+            verbosity=verbosity,
+            log_interval_steps=log_interval_steps,
+            performance_log_steps=performance_log_steps,
+            detailed_communication_logs=detailed_communication_logs,
+            session_id=session_id,
+        )
+        self.time_communication = time_communication
+        self.model_name = model_name
+        self.config = config
+        self._tokens_seen = 0
+
+    @property
+    def session_dir(self):
+        return self.logger.folder
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        world = max(1, int(getattr(args, "world_size", 1) or 1))
+        per_device = int(args.per_device_train_batch_size)
+        accumulation = int(args.gradient_accumulation_steps)
+        precision = "bf16" if getattr(args, "bf16", False) else "fp16" if getattr(args, "fp16", False) else "no"
+        config = {
+            "learning_rate": args.learning_rate,
+            "logging_steps": args.logging_steps,
+            "max_steps": state.max_steps,
+            "num_train_epochs": args.num_train_epochs,
+            "seed": args.seed,
+            "output_dir": str(args.output_dir),
+            **(self.config or {}),
+        }
+        self.logger.start(
+            model=model,
+            model_name=self.model_name,
+            config=config,
+            per_device_batch_size=per_device,
+            gradient_accumulation_steps=accumulation,
+            total_batch_size=per_device * accumulation * world,
+            max_steps=state.max_steps,
+            mixed_precision=precision,
+        )
+        end_on_exit(self.logger)
+        if self.time_communication and model is not None:
+            self.logger.attach_model(model)
+        self._tokens_seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.logger.step_begin()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
+        tokens, self._tokens_seen = seen - self._tokens_seen, seen
+        # The loss of this step arrives in on_log right after: keep the record open.
+        self.logger.step_end(state.global_step, epoch=state.epoch, tokens=tokens or None, flush=False)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs:
+            return
+        step_metrics = {k: v for k, v in logs.items()
+                        if k not in _NOT_STEP_METRICS and not k.startswith(("eval_", "train_", "test_"))}
+        if step_metrics:
+            self.logger.add_metrics(state.global_step, step_metrics)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if metrics:
+            self.logger.evaluation(state.global_step, metrics)
+
+    def on_save(self, args, state, control, **kwargs):
+        self.logger.event(EventType.CHECKPOINT_SAVED, f"Checkpoint saved at step {state.global_step}",
+                          step=state.global_step, path=f"{args.output_dir}/checkpoint-{state.global_step}")
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self.logger.event(EventType.EPOCH_COMPLETE, f"Epoch {state.epoch:.2f} complete",
+                          step=state.global_step, epoch=state.epoch)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.logger.end(Status.COMPLETED)

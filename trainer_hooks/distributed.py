@@ -1,0 +1,101 @@
+"""Who this process is in the job, and the one session id every rank agrees on.
+
+torch is imported only when it is already loaded (a training process always has it);
+outside a process group the launcher's environment variables answer.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+__all__ = ["RankInfo", "rank_info", "agree_session_id", "create_session_dir"]
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str | None
+    device: str
+    hostname: str
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _dist():
+    if "torch" not in sys.modules:
+        return None
+    try:
+        import torch.distributed as dist
+
+        return dist if dist.is_available() and dist.is_initialized() else None
+    except Exception:
+        return None
+
+
+def rank_info() -> RankInfo:
+    """Rank, world size, local rank, backend and device of this process."""
+    env = os.environ
+    dist = _dist()
+    if dist is not None:
+        rank, world, backend = dist.get_rank(), dist.get_world_size(), str(dist.get_backend())
+    else:
+        rank, world, backend = int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), None
+    local_rank = int(env.get("LOCAL_RANK", 0))
+    device = "cpu"
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            device = f"cuda:{torch.cuda.current_device()}"
+    except Exception:
+        pass
+    return RankInfo(rank, world, local_rank, backend, device, socket.gethostname())
+
+
+def create_session_dir(log_dir: Path, now: float | None = None, prefix: str = "training") -> tuple[str, Path]:
+    """Create ``log_dir/<prefix>_YYYYmmdd_HHMMSS`` (suffix _2, _3 ... if taken); return (id, path)."""
+    base = f"{prefix}_{datetime.fromtimestamp(now or time.time()).strftime('%Y%m%d_%H%M%S')}"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        sid = base if n == 1 else f"{base}_{n}"
+        path = log_dir / sid
+        try:
+            path.mkdir()
+            return sid, path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free session folder name under {log_dir} for {base}")
+
+
+def agree_session_id(log_dir: Path, info: RankInfo, session_id: str | None = None) -> str:
+    """Rank 0 picks the id (and creates the folder), then broadcasts it to every rank.
+
+    A collective: every rank must call it at the same point, so rank 0 reaches the
+    broadcast even when it cannot create the folder (the caller then finds the folder
+    unwritable and degrades). Without a process group the id comes from
+    ``LOGKIT_SESSION_ID`` when set, else each process picks its own.
+    """
+    sid = session_id or os.environ.get("LOGKIT_SESSION_ID")
+    if info.rank == 0 and sid is None:
+        try:
+            sid, _ = create_session_dir(log_dir)
+        except OSError:
+            sid = f"training_{datetime.now().strftime('%Y%m%d_%H%M%S')}"
+    dist = _dist()
+    if dist is not None and info.world_size > 1:
+        box = [sid]
+        dist.broadcast_object_list(box, src=0)
+        sid = box[0]
+    if sid is None:
+        sid, _ = create_session_dir(log_dir)
+    (log_dir / sid).mkdir(parents=True, exist_ok=True)
+    return sid

@@ -1,0 +1,186 @@
+"""The writer thread: every file of a session is written here, never on the training thread.
+
+The training thread hands over plain dicts (``put``); this thread serialises them with
+orjson, renders the human-readable text lines from the same records, and writes whole
+lines. Failures of the logger itself go to the errors log, or to stderr when even that
+fails, and are never raised into training.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+
+__all__ = ["RecordWriter", "iso_timestamp"]
+
+_STOP = object()
+
+
+def iso_timestamp(wall: float) -> str:
+    """ISO 8601 with microseconds and the UTC offset, as LOG_FORMATS.md asks."""
+    return datetime.fromtimestamp(wall, tz=timezone.utc).isoformat(timespec="microseconds")
+
+
+class RecordWriter:
+    """Owns the files of one rank and the thread that writes them.
+
+    ``jsonl_path``: this rank's event stream. ``render``: turns a record (and its wall time)
+    into ``(text_file_path, line)`` pairs (rank 0's text logs), called on the writer thread.
+    ``errors_path``: where failures of the logger go.
+    """
+
+    def __init__(
+        self,
+        jsonl_path: Path,
+        errors_path: Path,
+        render: Callable[[dict, float], Iterable[tuple[Path, str]]] | None = None,
+        flush_interval_s: float = 0.5,
+    ) -> None:
+        self.jsonl_path = Path(jsonl_path)
+        self.errors_path = Path(errors_path)
+        self._render = render
+        self._flush_interval_s = flush_interval_s
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._files: dict[Path, object] = {}
+        self._failed_paths: set[Path] = set()
+        self._stderr_said = False
+        self.records_written = 0
+        self._thread = threading.Thread(target=self._run, name="logkit-writer", daemon=True)
+        self._thread.start()
+
+    # -- training thread -------------------------------------------------------------
+    def put(self, record: dict) -> None:
+        """Queue a record; costs one queue append on the caller's thread."""
+        self._queue.put(record)
+
+    def put_text(self, path: Path, line: str) -> None:
+        self._queue.put((Path(path), line))
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Write everything queued, close the files, stop the thread."""
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join(timeout)
+
+    def report_error(self, what: str, exc: BaseException | None = None) -> None:
+        """A failure of the logger: to the errors log (from any thread)."""
+        text = what
+        if exc is not None:
+            text += ": " + "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        self._queue.put((self.errors_path, f"{iso_timestamp(time.time())} | ERROR | {text}"))
+
+    # -- writer thread ---------------------------------------------------------------
+    def _run(self) -> None:
+        last_flush = time.monotonic()
+        while True:
+            try:
+                item = self._queue.get(timeout=self._flush_interval_s)
+            except queue.Empty:
+                item = None
+            if item is _STOP:
+                self._drain()
+                self._close_files()
+                return
+            if item is not None:
+                self._handle(item)
+            now = time.monotonic()
+            if item is None or now - last_flush >= self._flush_interval_s:
+                self._flush()
+                last_flush = now
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not _STOP:
+                self._handle(item)
+
+    def _handle(self, item) -> None:
+        if isinstance(item, tuple):
+            self._write(item[0], item[1])
+            return
+        wall = item.get("timestamp")
+        if not isinstance(wall, float):
+            wall = time.time()
+        try:
+            item["timestamp"] = iso_timestamp(wall)
+            data = orjson.dumps(item, option=orjson.OPT_SERIALIZE_NUMPY, default=_fallback)
+        except Exception as exc:  # a value orjson cannot take: keep the record, as text
+            self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | unserialisable record: {exc}")
+            data = orjson.dumps({k: v if isinstance(v, (int, float, str, bool, type(None))) else _fallback(v) for k, v in item.items()})
+        self._write(self.jsonl_path, data.decode())
+        self.records_written += 1
+        if self._render is not None:
+            try:
+                for path, line in self._render(item, wall):
+                    self._write(path, line)
+            except Exception as exc:
+                self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | text log: {exc!r}")
+
+    def _write(self, path: Path, line: str) -> None:
+        if path in self._failed_paths:
+            return
+        try:
+            fh = self._files.get(path)
+            if fh is None:
+                fh = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 (kept open)
+                self._files[path] = fh
+            fh.write(line + "\n")
+        except Exception as exc:
+            self._failed_paths.add(path)
+            self._files.pop(path, None)
+            self._last_resort(f"logkit: cannot write {path}: {exc}; that file is dropped, training goes on")
+            if path != self.errors_path:
+                self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | cannot write {path}: {exc!r}")
+
+    def _flush(self) -> None:
+        for path, fh in list(self._files.items()):
+            try:
+                fh.flush()
+            except Exception as exc:
+                self._files.pop(path, None)
+                self._failed_paths.add(path)
+                self._last_resort(f"logkit: cannot flush {path}: {exc}")
+
+    def _close_files(self) -> None:
+        for path, fh in list(self._files.items()):
+            try:
+                fh.flush()
+                os.fsync(fh.fileno())
+                fh.close()
+            except Exception as exc:
+                self._last_resort(f"logkit: cannot close {path}: {exc}")
+        self._files.clear()
+
+    def _last_resort(self, text: str) -> None:
+        # stderr once per problem kind: a full disk must not flood the console.
+        if self._stderr_said:
+            return
+        self._stderr_said = True
+        try:
+            print(text, file=sys.stderr, flush=True)
+        except Exception:
+            pass
+
+
+def _fallback(value):
+    """orjson default: tensors, paths, sets and the like become plain values."""
+    if hasattr(value, "item") and callable(value.item):
+        try:
+            return value.item()
+        except Exception:
+            pass
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
