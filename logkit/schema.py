@@ -225,18 +225,6 @@ def bandwidth_mb_s(size_bytes: float, duration_s: float) -> float:
 _FLOAT = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|NaN|Inf|infinity)"
 
 
-def _float(text: str) -> float:
-    return float(text)
-
-
-def _int(text: str) -> int:
-    return int(text)
-
-
-def _str(text: str) -> str:
-    return text
-
-
 @dataclass(frozen=True)
 class Field:
     """One value in a line: how it is written (``spec``) and read back (``convert``)."""
@@ -246,7 +234,7 @@ class Field:
 
     def canonical(self, value: object) -> object:
         """The value as the line carries it: rounded to what the template writes."""
-        if self.convert is _float:
+        if self.convert is float:
             v = float(value)  # type: ignore[arg-type]
             if math.isnan(v) or math.isinf(v):
                 return v
@@ -297,7 +285,7 @@ MAIN_LINE = _kind(
     ["main"],
     "{time} | {level:<5} | {message}",
     r"^(?P<time>\d{2}:\d{2}:\d{2}) \| (?P<level>[A-Z]+)\s*\| (?P<message>.*)$",
-    {"time": Field(_str), "level": Field(_str), "message": Field(_str)},
+    {"time": Field(str), "level": Field(str), "message": Field(str)},
     "14:30:22 | INFO  | Session ID: training_20241206_143022",
 )
 
@@ -308,7 +296,7 @@ PROCESS_LINE = _kind(
     "{datetime} | {level:<8} | {process:<12} | {message}",
     r"^(?P<datetime>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?) \| (?P<level>[A-Z]+)\s*"
     r"\| (?P<process>\S+)\s*\| (?P<message>.*)$",
-    {"datetime": Field(_str), "level": Field(_str), "process": Field(_str), "message": Field(_str)},
+    {"datetime": Field(str), "level": Field(str), "process": Field(str), "message": Field(str)},
     "2024-12-06 14:30:25 | INFO     | MainProcess  | Distributed backend: nccl",
 )
 
@@ -322,13 +310,13 @@ STEP_LINE = _kind(
     rf" \| Loss: (?P<loss>{_FLOAT}) \| LR: (?P<learning_rate>{_FLOAT})"
     rf" \| Speed: (?P<steps_per_second>{_FLOAT}) steps/s \| ETA: (?P<eta_minutes>{_FLOAT})min\s*$",
     {
-        "step": Field(_int, "d"),
-        "max_steps": Field(_int, "d"),
-        "percent": Field(_float, ".1f"),
-        "loss": Field(_float, ".4f"),
-        "learning_rate": Field(_float, ".2e"),
-        "steps_per_second": Field(_float, ".1f"),
-        "eta_minutes": Field(_float, ".1f"),
+        "step": Field(int, "d"),
+        "max_steps": Field(int, "d"),
+        "percent": Field(float, ".1f"),
+        "loss": Field(float, ".4f"),
+        "learning_rate": Field(float, ".2e"),
+        "steps_per_second": Field(float, ".1f"),
+        "eta_minutes": Field(float, ".1f"),
     },
     "Step   50/1000 ( 5.0%) | Loss: 2.1234 | LR: 1.50e-04 | Speed: 2.5 steps/s | ETA: 6.3min",
 )
@@ -340,7 +328,7 @@ METRICS_LINE = _kind(
     "  └─ Metrics: step_duration: {step_duration:.3f}, samples_per_second: {samples_per_second:.1f}",
     rf"^\s*└─ Metrics: step_duration: (?P<step_duration>{_FLOAT}), "
     rf"samples_per_second: (?P<samples_per_second>{_FLOAT})\s*$",
-    {"step_duration": Field(_float, ".3f"), "samples_per_second": Field(_float, ".1f")},
+    {"step_duration": Field(float, ".3f"), "samples_per_second": Field(float, ".1f")},
     "  └─ Metrics: step_duration: 0.400, samples_per_second: 5.0",
 )
 
@@ -350,7 +338,7 @@ BULLET_LINE = _kind(
     ["main"],
     "  • {key}: {value}",
     r"^\s*•\s*(?P<key>[^:]+?):\s*(?P<value>.*?)\s*$",
-    {"key": Field(_str), "value": Field(_str)},
+    {"key": Field(str), "value": Field(str)},
     "  • eval_loss: 1.8765",
 )
 
@@ -360,7 +348,7 @@ HEADER_FIELD = _kind(
     ["main", "multigpu", "performance"],
     "{key}: {value}",
     r"^(?P<key>[A-Za-z][A-Za-z0-9 _/().-]*?): (?P<value>.*?)\s*$",
-    {"key": Field(_str), "value": Field(_str)},
+    {"key": Field(str), "value": Field(str)},
     "Session ID: training_20241206_143022",
 )
 
@@ -370,7 +358,7 @@ MULTIGPU_STEP = _kind(
     "Multi-GPU Step {step} | Processes: {processes} | Local rank: {local_rank} | Process index: {process_index}",
     r"^Multi-GPU Step (?P<step>\d+) \| Processes: (?P<processes>\d+) \| Local rank: (?P<local_rank>\d+)"
     r" \| Process index: (?P<process_index>\d+)\s*$",
-    {k: Field(_int, "d") for k in ("step", "processes", "local_rank", "process_index")},
+    {k: Field(int, "d") for k in ("step", "processes", "local_rank", "process_index")},
     "Multi-GPU Step 20 | Processes: 2 | Local rank: 0 | Process index: 0",
 )
 
@@ -383,11 +371,11 @@ COMMUNICATION = _kind(
     rf"^Communication \| (?P<op>[A-Za-z0-9_.-]+)(?: \| Rank (?P<rank>\d+))? \| Size: (?P<size_mb>{_FLOAT})MB"
     rf"(?: \| Duration: (?P<duration_ms>{_FLOAT})ms)? \| Bandwidth: (?P<bandwidth_mb_s>{_FLOAT})MB/s\s*$",
     {
-        "op": Field(_str),
-        "rank": Field(_int, "d"),
-        "size_mb": Field(_float, ".2f"),
-        "duration_ms": Field(_float, ".2f"),
-        "bandwidth_mb_s": Field(_float, ".2f"),
+        "op": Field(str),
+        "rank": Field(int, "d"),
+        "size_mb": Field(float, ".2f"),
+        "duration_ms": Field(float, ".2f"),
+        "bandwidth_mb_s": Field(float, ".2f"),
     },
     "Communication | gradient_sync | Rank 0 | Size: 45.67MB | Duration: 12.34ms | Bandwidth: 3701.46MB/s",
 )
@@ -400,10 +388,10 @@ PERFORMANCE = _kind(
     rf"^Performance \| Step (?P<step>\d+) \| Avg step time: (?P<avg_step_time_s>{_FLOAT})s"
     rf" \| Throughput: (?P<throughput_samples_s>{_FLOAT}) samples/s \| Total batch size: (?P<total_batch_size>\d+)\s*$",
     {
-        "step": Field(_int, "d"),
-        "avg_step_time_s": Field(_float, ".3f"),
-        "throughput_samples_s": Field(_float, ".1f"),
-        "total_batch_size": Field(_int, "d"),
+        "step": Field(int, "d"),
+        "avg_step_time_s": Field(float, ".3f"),
+        "throughput_samples_s": Field(float, ".1f"),
+        "total_batch_size": Field(int, "d"),
     },
     "Performance | Step 100 | Avg step time: 0.380s | Throughput: 10.5 samples/s | Total batch size: 4",
 )
@@ -413,7 +401,7 @@ GPU_UTIL_LOW = _kind(
     ["performance"],
     "GPU {gpu} utilization low: {utilization_pct:.1f}%",
     rf"^GPU (?P<gpu>\d+) utilization low: (?P<utilization_pct>{_FLOAT})%\s*$",
-    {"gpu": Field(_int, "d"), "utilization_pct": Field(_float, ".1f")},
+    {"gpu": Field(int, "d"), "utilization_pct": Field(float, ".1f")},
     "GPU 1 utilization low: 45.2%",
 )
 
@@ -422,7 +410,7 @@ SLOW_STEP = _kind(
     ["performance"],
     "Slow training detected: {step_time_s:.1f}s per step",
     rf"^Slow training detected: (?P<step_time_s>{_FLOAT})s per step\s*$",
-    {"step_time_s": Field(_float, ".1f")},
+    {"step_time_s": Field(float, ".1f")},
     "Slow training detected: 15.1s per step",
 )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from transformers import TrainerCallback
 
 from logkit.schema import EventType, Status
-from trainer_hooks.emitter import SessionLogger
+from trainer_hooks.emitter import SessionLogger, guarded
 from trainer_hooks.lifecycle import end_on_exit
 
 __all__ = ["LogkitCallback"]
@@ -63,6 +63,7 @@ class LogkitCallback(TrainerCallback):
     def session_dir(self):
         return self.logger.folder
 
+    @guarded
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         world = max(1, int(getattr(args, "world_size", 1) or 1))
         per_device = int(args.per_device_train_batch_size)
@@ -92,15 +93,18 @@ class LogkitCallback(TrainerCallback):
             self.logger.attach_model(model)
         self._tokens_seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
 
+    @guarded
     def on_step_begin(self, args, state, control, **kwargs):
         self.logger.step_begin()
 
+    @guarded
     def on_step_end(self, args, state, control, **kwargs):
         seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
         tokens, self._tokens_seen = seen - self._tokens_seen, seen
         # The loss of this step arrives in on_log right after: keep the record open.
         self.logger.step_end(state.global_step, epoch=state.epoch, tokens=tokens or None, flush=False)
 
+    @guarded
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs:
             return
@@ -109,17 +113,21 @@ class LogkitCallback(TrainerCallback):
         if step_metrics:
             self.logger.add_metrics(state.global_step, step_metrics)
 
+    @guarded
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if metrics:
             self.logger.evaluation(state.global_step, metrics)
 
+    @guarded
     def on_save(self, args, state, control, **kwargs):
         self.logger.event(EventType.CHECKPOINT_SAVED, f"Checkpoint saved at step {state.global_step}",
                           step=state.global_step, path=f"{args.output_dir}/checkpoint-{state.global_step}")
 
+    @guarded
     def on_epoch_end(self, args, state, control, **kwargs):
         self.logger.event(EventType.EPOCH_COMPLETE, f"Epoch {state.epoch:.2f} complete",
                           step=state.global_step, epoch=state.epoch)
 
+    @guarded
     def on_train_end(self, args, state, control, **kwargs):
         self.logger.end(Status.COMPLETED)

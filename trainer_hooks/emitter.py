@@ -36,14 +36,18 @@ VERBOSITY_LEVELS: dict[str, dict[str, int]] = {
 
 
 def guarded(method):
-    """Run a logger method; a failure is reported to the errors log and swallowed."""
+    """Run a logger method; a failure is reported to the errors log and swallowed.
+
+    Works on ``SessionLogger`` methods and on objects holding one as ``self.logger``.
+    """
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:
-            self._fault(f"{method.__name__} failed", exc)
+            owner = self if isinstance(self, SessionLogger) else self.logger
+            owner._fault(f"{type(self).__name__}.{method.__name__} failed", exc)
             return None
 
     return wrapper

@@ -20,7 +20,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from logkit.schema import Status
-from trainer_hooks.emitter import SessionLogger
+from trainer_hooks.emitter import SessionLogger, guarded
 from trainer_hooks.lifecycle import end_on_exit
 
 __all__ = ["TrainingLogger", "StepMetrics"]
@@ -75,6 +75,7 @@ class TrainingLogger:
     def session_dir(self):
         return self.logger.folder
 
+    @guarded
     def start(self) -> TrainingLogger:
         """Open the session (a collective: every rank calls it, as ``with`` does)."""
         self.logger.start(model=_unwrap(self.model), **self._start_kwargs)
@@ -92,6 +93,7 @@ class TrainingLogger:
         self.log_step(step, loss=metrics.loss, learning_rate=metrics.learning_rate,
                       grad_norm=metrics.grad_norm, tokens=metrics.tokens)
 
+    @guarded
     def log_step(self, step: int | None = None, *, loss=None, learning_rate=None, grad_norm=None,
                  tokens=None, epoch=None) -> None:
         """Explicit form of ``step()``: call once after each optimizer step."""
@@ -106,7 +108,8 @@ class TrainingLogger:
         self.logger.end(status)
 
     def __enter__(self) -> TrainingLogger:
-        return self.start()
+        self.start()
+        return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc is not None:
