@@ -42,6 +42,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lora-r", type=int, default=8)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=1, help="torch threads per process on CPU")
+    p.add_argument("--trainer", default="hf", choices=["hf", "sft"],
+                   help="transformers' Trainer, or TRL's SFTTrainer")
     p.add_argument("--force-single-gpu", action="store_true", help="use GPU 0 only (seed 000)")
     p.add_argument("--session-name", default=None, help="recorded as config.session (seed 002 results.json)")
     return p.parse_args(argv)
@@ -187,7 +189,7 @@ def main(argv=None) -> int:
     train_data = load_lm_dataset(dataset, tokenizer, args.text_field, args.seq_len)
 
     bf16 = compute_dtype == torch.bfloat16
-    training_args = TrainingArguments(
+    common = dict(
         output_dir=args.output_dir,
         max_steps=args.max_steps,
         per_device_train_batch_size=args.batch_size,
@@ -209,9 +211,16 @@ def main(argv=None) -> int:
     callback = LogkitCallback(
         log_dir=args.log_dir, verbosity=args.verbosity, model_name=args.model or "tiny-llama (local)",
         config={"force_single_gpu": args.force_single_gpu, "session": args.session_name, "lora_r": args.lora_r,
-                "seq_len": args.seq_len, "quantization": "nf4-4bit", "tiny": args.tiny},
+                "seq_len": args.seq_len, "quantization": "nf4-4bit", "tiny": args.tiny, "trainer": args.trainer},
     )
-    trainer = Trainer(model=model, args=training_args, train_dataset=train_data, callbacks=[callback])
+    if args.trainer == "sft":
+        from trl import SFTConfig, SFTTrainer
+
+        trainer = SFTTrainer(model=model, args=SFTConfig(**common, max_length=args.seq_len, packing=False),
+                             train_dataset=train_data, processing_class=tokenizer, callbacks=[callback])
+    else:
+        trainer = Trainer(model=model, args=TrainingArguments(**common), train_dataset=train_data,
+                          callbacks=[callback])
     t0 = time.perf_counter()
     result = trainer.train()
     duration = time.perf_counter() - t0

@@ -158,3 +158,21 @@ def test_cli_json_compares_the_two_runs(runs):
     assert cmp["regime"] == "weak"  # same per-device batch, the global batch doubled
     assert math.isfinite(cmp["step_rate_ratio"]) and cmp["step_rate_ratio"] == pytest.approx(
         by_size[2]["steps_per_second"] / by_size[1]["steps_per_second"], rel=1e-6)
+
+
+def test_trl_sft_trainer_on_two_ranks(tmp_path, runs):
+    """The same callback under TRL's SFTTrainer: streams, losses and gradient sync."""
+    accelerate_launch("examples/train_qlora.py", [
+        "--tiny", "--tiny-dir", str(runs["tiny"]), "--trainer", "sft", "--max-steps", "6",
+        "--batch-size", str(BATCH), "--log-dir", str(tmp_path / "logs"), "--output-dir", str(tmp_path / "out")],
+        2, cwd=tmp_path)
+    (session,) = session_dirs(tmp_path / "logs")
+    files = SessionFiles(session.name)
+    state = orjson.loads((tmp_path / "out" / "trainer_state.json").read_bytes())
+    logged = {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
+    for rank in (0, 1):
+        records = read_jsonl(session / files.rank_jsonl(rank))
+        assert records[0]["config"]["trainer"] == "sft" and records[-1]["status"] == "completed"
+        steps = {r["step"]: r["metrics"]["loss"] for r in records if r["type"] == "training_step_complete"}
+        assert steps == logged
+        assert {r["step"] for r in records if r["type"] == "communication"} == set(range(1, 7))
