@@ -9,7 +9,7 @@ mkdir -p "$out"
 for n in 1 2; do
   echo "==> tiny QLoRA on $n CPU rank(s), $steps steps"
   bash examples/launch_tiny_qlora.sh "$n" "$out/logs" "$out/outputs/ranks$n" \
-    --tiny-dir "$out/tiny-llama" --max-steps "$steps" 2>"$out/train_ranks$n.stderr"
+    --tiny-dir "$out/tiny-llama" --max-steps "$steps" --batch-size 16 --seq-len 128 2>"$out/train_ranks$n.stderr"
 done
 echo "==> analyze_logs --compare $out/logs"
 .venv/bin/analyze_logs --compare "$out/logs"

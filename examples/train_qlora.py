@@ -243,7 +243,7 @@ def main(argv=None) -> int:
             "num_gpus": world if on_cuda else 0,
             "num_processes": world,
             "model_name": args.model or "tiny-llama (local)",
-            "optimizations": "qlora-nf4, lora_r=%d" % args.lora_r,
+            "optimizations": f"qlora-nf4, lora_r={args.lora_r}",
             "logkit_session": str(callback.session_dir) if callback.session_dir else None,
         }
         (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")

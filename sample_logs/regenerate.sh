@@ -9,7 +9,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for n in 1 2; do
   bash examples/launch_tiny_qlora.sh "$n" "$work/logs" "$work/outputs/ranks$n" \
-    --tiny-dir "$work/tiny-llama" --max-steps 30 --session-name fixtures
+    --tiny-dir "$work/tiny-llama" --max-steps 30 --batch-size 16 --seq-len 128 --session-name fixtures
 done
 rm -rf "$dest"
 mkdir -p "$dest"

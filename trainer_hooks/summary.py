@@ -15,7 +15,10 @@ def build_summary(start: dict, end: dict, training_time_s: float, comm_stats: di
     """
     steps = end.get("steps_logged") or 0
     samples = end.get("samples_seen") or 0
-    per_sec = (lambda x: round(x / training_time_s, 4) if training_time_s > 0 else None)
+
+    def per_sec(x):
+        return round(x / training_time_s, 4) if training_time_s > 0 else None
+
     communication = {}
     for op, (count, total_bytes, sum_algbw, sum_busbw) in comm_stats.items():
         communication[op] = {

@@ -23,7 +23,6 @@ from logkit.schema import (
     PROCESS_LINE,
     SLOW_STEP,
     STEP_LINE,
-    EventType,
     SessionFiles,
 )
 

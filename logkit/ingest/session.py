@@ -1,0 +1,108 @@
+"""``Session``: one training session as typed pandas frames plus a ``meta`` dict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from logkit.schema import FRAME_COLUMNS
+
+__all__ = ["Session", "FRAME_DTYPES", "make_frame"]
+
+# Column dtypes of every frame: the contract's columns (schema.FRAME_COLUMNS) first, then
+# extras. "Int64" is pandas' nullable integer (a missing step stays <NA>, not a float);
+# "float64" carries NaN for absent values; "object" holds text (None where absent).
+FRAME_DTYPES: dict[str, dict[str, str]] = {
+    "steps": {
+        "rank": "Int64", "step": "Int64", "time_s": "float64", "loss": "float64",
+        "learning_rate": "float64", "grad_norm": "float64", "step_time_s": "float64",
+        "samples_per_s": "float64", "tokens_per_s": "float64", "total_batch_size": "Int64",
+        "epoch": "float64", "data_time_s": "float64",
+    },
+    "comm": {
+        "rank": "Int64", "step": "Int64", "op": "object", "size_bytes": "Int64",
+        "duration_ms": "float64", "algbw_mb_s": "float64", "busbw_mb_s": "float64",
+        "group_size": "Int64", "source": "object", "bucket": "Int64", "timing_source": "object",
+        "time_s": "float64",
+    },
+    "perf": {
+        "rank": "Int64", "step": "Int64", "avg_step_time_s": "float64",
+        "throughput_samples_s": "float64", "total_batch_size": "Int64", "window_steps": "Int64",
+        "time_s": "float64",
+    },
+    "gpu": {
+        "time_s": "float64", "host": "object", "gpu": "Int64", "utilization_pct": "float64",
+        "memory_used_mb": "float64", "memory_total_mb": "float64", "power_w": "float64",
+        "temperature_c": "float64", "rank": "Int64", "memory_usage_pct": "float64",
+        "sm_clock_mhz": "float64",
+    },
+    "evals": {"step": "Int64", "name": "object", "value": "float64", "rank": "Int64", "time_s": "float64"},
+    "events": {
+        "time_s": "float64", "rank": "Int64", "level": "object", "kind": "object",
+        "message": "object", "source": "object", "step": "Int64", "subkind": "object",
+        "value": "float64", "threshold": "float64",
+    },
+    "diagnostics": {"file": "object", "line": "Int64", "reason": "object", "text": "object"},
+}
+
+# The contract's columns must lead each frame, in its order.
+for _name, _cols in FRAME_COLUMNS.items():
+    assert tuple(FRAME_DTYPES[_name])[: len(_cols)] == _cols, _name
+
+
+def _to_int(series: pd.Series) -> pd.Series:
+    # Non-integral or non-numeric values (a malformed record) become <NA>, never an error.
+    num = pd.to_numeric(series, errors="coerce").astype("float64")
+    num = num.where(num.notna() & (num % 1 == 0))
+    return num.astype("Int64")
+
+
+def make_frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """A frame named ``name`` from row dicts, with the columns and dtypes of ``FRAME_DTYPES``."""
+    dtypes = FRAME_DTYPES[name]
+    frame = pd.DataFrame.from_records(rows, columns=list(dtypes)) if rows else pd.DataFrame(
+        {c: pd.Series([], dtype="object") for c in dtypes})
+    for col, dtype in dtypes.items():
+        if dtype == "Int64":
+            frame[col] = _to_int(frame[col])
+        elif dtype == "float64":
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
+        else:
+            frame[col] = frame[col].astype("object")
+    return frame
+
+
+@dataclass
+class Session:
+    """One training session.
+
+    ``meta`` holds session_id, mode, world_size, gpu_count, model, backend, start_time,
+    end_time, duration_s, status, total_batch_size, max_steps, ranks_found, files, folder.
+    Frames have at least the columns of ``logkit.schema.FRAME_COLUMNS``; ``time_s`` is the
+    record's ``elapsed_s`` (seconds since that rank's first record).
+    """
+
+    meta: dict = field(default_factory=dict)
+    steps: pd.DataFrame = field(default_factory=lambda: make_frame("steps", []))
+    comm: pd.DataFrame = field(default_factory=lambda: make_frame("comm", []))
+    perf: pd.DataFrame = field(default_factory=lambda: make_frame("perf", []))
+    gpu: pd.DataFrame = field(default_factory=lambda: make_frame("gpu", []))
+    evals: pd.DataFrame = field(default_factory=lambda: make_frame("evals", []))
+    events: pd.DataFrame = field(default_factory=lambda: make_frame("events", []))
+    diagnostics: pd.DataFrame = field(default_factory=lambda: make_frame("diagnostics", []))
+
+    @classmethod
+    def empty(cls, meta: dict | None = None) -> Session:
+        """A session with empty frames (and the given ``meta``)."""
+        return cls(meta=dict(meta or {}))
+
+    @property
+    def session_id(self) -> str | None:
+        return self.meta.get("session_id")
+
+    def __repr__(self) -> str:
+        return (f"Session({self.session_id!r}, world_size={self.meta.get('world_size')}, "
+                f"steps={len(self.steps)}, comm={len(self.comm)}, events={len(self.events)}, "
+                f"diagnostics={len(self.diagnostics)})")
