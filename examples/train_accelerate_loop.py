@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 
 def main(argv=None) -> int:
@@ -24,6 +25,11 @@ def main(argv=None) -> int:
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--losses-out", default=None)
+    p.add_argument("--verbosity", default="high", choices=["low", "medium", "high", "ultra"])
+    # fault injection, to see what logkit reports when a run goes wrong
+    p.add_argument("--inject-nan-at", type=int, default=None, help="make the loss NaN at this step")
+    p.add_argument("--fail-at", type=int, default=None, help="raise an exception at this step")
+    p.add_argument("--sleep", type=float, default=0.0, help="extra seconds per step (a slower run)")
     args = p.parse_args(argv)
 
     import torch
@@ -44,19 +50,28 @@ def main(argv=None) -> int:
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
 
     losses = []
-    with TrainingLogger(args.log_dir, accelerator=accelerator, model=model, per_device_batch_size=args.batch_size,
-                        max_steps=args.steps, model_name="mlp-regression") as tlog:
+    with TrainingLogger(args.log_dir, args.verbosity, accelerator=accelerator, model=model,
+                        per_device_batch_size=args.batch_size, max_steps=args.steps,
+                        model_name="mlp-regression") as tlog:
         batches = iter(loader)
-        for _ in range(args.steps):
+        for n in range(1, args.steps + 1):
+            if n == args.fail_at:
+                raise RuntimeError(f"injected failure at step {n}")
             with tlog.step() as step:  # one optimizer step (all its accumulation micro-batches)
                 for _ in range(args.grad_accum):
                     xb, yb = next(batches)
                     with accelerator.accumulate(model):
                         loss = torch.nn.functional.mse_loss(model(xb), yb)
+                        if n == args.inject_nan_at:
+                            loss = loss * float("nan")
                         accelerator.backward(loss)
+                        if accelerator.sync_gradients:
+                            tlog.check_gradients()  # NaN/Inf report before the optimizer uses them
                         grad_norm = accelerator.clip_grad_norm_(model.parameters(), 1.0)
                         optimizer.step()
                         optimizer.zero_grad()
+                if args.sleep:
+                    time.sleep(args.sleep)
                 value = loss.item()
                 losses.append(value)
                 step.log(loss=value, learning_rate=optimizer.param_groups[0]["lr"], grad_norm=float(grad_norm))

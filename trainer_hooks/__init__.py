@@ -7,14 +7,14 @@ with the piece that needs them.
 
 from __future__ import annotations
 
-__all__ = ["LogkitCallback", "TrainingLogger", "SessionLogger"]
+__all__ = ["LogkitCallback", "VerboseLoggingCallback", "TrainingLogger", "SessionLogger"]
 
 
 def __getattr__(name: str):
-    if name == "LogkitCallback":
-        from trainer_hooks.callback import LogkitCallback
+    if name in ("LogkitCallback", "VerboseLoggingCallback"):
+        from trainer_hooks import callback
 
-        return LogkitCallback
+        return getattr(callback, name)
     if name == "TrainingLogger":
         from trainer_hooks.loop import TrainingLogger
 

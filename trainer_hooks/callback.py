@@ -5,17 +5,20 @@
 Every rank runs it: rank 0 picks the session id and writes the text logs and the summary,
 every rank writes its own JSONL stream, and gradient synchronisation is timed by a DDP
 communication hook installed on the Trainer's DDP wrapper (nothing else to write).
+``VerboseLoggingCallback`` keeps seed 004's name and arguments.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from transformers import TrainerCallback
 
-from logkit.schema import EventType, Status
+from logkit.schema import Status
 from trainer_hooks.emitter import SessionLogger, guarded
 from trainer_hooks.lifecycle import end_on_exit
 
-__all__ = ["LogkitCallback"]
+__all__ = ["LogkitCallback", "VerboseLoggingCallback"]
 
 # Trainer log keys that are not per-step training metrics.
 _NOT_STEP_METRICS = ("epoch", "total_flos", "step")
@@ -27,44 +30,31 @@ class LogkitCallback(TrainerCallback):
     Args:
         log_dir: the folder that receives the session folder.
         verbosity: ``low | medium | high | ultra`` (seed 004).
-        log_interval_steps / performance_log_steps: override the verbosity's intervals.
-        detailed_communication_logs: the per-sync lines in multigpu.log.
         time_communication: install the DDP hook that times gradient synchronisation.
         model_name, config: recorded in ``session_start`` (config is any JSON-able dict).
+        session_id: use this id instead of ``training_<timestamp>``.
+        **settings: any field of ``trainer_hooks.settings.LogSettings``, e.g. seed 000's
+            ``log_interval_steps``, ``performance_log_steps``, ``gpu_snapshot_interval``,
+            ``detailed_communication_logs``; or ``stop_on_nan=True``.
     """
 
-    def __init__(
-        self,
-        log_dir: str = "logs",
-        verbosity: str = "high",
-        *,
-        log_interval_steps: int | None = None,
-        performance_log_steps: int | None = None,
-        detailed_communication_logs: bool = True,
-        time_communication: bool = True,
-        model_name: str | None = None,
-        config: dict | None = None,
-        session_id: str | None = None,
-    ) -> None:
-        self.logger = SessionLogger(
-            log_dir=log_dir,
-            verbosity=verbosity,
-            log_interval_steps=log_interval_steps,
-            performance_log_steps=performance_log_steps,
-            detailed_communication_logs=detailed_communication_logs,
-            session_id=session_id,
-        )
+    def __init__(self, log_dir: str = "logs", verbosity: str = "high", *, time_communication: bool = True,
+                 model_name: str | None = None, config: dict | None = None, session_id: str | None = None,
+                 mirror_jsonl: str | None = None, **settings) -> None:
+        self.logger = SessionLogger(log_dir=log_dir, verbosity=verbosity, session_id=session_id,
+                                    mirror_jsonl=mirror_jsonl, **settings)
         self.time_communication = time_communication
         self.model_name = model_name
         self.config = config
         self._tokens_seen = 0
+        self._model = None
 
     @property
     def session_dir(self):
         return self.logger.folder
 
     @guarded
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
         world = max(1, int(getattr(args, "world_size", 1) or 1))
         per_device = int(args.per_device_train_batch_size)
         accumulation = int(args.gradient_accumulation_steps)
@@ -76,19 +66,14 @@ class LogkitCallback(TrainerCallback):
             "num_train_epochs": args.num_train_epochs,
             "seed": args.seed,
             "output_dir": str(args.output_dir),
+            "gradient_checkpointing": bool(getattr(args, "gradient_checkpointing", False)),
             **(self.config or {}),
         }
-        self.logger.start(
-            model=model,
-            model_name=self.model_name,
-            config=config,
-            per_device_batch_size=per_device,
-            gradient_accumulation_steps=accumulation,
-            total_batch_size=per_device * accumulation * world,
-            max_steps=state.max_steps,
-            mixed_precision=precision,
-        )
+        self.logger.start(model=model, model_name=self.model_name, config=config, per_device_batch_size=per_device,
+                          gradient_accumulation_steps=accumulation, total_batch_size=per_device * accumulation * world,
+                          max_steps=state.max_steps, mixed_precision=precision, dataloader=train_dataloader)
         end_on_exit(self.logger)
+        self._model = model
         if self.time_communication and model is not None:
             self.logger.attach_model(model)
         self._tokens_seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
@@ -98,16 +83,30 @@ class LogkitCallback(TrainerCallback):
         self.logger.step_begin()
 
     @guarded
+    def on_substep_end(self, args, state, control, **kwargs):
+        self.logger.micro_batch_end()
+
+    @guarded
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        # the gradients exist only between backward and the optimizer step
+        s = self.logger.settings
+        if self._model is not None and (s.grad_check or s.layer_grad_norms):
+            self.logger.check_gradients(self._model, state.global_step + 1)
+
+    @guarded
     def on_step_end(self, args, state, control, **kwargs):
         seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
         tokens, self._tokens_seen = seen - self._tokens_seen, seen
         # The loss of this step arrives in on_log right after: keep the record open.
         self.logger.step_end(state.global_step, epoch=state.epoch, tokens=tokens or None, flush=False)
+        if self.logger.stop_requested:
+            control.should_training_stop = True
 
     @guarded
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs:
             return
+        self.logger.trainer_log(state.global_step, logs)
         step_metrics = {k: v for k, v in logs.items()
                         if k not in _NOT_STEP_METRICS and not k.startswith(("eval_", "train_", "test_"))}
         if step_metrics:
@@ -120,14 +119,24 @@ class LogkitCallback(TrainerCallback):
 
     @guarded
     def on_save(self, args, state, control, **kwargs):
-        self.logger.event(EventType.CHECKPOINT_SAVED, f"Checkpoint saved at step {state.global_step}",
-                          step=state.global_step, path=f"{args.output_dir}/checkpoint-{state.global_step}")
+        self.logger.checkpoint(state.global_step, Path(args.output_dir) / f"checkpoint-{state.global_step}")
 
     @guarded
     def on_epoch_end(self, args, state, control, **kwargs):
-        self.logger.event(EventType.EPOCH_COMPLETE, f"Epoch {state.epoch:.2f} complete",
-                          step=state.global_step, epoch=state.epoch)
+        self.logger.epoch_end(state.global_step, state.epoch)
 
     @guarded
     def on_train_end(self, args, state, control, **kwargs):
         self.logger.end(Status.COMPLETED)
+
+
+class VerboseLoggingCallback(LogkitCallback):
+    """Seed 004's callback, kept by name: ``VerboseLoggingCallback(verbosity_level="high",
+    log_file="verbose_training_logs.jsonl")``. The session folder is written as usual (under
+    ``log_dir``), and rank 0's JSONL stream is also written to ``log_file``."""
+
+    def __init__(self, verbosity_level: str = "high", log_file: str = "verbose_training_logs.jsonl",
+                 log_dir: str = "logs", **kwargs) -> None:
+        super().__init__(log_dir=log_dir, verbosity=verbosity_level, mirror_jsonl=log_file, **kwargs)
+        self.verbosity_level = verbosity_level
+        self.log_file = log_file

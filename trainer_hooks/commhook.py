@@ -2,51 +2,84 @@
 
 A DDP communication hook does what DDP's default all-reduce does (divide by the world
 size, all-reduce, hand the tensor back) and notes, per bucket, the exact bytes and the
-time from launch to completion. The training thread only appends a tuple; records are
-built later, at step end.
+time from launch to completion. Gradient-accumulation micro-steps under ``no_sync`` never
+call the hook, so only real synchronisations are counted. The training thread only
+appends a tuple; records are built later, at step end.
 """
 
 from __future__ import annotations
 
 import gc
 import time
+from collections import deque
 
 __all__ = ["CommTimer", "find_ddp", "install_comm_hook"]
 
 
 class CommTimer:
-    """Collects ``(bucket_index, size_bytes, start, end)`` tuples in ``perf_counter`` seconds."""
+    """Per-bucket timings of gradient synchronisation.
 
-    timing_source = "wall"
+    On CUDA a pair of CUDA events brackets each bucket's all-reduce (start: the bucket is
+    ready on the compute stream; end: recorded on a stream synchronised with the NCCL
+    kernel), read back later with ``query()`` so the training stream never stalls. On CPU
+    (gloo) it is wall time from launch to completion.
+    """
 
     def __init__(self) -> None:
-        self.pending: list[tuple[int, int, float, float]] = []
+        self.pending: list[tuple] = []  # launched since the last collect: (bucket, bytes, start, end)
+        self._in_flight: deque = deque()  # (step, bucket, bytes, start, end) awaiting the GPU
         self.group_size = 1
-
-    def drain(self) -> list[tuple[int, int, float, float]]:
-        """The measurements since the last drain. Called at step end, when DDP has
-        already waited for every bucket of the step."""
-        items, self.pending = self.pending, []
-        return items
+        self.timing_source = "wall"
 
     def hook(self, process_group, bucket):
         # Same arithmetic as torch's default allreduce_hook.
+        import torch
         import torch.distributed as dist
 
-        start = time.perf_counter()
         group = process_group if process_group is not None else dist.group.WORLD
         tensor = bucket.buffer()
         size_bytes = tensor.numel() * tensor.element_size()
         index = bucket.index()
+        pending = self.pending
+        if tensor.is_cuda:
+            self.timing_source = "cuda_event"
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            start = time.perf_counter()
         tensor.div_(dist.get_world_size(group))
         fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
-        pending = self.pending
 
         def done(f):
-            pending.append((index, size_bytes, start, time.perf_counter()))
+            if tensor.is_cuda:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()  # on a stream that waits for the all-reduce kernel
+            else:
+                end = time.perf_counter()
+            pending.append((index, size_bytes, start, end))
             return f.value()[0]
 
         return fut.then(done)
+
+    def collect(self, step: int, wait: bool = False) -> list[tuple[int, int, int, float]]:
+        """Measurements ready now, as ``(step, bucket, bytes, seconds)``; the buckets launched
+        since the last call belong to ``step``. ``wait=True`` (session end) waits for the GPU."""
+        launched, self.pending = self.pending, []
+        self._in_flight.extend((step, *item) for item in launched)
+        ready = []
+        while self._in_flight:
+            item_step, index, size, start, end = self._in_flight[0]
+            if isinstance(start, float):
+                seconds = end - start
+            else:
+                if not end.query():
+                    if not wait:
+                        break  # the GPU is still on it: read it at a later step
+                    end.synchronize()
+                seconds = start.elapsed_time(end) / 1e3
+            self._in_flight.popleft()
+            ready.append((item_step, index, size, seconds))
+        return ready
 
 
 def find_ddp(model):

@@ -1,7 +1,8 @@
 """The session logger shared by the transformers callback and the accelerate-loop helper.
 
 It builds records (plain dicts with the keys of ``logkit.schema``) on the training thread
-and hands them to the writer thread; it does no analysis. Every public method is
+and hands them to the writer thread; analysis is left to ``logkit``, and what it decides
+here (findings) are threshold checks on numbers it already holds. Every public method is
 guarded: a fault of the logger goes to the errors log, never into training.
 """
 
@@ -9,30 +10,33 @@ from __future__ import annotations
 
 import functools
 import math
-import platform
 import sys
 import time
 import traceback
-from collections import Counter, deque
+from collections import deque
 from pathlib import Path
 
 import orjson
 
 from logkit.schema import EventType, Mode, SessionFiles, Status, bandwidth_mb_s, busbw_factor
+from trainer_hooks import sysinfo
 from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
 from trainer_hooks.distributed import RankInfo, agree_session_id, rank_info
+from trainer_hooks.findings import (
+    GradNormWatch,
+    LossSpikeDetector,
+    SlowStepDetector,
+    resource_findings,
+    trend,
+)
+from trainer_hooks.settings import VERBOSITY_LEVELS, LogSettings, resolve_settings
 from trainer_hooks.textlog import TextRenderer
 from trainer_hooks.writer import RecordWriter, iso_timestamp
 
-__all__ = ["SessionLogger", "VERBOSITY_LEVELS"]
+__all__ = ["SessionLogger", "VERBOSITY_LEVELS", "guarded"]
 
-# Per verbosity (seed 004): main.log step-line interval and performance window, in steps.
-VERBOSITY_LEVELS: dict[str, dict[str, int]] = {
-    "low": {"log_interval_steps": 50, "performance_log_steps": 100},
-    "medium": {"log_interval_steps": 10, "performance_log_steps": 50},
-    "high": {"log_interval_steps": 1, "performance_log_steps": 10},
-    "ultra": {"log_interval_steps": 1, "performance_log_steps": 5},
-}
+# NaN/Inf reports with tensor dumps: the first few only, so a diverged run does not fill the disk.
+MAX_NAN_REPORTS = 3
 
 
 def guarded(method):
@@ -53,14 +57,19 @@ def guarded(method):
     return wrapper
 
 
-def _finite_or_none(value):
-    if value is None:
+def _number(value):
+    """A float, or None for what is not a number (NaN and Inf stay: they are findings)."""
+    if value is None or isinstance(value, bool):
         return None
     try:
-        value = float(value)
+        return float(value)
     except (TypeError, ValueError):
         return None
-    return value
+
+
+def _json_number(value):
+    """JSON has no NaN/Inf: they are written as null, and reported by their own records."""
+    return value if value is None or math.isfinite(value) else None
 
 
 class SessionLogger:
@@ -68,39 +77,34 @@ class SessionLogger:
 
     Typical use (what the callback and ``TrainingLogger`` do)::
 
-        log = SessionLogger(log_dir="logs")
+        log = SessionLogger(log_dir="logs", verbosity="high")
         log.start(model=model, total_batch_size=32, max_steps=1000)   # every rank
         log.attach_model(ddp_model)                                    # times gradient sync
         for step in ...:
             log.step_begin()
-            ...
+            ...backward...
+            log.check_gradients(model)                                 # before optimizer.step()
             log.step_end(step, loss=..., learning_rate=..., grad_norm=...)
         log.end()                                                      # every rank
+
+    Settings (see ``trainer_hooks.settings.LogSettings``) come from ``verbosity``, then the
+    environment (``TRAINING_LOG_LEVEL``, ``MULTIGPU_LOG_LEVEL``), then keyword arguments.
     """
 
-    def __init__(
-        self,
-        log_dir: str | Path = "logs",
-        verbosity: str = "high",
-        log_interval_steps: int | None = None,
-        performance_log_steps: int | None = None,
-        detailed_communication_logs: bool = True,
-        session_id: str | None = None,
-    ) -> None:
-        if verbosity not in VERBOSITY_LEVELS:
-            raise ValueError(f"verbosity must be one of {sorted(VERBOSITY_LEVELS)}, not {verbosity!r}")
-        levels = VERBOSITY_LEVELS[verbosity]
+    def __init__(self, log_dir: str | Path = "logs", verbosity: str = "high", session_id: str | None = None,
+                 mirror_jsonl: str | Path | None = None, **settings) -> None:
+        self.settings: LogSettings = resolve_settings(verbosity, **settings)
         self.log_dir = Path(log_dir)
         self.verbosity = verbosity
-        self.log_interval_steps = log_interval_steps or levels["log_interval_steps"]
-        self.performance_log_steps = performance_log_steps or levels["performance_log_steps"]
-        self.detailed_communication_logs = detailed_communication_logs
         self.requested_session_id = session_id
+        self.mirror_jsonl = Path(mirror_jsonl) if mirror_jsonl else None
         self.session_id: str | None = None
         self.folder: Path | None = None
         self.info: RankInfo | None = None
         self.comm = CommTimer()
+        self.stop_requested = False  # set on NaN/Inf when settings.stop_on_nan
         self._writer: RecordWriter | None = None
+        self._sampler = None
         self._started = self._ended = False
         self._t0 = time.perf_counter()
         self._wall0 = time.time()
@@ -109,7 +113,7 @@ class SessionLogger:
         self._pending: dict | None = None
         self._max_steps: int | None = None
         self._total_batch_size: int | None = None
-        self._step_times: list[float] = []
+        self._step_time_sum = 0.0
         self._window: deque = deque()
         self._samples = 0
         self._steps_done = 0
@@ -117,6 +121,14 @@ class SessionLogger:
         self._final_loss: float | None = None
         self._comm_stats: dict[str, list[float]] = {}
         self._start_record: dict = {}
+        self._slow = SlowStepDetector(self.settings.slow_step_factor)
+        self._spike = LossSpikeDetector(self.settings.loss_spike_factor)
+        self._grad_watch = GradNormWatch()
+        self._layer_norms: dict | None = None
+        self._nan_steps: set[int] = set()
+        self._gpu_stats: dict[int, dict[str, list[float]]] = {}
+        self._recent = {"loss": deque(maxlen=5), "step_time": deque(maxlen=5), "memory": deque(maxlen=5)}
+        self._micro = 0
 
     # -- plumbing ------------------------------------------------------------------------
     def _fault(self, what: str, exc: BaseException) -> None:
@@ -146,24 +158,21 @@ class SessionLogger:
         if self._writer is not None:
             self._writer.put(record)
 
+    def _finding(self, type_: str, finding: dict, step: int | None = None) -> None:
+        finding = dict(finding)
+        message = finding.pop("message", None) or f"{finding['kind']}: {finding.get('value')}"
+        self._emit(self._record(type_, message, "WARNING", step, **finding))
+
     @property
     def is_main(self) -> bool:
         return self.info is None or self.info.rank == 0
 
     # -- lifecycle -------------------------------------------------------------------------
     @guarded
-    def start(
-        self,
-        *,
-        model=None,
-        model_name: str | None = None,
-        config: dict | None = None,
-        per_device_batch_size: int | None = None,
-        gradient_accumulation_steps: int = 1,
-        total_batch_size: int | None = None,
-        max_steps: int | None = None,
-        mixed_precision: str | None = None,
-    ) -> None:
+    def start(self, *, model=None, model_name: str | None = None, config: dict | None = None,
+              per_device_batch_size: int | None = None, gradient_accumulation_steps: int = 1,
+              total_batch_size: int | None = None, max_steps: int | None = None,
+              mixed_precision: str | None = None, dataset=None, dataloader=None) -> None:
         """Open the session on this rank (a collective: every rank calls it)."""
         if self._started:
             return
@@ -174,47 +183,83 @@ class SessionLogger:
         files = SessionFiles(self.session_id)
         render = None
         if info.is_main:
-            render = TextRenderer(self.folder, files, self.log_interval_steps,
-                                  1 if self.detailed_communication_logs else 0)
-        self._writer = RecordWriter(self.folder / files.rank_jsonl(info.rank), self.folder / files.errors_log, render)
+            s = self.settings
+            render = TextRenderer(self.folder, files, s.log_interval_steps,
+                                  s.comm_log_interval if s.detailed_communication_logs else 0,
+                                  main_level=s.main_level, multigpu_level=s.multigpu_level)
+        mirror = self.mirror_jsonl if info.is_main else None
+        self._writer = RecordWriter(self.folder / files.rank_jsonl(info.rank), self.folder / files.errors_log,
+                                    render, mirror_path=mirror)
         if total_batch_size is None and per_device_batch_size is not None:
             total_batch_size = per_device_batch_size * max(1, gradient_accumulation_steps) * info.world_size
         self._total_batch_size = total_batch_size
         self._max_steps = max_steps
         cuda = info.device.startswith("cuda")
-        gpus = _gpu_list() if cuda else []
-        gpu_count = max(info.world_size, _model_gpu_count(model)) if cuda else 0
+        gpu_count = max(info.world_size, sysinfo.model_gpu_count(model)) if cuda else 0
         if cuda:
             mode = Mode.MULTI_GPU if gpu_count > 1 else Mode.SINGLE_GPU
         else:
             mode = Mode.MULTI_CPU if info.world_size > 1 else Mode.CPU
         if model_name is None and model is not None:
-            model_name = _model_name(model)
+            model_name = sysinfo.model_name(model)
         self._start_record = self._record(
             EventType.SESSION_START,
             f"Session {self.session_id} started on rank {info.rank}/{info.world_size} ({mode})",
-            mode=mode,
-            local_rank=info.local_rank,
-            hostname=info.hostname,
-            pid=_pid(),
-            backend=info.backend,
-            device=info.device,
-            mixed_precision=mixed_precision,
-            model_name=model_name,
-            gpu_count=gpu_count,
-            per_device_batch_size=per_device_batch_size,
-            gradient_accumulation_steps=gradient_accumulation_steps,
-            total_batch_size=total_batch_size,
-            max_steps=max_steps,
-            verbosity=self.verbosity,
-            config=dict(config or {}),
-            versions=_versions(),
-            gpus=gpus,
+            mode=mode, local_rank=info.local_rank, hostname=info.hostname, pid=_pid(), backend=info.backend,
+            device=info.device, mixed_precision=mixed_precision, model_name=model_name, gpu_count=gpu_count,
+            per_device_batch_size=per_device_batch_size, gradient_accumulation_steps=gradient_accumulation_steps,
+            total_batch_size=total_batch_size, max_steps=max_steps, verbosity=self.verbosity,
+            settings=_settings_dict(self.settings), config=dict(config or {}), versions=sysinfo.versions(),
+            gpus=sysinfo.gpu_list(),
         )
         self._emit(self._start_record)
+        self._emit(self._record(EventType.SYSTEM_INFO, "System information", **sysinfo.system_info(self.log_dir)))
         if model is not None:
-            self._emit(self._record(EventType.MODEL_INFO, "Model parameters", **_model_info(model)))
+            self._emit(self._record(EventType.MODEL_INFO, "Model parameters", **sysinfo.model_info(model)))
+        if dataset is not None or dataloader is not None:
+            self._emit(self._record(EventType.DATASET_INFO, "Training data",
+                                    **sysinfo.dataset_info(dataset, dataloader)))
+        self._start_sampler()
         self._last_step_end = time.perf_counter()
+
+    def _start_sampler(self) -> None:
+        interval = self.settings.gpu_snapshot_interval
+        if interval <= 0:
+            return
+        try:
+            from trainer_hooks.sampler import ResourceSampler
+        except ImportError:
+            return
+        self._sampler = ResourceSampler(interval_s=interval, on_interval=self._on_snapshot,
+                                        gpu_indices=self._local_gpus())
+        self._sampler.start()
+        for note in getattr(self._sampler, "notes", []) or []:
+            self._emit(self._record(EventType.RESOURCE_WARNING, note, "INFO", kind="sampling_degraded"))
+
+    def _local_gpus(self):
+        # each rank samples the GPU it trains on; rank 0 of a single process samples all of them
+        if self.info is None or not self.info.device.startswith("cuda"):
+            return None
+        if self.info.world_size > 1:
+            return [int(self.info.device.split(":")[1])]
+        return None
+
+    def _on_snapshot(self, snapshot: dict) -> None:
+        """Sampler thread: one ``gpu_snapshot`` per interval, and the resource findings."""
+        if snapshot.get("devices"):
+            self._emit(self._record(EventType.GPU_SNAPSHOT, f"GPU snapshot ({len(snapshot['devices'])} devices)",
+                                    step=self._last_step or None, hostname=self.info.hostname if self.info else None,
+                                    **snapshot))
+            for dev in snapshot["devices"]:
+                stats = self._gpu_stats.setdefault(dev.get("index", 0), {"util": [], "util_max": [], "mem": []})
+                for key, field in (("util", "utilization_percent"), ("util_max", "utilization_percent_max"),
+                                   ("mem", "memory_usage_percent")):
+                    if dev.get(field) is not None:
+                        stats[key].append(dev[field])
+        usage = self._sampler.resource_usage() if self._sampler is not None else {}
+        s = self.settings
+        for finding in resource_findings(usage, s.memory_high_pct, s.gpu_memory_high_pct, s.gpu_util_low_pct):
+            self._finding(EventType.RESOURCE_WARNING, finding, self._last_step or None)
 
     @guarded
     def attach_model(self, model) -> bool:
@@ -232,24 +277,74 @@ class SessionLogger:
             return False
         return True
 
+    # -- per step ----------------------------------------------------------------------------
     @guarded
     def step_begin(self) -> None:
         self.flush_step()
         self._step_begin = time.perf_counter()
+        self._micro = 0
 
     @guarded
-    def step_end(
-        self,
-        step: int,
-        *,
-        epoch: float | None = None,
-        loss=None,
-        learning_rate=None,
-        grad_norm=None,
-        tokens: int | None = None,
-        total_batch_size: int | None = None,
-        flush: bool = True,
-    ) -> None:
+    def micro_batch_end(self) -> None:
+        """A micro-batch of gradient accumulation is done (``batch_complete`` at ``ultra``)."""
+        self._micro += 1
+        if self.settings.batch_records:
+            self._emit(self._record("batch_complete", f"Micro-batch {self._micro} of step {self._last_step + 1}",
+                                    "DEBUG", self._last_step + 1, micro_batch=self._micro))
+
+    @guarded
+    def check_gradients(self, model, step: int | None = None) -> bool:
+        """Before ``optimizer.step()``: NaN/Inf in any gradient (one device sync), and the
+        per-layer norms at ``ultra``. Returns False when a gradient is not finite."""
+        from trainer_hooks.tensors import grad_norms, named_grads
+
+        step = self._last_step + 1 if step is None else step
+        grads = named_grads(model)
+        norms = grad_norms(grads)
+        finite = all(math.isfinite(n) for n in norms)
+        if self.settings.layer_grad_norms:
+            self._layer_norms = {name: round(n, 6) if math.isfinite(n) else None for (name, _), n in zip(grads, norms, strict=False)}
+            for finding in self._grad_watch.check({name: n for (name, _), n in zip(grads, norms, strict=False)}):
+                self._finding(EventType.ANOMALY, finding, step)
+        if not finite:
+            self.report_nonfinite(step, "nan_grad", model=model, grads=grads)
+        return finite
+
+    @guarded
+    def report_nonfinite(self, step: int, kind: str, model=None, grads=None, loss=None) -> None:
+        """An ``anomaly`` and a ``nan_detected`` record (tensors, counts, a safetensors dump)."""
+        if step in self._nan_steps:
+            return
+        self._nan_steps.add(step)
+        self._emit(self._record(EventType.ANOMALY, f"{kind} at step {step}", "ERROR", step, kind=kind,
+                                value=None if loss is None else str(loss)))
+        if len(self._nan_steps) > MAX_NAN_REPORTS:
+            return
+        from trainer_hooks.tensors import dump_tensors, named_grads, nonfinite_report
+
+        if grads is None and model is not None:
+            grads = named_grads(model)
+        tensors = nonfinite_report(grads or [], "gradient")
+        params = [(n, p) for n, p in model.named_parameters() if p.requires_grad] if model is not None else []
+        tensors += nonfinite_report(params, "parameter")
+        fields = {"kind": kind, "loss": None if loss is None else str(loss), "tensors": tensors,
+                  "affected": [t["name"] for t in tensors], "dump_path": None}
+        if tensors and self.folder is not None:
+            wanted = {t["name"] for t in tensors}
+            to_dump = {f"{n}.grad": g for n, g in (grads or []) if n in wanted}
+            to_dump.update({n: p for n, p in params if n in wanted})
+            path = self.folder / "nan_dumps" / f"rank{self.info.rank if self.info else 0}_step{step}.safetensors"
+            dumped = dump_tensors(path, to_dump, self.settings.nan_dump_max_bytes)
+            dumped["dump_path"] = str(path.relative_to(self.folder))
+            fields.update(dumped)
+        self._emit(self._record(EventType.NAN_DETECTED, f"NaN/Inf detected at step {step} in {len(tensors)} tensors",
+                                "ERROR", step, **fields))
+        if self.settings.stop_on_nan:
+            self.stop_requested = True
+
+    @guarded
+    def step_end(self, step: int, *, epoch: float | None = None, loss=None, learning_rate=None, grad_norm=None,
+                 tokens: int | None = None, total_batch_size: int | None = None, flush: bool = True) -> None:
         """One optimizer step is done. ``flush=False`` keeps the record open for
         ``add_metrics`` (transformers logs the loss just after its step-end callback)."""
         now = time.perf_counter()
@@ -259,23 +354,23 @@ class SessionLogger:
         data_time = (self._step_begin - prev) if self._step_begin is not None else None
         self._last_step_end, self._step_begin = now, None
         batch = total_batch_size or self._total_batch_size
-        self._step_times.append(step_time)
+        self._step_time_sum += step_time
         self._steps_done += 1
         self._last_step = step
         if batch:
             self._samples += batch
         self._window.append((step_time, batch or 0))
-        for index, size, t_start, t_end in self.comm.drain():
-            self._emit_comm(step, index, size, t_end - t_start)
-        avg = sum(self._step_times) / len(self._step_times)
+        self._emit_comm()
+        slow = self._slow.check(step_time)
+        if slow is not None:
+            slow["message"] = f"Slow training detected: {step_time:.1f}s per step"
+            self._finding(EventType.RESOURCE_WARNING, slow, step)
+        avg = self._step_time_sum / self._steps_done
         remaining = (self._max_steps - step) if self._max_steps else None
         eta_min = avg * remaining / 60.0 if remaining is not None else None
+        self._recent["step_time"].append(step_time)
         self._pending = self._record(
-            EventType.TRAINING_STEP,
-            "",
-            step=step,
-            max_steps=self._max_steps,
-            epoch=epoch,
+            EventType.TRAINING_STEP, "", step=step, max_steps=self._max_steps, epoch=epoch,
             local_rank=self.info.local_rank if self.info else 0,
             timing={
                 "step_time_seconds": round(step_time, 6),
@@ -285,9 +380,9 @@ class SessionLogger:
                 "estimated_completion": iso_timestamp(time.time() + eta_min * 60) if eta_min is not None else None,
             },
             metrics={
-                "loss": _finite_or_none(loss),
-                "learning_rate": _finite_or_none(learning_rate),
-                "grad_norm": _finite_or_none(grad_norm),
+                "loss": _number(loss),
+                "learning_rate": _number(learning_rate),
+                "grad_norm": _number(grad_norm),
                 "samples_per_second": round(batch / step_time, 4) if batch and step_time > 0 else None,
                 "tokens_per_second": round(tokens / step_time, 2) if tokens and step_time > 0 else None,
                 "total_batch_size": batch,
@@ -303,41 +398,76 @@ class SessionLogger:
             return
         metrics = self._pending["metrics"]
         for key, value in logs.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                metrics[key] = float(value)
+            number = _number(value)
+            if number is not None:
+                metrics[key] = number
         self.flush_step()
 
     def flush_step(self) -> None:
         record, self._pending = self._pending, None
         if record is None:
             return
-        metrics = record["metrics"]
+        step, metrics = record["step"], record["metrics"]
         loss = metrics.get("loss")
-        if loss is not None:
+        for key in ("loss", "grad_norm"):
+            value = metrics.get(key)
+            if value is not None and not math.isfinite(value):
+                self.report_nonfinite(step, "nan_loss" if key == "loss" else "nan_grad", loss=value)
+        if loss is not None and math.isfinite(loss):
             self._final_loss = loss
-            record["message"] = f"Step {record['step']} completed - Loss: {loss:.6f}"
-        else:
-            record["message"] = f"Step {record['step']} completed"
-        self._emit(record)
-        if len(self._window) >= self.performance_log_steps:
-            self._emit_performance(record["step"])
+            self._recent["loss"].append(loss)
+            spike = self._spike.check(loss)
+            if spike is not None:
+                spike["message"] = f"Loss spike at step {step}: {loss:.4f} (recent median {spike['median']:.4f})"
+                self._finding(EventType.ANOMALY, spike, step)
+        for key in list(metrics):
+            metrics[key] = _json_number(metrics[key]) if isinstance(metrics[key], float) else metrics[key]
+        record["message"] = f"Step {step} completed" + (f" - Loss: {loss:.6f}" if loss is not None else "")
+        s = self.settings
+        try:
+            self._enrich(record, step)
+        except Exception as exc:  # an optional extra must not cost the step record
+            self._fault("step record enrichment failed", exc)
+        if step % s.step_records_every == 0 or step == self._max_steps:
+            self._emit(record)
+        if len(self._window) >= s.performance_log_steps:
+            self._emit_performance(step)
 
-    def _emit_comm(self, step: int, bucket: int, size: int, duration_s: float, op: str = "gradient_sync") -> None:
+    def _enrich(self, record: dict, step: int) -> None:
+        """Resource usage, trends and layer norms, at the verbosity's intervals."""
+        s = self.settings
+        if s.resource_usage_steps and step % s.resource_usage_steps == 0 and self._sampler is not None:
+            usage = self._sampler.resource_usage()
+            record["resource_usage"] = usage
+            self._recent["memory"].append((usage.get("memory") or {}).get("usage_percent"))
+        if s.trends:
+            record["trends"] = {k: t for k, t in (
+                ("loss_trend", trend(self._recent["loss"])),
+                ("step_time_trend", trend(self._recent["step_time"])),
+                ("memory_usage_trend", trend(self._recent["memory"])),
+            ) if t is not None}
+        if self._layer_norms is not None:
+            record["layer_grad_norms"], self._layer_norms = self._layer_norms, None
+
+    def _emit_comm(self, wait: bool = False) -> None:
         n = self.comm.group_size
-        algbw = bandwidth_mb_s(size, duration_s)
-        busbw = algbw * busbw_factor(op, n)
-        self._emit(self._record(
-            EventType.COMMUNICATION,
-            f"{op} bucket {bucket}: {size} bytes in {duration_s * 1e3:.3f} ms",
-            step=step, op=op, size_bytes=size, duration_ms=round(duration_s * 1e3, 6),
-            algbw_mb_s=round(algbw, 4), busbw_mb_s=round(busbw, 4), group_size=n, bucket=bucket,
-            timing_source=self.comm.timing_source,
-        ))
-        stats = self._comm_stats.setdefault(op, [0, 0.0, 0.0, 0.0])
-        stats[0] += 1
-        stats[1] += size
-        stats[2] += algbw if math.isfinite(algbw) else 0.0
-        stats[3] += busbw if math.isfinite(busbw) else 0.0
+        for step, bucket, size, seconds in self.comm.collect(self._last_step, wait=wait):
+            op = "gradient_sync"
+            algbw = bandwidth_mb_s(size, seconds)
+            busbw = algbw * busbw_factor(op, n)
+            if self.settings.communication_records:
+                self._emit(self._record(
+                    EventType.COMMUNICATION, f"{op} bucket {bucket}: {size} bytes in {seconds * 1e3:.3f} ms",
+                    step=step, op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6),
+                    algbw_mb_s=round(algbw, 4), busbw_mb_s=round(busbw, 4), group_size=n, bucket=bucket,
+                    timing_source=self.comm.timing_source, local_rank=self.info.local_rank if self.info else 0,
+                ))
+            stats = self._comm_stats.setdefault(op, [0, 0.0, 0.0, 0.0, 0.0])
+            stats[0] += 1
+            stats[1] += size
+            stats[2] += algbw if math.isfinite(algbw) else 0.0
+            stats[3] += busbw if math.isfinite(busbw) else 0.0
+            stats[4] += seconds
 
     def _emit_performance(self, step: int) -> None:
         window, self._window = list(self._window), deque()
@@ -346,21 +476,38 @@ class SessionLogger:
         total_time = sum(t for t, _ in window)
         samples = sum(b for _, b in window)
         self._emit(self._record(
-            EventType.PERFORMANCE,
-            f"Performance over {len(window)} steps",
-            step=step,
-            window_steps=len(window),
+            EventType.PERFORMANCE, f"Performance over {len(window)} steps", step=step, window_steps=len(window),
             avg_step_time_s=round(total_time / len(window), 6),
             throughput_samples_s=round(samples / total_time, 4) if total_time > 0 else None,
             total_batch_size=self._total_batch_size,
         ))
 
+    # -- other events --------------------------------------------------------------------------
     @guarded
     def evaluation(self, step: int, metrics: dict) -> None:
-        values = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        values = {k: v for k, v in ((k, _number(v)) for k, v in metrics.items()) if v is not None}
         if "eval_loss" in values and "eval_perplexity" not in values:
             values["eval_perplexity"] = math.exp(values["eval_loss"]) if values["eval_loss"] < 700 else math.inf
+        values = {k: _json_number(v) for k, v in values.items()}
         self._emit(self._record(EventType.EVALUATION, f"Evaluation at step {step}", step=step, metrics=values))
+
+    @guarded
+    def trainer_log(self, step: int, logs: dict) -> None:
+        """Every trainer log, as it came (``ultra``)."""
+        if self.settings.trainer_logs:
+            clean = {k: (_json_number(v) if isinstance(v, float) else v) for k, v in logs.items()}
+            self._emit(self._record("trainer_log", f"Trainer log at step {step}", "DEBUG", step, logs=clean))
+
+    @guarded
+    def checkpoint(self, step: int, path: str | Path) -> None:
+        size = sysinfo.folder_size(Path(path)) if self.is_main else None
+        self._emit(self._record(EventType.CHECKPOINT_SAVED, f"Checkpoint saved at step {step}: {path}", step=step,
+                                path=str(path), size_bytes=size))
+
+    @guarded
+    def epoch_end(self, step: int, epoch: float | None) -> None:
+        self._emit(self._record(EventType.EPOCH_COMPLETE, f"Epoch {epoch:.2f} ended" if epoch is not None else
+                                "Epoch ended", step=step, epoch=epoch))
 
     @guarded
     def event(self, type_: str, message: str, level: str = "INFO", step: int | None = None, **fields) -> None:
@@ -381,34 +528,31 @@ class SessionLogger:
             return
         self._ended = True
         self.flush_step()
+        self._emit_comm(wait=True)
         if self._window:
             self._emit_performance(self._last_step)
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.stop()
         duration = time.perf_counter() - self._t0
-        training_time = sum(self._step_times)
         end = self._record(
-            EventType.SESSION_END,
-            f"Session {self.session_id} {status} after {duration:.1f}s",
+            EventType.SESSION_END, f"Session {self.session_id} {status} after {duration:.1f}s",
             "INFO" if status == Status.COMPLETED else "ERROR",
-            status=status,
-            duration_s=round(duration, 6),
-            total_steps=self._last_step,
-            steps_logged=self._steps_done,
-            final_loss=self._final_loss,
-            training_time_s=round(training_time, 6),
-            samples_seen=self._samples,
+            status=status, duration_s=round(duration, 6), total_steps=self._last_step, steps_logged=self._steps_done,
+            final_loss=self._final_loss, training_time_s=round(self._step_time_sum, 6), samples_seen=self._samples,
         )
         self._emit(end)
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
         if self.is_main and self.folder is not None:
-            self._write_summary(end, training_time)
+            self._write_summary(end)
 
-    def _write_summary(self, end: dict, training_time: float) -> None:
+    def _write_summary(self, end: dict) -> None:
         from trainer_hooks.summary import build_summary, summary_text
 
         files = SessionFiles(self.session_id)
-        summary = build_summary(self._start_record, end, training_time, self._comm_stats)
+        summary = build_summary(self._start_record, end, self._step_time_sum, self._comm_stats, self._gpu_stats)
         try:
             (self.folder / files.summary_json).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
             (self.folder / files.summary_txt).write_text(summary_text(summary), encoding="utf-8")
@@ -416,84 +560,13 @@ class SessionLogger:
             print(f"logkit: cannot write the summary of {self.session_id}: {exc}", file=sys.stderr)
 
 
-# -- facts about the process, gathered once at start -----------------------------------------
 def _pid() -> int:
     import os
 
     return os.getpid()
 
 
-def _versions() -> dict:
-    from importlib import metadata
+def _settings_dict(settings: LogSettings) -> dict:
+    from dataclasses import asdict
 
-    out = {"python": platform.python_version()}
-    for name in ("torch", "accelerate", "transformers", "peft", "bitsandbytes", "trl"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    torch = sys.modules.get("torch")
-    out["cuda"] = getattr(getattr(torch, "version", None), "cuda", None) if torch else None
-    out["nccl"] = None
-    try:
-        if torch is not None and torch.cuda.is_available():
-            out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-    except Exception:
-        pass
-    return out
-
-
-def _gpu_list() -> list[dict]:
-    import torch
-
-    gpus = []
-    for i in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(i)
-        gpus.append({"index": i, "name": props.name, "uuid": str(getattr(props, "uuid", "")),
-                     "memory_total_mb": round(props.total_memory / 1e6, 1)})
-    return gpus
-
-
-def _model_gpu_count(model) -> int:
-    if model is None:
-        return 1
-    try:
-        return len({p.device.index for p in model.parameters() if p.device.type == "cuda"}) or 1
-    except Exception:
-        return 1
-
-
-def _model_name(model) -> str | None:
-    config = getattr(model, "config", None)
-    name = getattr(config, "_name_or_path", None) or getattr(config, "name_or_path", None)
-    return str(name) if name else type(model).__name__
-
-
-def _model_info(model) -> dict:
-    total = trainable = size = 0
-    dtypes: Counter = Counter()
-    trainable_bytes = 0
-    for p in model.parameters():
-        n = p.numel()
-        total += n
-        size += n * p.element_size()
-        dtypes[str(p.dtype).replace("torch.", "")] += n
-        if p.requires_grad:
-            trainable += n
-            trainable_bytes += n * p.element_size()
-    quant = None
-    qc = getattr(getattr(model, "config", None), "quantization_config", None)
-    if qc is not None:
-        quant = qc.to_dict() if hasattr(qc, "to_dict") else dict(qc)
-        quant = {k: v for k, v in quant.items() if isinstance(v, (str, int, float, bool, type(None)))}
-    return {
-        "model_class": type(model).__name__,
-        "parameters_total": total,
-        "parameters_trainable": trainable,
-        "trainable_percent": round(100.0 * trainable / total, 4) if total else None,
-        "trainable_grad_bytes": trainable_bytes,
-        "size_bytes_estimate": size,
-        "dtypes": dict(dtypes),
-        "quantization": quant,
-    }
-
+    return asdict(settings)

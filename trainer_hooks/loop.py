@@ -8,6 +8,7 @@
             with tlog.step() as step:              # one optimizer step
                 loss = model(**batch).loss
                 accelerator.backward(loss)
+                tlog.check_gradients()             # optional: NaN/Inf report, layer norms
                 optimizer.step(); optimizer.zero_grad()
                 step.log(loss=loss.item(), learning_rate=scheduler.get_last_lr()[0])
 
@@ -51,6 +52,7 @@ class TrainingLogger:
         model: the prepared (DDP-wrapped) model: its gradient synchronisation is timed.
         per_device_batch_size / total_batch_size: samples per optimizer step.
         max_steps: for the ETA. model_name, config: recorded in ``session_start``.
+        **settings: any field of ``trainer_hooks.settings.LogSettings``.
     """
 
     def __init__(self, log_dir: str = "logs", verbosity: str = "high", *, accelerator=None, model=None,
@@ -100,6 +102,19 @@ class TrainingLogger:
         self.global_step = step if step is not None else self.global_step + 1
         self.logger.step_end(self.global_step, epoch=epoch, loss=loss, learning_rate=learning_rate,
                              grad_norm=grad_norm, tokens=tokens)
+
+    def check_gradients(self) -> bool:
+        """Between backward and ``optimizer.step()``: NaN/Inf in any gradient gives a
+        ``nan_detected`` report with a tensor dump; at ``ultra``, per-layer gradient norms.
+        Returns False when a gradient is not finite (training goes on unless you stop it,
+        or ``stop_on_nan=True`` was given: then ``should_stop`` turns True)."""
+        if self.model is None:
+            return True
+        return self.logger.check_gradients(self.model, self.global_step + 1) is not False
+
+    @property
+    def should_stop(self) -> bool:
+        return self.logger.stop_requested
 
     def evaluate(self, metrics: dict, step: int | None = None) -> None:
         self.logger.evaluation(self.global_step if step is None else step, metrics)

@@ -7,7 +7,8 @@ import math
 __all__ = ["build_summary", "summary_text"]
 
 
-def build_summary(start: dict, end: dict, training_time_s: float, comm_stats: dict) -> dict:
+def build_summary(start: dict, end: dict, training_time_s: float, comm_stats: dict,
+                  gpu_stats: dict | None = None) -> dict:
     """The summary.json of LOG_FORMATS.md from rank 0's start and end records.
 
     ``steps_per_second`` and ``samples_per_second`` are over training time (the sum of
@@ -20,13 +21,15 @@ def build_summary(start: dict, end: dict, training_time_s: float, comm_stats: di
         return round(x / training_time_s, 4) if training_time_s > 0 else None
 
     communication = {}
-    for op, (count, total_bytes, sum_algbw, sum_busbw) in comm_stats.items():
+    for op, (count, total_bytes, sum_algbw, sum_busbw, sum_seconds) in comm_stats.items():
         communication[op] = {
             "count": int(count),
             "total_mb": round(total_bytes / 1e6, 6),
             "avg_mb": round(total_bytes / 1e6 / count, 6) if count else 0.0,
             "avg_algbw_mb_s": round(sum_algbw / count, 4) if count else None,
             "avg_busbw_mb_s": round(sum_busbw / count, 4) if count else None,
+            "total_time_s": round(sum_seconds, 6),
+            "share_of_training_time": round(sum_seconds / training_time_s, 6) if training_time_s > 0 else None,
         }
     return {
         "session_id": start.get("session_id"),
@@ -44,14 +47,26 @@ def build_summary(start: dict, end: dict, training_time_s: float, comm_stats: di
         "steps_per_second": per_sec(steps),
         "samples_per_second": per_sec(samples),
         "total_batch_size": start.get("total_batch_size"),
-        "gpus": [
-            {"index": g.get("index"), "name": g.get("name"), "avg_util": None, "peak_util": None,
-             "avg_memory_pct": None}
-            for g in start.get("gpus") or []
-        ],
+        "gpus": _gpus(start.get("gpus") or [], gpu_stats or {}),
         "communication": communication,
         "status": end.get("status"),
     }
+
+
+def _mean(values):
+    return round(sum(values) / len(values), 2) if values else None
+
+
+def _gpus(gpus: list[dict], stats: dict) -> list[dict]:
+    """Per GPU: mean utilization, its peak, and mean memory use, over the sampler's intervals."""
+    names = {g.get("index"): g.get("name") for g in gpus}
+    out = []
+    for index in sorted(set(names) | set(stats)):
+        s = stats.get(index, {})
+        peaks = s.get("util_max") or s.get("util") or []
+        out.append({"index": index, "name": names.get(index), "avg_util": _mean(s.get("util") or []),
+                    "peak_util": round(max(peaks), 2) if peaks else None, "avg_memory_pct": _mean(s.get("mem") or [])})
+    return out
 
 
 def _fmt(value, spec: str = "", unit: str = "") -> str:
@@ -81,12 +96,14 @@ def summary_text(s: dict) -> str:
         f"Total batch size:  {s.get('total_batch_size')}",
     ]
     for g in s.get("gpus") or []:
-        lines.append(f"GPU {g['index']}: {g.get('name')}")
+        lines.append(f"GPU {g['index']}: {g.get('name')}: {_fmt(g.get('avg_util'), '.1f', '%')} avg util, "
+                     f"{_fmt(g.get('peak_util'), '.1f', '%')} peak, {_fmt(g.get('avg_memory_pct'), '.1f', '%')} avg memory")
     if s.get("communication"):
         lines.append("")
         lines.append("Communication (rank 0):")
         for op, c in s["communication"].items():
             lines.append(f"  {op}: {c['count']} operations, {c['total_mb']:.2f}MB total, {c['avg_mb']:.4f}MB avg, "
                          f"algbw {_fmt(c.get('avg_algbw_mb_s'), '.2f', 'MB/s')}, "
-                         f"busbw {_fmt(c.get('avg_busbw_mb_s'), '.2f', 'MB/s')}")
+                         f"busbw {_fmt(c.get('avg_busbw_mb_s'), '.2f', 'MB/s')}, "
+                         f"{_fmt((c.get('share_of_training_time') or 0) * 100, '.1f', '%')} of training time")
     return "\n".join(lines) + "\n"

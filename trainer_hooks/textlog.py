@@ -25,8 +25,17 @@ from logkit.schema import (
     STEP_LINE,
     SessionFiles,
 )
+from trainer_hooks.settings import LEVELS
 
 __all__ = ["TextRenderer"]
+
+
+def _prefixed_level(line: str) -> int:
+    for kind in (MAIN_LINE, PROCESS_LINE):
+        parsed = kind.parse(line)
+        if parsed:
+            return LEVELS.get(parsed["level"], 20)
+    return -1
 
 
 def _num(value, default=float("nan")) -> float:
@@ -42,19 +51,26 @@ class TextRenderer:
     """
 
     def __init__(self, folder: Path, files: SessionFiles, log_interval_steps: int = 1,
-                 comm_log_interval: int = 1, process_name: str = "MainProcess") -> None:
+                 comm_log_interval: int = 1, process_name: str = "MainProcess", main_level: str = "INFO",
+                 multigpu_level: str = "INFO") -> None:
         self.main = Path(folder) / files.main_log
         self.multigpu = Path(folder) / files.multigpu_log
         self.performance = Path(folder) / files.performance_log
         self.log_interval_steps = max(1, int(log_interval_steps))
         self.comm_log_interval = int(comm_log_interval)
         self.process = process_name
+        # lowest level written per file (TRAINING_LOG_LEVEL / MULTIGPU_LOG_LEVEL)
+        self._min_level = {self.main: LEVELS.get(main_level, 20), self.multigpu: LEVELS.get(multigpu_level, 20),
+                           self.performance: 0}
 
     def __call__(self, record: dict, wall: float) -> Iterator[tuple[Path, str]]:
         handler = getattr(self, "_" + str(record.get("type")), None)
         if handler is None:
             return iter(())
-        return handler(record, datetime.fromtimestamp(wall))
+        # unprefixed continuation lines carry their record's level
+        level = LEVELS.get(str(record.get("level", "INFO")).upper(), 20)
+        return ((path, line) for path, line in handler(record, datetime.fromtimestamp(wall))
+                if level >= self._min_level[path] or _prefixed_level(line) >= self._min_level[path])
 
     # -- line helpers ------------------------------------------------------------------
     def _main(self, when: datetime, message: str, level: str = "INFO") -> tuple[Path, str]:
@@ -141,9 +157,27 @@ class TextRenderer:
             message = SLOW_STEP.format(step_time_s=r["value"])
         else:
             message = r.get("message", "")
-        yield self._proc(self.performance, when, message, "WARNING")
+        level = "ERROR" if r.get("level") == "ERROR" else "WARNING"
+        yield self._proc(self.performance, when, message, level)
+        if level == "ERROR":
+            yield self._main(when, f"⚠️ {message}", "ERROR")
 
     _anomaly = _resource_warning
+
+    def _nan_detected(self, r: dict, when: datetime):
+        # seed 003's report, in main.log
+        tensors = r.get("tensors") or []
+        yield self.main, "=" * 80
+        yield self._main(when, f"NaN/Inf DETECTED [rank {r.get('rank')}] at step {r.get('step')} ({r.get('kind')})",
+                         "ERROR")
+        for t in tensors[:10]:
+            yield self.main, (f"  • {t['name']} ({t['kind']}, shape {t['shape']}): NaN {t['nan_count']}/{t['numel']}, "
+                              f"Inf {t['inf_count']}/{t['numel']}")
+        if len(tensors) > 10:
+            yield self.main, f"  ... and {len(tensors) - 10} more tensors"
+        if r.get("dump_path"):
+            yield self.main, f"  Debug tensors saved: {r['dump_path']} (safetensors)"
+        yield self.main, "=" * 80
 
     def _error(self, r: dict, when: datetime):
         yield self._main(when, f"❌ {r.get('message', '')}", "ERROR")

@@ -44,14 +44,18 @@ class RecordWriter:
         errors_path: Path,
         render: Callable[[dict, float], Iterable[tuple[Path, str]]] | None = None,
         flush_interval_s: float = 0.5,
+        mirror_path: Path | None = None,
+        retry_after_s: float = 10.0,
     ) -> None:
         self.jsonl_path = Path(jsonl_path)
         self.errors_path = Path(errors_path)
         self._render = render
+        self._mirror = Path(mirror_path) if mirror_path else None
         self._flush_interval_s = flush_interval_s
+        self._retry_after_s = retry_after_s
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._files: dict[Path, object] = {}
-        self._failed_paths: set[Path] = set()
+        self._failed_paths: dict[Path, float] = {}  # path -> when it failed (retried later)
         self._stderr_said = False
         self.records_written = 0
         self._thread = threading.Thread(target=self._run, name="logkit-writer", daemon=True)
@@ -80,7 +84,7 @@ class RecordWriter:
 
     # -- writer thread ---------------------------------------------------------------
     def _run(self) -> None:
-        last_flush = time.monotonic()
+        last_check = time.monotonic()
         while True:
             try:
                 item = self._queue.get(timeout=self._flush_interval_s)
@@ -92,10 +96,13 @@ class RecordWriter:
                 return
             if item is not None:
                 self._handle(item)
-            now = time.monotonic()
-            if item is None or now - last_flush >= self._flush_interval_s:
+            if self._queue.empty():
+                # everything handed over is now in the OS: a kill -9 loses at most what is queued
                 self._flush()
-                last_flush = now
+            now = time.monotonic()
+            if now - last_check >= 1.0:
+                self._check_files()
+                last_check = now
 
     def _drain(self) -> None:
         while True:
@@ -119,7 +126,10 @@ class RecordWriter:
         except Exception as exc:  # a value orjson cannot take: keep the record, as text
             self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | unserialisable record: {exc}")
             data = orjson.dumps({k: v if isinstance(v, (int, float, str, bool, type(None))) else _fallback(v) for k, v in item.items()})
-        self._write(self.jsonl_path, data.decode())
+        line = data.decode()
+        self._write(self.jsonl_path, line)
+        if self._mirror is not None:
+            self._write(self._mirror, line)
         self.records_written += 1
         if self._render is not None:
             try:
@@ -129,20 +139,43 @@ class RecordWriter:
                 self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | text log: {exc!r}")
 
     def _write(self, path: Path, line: str) -> None:
-        if path in self._failed_paths:
-            return
+        failed_at = self._failed_paths.get(path)
+        if failed_at is not None:
+            if time.monotonic() - failed_at < self._retry_after_s:
+                return  # degraded: this file is skipped for a while, training goes on
+            del self._failed_paths[path]
         try:
             fh = self._files.get(path)
             if fh is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 fh = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 (kept open)
                 self._files[path] = fh
             fh.write(line + "\n")
         except Exception as exc:
-            self._failed_paths.add(path)
-            self._files.pop(path, None)
-            self._last_resort(f"logkit: cannot write {path}: {exc}; that file is dropped, training goes on")
+            self._failed_paths[path] = time.monotonic()
+            fh = self._files.pop(path, None)
+            if fh is not None:
+                try:
+                    fh.close()
+                except Exception:
+                    pass
+            self._last_resort(f"logkit: cannot write {path}: {exc}; lines for it are dropped for "
+                              f"{self._retry_after_s:.0f}s, training goes on")
             if path != self.errors_path:
                 self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | cannot write {path}: {exc!r}")
+
+    def _check_files(self) -> None:
+        """A file removed underneath (log rotation, a cleanup script) is recreated."""
+        for path, fh in list(self._files.items()):
+            try:
+                if os.fstat(fh.fileno()).st_nlink == 0:
+                    fh.close()
+                    del self._files[path]
+                    if path != self.errors_path:
+                        self._write(self.errors_path, f"{iso_timestamp(time.time())} | WARNING | {path} was removed "
+                                    "while in use: recreated, earlier lines are lost")
+            except Exception:
+                pass
 
     def _flush(self) -> None:
         for path, fh in list(self._files.items()):
@@ -150,7 +183,7 @@ class RecordWriter:
                 fh.flush()
             except Exception as exc:
                 self._files.pop(path, None)
-                self._failed_paths.add(path)
+                self._failed_paths[path] = time.monotonic()
                 self._last_resort(f"logkit: cannot flush {path}: {exc}")
 
     def _close_files(self) -> None:
@@ -164,7 +197,7 @@ class RecordWriter:
         self._files.clear()
 
     def _last_resort(self, text: str) -> None:
-        # stderr once per problem kind: a full disk must not flood the console.
+        # stderr once: a full disk must not flood the console.
         if self._stderr_said:
             return
         self._stderr_said = True

@@ -1,0 +1,123 @@
+"""Findings while training, decided from numbers the emitter already has.
+
+Pure Python, cheap per call: running medians over short windows, and threshold checks.
+Each detector returns a finding (a dict for an ``anomaly`` / ``resource_warning`` record)
+or None.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+
+__all__ = ["SlowStepDetector", "LossSpikeDetector", "GradNormWatch", "resource_findings", "trend"]
+
+
+class SlowStepDetector:
+    """A step slower than ``factor`` x the running median of the last ``window`` steps.
+
+    The first ``warmup`` steps (compilation, allocator warm-up) only feed the median.
+    """
+
+    def __init__(self, factor: float = 3.0, window: int = 50, warmup: int = 5) -> None:
+        self.factor, self.warmup = factor, warmup
+        self._times: deque[float] = deque(maxlen=window)
+        self._seen = 0
+
+    def check(self, step_time: float) -> dict | None:
+        self._seen += 1
+        finding = None
+        if self._seen > self.warmup and len(self._times) >= self.warmup:
+            median = statistics.median(self._times)
+            if median > 0 and step_time > self.factor * median:
+                finding = {"kind": "slow_step", "value": round(step_time, 6),
+                           "threshold": round(self.factor * median, 6), "median": round(median, 6)}
+        self._times.append(step_time)
+        return finding
+
+
+class LossSpikeDetector:
+    """A loss above the recent median by more than ``factor`` robust deviations.
+
+    Deviation = 1.4826 x the median absolute deviation, floored at 5% of the median so that
+    a flat loss curve does not turn noise into spikes. NaN/Inf are reported elsewhere.
+    """
+
+    def __init__(self, factor: float = 3.0, window: int = 20, warmup: int = 5) -> None:
+        self.factor, self.warmup = factor, warmup
+        self._losses: deque[float] = deque(maxlen=window)
+
+    def check(self, loss: float | None) -> dict | None:
+        if loss is None or not math.isfinite(loss):
+            return None
+        finding = None
+        if len(self._losses) >= self.warmup:
+            median = statistics.median(self._losses)
+            mad = statistics.median(abs(x - median) for x in self._losses) * 1.4826
+            spread = max(mad, 0.05 * abs(median), 1e-12)
+            threshold = median + self.factor * spread
+            if loss > threshold:
+                finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": median}
+        self._losses.append(loss)
+        return finding
+
+
+class GradNormWatch:
+    """Per-layer gradient norms that explode (x``factor`` over their own running median,
+    or above ``explode_abs``) or vanish (below ``vanish_abs``) — seed 001's check."""
+
+    def __init__(self, factor: float = 10.0, explode_abs: float = 1e3, vanish_abs: float = 1e-8,
+                 window: int = 20, warmup: int = 3) -> None:
+        self.factor, self.explode_abs, self.vanish_abs, self.warmup = factor, explode_abs, vanish_abs, warmup
+        self._history: dict[str, deque] = {}
+        self._window = window
+
+    def check(self, norms: dict[str, float]) -> list[dict]:
+        findings = []
+        for name, norm in norms.items():
+            past = self._history.setdefault(name, deque(maxlen=self._window))
+            if math.isfinite(norm):
+                if norm > self.explode_abs:
+                    findings.append({"kind": "grad_explode", "tensor": name, "value": norm, "threshold": self.explode_abs})
+                elif len(past) >= self.warmup and norm > self.factor * max(statistics.median(past), 1e-12):
+                    findings.append({"kind": "grad_explode", "tensor": name, "value": norm,
+                                     "threshold": self.factor * statistics.median(past)})
+                elif norm < self.vanish_abs:
+                    findings.append({"kind": "grad_vanish", "tensor": name, "value": norm, "threshold": self.vanish_abs})
+                past.append(norm)
+        return findings
+
+
+def resource_findings(usage: dict, memory_high_pct: float, gpu_memory_high_pct: float,
+                      gpu_util_low_pct: float) -> list[dict]:
+    """Host memory > threshold, GPU memory > threshold, GPU utilization below threshold."""
+    findings = []
+    mem = (usage.get("memory") or {}).get("usage_percent")
+    if mem is not None and mem > memory_high_pct:
+        findings.append({"kind": "memory_high", "value": mem, "threshold": memory_high_pct,
+                         "message": f"Host memory usage high: {mem:.1f}%"})
+    for dev in (usage.get("gpu") or {}).get("devices") or []:
+        index = dev.get("index", 0)
+        gmem = dev.get("memory_usage_percent")
+        if gmem is not None and gmem > gpu_memory_high_pct:
+            findings.append({"kind": "gpu_memory_high", "gpu": index, "value": gmem, "threshold": gpu_memory_high_pct,
+                             "message": f"GPU {index} memory usage high: {gmem:.1f}%"})
+        util = dev.get("utilization_percent")
+        if util is not None and util < gpu_util_low_pct:
+            findings.append({"kind": "gpu_util_low", "gpu": index, "value": util, "threshold": gpu_util_low_pct,
+                             "message": f"GPU {index} utilization low: {util:.1f}%"})
+    return findings
+
+
+def trend(values, current: float | None = None) -> dict | None:
+    """Seed 004's trend: current value, mean of the last 5, and the direction."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    current = values[-1] if current is None else current
+    last5 = values[-5:]
+    avg = sum(last5) / len(last5)
+    tolerance = 0.02 * abs(avg) if avg else 1e-9
+    direction = "stable" if abs(current - avg) <= tolerance else ("increasing" if current > avg else "decreasing")
+    return {"current": current, "avg_last_5": round(avg, 4), "trend_direction": direction}

@@ -1,0 +1,94 @@
+"""What gets logged, how often: verbosity levels (seed 004), seed 000's settings and its
+environment variables, resolved once into one ``LogSettings``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+__all__ = ["LogSettings", "VERBOSITY_LEVELS", "resolve_settings", "LEVELS"]
+
+LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "WARN": 30, "ERROR": 40, "CRITICAL": 50}
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """Every knob of the emitter. Defaults come from the verbosity level.
+
+    log_interval_steps: a step line in main.log (and, at ``low``, a step record) every N steps.
+    performance_log_steps: a ``performance`` record over the last N steps.
+    gpu_snapshot_interval: seconds between ``gpu_snapshot`` records (0: no sampler).
+    resource_usage_steps: attach ``resource_usage`` to every Nth step record (0: never).
+    step_records_every: write a ``training_step_complete`` every N steps.
+    communication_records: one ``communication`` record per bucket (else summary totals only).
+    detailed_communication_logs: the seed-000 line per sync in multigpu.log.
+    comm_log_interval: that line every N steps.
+    trends: attach seed 004's ``trends`` to step records.
+    grad_check: look at the gradients every step for NaN/Inf (one device sync per step).
+    layer_grad_norms: per-layer gradient norms in step records (``ultra``).
+    trainer_logs: every trainer log as a ``trainer_log`` record (``ultra``).
+    batch_records: a ``batch_complete`` record per micro-batch (``ultra``).
+    main_level / multigpu_level: lowest level written to main.log / multigpu.log
+        (``TRAINING_LOG_LEVEL`` / ``MULTIGPU_LOG_LEVEL``; DEBUG in multigpu.log logs every sync).
+    """
+
+    verbosity: str = "high"
+    log_interval_steps: int = 1
+    performance_log_steps: int = 10
+    gpu_snapshot_interval: float = 10.0
+    resource_usage_steps: int = 1
+    step_records_every: int = 1
+    communication_records: bool = True
+    detailed_communication_logs: bool = True
+    comm_log_interval: int = 10
+    trends: bool = True
+    grad_check: bool = True
+    layer_grad_norms: bool = False
+    trainer_logs: bool = False
+    batch_records: bool = False
+    stop_on_nan: bool = False
+    main_level: str = "INFO"
+    multigpu_level: str = "INFO"
+    # findings
+    memory_high_pct: float = 90.0
+    gpu_memory_high_pct: float = 95.0
+    gpu_util_low_pct: float = 50.0
+    slow_step_factor: float = 3.0
+    loss_spike_factor: float = 3.0
+    nan_dump_max_bytes: int = 64 * 1024 * 1024
+
+
+VERBOSITY_LEVELS: dict[str, dict] = {
+    # milestones only: start/end, epochs, saves, final statistics, and a step now and then
+    "low": dict(log_interval_steps=50, performance_log_steps=100, gpu_snapshot_interval=60.0,
+                resource_usage_steps=0, step_records_every=50, communication_records=False,
+                detailed_communication_logs=False, trends=False, grad_check=False),
+    # resource usage every 5 steps, performance records, basic trends
+    "medium": dict(log_interval_steps=10, performance_log_steps=50, gpu_snapshot_interval=30.0,
+                   resource_usage_steps=5, comm_log_interval=50, grad_check=False),
+    # every step, resource usage each step, trends, warnings, detailed timing (default)
+    "high": dict(),
+    # everything: batch-level records, every trainer log, per-layer gradient norms
+    "ultra": dict(gpu_snapshot_interval=5.0, comm_log_interval=1, layer_grad_norms=True, trainer_logs=True,
+                  batch_records=True),
+}
+
+
+def resolve_settings(verbosity: str = "high", env: dict | None = None, **overrides) -> LogSettings:
+    """Verbosity defaults, then the environment, then explicit arguments (None = not given)."""
+    if verbosity not in VERBOSITY_LEVELS:
+        raise ValueError(f"verbosity must be one of {', '.join(VERBOSITY_LEVELS)}; got {verbosity!r}")
+    env = os.environ if env is None else env
+    settings = replace(LogSettings(), verbosity=verbosity, **VERBOSITY_LEVELS[verbosity])
+    for var, name in (("TRAINING_LOG_LEVEL", "main_level"), ("MULTIGPU_LOG_LEVEL", "multigpu_level")):
+        level = str(env.get(var, "")).upper()
+        if level in LEVELS:
+            settings = replace(settings, **{name: level})
+    if settings.multigpu_level == "DEBUG":
+        settings = replace(settings, comm_log_interval=1)
+    known = {f.name for f in fields(LogSettings)}
+    unknown = set(overrides) - known
+    if unknown:
+        raise TypeError(f"unknown logging settings: {', '.join(sorted(unknown))}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return replace(settings, **given)

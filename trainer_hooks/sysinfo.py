@@ -1,0 +1,197 @@
+"""Facts gathered once per session: host, versions, GPUs, the model, the dataset.
+
+Everything here runs at session start (or at a checkpoint), never per step. torch is
+used only when the training process already has it loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import sys
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["versions", "gpu_list", "system_info", "model_info", "dataset_info", "folder_size", "model_gpu_count",
+           "model_name"]
+
+# Environment variables that change how a distributed run behaves: worth keeping with the logs.
+_ENV_PREFIXES = ("CUDA_VISIBLE_DEVICES", "NCCL_", "OMP_NUM_THREADS", "ACCELERATE_", "TORCH_DISTRIBUTED_DEBUG",
+                 "TORCH_NCCL_", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTORCH_CUDA_ALLOC_CONF")
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in ("torch", "accelerate", "transformers", "peft", "bitsandbytes", "trl", "logkit"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    torch = sys.modules.get("torch")
+    out["cuda"] = getattr(getattr(torch, "version", None), "cuda", None) if torch else None
+    out["nccl"] = None
+    try:
+        if torch is not None and torch.cuda.is_available():
+            out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception:
+        pass
+    return out
+
+
+def gpu_list() -> list[dict]:
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return []
+    gpus = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        gpus.append({"index": i, "name": props.name, "uuid": str(getattr(props, "uuid", "")),
+                     "memory_total_mb": round(props.total_memory / 1e6, 1),
+                     "compute_capability": f"{props.major}.{props.minor}",
+                     "multiprocessors": props.multi_processor_count})
+    return gpus
+
+
+def system_info(log_dir: Path | None = None) -> dict:
+    """Host facts for the ``system_info`` record."""
+    info: dict = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "python_executable": os.path.basename(sys.executable),
+        "cpu_count": os.cpu_count(),
+        "env": {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)},
+    }
+    try:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        info["memory_total_gb"] = round(vm.total / 1e9, 3)
+        info["memory_available_gb"] = round(vm.available / 1e9, 3)
+        info["cpu_count_physical"] = psutil.cpu_count(logical=False)
+    except Exception:
+        info["memory_total_gb"] = None
+    if log_dir is not None:
+        try:
+            usage = shutil.disk_usage(log_dir)
+            info["log_disk_free_gb"] = round(usage.free / 1e9, 3)
+        except OSError:
+            pass
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info["torch_threads"] = torch.get_num_threads()
+        info["cuda_available"] = bool(torch.cuda.is_available())
+    return info
+
+
+def model_gpu_count(model) -> int:
+    if model is None:
+        return 1
+    try:
+        return len({p.device.index for p in model.parameters() if p.device.type == "cuda"}) or 1
+    except Exception:
+        return 1
+
+
+def model_name(model) -> str | None:
+    config = getattr(model, "config", None)
+    name = getattr(config, "_name_or_path", None) or getattr(config, "name_or_path", None)
+    return str(name) if name else type(model).__name__
+
+
+def _param_count(p) -> int:
+    # bitsandbytes packs two 4-bit values per uint8 element; count the weights it stands for.
+    quant_state = getattr(p, "quant_state", None)
+    if quant_state is not None and getattr(quant_state, "shape", None) is not None:
+        n = 1
+        for d in quant_state.shape:
+            n *= int(d)
+        return n
+    return p.numel()
+
+
+def model_info(model) -> dict:
+    """Parameter counts (total, trainable), memory size, dtypes and quantization of ``model``."""
+    total = trainable = size = trainable_bytes = quantized = 0
+    dtypes: Counter = Counter()
+    for p in model.parameters():
+        n = _param_count(p)
+        total += n
+        size += p.numel() * p.element_size()
+        dtypes[str(p.dtype).replace("torch.", "")] += n
+        if getattr(p, "quant_state", None) is not None:
+            quantized += n
+        if p.requires_grad:
+            trainable += n
+            trainable_bytes += p.numel() * p.element_size()
+    quant = None
+    qc = getattr(getattr(model, "config", None), "quantization_config", None)
+    if qc is not None:
+        raw = qc.to_dict() if hasattr(qc, "to_dict") else dict(qc)
+        quant = {k: v for k, v in raw.items() if isinstance(v, (str, int, float, bool, type(None)))}
+    return {
+        "model_class": type(model).__name__,
+        "model_name": model_name(model),
+        "parameters_total": total,
+        "parameters_trainable": trainable,
+        "parameters_quantized": quantized,
+        "trainable_percent": round(100.0 * trainable / total, 4) if total else None,
+        "trainable_grad_bytes": trainable_bytes,
+        "size_bytes_estimate": size,
+        "size_mb_fp32_equivalent": round(total * 4 / 1e6, 3),
+        "dtypes": dict(dtypes),
+        "quantization": quant,
+    }
+
+
+def _shape(value):
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return list(shape)
+    if isinstance(value, (list, tuple)):
+        return [len(value)]
+    return None
+
+
+def dataset_info(dataset=None, dataloader=None) -> dict:
+    """Size and sample shape of the training data (first sample only)."""
+    info: dict = {}
+    if dataset is None and dataloader is not None:
+        dataset = getattr(dataloader, "dataset", None)
+    if dataset is not None:
+        info["dataset_class"] = type(dataset).__name__
+        try:
+            info["num_samples"] = len(dataset)
+        except TypeError:
+            info["num_samples"] = None
+        try:
+            sample = dataset[0]
+            if isinstance(sample, dict):
+                info["sample_keys"] = sorted(sample)
+                info["sample_shapes"] = {k: _shape(v) for k, v in sample.items()}
+            else:
+                info["sample_shape"] = _shape(sample)
+        except Exception:
+            pass
+        features = getattr(dataset, "features", None)
+        if features is not None:
+            info["features"] = {k: str(v) for k, v in dict(features).items()}
+    if dataloader is not None:
+        for attr in ("batch_size", "num_workers", "drop_last"):
+            value = getattr(dataloader, attr, None)
+            if isinstance(value, (int, bool)):
+                info[attr] = value
+        try:
+            info["batches_per_epoch"] = len(dataloader)
+        except TypeError:
+            pass
+    return info
+
+
+def folder_size(path: Path) -> int | None:
+    try:
+        return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+    except OSError:
+        return None
