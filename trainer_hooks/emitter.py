@@ -13,25 +13,19 @@ import math
 import sys
 import time
 import traceback
-from collections import deque
 from pathlib import Path
 
 import orjson
 
-from logkit.schema import EventType, Mode, SessionFiles, Status, bandwidth_mb_s, busbw_factor
+from logkit.schema import EventType, Mode, SessionFiles, Status
 from trainer_hooks import sysinfo
+from trainer_hooks.builder import RecordBuilder
 from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
 from trainer_hooks.distributed import RankInfo, agree_session_id, rank_info
-from trainer_hooks.findings import (
-    GradNormWatch,
-    LossSpikeDetector,
-    SlowStepDetector,
-    resource_findings,
-    trend,
-)
+from trainer_hooks.findings import GradNormWatch, resource_findings
 from trainer_hooks.settings import VERBOSITY_LEVELS, LogSettings, resolve_settings
 from trainer_hooks.textlog import TextRenderer
-from trainer_hooks.writer import RecordWriter, iso_timestamp
+from trainer_hooks.writer import RecordWriter
 
 __all__ = ["SessionLogger", "VERBOSITY_LEVELS", "guarded"]
 
@@ -114,21 +108,18 @@ class SessionLogger:
         self._max_steps: int | None = None
         self._total_batch_size: int | None = None
         self._step_time_sum = 0.0
-        self._window: deque = deque()
+        self._builder: RecordBuilder | None = None
         self._samples = 0
         self._steps_done = 0
         self._last_step = 0
         self._final_loss: float | None = None
-        self._comm_stats: dict[str, list[float]] = {}
         self._start_record: dict = {}
-        self._slow = SlowStepDetector(self.settings.slow_step_factor)
-        self._spike = LossSpikeDetector(self.settings.loss_spike_factor)
         self._grad_watch = GradNormWatch()
         self._layer_norms: dict | None = None
         self._nan_steps: set[int] = set()
         self._gpu_stats: dict[int, dict[str, list[float]]] = {}
-        self._recent = {"loss": deque(maxlen=5), "step_time": deque(maxlen=5), "memory": deque(maxlen=5)}
         self._micro = 0
+        self._model = None  # for the NaN/Inf report when the loss or grad norm says so
 
     # -- plumbing ------------------------------------------------------------------------
     def _fault(self, what: str, exc: BaseException) -> None:
@@ -215,11 +206,15 @@ class SessionLogger:
         self._emit(self._start_record)
         self._emit(self._record(EventType.SYSTEM_INFO, "System information", **sysinfo.system_info(self.log_dir)))
         if model is not None:
+            self._model = model
             self._emit(self._record(EventType.MODEL_INFO, "Model parameters", **sysinfo.model_info(model)))
         if dataset is not None or dataloader is not None:
             self._emit(self._record(EventType.DATASET_INFO, "Training data",
                                     **sysinfo.dataset_info(dataset, dataloader)))
         self._start_sampler()
+        self._builder = RecordBuilder(self.settings, {"session_id": self.session_id, "rank": info.rank,
+                                                      "world_size": info.world_size},
+                                      max_steps, total_batch_size, self._sampler)
         self._last_step_end = time.perf_counter()
 
     def _start_sampler(self) -> None:
@@ -346,7 +341,10 @@ class SessionLogger:
     def step_end(self, step: int, *, epoch: float | None = None, loss=None, learning_rate=None, grad_norm=None,
                  tokens: int | None = None, total_batch_size: int | None = None, flush: bool = True) -> None:
         """One optimizer step is done. ``flush=False`` keeps the record open for
-        ``add_metrics`` (transformers logs the loss just after its step-end callback)."""
+        ``add_metrics`` (transformers logs the loss just after its step-end callback).
+
+        Hot path: a handful of floats here; the record itself is built on the writer thread.
+        """
         now = time.perf_counter()
         self.flush_step()
         prev = self._last_step_end if self._last_step_end is not None else now
@@ -359,44 +357,19 @@ class SessionLogger:
         self._last_step = step
         if batch:
             self._samples += batch
-        self._window.append((step_time, batch or 0))
         self._emit_comm()
-        slow = self._slow.check(step_time)
-        if slow is not None:
-            slow["message"] = f"Slow training detected: {step_time:.1f}s per step"
-            self._finding(EventType.RESOURCE_WARNING, slow, step)
-        avg = self._step_time_sum / self._steps_done
-        remaining = (self._max_steps - step) if self._max_steps else None
-        eta_min = avg * remaining / 60.0 if remaining is not None else None
-        self._recent["step_time"].append(step_time)
-        self._pending = self._record(
-            EventType.TRAINING_STEP, "", step=step, max_steps=self._max_steps, epoch=epoch,
-            local_rank=self.info.local_rank if self.info else 0,
-            timing={
-                "step_time_seconds": round(step_time, 6),
-                "avg_step_time_seconds": round(avg, 6),
-                "data_time_seconds": round(data_time, 6) if data_time is not None else None,
-                "eta_minutes": round(eta_min, 3) if eta_min is not None else None,
-                "estimated_completion": iso_timestamp(time.time() + eta_min * 60) if eta_min is not None else None,
-            },
-            metrics={
-                "loss": _number(loss),
-                "learning_rate": _number(learning_rate),
-                "grad_norm": _number(grad_norm),
-                "samples_per_second": round(batch / step_time, 4) if batch and step_time > 0 else None,
-                "tokens_per_second": round(tokens / step_time, 2) if tokens and step_time > 0 else None,
-                "total_batch_size": batch,
-            },
-        )
+        self._pending = [self._wall0 + (now - self._t0), now - self._t0, step, epoch, step_time, data_time, batch,
+                         tokens, {"loss": _number(loss), "learning_rate": _number(learning_rate),
+                                  "grad_norm": _number(grad_norm)}]
         if flush:
             self.flush_step()
 
     @guarded
     def add_metrics(self, step: int, logs: dict) -> None:
         """Merge a trainer log (loss, learning_rate, grad_norm, ...) into step ``step``'s record."""
-        if self._pending is None or self._pending.get("step") != step:
+        if self._pending is None or self._pending[2] != step:
             return
-        metrics = self._pending["metrics"]
+        metrics = self._pending[8]
         for key, value in logs.items():
             number = _number(value)
             if number is not None:
@@ -404,83 +377,30 @@ class SessionLogger:
         self.flush_step()
 
     def flush_step(self) -> None:
-        record, self._pending = self._pending, None
-        if record is None:
+        pending, self._pending = self._pending, None
+        if pending is None:
             return
-        step, metrics = record["step"], record["metrics"]
-        loss = metrics.get("loss")
+        step, metrics = pending[2], pending[8]
         for key in ("loss", "grad_norm"):
             value = metrics.get(key)
             if value is not None and not math.isfinite(value):
-                self.report_nonfinite(step, "nan_loss" if key == "loss" else "nan_grad", loss=value)
+                self.report_nonfinite(step, "nan_loss" if key == "loss" else "nan_grad", model=self._model,
+                                      loss=metrics.get("loss"))
+        loss = metrics.get("loss")
         if loss is not None and math.isfinite(loss):
             self._final_loss = loss
-            self._recent["loss"].append(loss)
-            spike = self._spike.check(loss)
-            if spike is not None:
-                spike["message"] = f"Loss spike at step {step}: {loss:.4f} (recent median {spike['median']:.4f})"
-                self._finding(EventType.ANOMALY, spike, step)
-        for key in list(metrics):
-            metrics[key] = _json_number(metrics[key]) if isinstance(metrics[key], float) else metrics[key]
-        record["message"] = f"Step {step} completed" + (f" - Loss: {loss:.6f}" if loss is not None else "")
-        s = self.settings
-        try:
-            self._enrich(record, step)
-        except Exception as exc:  # an optional extra must not cost the step record
-            self._fault("step record enrichment failed", exc)
-        if step % s.step_records_every == 0 or step == self._max_steps:
-            self._emit(record)
-        if len(self._window) >= s.performance_log_steps:
-            self._emit_performance(step)
-
-    def _enrich(self, record: dict, step: int) -> None:
-        """Resource usage, trends and layer norms, at the verbosity's intervals."""
-        s = self.settings
-        if s.resource_usage_steps and step % s.resource_usage_steps == 0 and self._sampler is not None:
-            usage = self._sampler.resource_usage()
-            record["resource_usage"] = usage
-            self._recent["memory"].append((usage.get("memory") or {}).get("usage_percent"))
-        if s.trends:
-            record["trends"] = {k: t for k, t in (
-                ("loss_trend", trend(self._recent["loss"])),
-                ("step_time_trend", trend(self._recent["step_time"])),
-                ("memory_usage_trend", trend(self._recent["memory"])),
-            ) if t is not None}
-        if self._layer_norms is not None:
-            record["layer_grad_norms"], self._layer_norms = self._layer_norms, None
+        layer_norms, self._layer_norms = self._layer_norms, None
+        if self._writer is not None and self._builder is not None:
+            self._writer.put_call(self._builder.step, *pending, self._step_time_sum / self._steps_done,
+                                  self.info.local_rank if self.info else 0, layer_norms)
 
     def _emit_comm(self, wait: bool = False) -> None:
-        n = self.comm.group_size
-        for step, bucket, size, seconds in self.comm.collect(self._last_step, wait=wait):
-            op = "gradient_sync"
-            algbw = bandwidth_mb_s(size, seconds)
-            busbw = algbw * busbw_factor(op, n)
-            if self.settings.communication_records:
-                self._emit(self._record(
-                    EventType.COMMUNICATION, f"{op} bucket {bucket}: {size} bytes in {seconds * 1e3:.3f} ms",
-                    step=step, op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6),
-                    algbw_mb_s=round(algbw, 4), busbw_mb_s=round(busbw, 4), group_size=n, bucket=bucket,
-                    timing_source=self.comm.timing_source, local_rank=self.info.local_rank if self.info else 0,
-                ))
-            stats = self._comm_stats.setdefault(op, [0, 0.0, 0.0, 0.0, 0.0])
-            stats[0] += 1
-            stats[1] += size
-            stats[2] += algbw if math.isfinite(algbw) else 0.0
-            stats[3] += busbw if math.isfinite(busbw) else 0.0
-            stats[4] += seconds
-
-    def _emit_performance(self, step: int) -> None:
-        window, self._window = list(self._window), deque()
-        if not window:
-            return
-        total_time = sum(t for t, _ in window)
-        samples = sum(b for _, b in window)
-        self._emit(self._record(
-            EventType.PERFORMANCE, f"Performance over {len(window)} steps", step=step, window_steps=len(window),
-            avg_step_time_s=round(total_time / len(window), 6),
-            throughput_samples_s=round(samples / total_time, 4) if total_time > 0 else None,
-            total_batch_size=self._total_batch_size,
-        ))
+        items = self.comm.collect(self._last_step, wait=wait)
+        if items and self._writer is not None and self._builder is not None:
+            now = time.perf_counter()
+            self._writer.put_call(self._builder.comm, self._wall0 + (now - self._t0), now - self._t0, items,
+                                  self.comm.timing_source, self.comm.group_size,
+                                  self.info.local_rank if self.info else 0)
 
     # -- other events --------------------------------------------------------------------------
     @guarded
@@ -529,8 +449,9 @@ class SessionLogger:
         self._ended = True
         self.flush_step()
         self._emit_comm(wait=True)
-        if self._window:
-            self._emit_performance(self._last_step)
+        if self._writer is not None and self._builder is not None:
+            now = time.perf_counter()
+            self._writer.put_call(self._builder.performance, self._wall0 + (now - self._t0), now - self._t0)
         sampler, self._sampler = self._sampler, None
         if sampler is not None:
             sampler.stop()
@@ -552,7 +473,8 @@ class SessionLogger:
         from trainer_hooks.summary import build_summary, summary_text
 
         files = SessionFiles(self.session_id)
-        summary = build_summary(self._start_record, end, self._step_time_sum, self._comm_stats, self._gpu_stats)
+        comm_stats = self._builder.comm_stats if self._builder is not None else {}
+        summary = build_summary(self._start_record, end, self._step_time_sum, comm_stats, self._gpu_stats)
         try:
             (self.folder / files.summary_json).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
             (self.folder / files.summary_txt).write_text(summary_text(summary), encoding="utf-8")

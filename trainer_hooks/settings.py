@@ -24,8 +24,11 @@ class LogSettings:
     detailed_communication_logs: the seed-000 line per sync in multigpu.log.
     comm_log_interval: that line every N steps.
     trends: attach seed 004's ``trends`` to step records.
-    grad_check: look at the gradients every step for NaN/Inf (one device sync per step).
-    layer_grad_norms: per-layer gradient norms in step records (``ultra``).
+    grad_check: read every gradient before each optimizer step for NaN/Inf (a pass over the
+        gradients and one device sync per step: on for ``ultra``, opt-in otherwise). Without it
+        a non-finite loss or grad norm still gives the report, from the parameters.
+    layer_grad_norms: per-layer gradient norms in step records (``ultra``), read just before
+        the optimizer step (after clipping: what the optimizer uses).
     trainer_logs: every trainer log as a ``trainer_log`` record (``ultra``).
     batch_records: a ``batch_complete`` record per micro-batch (``ultra``).
     main_level / multigpu_level: lowest level written to main.log / multigpu.log
@@ -42,7 +45,7 @@ class LogSettings:
     detailed_communication_logs: bool = True
     comm_log_interval: int = 10
     trends: bool = True
-    grad_check: bool = True
+    grad_check: bool = False
     layer_grad_norms: bool = False
     trainer_logs: bool = False
     batch_records: bool = False
@@ -62,15 +65,15 @@ VERBOSITY_LEVELS: dict[str, dict] = {
     # milestones only: start/end, epochs, saves, final statistics, and a step now and then
     "low": dict(log_interval_steps=50, performance_log_steps=100, gpu_snapshot_interval=60.0,
                 resource_usage_steps=0, step_records_every=50, communication_records=False,
-                detailed_communication_logs=False, trends=False, grad_check=False),
+                detailed_communication_logs=False, trends=False),
     # resource usage every 5 steps, performance records, basic trends
     "medium": dict(log_interval_steps=10, performance_log_steps=50, gpu_snapshot_interval=30.0,
-                   resource_usage_steps=5, comm_log_interval=50, grad_check=False),
+                   resource_usage_steps=5, comm_log_interval=50),
     # every step, resource usage each step, trends, warnings, detailed timing (default)
     "high": dict(),
     # everything: batch-level records, every trainer log, per-layer gradient norms
-    "ultra": dict(gpu_snapshot_interval=5.0, comm_log_interval=1, layer_grad_norms=True, trainer_logs=True,
-                  batch_records=True),
+    "ultra": dict(gpu_snapshot_interval=5.0, comm_log_interval=1, grad_check=True, layer_grad_norms=True,
+                  trainer_logs=True, batch_records=True),
 }
 
 

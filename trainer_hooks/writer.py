@@ -25,6 +25,15 @@ __all__ = ["RecordWriter", "iso_timestamp"]
 _STOP = object()
 
 
+class _Call:
+    """Work for the writer thread: ``fn(*args)`` returns the records to write."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn, args) -> None:
+        self.fn, self.args = fn, args
+
+
 def iso_timestamp(wall: float) -> str:
     """ISO 8601 with microseconds and the UTC offset, as LOG_FORMATS.md asks."""
     return datetime.fromtimestamp(wall, tz=timezone.utc).isoformat(timespec="microseconds")
@@ -65,6 +74,10 @@ class RecordWriter:
     def put(self, record: dict) -> None:
         """Queue a record; costs one queue append on the caller's thread."""
         self._queue.put(record)
+
+    def put_call(self, fn, *args) -> None:
+        """Queue ``fn(*args)``, run on the writer thread; it returns a list of records."""
+        self._queue.put(_Call(fn, args))
 
     def put_text(self, path: Path, line: str) -> None:
         self._queue.put((Path(path), line))
@@ -117,6 +130,18 @@ class RecordWriter:
         if isinstance(item, tuple):
             self._write(item[0], item[1])
             return
+        if isinstance(item, _Call):
+            try:
+                records = item.fn(*item.args)
+            except Exception as exc:
+                self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | building a record: {exc!r}")
+                return
+            for record in records:
+                self._handle_record(record)
+            return
+        self._handle_record(item)
+
+    def _handle_record(self, item: dict) -> None:
         wall = item.get("timestamp")
         if not isinstance(wall, float):
             wall = time.time()

@@ -1,0 +1,111 @@
+"""Verbosity levels, seed 000's settings and environment variables, seed 004's callback name,
+and what ``ultra`` adds, on a real (single-process) transformers Trainer run."""
+
+from __future__ import annotations
+
+import pytest
+
+from logkit.schema import STEP_LINE, SessionFiles
+from tests.launch import read_jsonl
+from trainer_hooks.emitter import SessionLogger
+from trainer_hooks.settings import resolve_settings
+
+
+def test_settings_resolve_from_verbosity_then_env_then_arguments():
+    low = resolve_settings("low", env={})
+    assert (low.log_interval_steps, low.step_records_every, low.communication_records) == (50, 50, False)
+    high = resolve_settings("high", env={})
+    assert (high.log_interval_steps, high.resource_usage_steps, high.grad_check) == (1, 1, False)
+    ultra = resolve_settings("ultra", env={})
+    assert ultra.layer_grad_norms and ultra.trainer_logs and ultra.batch_records and ultra.grad_check
+    env = resolve_settings("high", env={"TRAINING_LOG_LEVEL": "warning", "MULTIGPU_LOG_LEVEL": "DEBUG"})
+    assert env.main_level == "WARNING" and env.multigpu_level == "DEBUG" and env.comm_log_interval == 1
+    given = resolve_settings("medium", env={}, log_interval_steps=7, performance_log_steps=None)
+    assert given.log_interval_steps == 7 and given.performance_log_steps == 50  # None = not given
+    with pytest.raises(TypeError, match="unknown logging settings"):
+        resolve_settings("high", env={}, log_intervall_steps=3)
+    with pytest.raises(ValueError, match="verbosity"):
+        resolve_settings("loud", env={})
+
+
+def _steps(log, n=6, loss=2.0):
+    log.start(per_device_batch_size=2, max_steps=n)
+    for step in range(1, n + 1):
+        log.step_begin()
+        log.step_end(step, loss=loss / step, learning_rate=1e-3)
+    log.end()
+    return SessionFiles(log.session_id)
+
+
+def test_low_verbosity_keeps_milestones_only(tmp_path):
+    log = SessionLogger(tmp_path, "low", gpu_snapshot_interval=0)
+    files = _steps(log)
+    records = read_jsonl(tmp_path / log.session_id / files.rank_jsonl(0))
+    assert [r["step"] for r in records if r["type"] == "training_step_complete"] == [6]  # the last step only
+    assert all("trends" not in r for r in records)
+
+
+def test_training_log_level_filters_main_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINING_LOG_LEVEL", "WARNING")
+    log = SessionLogger(tmp_path, "high", gpu_snapshot_interval=0)
+    files = _steps(log)
+    main_log = tmp_path / log.session_id / files.main_log
+    main = main_log.read_text() if main_log.exists() else ""  # nothing at WARNING or above: no file
+    assert not [line for line in main.splitlines() if STEP_LINE.parse(line)]
+    monkeypatch.delenv("TRAINING_LOG_LEVEL")
+    log = SessionLogger(tmp_path, "high", gpu_snapshot_interval=0)
+    files = _steps(log)
+    main = (tmp_path / log.session_id / files.main_log).read_text()
+    assert len([line for line in main.splitlines() if STEP_LINE.parse(line)]) == 6
+
+
+@pytest.fixture(scope="module")
+def tiny_trainer_run(tmp_path_factory):
+    """A real Trainer run (tiny Llama, full precision, 1 process) with the seed-004 callback at ultra."""
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+    from trainer_hooks import VerboseLoggingCallback
+
+    tmp = tmp_path_factory.mktemp("ultra")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2))
+    data = [{"input_ids": torch.arange(i, i + 16) % 64, "labels": torch.arange(i, i + 16) % 64} for i in range(64)]
+    callback = VerboseLoggingCallback(verbosity_level="ultra", log_file=str(tmp / "verbose_training_logs.jsonl"),
+                                      log_dir=str(tmp / "logs"), gpu_snapshot_interval=0)
+    args = TrainingArguments(output_dir=str(tmp / "out"), max_steps=4, per_device_train_batch_size=2,
+                             gradient_accumulation_steps=2, logging_steps=1, save_strategy="no", report_to=[],
+                             use_cpu=True, disable_tqdm=True)
+    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[callback])
+    trainer.train()
+    session = callback.session_dir
+    return tmp, session, read_jsonl(session / SessionFiles(session.name).rank_jsonl(0)), trainer
+
+
+def test_seed_004_callback_name_and_log_file(tiny_trainer_run):
+    tmp, session, records, _ = tiny_trainer_run
+    mirror = read_jsonl(tmp / "verbose_training_logs.jsonl")
+    assert mirror == records  # the same stream, in seed 004's single file too
+    assert records[0]["verbosity"] == "ultra"
+
+
+def test_ultra_adds_layer_norms_batches_and_trainer_logs(tiny_trainer_run):
+    _, _, records, trainer = tiny_trainer_run
+    steps = [r for r in records if r["type"] == "training_step_complete"]
+    assert len(steps) == 4
+    trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    for r in steps:
+        norms = r["layer_grad_norms"]
+        assert set(norms) == trainable and all(v is not None and v >= 0 for v in norms.values())
+    # one micro-batch before each optimizer step's last (gradient_accumulation_steps=2)
+    assert [r["step"] for r in records if r["type"] == "batch_complete"] == [1, 2, 3, 4]
+    logs = [r for r in records if r["type"] == "trainer_log"]
+    assert {r["logs"]["loss"] for r in logs if "loss" in r["logs"]} == {r["metrics"]["loss"] for r in steps}
+    assert any("train_runtime" in r["logs"] for r in logs)
+    # the per-layer norms are read just before the optimizer step, after clipping: their
+    # root-sum-square is transformers' logged (pre-clip) grad_norm, clipped at max_grad_norm
+    max_norm = trainer.args.max_grad_norm
+    for r in steps:
+        total = sum(v * v for v in r["layer_grad_norms"].values()) ** 0.5
+        assert total == pytest.approx(min(r["metrics"]["grad_norm"], max_norm), rel=1e-4)
