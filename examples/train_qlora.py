@@ -46,6 +46,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="transformers' Trainer, or TRL's SFTTrainer")
     p.add_argument("--force-single-gpu", action="store_true", help="use GPU 0 only (seed 000)")
     p.add_argument("--session-name", default=None, help="recorded as config.session (seed 002 results.json)")
+    p.add_argument("--config-name", default=None,
+                   help="the configuration's name in results.json (seed 002: small, medium, large)")
     return p.parse_args(argv)
 
 
@@ -234,7 +236,8 @@ def main(argv=None) -> int:
             "mode": "multi-gpu" if world > 1 else "single-gpu",
             "device": "cuda" if on_cuda else "cpu",
             "session": args.session_name,
-            "config": "tiny" if args.tiny else args.model,
+            "config": args.config_name or ("tiny" if args.tiny else args.model),
+            "model_source": "tiny" if args.tiny else args.model,
             "duration_seconds": round(duration, 3),
             "final_loss": losses[-1] if losses else None,
             "steps_per_second": result.metrics.get("train_steps_per_second"),

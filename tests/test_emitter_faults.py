@@ -137,3 +137,19 @@ def test_an_unwritable_log_folder_does_not_stop_training(tmp_path):
     for rank in (0, 1):
         assert len(orjson.loads((tmp_path / f"seen.rank{rank}.json").read_bytes())["losses"]) == 5
     assert "logkit:" in proc.stderr and "training goes on" in proc.stderr
+
+
+def test_without_pynvml_training_runs_and_says_so_once(tmp_path):
+    fake = tmp_path / "no_pynvml"
+    fake.mkdir()
+    (fake / "pynvml.py").write_text("raise ImportError('pynvml hidden by the test')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")])}
+    accelerate_launch(LOOP, ["--log-dir", str(tmp_path / "logs"), "--steps", "6"], 2, cwd=tmp_path, env=env)
+    session, streams = _streams(tmp_path / "logs")
+    for records in streams.values():
+        notes = [r for r in records if r["type"] == "resource_warning" and r["kind"] == "sampling_degraded"]
+        assert len(notes) == 1 and "pynvml" in notes[0]["message"]
+        steps = [r for r in records if r["type"] == "training_step_complete"]
+        assert len(steps) == 6 and records[-1]["status"] == "completed"
+        assert all(r["resource_usage"]["memory"]["usage_percent"] > 0 for r in steps[1:])  # host still sampled
+    assert not (session / SessionFiles(session.name).errors_log).exists()

@@ -32,7 +32,7 @@ def test_step_frame_matches_trainer_state(sessions, n):
     logged = _logged(n)
     assert s.meta["status"] == "completed" and s.meta["mode"] == ("CPU" if n == 1 else "MULTI-CPU")
     assert sorted(s.steps["rank"].unique()) == list(range(n))
-    for rank, rows in s.steps.groupby("rank"):
+    for _, rows in s.steps.groupby("rank"):
         assert list(rows["step"]) == sorted(logged)
         assert list(rows["loss"]) == [logged[k]["loss"] for k in sorted(logged)]
         assert list(rows["learning_rate"]) == [logged[k]["learning_rate"] for k in sorted(logged)]

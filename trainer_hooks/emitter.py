@@ -228,7 +228,11 @@ class SessionLogger:
         self._sampler = ResourceSampler(interval_s=interval, on_interval=self._on_snapshot,
                                         gpu_indices=self._local_gpus())
         self._sampler.start()
-        for note in getattr(self._sampler, "notes", []) or []:
+        self._sampler_notes()
+
+    def _sampler_notes(self) -> None:
+        # each degradation (no pynvml, no driver, a metric failing) is said once
+        for note in self._sampler.take_notes() if self._sampler is not None else []:
             self._emit(self._record(EventType.RESOURCE_WARNING, note, "INFO", kind="sampling_degraded"))
 
     def _local_gpus(self):
@@ -252,6 +256,7 @@ class SessionLogger:
                     if dev.get(field) is not None:
                         stats[key].append(dev[field])
         usage = self._sampler.resource_usage() if self._sampler is not None else {}
+        self._sampler_notes()
         s = self.settings
         for finding in resource_findings(usage, s.memory_high_pct, s.gpu_memory_high_pct, s.gpu_util_low_pct):
             self._finding(EventType.RESOURCE_WARNING, finding, self._last_step or None)

@@ -1,0 +1,54 @@
+"""examples/complete_training_pipeline.sh, run as a user runs it: real tiny QLoRA on 1 then 2 CPU ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.launch import read_jsonl
+
+REPO = Path(__file__).resolve().parent.parent
+SEED_002_KEYS = {"mode", "session", "config", "duration_seconds", "final_loss", "steps_per_second", "total_steps",
+                 "num_gpus", "model_name", "optimizations"}
+
+
+@pytest.mark.slow
+def test_pipeline_small_on_cpu(tmp_path):
+    env = {**os.environ, "SESSIONS_DIR": str(tmp_path / "sessions"), "TINY": "1", "MONITOR_INTERVAL": "2"}
+    proc = subprocess.run(["bash", str(REPO / "examples/complete_training_pipeline.sh"), "t1", "small"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    root = tmp_path / "sessions" / "t1"
+    for run, mode, ranks in (("single_gpu", "single-gpu", 1), ("multi_gpu", "multi-gpu", 2)):
+        folder = root / run
+        results = json.loads((folder / "results.json").read_text())
+        assert SEED_002_KEYS <= set(results)
+        assert (results["mode"], results["session"], results["config"]) == (mode, "t1", "small")
+        assert results["total_steps"] == 20 and results["num_processes"] == ranks
+        assert results["duration_seconds"] > 0 and results["steps_per_second"] > 0
+        state = json.loads((folder / "trainer_state.json").read_text())
+        assert state["global_step"] == 20
+        losses = [e for e in state["log_history"] if "loss" in e]
+        assert len(losses) == 20 and losses[-1]["step"] == 20
+        assert any("train_runtime" in e for e in state["log_history"])  # the final summary entry
+        # the logkit session beside them: one folder, every rank's stream, rank 0's summary
+        (session,) = [p for p in (folder / "logs").iterdir() if p.is_dir()]
+        sid = session.name
+        for r in range(ranks):
+            assert (session / f"{sid}_rank{r}.jsonl").exists()
+        summary = json.loads((session / f"{sid}_summary.json").read_text())
+        assert summary["world_size"] == ranks and summary["total_steps"] == 20
+        # monitor_gpu ran around the training
+        snaps = read_jsonl(folder / "gpu_usage.jsonl")
+        assert snaps and all(s["type"] == "gpu_snapshot" for s in snaps)
+    # the analysis: a comparison with a speedup line, kept in a file, and the HTML report
+    assert "SINGLE-PROCESS vs MULTI-PROCESS COMPARISON" in proc.stdout
+    speedup = re.search(r"Speedup: ([0-9.]+)x", proc.stdout)
+    assert speedup and float(speedup.group(1)) > 0
+    assert "Speedup:" in (root / "comparison.txt").read_text()
+    assert (root / "report.html").stat().st_size > 1000
