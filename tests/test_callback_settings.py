@@ -3,6 +3,8 @@ and what ``ultra`` adds, on a real (single-process) transformers Trainer run."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from logkit.schema import STEP_LINE, SessionFiles
@@ -75,9 +77,10 @@ def tiny_trainer_run(tmp_path_factory):
     callback = VerboseLoggingCallback(verbosity_level="ultra", log_file=str(tmp / "verbose_training_logs.jsonl"),
                                       log_dir=str(tmp / "logs"), gpu_snapshot_interval=0)
     args = TrainingArguments(output_dir=str(tmp / "out"), max_steps=4, per_device_train_batch_size=2,
-                             gradient_accumulation_steps=2, logging_steps=1, save_strategy="no", report_to=[],
+                             gradient_accumulation_steps=2, logging_steps=1, save_strategy="steps", save_steps=2,
+                             eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=4, report_to=[],
                              use_cpu=True, disable_tqdm=True)
-    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[callback])
+    trainer = Trainer(model=model, args=args, train_dataset=data, eval_dataset=data[:8], callbacks=[callback])
     trainer.train()
     session = callback.session_dir
     return tmp, session, read_jsonl(session / SessionFiles(session.name).rank_jsonl(0)), trainer
@@ -109,3 +112,26 @@ def test_ultra_adds_layer_norms_batches_and_trainer_logs(tiny_trainer_run):
     for r in steps:
         total = sum(v * v for v in r["layer_grad_norms"].values()) ** 0.5
         assert total == pytest.approx(min(r["metrics"]["grad_norm"], max_norm), rel=1e-4)
+
+
+def test_evaluation_checkpoint_dataset_and_model_records(tiny_trainer_run):
+    tmp, _, records, trainer = tiny_trainer_run
+    evals = [r for r in records if r["type"] == "evaluation"]
+    logged = [e for e in trainer.state.log_history if "eval_loss" in e]
+    assert [r["step"] for r in evals] == [e["step"] for e in logged] == [2, 4]
+    for r, e in zip(evals, logged, strict=True):
+        assert r["metrics"]["eval_loss"] == e["eval_loss"]
+        assert r["metrics"]["eval_perplexity"] == pytest.approx(math.exp(e["eval_loss"]))
+    saves = [r for r in records if r["type"] == "checkpoint_saved"]
+    assert [r["step"] for r in saves] == [2, 4]
+    for r in saves:
+        on_disk = sum(f.stat().st_size for f in (tmp / "out" / f"checkpoint-{r['step']}").rglob("*") if f.is_file())
+        assert r["size_bytes"] == on_disk > 0
+    (data,) = [r for r in records if r["type"] == "dataset_info"]
+    assert data["num_samples"] == 64 and data["sample_shapes"]["input_ids"] == [16]
+    (model,) = [r for r in records if r["type"] == "model_info"]
+    assert model["parameters_total"] == sum(p.numel() for p in trainer.model.parameters())
+    assert model["parameters_trainable"] == model["parameters_total"]  # no adapters: all trainable
+    (system,) = [r for r in records if r["type"] == "system_info"]
+    assert system["cpu_count"] >= 1 and system["memory_total_gb"] > 0
+    assert [r["epoch"] for r in records if r["type"] == "epoch_complete"]

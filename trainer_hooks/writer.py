@@ -206,12 +206,26 @@ class RecordWriter:
         for path, fh in list(self._files.items()):
             try:
                 fh.flush()
-            except Exception as exc:
+            except Exception as exc:  # e.g. ENOSPC: buffered writes fail here, not in write()
                 self._files.pop(path, None)
                 self._failed_paths[path] = time.monotonic()
-                self._last_resort(f"logkit: cannot flush {path}: {exc}")
+                self._last_resort(f"logkit: cannot write {path}: {exc}; lines for it are dropped for "
+                                  f"{self._retry_after_s:.0f}s, training goes on")
+                if path != self.errors_path:
+                    self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | cannot write {path}: "
+                                f"{exc!r}")
+                    self._flush_one(self.errors_path)
+
+    def _flush_one(self, path: Path) -> None:
+        fh = self._files.get(path)
+        if fh is not None:
+            try:
+                fh.flush()
+            except Exception:
+                self._files.pop(path, None)
 
     def _close_files(self) -> None:
+        self._flush()  # a failing flush is reported like any other
         for path, fh in list(self._files.items()):
             try:
                 fh.flush()

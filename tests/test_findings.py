@@ -1,0 +1,85 @@
+"""The findings' detectors and the writer's faults, on values chosen to cross each threshold."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from trainer_hooks.findings import (
+    GradNormWatch,
+    LossSpikeDetector,
+    SlowStepDetector,
+    resource_findings,
+    trend,
+)
+from trainer_hooks.writer import RecordWriter
+
+
+def test_slow_step_against_the_running_median():
+    d = SlowStepDetector(factor=3.0, warmup=5)
+    assert [d.check(t) for t in (5.0, 0.1, 0.1, 0.1, 0.1)] == [None] * 5  # warm-up: compile steps are slow
+    assert d.check(0.25) is None
+    finding = d.check(0.35)
+    assert finding["kind"] == "slow_step" and finding["value"] == 0.35 and finding["median"] == 0.1
+
+
+def test_loss_spike_uses_a_robust_spread():
+    d = LossSpikeDetector(factor=3.0, warmup=5)
+    for loss in (2.0, 2.02, 1.98, 2.01, 1.99, 2.0):
+        assert d.check(loss) is None
+    assert d.check(2.2) is None  # within 3 x max(MAD, 5% of the median) = 0.3
+    finding = d.check(2.5)
+    assert finding["kind"] == "loss_spike" and finding["threshold"] == pytest.approx(2.3, abs=0.01)
+    assert d.check(float("nan")) is None  # NaN has its own report
+
+
+def test_layer_gradients_exploding_and_vanishing():
+    watch = GradNormWatch(factor=10.0, warmup=3)
+    for _ in range(3):
+        assert watch.check({"a": 1.0, "b": 1.0}) == []
+    kinds = {(f["tensor"], f["kind"]) for f in watch.check({"a": 50.0, "b": 1e-10})}
+    assert kinds == {("a", "grad_explode"), ("b", "grad_vanish")}
+
+
+def test_resource_thresholds():
+    usage = {"memory": {"usage_percent": 93.0},
+             "gpu": {"devices": [{"index": 0, "memory_usage_percent": 96.5, "utilization_percent": 99.0},
+                                 {"index": 1, "memory_usage_percent": 40.0, "utilization_percent": 35.2}]}}
+    found = {(f["kind"], f.get("gpu")) for f in resource_findings(usage, 90, 95, 50)}
+    assert found == {("memory_high", None), ("gpu_memory_high", 0), ("gpu_util_low", 1)}
+    assert resource_findings({}, 90, 95, 50) == []
+
+
+def test_trend_direction():
+    assert trend([1.0, 1.0, 1.0, 1.0, 2.0])["trend_direction"] == "increasing"
+    assert trend([2.0, 2.0, 2.0, 2.0, 1.0])["trend_direction"] == "decreasing"
+    assert trend([1.0, 1.0])["trend_direction"] == "stable"
+    assert trend([None]) is None
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_disk_full_goes_to_the_errors_log_not_to_the_caller(tmp_path, capsys):
+    writer = RecordWriter("/dev/full", tmp_path / "errors.log")
+    for i in range(3):
+        writer.put({"type": "x", "i": i, "timestamp": time.time()})
+    writer.close()
+    errors = (tmp_path / "errors.log").read_text()
+    assert "No space left on device" in errors
+    assert "training goes on" in capsys.readouterr().err  # said once on stderr
+
+
+def test_a_file_removed_underneath_is_recreated(tmp_path):
+    path = tmp_path / "stream.jsonl"
+    writer = RecordWriter(path, tmp_path / "errors.log", flush_interval_s=0.05)
+    writer.put({"type": "first", "timestamp": time.time()})
+    deadline = time.time() + 5
+    while not path.exists() and time.time() < deadline:
+        time.sleep(0.02)
+    path.unlink()
+    time.sleep(1.3)  # the writer checks its files every second
+    writer.put({"type": "second", "timestamp": time.time()})
+    writer.close()
+    assert '"type":"second"' in path.read_text()
+    assert "was removed while in use" in (tmp_path / "errors.log").read_text()
