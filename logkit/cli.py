@@ -45,7 +45,11 @@ def _notes(report) -> None:
               help=f"Write a self-contained HTML report (default path: {DEFAULT_REPORT}).")
 @click.option("--session-id", "session_ids", multiple=True, metavar="ID",
               help="Only this session (repeatable).")
-def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids):
+@click.option("--progress", "progress", is_flag=True, default=None,
+              help="Show a progress bar on stderr while reading (default: on a terminal, for large folders).")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Parse every file again instead of reusing the cache of parsed sessions.")
+def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids, progress, no_cache):
     """Compare the logkit training sessions under LOG_DIR: throughput, speedup, scaling efficiency.
 
     Speedup is the ratio of training throughput (samples/s); scaling efficiency is speedup
@@ -61,7 +65,10 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
     from logkit.analysis.comparison import comparison_report
     from logkit.ingest import load_sessions
 
-    sessions = load_sessions(log_dir)
+    try:
+        sessions = load_sessions(log_dir, cache=not no_cache, progress=progress)
+    except OSError as exc:
+        _fail(str(exc))
     if not sessions:
         _fail(f"no logkit sessions found under {log_dir}")
     if session_ids:

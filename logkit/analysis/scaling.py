@@ -106,10 +106,13 @@ def session_summary(session) -> dict:
     # No step rows (summary.json alone, or a run killed before its first step).
     doc = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
     out["total_steps"] = _int(meta.get("total_steps"))
+    if out["total_steps"] is None and not steps.empty:
+        out["total_steps"] = _int(steps["step"].max())
     out["final_loss"] = _finite(meta.get("final_loss"))
     out["total_batch_size"] = _int(meta.get("total_batch_size"))
-    out["steps_per_second"] = _finite(doc.get("steps_per_second"))
-    out["samples_per_second"] = _finite(doc.get("samples_per_second"))
+    # summary.json's figures, else those a foreign file gave (results.json, trainer_state.json)
+    for key in ("steps_per_second", "samples_per_second"):
+        out[key] = _finite(doc.get(key)) if doc.get(key) is not None else _finite(meta.get(key))
     if out["samples_per_second"] is None and out["total_steps"] and out["total_batch_size"]:
         out["samples_per_second"] = _ratio(out["total_steps"] * out["total_batch_size"], out["duration_s"])
     if out["steps_per_second"] is None:

@@ -1,29 +1,64 @@
-"""Find logkit session folders: any folder holding ``<sid>_rank<N>.jsonl`` or ``<sid>_summary.json``."""
+"""Decide what a folder holds: which files form which session, in which format.
+
+Sessions found under a root, in path order:
+
+- our session folders: ``<sid>_rank<N>.jsonl[.gz]``, ``<sid>_summary.json`` and the text logs
+  ``<sid>_{main,multigpu,performance}.log`` (seed 000 folders have only the latter);
+- seed 002 run folders: a folder holding ``results.json`` and/or ``trainer_state.json``
+  (session id ``<parent>/<folder>``, e.g. ``v1/multi_gpu``); ``checkpoint-N`` copies skipped;
+- seed 001 rank folders: a folder whose sub-folders are ``rank_0``, ``rank_1``, ...: one
+  session, each file read as its folder's rank;
+- loose files (console captures, nccl-tests, GPU captures, verbose JSONL, ...): they join the
+  one session of their folder when there is exactly one, else each is a session of its own.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from logkit.schema import RANK_JSONL_RE, SUMMARY_JSON_RE
 
-__all__ = ["SessionSource", "discover", "sources_in_folder"]
+__all__ = ["SessionSource", "SourceFile", "discover", "sources_in_folder", "source_for_file"]
+
+_RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
+_CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
+_RUN_DOCS = ("results.json", "trainer_state.json")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a session in a foreign (or our text) format, with the rank its place gives it."""
+
+    format: str
+    path: Path
+    rank: int | None = None
 
 
 @dataclass
 class SessionSource:
-    """The files of one session: its id (the file-name prefix), folder, rank streams and summary."""
+    """The files of one session: its id, folder, our rank streams and summary, and other files."""
 
     session_id: str
     folder: Path
     rank_files: dict[int, Path] = field(default_factory=dict)
     summary: Path | None = None
+    extra: list[SourceFile] = field(default_factory=list)
+    kind: str = "logkit"
 
     @property
     def files(self) -> list[Path]:
         out = [self.rank_files[r] for r in sorted(self.rank_files)]
-        return out + ([self.summary] if self.summary is not None else [])
+        out += [self.summary] if self.summary is not None else []
+        return out + [f.path for f in self.extra]
+
+
+def _sniff(path: Path, loose: bool = False) -> str | None:
+    from logkit.ingest.readers.sniff import sniff
+
+    return sniff(path, loose=loose)
 
 
 def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[SessionSource]:
@@ -33,20 +68,94 @@ def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[Sess
             names = [p.name for p in folder.iterdir() if p.is_file()]
         except OSError:
             return []
+    from logkit.ingest.readers.sniff import LOGKIT_TEXT_RE
+
     found: dict[str, SessionSource] = {}
+    loose: list[SourceFile] = []
+    run_docs: list[SourceFile] = []
     for name in sorted(names):
-        m = RANK_JSONL_RE.match(name)
-        if m:
+        path = folder / name
+        if (m := RANK_JSONL_RE.match(name)) is not None:
             src = found.setdefault(m["session_id"], SessionSource(m["session_id"], folder))
-            rank = int(m["rank"])
             # A plain stream wins over a gzipped copy of the same rank (sorted: ".jsonl" < ".jsonl.gz").
-            src.rank_files.setdefault(rank, folder / name)
+            src.rank_files.setdefault(int(m["rank"]), path)
             continue
-        m = SUMMARY_JSON_RE.match(name)
-        if m:
+        if (m := SUMMARY_JSON_RE.match(name)) is not None:
             src = found.setdefault(m["session_id"], SessionSource(m["session_id"], folder))
-            src.summary = folder / name
-    return [found[k] for k in sorted(found)]
+            if _sniff(path) == "legacy_summary":
+                src.extra.append(SourceFile("legacy_summary", path))
+                src.kind = "legacy"
+            else:
+                src.summary = path
+            continue
+        if (m := LOGKIT_TEXT_RE.match(name)) is not None:
+            found.setdefault(m["session_id"], SessionSource(m["session_id"], folder)).extra.append(
+                SourceFile("logkit_text", path))
+            continue
+        fmt = _sniff(path)
+        if fmt in ("results_json", "trainer_state") and name in _RUN_DOCS:
+            run_docs.append(SourceFile(fmt, path))
+        elif fmt is not None and fmt not in ("logkit_jsonl", "logkit_summary"):
+            loose.append(SourceFile(fmt, path))
+    if run_docs:
+        # seed 002: sessions/NAME/{single_gpu,multi_gpu}/ -> "NAME/single_gpu"
+        sid = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+        order = {"results_json": 0, "trainer_state": 1}
+        found.setdefault(sid, SessionSource(sid, folder, kind="run_folder")).extra.extend(
+            sorted(run_docs, key=lambda f: order[f.format]))
+    sources = [found[k] for k in sorted(found)]
+    if len(sources) == 1:
+        sources[0].extra.extend(loose)
+    else:
+        sources.extend(SessionSource(_file_id(f.path), folder, extra=[f], kind="file") for f in loose)
+    return sources
+
+
+def _file_id(path: Path) -> str:
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    return Path(name).stem
+
+
+def _rank_dirs(folder: Path, dirnames: list[str]) -> dict[int, Path]:
+    return {int(m[1]): folder / d for d in dirnames if (m := _RANK_DIR.match(d))}
+
+
+def _rank_dir_source(folder: Path, ranks: dict[int, Path]) -> SessionSource | None:
+    """seed 001's ``logs/rank_N/``: every log file in every rank folder, read as that rank."""
+    sid = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+    src = SessionSource(sid, folder, kind="rank_dirs")
+    for rank in sorted(ranks):
+        for dirpath, dirnames, filenames in os.walk(ranks[rank]):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                fmt = _sniff(path, loose=False)
+                if fmt is None and Path(name).suffix.lower() in (".log", ".txt", ".out", ".err"):
+                    fmt = "console"  # a rank's own log: read it even without a telltale line
+                if fmt in ("logkit_jsonl", "logkit_summary"):
+                    fmt = None  # our own sessions inside are found as such
+                if fmt is not None:
+                    src.extra.append(SourceFile(fmt, path, rank))
+    return src if src.extra else None
+
+
+def source_for_file(path: Path) -> SessionSource | None:
+    """The session a single file makes (our stream or summary: its whole session folder)."""
+    fmt = _sniff(path, loose=True) or "console"
+    if fmt in ("logkit_jsonl", "logkit_summary", "logkit_text"):
+        sid = None
+        for regex in (RANK_JSONL_RE, SUMMARY_JSON_RE):
+            if (m := regex.match(path.name)) is not None:
+                sid = m["session_id"]
+        from logkit.ingest.readers.sniff import LOGKIT_TEXT_RE
+
+        if sid is None and (m := LOGKIT_TEXT_RE.match(path.name)) is not None:
+            sid = m["session_id"]
+        for src in sources_in_folder(path.parent):
+            if src.session_id == sid:
+                return src
+        return None
+    return SessionSource(_file_id(path), path.parent, extra=[SourceFile(fmt, path)], kind="file")
 
 
 def discover(root: str | Path) -> list[SessionSource]:
@@ -64,6 +173,13 @@ def discover(root: str | Path) -> list[SessionSource]:
             dirnames[:] = []
             continue
         seen.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        out.extend(sources_in_folder(Path(dirpath), filenames))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not _CHECKPOINT_DIR.match(d))
+        folder = Path(dirpath)
+        ranks = _rank_dirs(folder, dirnames)
+        if ranks:
+            src = _rank_dir_source(folder, ranks)
+            if src is not None:
+                out.append(src)
+            dirnames[:] = [d for d in dirnames if not _RANK_DIR.match(d)]
+        out.extend(sources_in_folder(folder, filenames))
     return out

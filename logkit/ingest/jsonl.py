@@ -7,6 +7,7 @@ line of a killed run, a stray print, bad bytes) becomes a diagnostic and is skip
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,14 @@ def _lines(path: Path, out: StreamRead):
         out.diagnostics.append(diagnostic(str(path), number + 1, f"unreadable from here on: {exc}"))
 
 
+def _lenient(text: str):
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def read_jsonl(path: str | Path) -> StreamRead:
     """Records of one JSONL stream, in file order, with a diagnostic per skipped line."""
     path = Path(path)
@@ -61,11 +70,15 @@ def read_jsonl(path: str | Path) -> StreamRead:
             # Keep what can be read: replacement characters in place of the bad bytes.
             text = raw.decode("utf-8", errors="replace")
             bad_utf8 = True
+        error = None
         try:
             record = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
+            record = _lenient(text)  # NaN / Infinity literals, as Python's json writes them
+            error = None if record is not None else str(exc)
+        if error is not None:
             torn = not terminated
-            reason = "torn last line (no newline; the writer was cut off)" if torn else f"invalid JSON: {exc}"
+            reason = "torn last line (no newline; the writer was cut off)" if torn else f"invalid JSON: {error}"
             if bad_utf8:
                 reason += "; invalid UTF-8"
             out.diagnostics.append(diagnostic(name, number, reason, text))

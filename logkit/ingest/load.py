@@ -5,14 +5,23 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.discover import SessionSource, discover, sources_in_folder
-from logkit.ingest.jsonl import diagnostic, read_jsonl
-from logkit.ingest.records import FrameRows, integer, num, text
-from logkit.ingest.session import Session, make_frame
-from logkit.ingest.summary import read_summary, summary_meta
-from logkit.schema import RANK_JSONL_RE, SUMMARY_JSON_RE, EventType
+import pandas as pd
+import pyarrow as pa
 
-__all__ = ["load_session", "load_sessions", "build_session", "start_sort_key"]
+from logkit.ingest.arrow_jsonl import read_fast
+from logkit.ingest.discover import SessionSource, discover, source_for_file, sources_in_folder
+from logkit.ingest.jsonl import diagnostic, read_jsonl
+from logkit.ingest.readers.base import Read
+from logkit.ingest.records import FrameRows, integer, num, text
+from logkit.ingest.session import Session, arrow_frame, make_frame
+from logkit.ingest.summary import read_summary, summary_meta
+from logkit.schema import EventType
+
+__all__ = ["load_session", "load_sessions", "build_session", "start_sort_key", "FAST_JSONL"]
+
+PROGRESS_MIN_BYTES = 64_000_000
+# The pyarrow path for our JSONL streams (arrow_jsonl); False forces the per-line reader everywhere.
+FAST_JSONL = True
 
 
 def _first(records: list[tuple[int, dict]], kind: str, last: bool = False) -> dict | None:
@@ -64,18 +73,106 @@ def _meta_from_records(by_rank: dict[int, list[tuple[int, dict]]]) -> dict:
     return meta
 
 
+# Meta keys a foreign file may fill (never overriding what our own records said).
+_META_KEYS = ("mode", "world_size", "gpu_count", "model", "backend", "start_time", "end_time", "duration_s",
+              "total_batch_size", "max_steps", "total_steps", "final_loss", "status", "steps_per_second",
+              "samples_per_second", "training_time_s", "duration_from")
+_TEXT_ORDER = ("main", "multigpu", "performance")
+
+
+def _read_extras(source: SessionSource, skip_text: bool) -> list[Read]:
+    from logkit.ingest.readers import READERS
+
+    reads = []
+    for f in source.extra:
+        if f.format == "logkit_text" and skip_text:
+            continue  # the JSONL streams say all the text logs say, and more
+        reads.append(READERS[f.format](f.path, rank=f.rank))
+    return reads
+
+
+def _stamp(value) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _shift_times(reads: list[Read], start: float | None) -> float | None:
+    """Absolute times (``time_base == "epoch"``) become seconds since the session's start: the
+    start time our records name, else the earliest time any file gives."""
+    stamps = [r.get("time_s") for read in reads if read.time_base == "epoch"
+              for rows in read.rows.values() for r in rows]
+    stamps = [t for t in stamps if isinstance(t, (int, float))]
+    if not stamps:
+        return start
+    t0 = start if start is not None else min(stamps)
+    for read in reads:
+        if read.time_base != "epoch":
+            continue
+        for rows in read.rows.values():
+            for r in rows:
+                t = r.get("time_s")
+                r["time_s"] = t - t0 if isinstance(t, (int, float)) else None
+    return t0
+
+
+def _assemble(name: str, parts: list, extra_columns: bool):
+    """One frame from pieces in file order: arrow tables (fast path) and row lists (the rest)."""
+    frames, tables, rows = [], [], []
+    for part in parts:
+        if isinstance(part, pa.Table):
+            if rows:
+                frames.append(make_frame(name, rows, extra_columns))
+                rows = []
+            tables.append(part)
+        else:
+            if tables:
+                frames.append(arrow_frame(name, tables))
+                tables = []
+            rows.extend(part)
+    if tables:
+        frames.append(arrow_frame(name, tables))
+    if rows or not frames:
+        frames.append(make_frame(name, rows, extra_columns))
+    frames = [f for f in frames if len(f)] or frames[:1]
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def _ranks_seen(rows: dict[str, list[dict]]) -> int | None:
+    """World size of a session without our records: NCCL's nranks, else the ranks its lines name."""
+    nranks = [r["nranks"] for r in rows["events"] if isinstance(r.get("nranks"), int)]
+    if nranks:
+        return max(nranks)
+    ranks = {r.get("rank") for name in ("steps", "events", "comm") for r in rows[name]}
+    ranks = {r for r in ranks if isinstance(r, int) and r >= 0}
+    return max(ranks) + 1 if ranks else None
+
+
 def build_session(source: SessionSource) -> Session:
     """Read the files of ``source`` into a ``Session`` (never raises on content)."""
     rows = FrameRows()
     diagnostics: list[dict] = []
     by_rank: dict[int, list[tuple[int, dict]]] = {}
+    pieces: dict[str, list] = {name: [] for name in rows.rows}  # per frame, in file order
     for rank in sorted(source.rank_files):
         path = source.rank_files[rank]
+        fast = read_fast(path, rank) if FAST_JSONL else None
+        if fast is not None:
+            by_rank[rank] = fast.meta_records
+            for name, table in fast.tables.items():
+                pieces[name].append(table)
+            continue
         read = read_jsonl(path)
         diagnostics.extend(read.diagnostics)
         by_rank[rank] = read.records
+        file_rows = FrameRows()
         for line, record in read.records:
-            rows.add(record, path, line, rank)
+            file_rows.add(record, path, line, rank)
+        for name, frame_rows in file_rows.rows.items():
+            pieces[name].append(frame_rows)
 
     meta = _meta_from_records(by_rank)
     doc = None
@@ -93,7 +190,32 @@ def build_session(source: SessionSource) -> Session:
             if key != "session_id" and meta.get(key) in (None, [], {}) and value is not None:
                 meta[key] = value
         meta["summary"] = doc
+
+    reads = _read_extras(source, skip_text=bool(source.rank_files))
+    if reads:
+        if not by_rank and meta.get("status") == "incomplete":
+            meta["status"] = None  # no streams: "incomplete" would only say that none were found
+        _shift_times(reads, _stamp(meta.get("start_time")) if by_rank else None)
+        formats = []
+        for read in reads:
+            diagnostics.extend(read.diagnostics)
+            formats.append(read.format)
+            for name, frame_rows in read.rows.items():
+                rows.rows[name].extend(frame_rows)
+            for key, value in read.meta.items():
+                if key in _META_KEYS or key not in meta:
+                    if meta.get(key) in (None, [], {}) and value not in (None, [], {}):
+                        meta[key] = value
+            if read.format == "nccl_tests":
+                meta.setdefault("nccl_tests", [])
+        meta["formats"] = sorted(set(formats))
+        if not by_rank and meta.get("world_size") is None:
+            meta["world_size"] = _ranks_seen(rows.rows)
+        if meta.get("total_steps") is None:
+            steps = [r["step"] for r in rows.rows["steps"] if isinstance(r.get("step"), int)]
+            meta["total_steps"] = max(steps) if steps else None
     meta["session_id"] = source.session_id
+    meta["source_kind"] = source.kind
     if meta.get("world_size") is None and source.rank_files:
         meta["world_size"] = max(source.rank_files) + 1
     meta.setdefault("status", None)
@@ -104,7 +226,15 @@ def build_session(source: SessionSource) -> Session:
                 "duration_s", "total_batch_size", "max_steps"):
         meta.setdefault(key, None)
 
-    frames = {name: make_frame(name, r) for name, r in rows.rows.items()}
+    for name, frame_rows in rows.rows.items():
+        if frame_rows:
+            pieces[name].append(frame_rows)
+    frames = {name: _assemble(name, parts, extra_columns=bool(reads)) for name, parts in pieces.items()}
+    if reads:
+        # Lines out of time order (several captures, clocks of several hosts): sort by time, stable.
+        for name in ("events", "gpu"):
+            frames[name] = frames[name].sort_values("time_s", kind="stable", na_position="last",
+                                                    ignore_index=True)
     frames["diagnostics"] = make_frame("diagnostics", diagnostics)
     return Session(meta=meta, **frames)
 
@@ -120,6 +250,15 @@ def start_sort_key(meta: dict) -> tuple:
         except ValueError:
             stamp = None
     return (stamp is None, stamp or 0.0, meta.get("session_id") or "", meta.get("folder") or "")
+
+
+def _check_readable(path: Path) -> None:
+    """A path that exists but cannot be read is the user's to fix: say so plainly."""
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        raise PermissionError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _empty(path: Path, reason: str) -> Session:
@@ -139,16 +278,14 @@ def load_session(path: str | Path) -> Session:
     if not path.exists():
         raise FileNotFoundError(f"no such file or folder: {path}")
     if path.is_file():
-        m = RANK_JSONL_RE.match(path.name) or SUMMARY_JSON_RE.match(path.name)
-        if m is None:
-            return _empty(path, "not a logkit session file (expected <sid>_rank<N>.jsonl or <sid>_summary.json)")
-        for src in sources_in_folder(path.parent):
-            if src.session_id == m["session_id"]:
-                return build_session(src)
-        return _empty(path, "file could not be listed with its folder")
+        _check_readable(path)
+        src = source_for_file(path)
+        if src is None:
+            return _empty(path, "file could not be listed with its folder")
+        return build_session(src)
     sources = sources_in_folder(path) or discover(path)
     if not sources:
-        return _empty(path, "no logkit session files (<sid>_rank<N>.jsonl, <sid>_summary.json) found")
+        return _empty(path, "no training logs found (none of the formats of LOG_FORMATS.md)")
     named = [s for s in sources if s.session_id == path.name]
     if named or len(sources) == 1:
         return build_session((named or sources)[0])
@@ -161,17 +298,73 @@ def load_session(path: str | Path) -> Session:
     return chosen
 
 
-def load_sessions(root: str | Path) -> list[Session]:
+def _progress_bar(sources: list[SessionSource], progress: bool | None):
+    """tqdm over the bytes to read, on stderr: when asked, or on a terminal for a long ingest."""
+    import os
+    import sys
+
+    total = 0
+    for src in sources:
+        for p in src.files:
+            try:
+                total += os.stat(p).st_size
+            except OSError:
+                pass
+    show = progress if progress is not None else (sys.stderr.isatty() and total > PROGRESS_MIN_BYTES)
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, desc="reading logs", file=sys.stderr, leave=False)
+
+
+def _source_bytes(src: SessionSource) -> int:
+    import os
+
+    total = 0
+    for p in src.files:
+        try:
+            total += os.stat(p).st_size
+        except OSError:
+            pass
+    return total
+
+
+def build_sessions(sources: list[SessionSource], cache: bool = False, progress: bool | None = None) -> list[Session]:
+    """Sessions of ``sources`` (from the cache where it is valid), sorted by start time."""
+    bar = _progress_bar(sources, progress)
+    sessions = []
+    for src in sources:
+        session = None
+        if cache:
+            from logkit.ingest.cache import load_cached, store
+
+            session = load_cached(src)
+            if session is None:
+                session = build_session(src)
+                store(src, session)
+        else:
+            session = build_session(src)
+        sessions.append(session)
+        if bar is not None:
+            bar.update(_source_bytes(src))
+    if bar is not None:
+        bar.close()
+    return sorted(sessions, key=lambda s: start_sort_key(s.meta))
+
+
+def load_sessions(root: str | Path, cache: bool = False, progress: bool | None = None) -> list[Session]:
     """Every session under ``root`` (recursively), sorted by start time, ties by session id.
 
-    Raises ``FileNotFoundError`` only when ``root`` does not exist; a folder without
-    sessions gives an empty list.
+    ``cache``: reuse parsed sessions from the Parquet cache (``logkit.ingest.cache``) while
+    their files are unchanged. ``progress``: a progress bar on stderr (None: on a terminal,
+    for ingests over 64 MB). Raises ``FileNotFoundError`` only when ``root`` does not exist
+    (``PermissionError`` when a file given cannot be read); a folder without sessions gives
+    an empty list.
     """
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"no such file or folder: {root}")
     if root.is_file():
-        session = load_session(root)
-        return [session] if session.meta.get("ranks_found") or session.meta.get("summary") else []
-    sessions = [build_session(s) for s in discover(root)]
-    return sorted(sessions, key=lambda s: start_sort_key(s.meta))
+        return [load_session(root)]
+    return build_sessions(discover(root), cache=cache, progress=progress)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from logkit.schema import FRAME_COLUMNS
 
-__all__ = ["Session", "FRAME_DTYPES", "make_frame"]
+__all__ = ["Session", "FRAME_DTYPES", "make_frame", "arrow_frame"]
 
 # Column dtypes of every frame: the contract's columns (schema.FRAME_COLUMNS) first, then
 # extras. "Int64" is pandas' nullable integer (a missing step stays <NA>, not a float);
@@ -43,6 +43,11 @@ FRAME_DTYPES: dict[str, dict[str, str]] = {
         "time_s": "float64", "rank": "Int64", "level": "object", "kind": "object",
         "message": "object", "source": "object", "step": "Int64", "subkind": "object",
         "value": "float64", "threshold": "float64",
+        # kind-specific columns (LOG_FORMATS.md, event kinds of logs we did not write)
+        "host": "object", "op": "object", "seq": "Int64", "numel": "Int64", "timeout_ms": "float64",
+        "elapsed_ms": "float64", "nranks": "Int64", "comm_id": "object", "network": "object",
+        "ranks": "object", "ops": "object", "requested_gib": "float64", "capacity_gib": "float64",
+        "free_gib": "float64", "local_rank": "Int64", "exitcode": "Int64", "signal": "object",
     },
     "diagnostics": {"file": "object", "line": "Int64", "reason": "object", "text": "object"},
 }
@@ -59,10 +64,16 @@ def _to_int(series: pd.Series) -> pd.Series:
     return num.astype("Int64")
 
 
-def make_frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """A frame named ``name`` from row dicts, with the columns and dtypes of ``FRAME_DTYPES``."""
+def make_frame(name: str, rows: list[dict[str, Any]], extra_columns: bool = False) -> pd.DataFrame:
+    """A frame named ``name`` from row dicts, with the columns and dtypes of ``FRAME_DTYPES``;
+    with ``extra_columns``, the rows' other keys follow as more columns (foreign formats)."""
     dtypes = FRAME_DTYPES[name]
-    frame = pd.DataFrame.from_records(rows, columns=list(dtypes)) if rows else pd.DataFrame(
+    columns = list(dtypes)
+    if extra_columns and rows:
+        known = set(columns)
+        extras = dict.fromkeys(k for row in rows for k in row if k not in known)
+        columns += [k for k in extras if not k.startswith("_")]
+    frame = pd.DataFrame.from_records(rows, columns=columns) if rows else pd.DataFrame(
         {c: pd.Series([], dtype="object") for c in dtypes})
     for col, dtype in dtypes.items():
         if dtype == "Int64":
@@ -70,8 +81,32 @@ def make_frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
         elif dtype == "float64":
             frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
         else:
-            frame[col] = frame[col].astype("object")
+            col_data = frame[col].astype("object")
+            # absent text is None (not NaN), whichever path built the frame
+            frame[col] = col_data.where(col_data.notna(), None) if col_data.isna().any() else col_data
+    for col in frame.columns[len(dtypes):]:
+        is_text = frame[col].dtype != object and pd.api.types.is_string_dtype(frame[col].dtype)
+        if is_text or (frame[col].dtype == object and frame[col].isna().any()):
+            col_data = frame[col].astype("object")  # text is object with None, as in the contract's columns
+            frame[col] = col_data.where(col_data.notna(), None)
     return frame
+
+
+def arrow_frame(name: str, tables: list) -> pd.DataFrame:
+    """A frame named ``name`` from arrow tables of its columns (the fast JSONL path)."""
+    import pyarrow as pa
+
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get, self_destruct=True,
+                            split_blocks=True)
+    for col, dtype in FRAME_DTYPES[name].items():
+        if col not in frame:
+            frame[col] = pd.Series([None] * len(frame), dtype="object")
+        if dtype == "object" and frame[col].dtype != object:
+            frame[col] = frame[col].astype("object").where(frame[col].notna(), None)
+        elif dtype != "object" and str(frame[col].dtype) != dtype:
+            frame[col] = frame[col].astype(dtype)
+    return frame[list(FRAME_DTYPES[name])]
 
 
 @dataclass

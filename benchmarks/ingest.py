@@ -1,0 +1,263 @@
+"""Ingest speed and memory, against the reference readers in the same run.
+
+Generates a realistic session (8 ranks of JSONL streams, plus rank 0's text logs) in a temp
+folder, then times, on the same files:
+
+- our JSONL ingest (``build_session``) against ``pyarrow.json.read_json``,
+  ``polars.read_ndjson`` and ``pandas.read_json(lines=True)``: ratio = our throughput / the
+  fastest reader's (target >= 0.8);
+- our text-log readers (main, multigpu, performance logs) in MB/s against the fastest JSON
+  reader's MB/s (target >= 0.5);
+- peak memory of our ingest (a fresh process) against the memory of the frames it built
+  (target <= 1.5x);
+- a second analysis through the Parquet cache against the first (target >= 10x);
+- optionally (``--big-gb``) the chunked aggregates of a big folder, with their peak memory.
+
+    python benchmarks/ingest.py                 # ~100 MB session (default)
+    python benchmarks/ingest.py --size 1000     # ~1 GB session
+    python benchmarks/ingest.py --big-gb 3      # also: aggregates of a 3 GB folder, in chunks
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import orjson
+
+RANKS = 8
+
+
+def _rec(t0, elapsed, sid, rank, type_, message, **fields):
+    r = {"timestamp": (t0 + timedelta(seconds=elapsed)).isoformat(timespec="microseconds"),
+         "elapsed_s": round(elapsed, 6), "type": type_, "level": "INFO", "message": message,
+         "session_id": sid, "rank": rank, "world_size": RANKS}
+    r.update(fields)
+    return orjson.dumps(r) + b"\n"
+
+
+def generate(folder: Path, mb_total: float, sid: str = "training_20251122_100000") -> Path:
+    """One session of ``RANKS`` streams, about ``mb_total`` MB of JSONL, as the emitter writes it
+    at verbosity "high": per step a step record with resource usage, 4 gradient buckets; a GPU
+    snapshot and a performance record every 10 steps; an evaluation every 200."""
+    session = folder / sid
+    session.mkdir(parents=True, exist_ok=True)
+    t0 = datetime(2025, 11, 22, 10, 0, tzinfo=timezone.utc)
+    per_rank = mb_total * 1e6 / RANKS
+    for rank in range(RANKS):
+        out = []
+        size = 0
+        el = 0.5
+        out.append(_rec(t0, el, sid, rank, "session_start", f"Session {sid} started on rank {rank}/{RANKS}",
+                        mode="MULTI-GPU", local_rank=rank, hostname="node1", backend="nccl", mixed_precision="bf16",
+                        model_name="meta-llama/Llama-3.1-8B", gpu_count=RANKS, total_batch_size=64, max_steps=10**6,
+                        config={"learning_rate": 2e-4, "lora_r": 16, "seq_len": 2048},
+                        versions={"python": "3.11.7", "torch": "2.5.1", "nccl": "2.21.5"},
+                        gpus=[{"index": i, "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{i}",
+                               "memory_total_mb": 85520.0} for i in range(RANKS)]))
+        step = 0
+        while size < per_rank:
+            step += 1
+            st = 0.41 + 0.01 * ((step * 7 + rank) % 13)
+            el += st
+            for b in range(4):
+                dur = 3.1 + 0.1 * b
+                out.append(_rec(t0, el - 0.05, sid, rank, "communication", f"gradient_sync bucket {b}", step=step,
+                                op="gradient_sync", size_bytes=26_214_400, duration_ms=dur,
+                                algbw_mb_s=round(26.2144 / dur * 1000, 3), busbw_mb_s=round(26.2144 / dur * 1750, 3),
+                                group_size=RANKS, bucket=b, timing_source="cuda_event"))
+            out.append(_rec(t0, el, sid, rank, "training_step_complete", f"Step {step} completed", step=step,
+                            max_steps=10**6, epoch=round(step / 5000, 6),
+                            timing={"step_time_seconds": st, "avg_step_time_seconds": 0.47,
+                                    "data_time_seconds": 0.012, "eta_minutes": 812.4,
+                                    "estimated_completion": "2025-11-23T01:00:00+00:00"},
+                            metrics={"loss": round(2.5 / (1 + step / 3000), 6), "learning_rate": 2e-4,
+                                     "grad_norm": 0.81, "samples_per_second": round(64 / st, 3),
+                                     "tokens_per_second": round(64 * 2048 / st, 1), "total_batch_size": 64},
+                            resource_usage={"cpu": {"usage_percent": 31.5},
+                                            "memory": {"usage_percent": 41.2, "used_gb": 211.3}}))
+            if step % 10 == 0:
+                out.append(_rec(t0, el, sid, rank, "gpu_snapshot", "GPU snapshot", hostname="node1", devices=[
+                    {"index": rank, "utilization_percent": 97.0, "memory_used_mb": 71234.0,
+                     "memory_total_mb": 85520.0, "memory_usage_percent": 83.3, "temperature_c": 66.0,
+                     "power_w": 612.4, "sm_clock_mhz": 1980.0}]))
+                out.append(_rec(t0, el, sid, rank, "performance", "Performance over 10 steps", step=step,
+                                window_steps=10, avg_step_time_s=0.47, throughput_samples_s=136.2,
+                                total_batch_size=64))
+            if step % 200 == 0:
+                out.append(_rec(t0, el, sid, rank, "evaluation", f"Evaluation at step {step}", step=step,
+                                metrics={"eval_loss": 1.9, "eval_perplexity": 6.69}))
+            if step % 50 == 0:
+                size = sum(map(len, out))
+        out.append(_rec(t0, el + 1, sid, rank, "session_end", "Session completed", status="completed",
+                        duration_s=el + 1, total_steps=step, final_loss=1.0))
+        (session / f"{sid}_rank{rank}.jsonl").write_bytes(b"".join(out))
+        if rank == 0:
+            _text_logs(session, sid, step)
+    return session
+
+
+def _text_logs(session: Path, sid: str, steps: int) -> None:
+    from logkit.schema import COMMUNICATION, METRICS_LINE, MULTIGPU_STEP, PERFORMANCE, PROCESS_LINE, STEP_LINE
+
+    main, multi, perf = [], [], []
+    for s in range(1, steps + 1):
+        main.append(STEP_LINE.format(step=s, max_steps=steps, percent=100 * s / steps, loss=2.5 / (1 + s / 3000),
+                                     learning_rate=2e-4, steps_per_second=2.1, eta_minutes=12.0))
+        main.append(METRICS_LINE.format(step_duration=0.47, samples_per_second=136.2))
+        stamp = f"2025-11-22 10:{(s // 60) % 60:02d}:{s % 60:02d}"
+        for _ in range(4):
+            multi.append(PROCESS_LINE.format(datetime=stamp, level="INFO", process="MainProcess",
+                                             message=COMMUNICATION.format(op="gradient_sync", rank=0, size_mb=26.21,
+                                                                          duration_ms=3.1, bandwidth_mb_s=8456.1)))
+        multi.append(PROCESS_LINE.format(datetime=stamp, level="INFO", process="MainProcess",
+                                         message=MULTIGPU_STEP.format(step=s, processes=RANKS, local_rank=0,
+                                                                      process_index=0)))
+        if s % 10 == 0:
+            perf.append(PROCESS_LINE.format(datetime=stamp, level="INFO", process="MainProcess",
+                                            message=PERFORMANCE.format(step=s, avg_step_time_s=0.47,
+                                                                       throughput_samples_s=136.2,
+                                                                       total_batch_size=64)))
+    for name, lines in (("main", main), ("multigpu", multi), ("performance", perf)):
+        (session / f"{sid}_{name}.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _timed(fn, repeat: int = 1):
+    best = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        d = time.perf_counter() - t
+        best = d if best is None else min(best, d)
+    return best
+
+
+def _references(files: list[Path], skip_pandas: bool) -> dict[str, float | str]:
+    import pyarrow.json as pj
+
+    out: dict[str, float | str] = {}
+    out["pyarrow.json"] = _timed(lambda: [pj.read_json(f) for f in files])
+    try:
+        import polars as pl
+
+        try:
+            out["polars.read_ndjson"] = _timed(lambda: [pl.read_ndjson(f) for f in files])
+        except Exception:  # noqa: BLE001 - polars infers from the first 100 rows; retry with all
+            out["polars.read_ndjson"] = _timed(lambda: [pl.read_ndjson(f, infer_schema_length=None) for f in files])
+    except ImportError:
+        out["polars.read_ndjson"] = "not installed"
+    if not skip_pandas:
+        import pandas as pd
+
+        out["pandas.read_json(lines=True)"] = _timed(lambda: [pd.read_json(f, lines=True) for f in files])
+    return out
+
+
+_CHILD = r"""
+import resource, sys, time, os
+sys.path.insert(0, os.getcwd())
+import pandas, pyarrow, pyarrow.json, orjson, logkit.ingest.load as L
+from logkit.ingest.discover import sources_in_folder
+from pathlib import Path
+def rss():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+base = rss()
+what = sys.argv[1]
+t = time.perf_counter()
+if what == "ingest":
+    (src,) = sources_in_folder(Path(sys.argv[2]))
+    s = L.build_session(src)
+    frames = sum(int(getattr(s, n).memory_usage(deep=True).sum()) for n in ("steps", "comm", "perf", "gpu", "evals", "events", "diagnostics"))
+else:
+    from logkit.ingest.aggregate import aggregate_sessions
+    aggs = aggregate_sessions(sys.argv[2])
+    frames = 0
+el = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(base, peak, frames, el)
+"""
+
+
+def _child(what: str, path: Path) -> tuple[int, int, int, float]:
+    out = subprocess.run([sys.executable, "-c", _CHILD, what, str(path)], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    base, peak, frames, el = out.stdout.split()
+    return int(base), int(peak), int(frames), float(el)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=float, default=100.0, help="MB of JSONL in the session (default 100)")
+    ap.add_argument("--big-gb", type=float, default=0.0, help="GB of JSONL for the chunked-aggregate run (0: skip)")
+    ap.add_argument("--skip-pandas", action="store_true", help="leave pandas.read_json out (slow on large sizes)")
+    ap.add_argument("--repeat", type=int, default=2, help="timing repeats (best of)")
+    args = ap.parse_args()
+
+    from logkit.ingest.discover import sources_in_folder
+    from logkit.ingest.load import build_session, load_sessions
+    from logkit.ingest.readers.logkit_text import read_logkit_text
+
+    tmp = Path(tempfile.mkdtemp(prefix="logkit-bench-"))
+    try:
+        t = time.perf_counter()
+        session = generate(tmp / "logs", args.size)
+        files = sorted(session.glob("*_rank*.jsonl"))
+        texts = sorted(session.glob("*.log"))
+        jsonl_bytes = sum(f.stat().st_size for f in files)
+        text_bytes = sum(f.stat().st_size for f in texts)
+        print(f"generated {jsonl_bytes / 1e6:.0f} MB JSONL in {len(files)} streams + {text_bytes / 1e6:.0f} MB text logs"
+              f" in {time.perf_counter() - t:.1f} s  (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+
+        (src,) = sources_in_folder(session)
+        ours = _timed(lambda: build_session(src), args.repeat)
+        refs = _references(files, args.skip_pandas)
+        timed = {k: v for k, v in refs.items() if isinstance(v, float)}
+        fastest = min(timed, key=timed.get)
+        mb = jsonl_bytes / 1e6
+        print(f"\nJSONL ({mb:.0f} MB):")
+        print(f"  logkit build_session        {ours:7.2f} s  {mb / ours:8.1f} MB/s")
+        for k, v in refs.items():
+            print(f"  {k:<28}" + (f"{v:7.2f} s  {mb / v:8.1f} MB/s" if isinstance(v, float) else f" {v}"))
+        ratio = timed[fastest] / ours
+        print(f"  ratio logkit / fastest ({fastest}): {ratio:.2f}x  (target >= 0.8)")
+
+        text_time = _timed(lambda: [read_logkit_text(f) for f in texts], args.repeat)
+        text_mb_s = text_bytes / 1e6 / text_time
+        print(f"\nText logs ({text_bytes / 1e6:.0f} MB): {text_time:.2f} s, {text_mb_s:.1f} MB/s;"
+              f" ratio to {fastest}'s {mb / timed[fastest]:.1f} MB/s: {text_mb_s / (mb / timed[fastest]):.2f}x"
+              f"  (target >= 0.5)")
+
+        base, peak, frames, el = _child("ingest", session)
+        print(f"\nMemory (fresh process): peak RSS above start {(peak - base) / 1e6:.0f} MB, frames built"
+              f" {frames / 1e6:.0f} MB: {(peak - base) / frames:.2f}x  (target <= 1.5)")
+
+        os.environ["LOGKIT_CACHE_DIR"] = str(tmp / "cache")
+        first = _timed(lambda: load_sessions(tmp / "logs", cache=True))
+        second = _timed(lambda: load_sessions(tmp / "logs", cache=True), args.repeat)
+        print(f"\nCache: first analysis {first:.2f} s (parse + write), second {second:.3f} s:"
+              f" {ours / second:.1f}x faster than parsing  (target >= 10)")
+
+        if args.big_gb > 0:
+            shutil.rmtree(tmp / "logs")
+            big = tmp / "big"
+            t = time.perf_counter()
+            generate(big, args.big_gb * 1000)
+            size = sum(f.stat().st_size for f in big.rglob("*.jsonl"))
+            print(f"\nChunked aggregates: generated {size / 1e9:.2f} GB in {time.perf_counter() - t:.0f} s")
+            base, peak, _, el = _child("aggregate", big)
+            print(f"  aggregate_sessions: {el:.1f} s ({size / 1e6 / el:.0f} MB/s), peak RSS {peak / 1e6:.0f} MB"
+                  f" ({(peak - base) / 1e6:.0f} MB above start); memory does not grow with the folder's size")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""What every reader gives back (``Read``), and the text plumbing readers share.
+
+A reader turns one file into frame rows, meta fields and diagnostics; it never raises on
+content. Text readers see lines already cleaned of what terminals add: ANSI colour codes,
+CRLF endings, undecodable bytes (replaced, and noted).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from logkit.ingest.jsonl import diagnostic
+
+__all__ = ["Read", "FRAMES", "read_bytes", "text_lines", "strip_ansi", "UNMATCHED", "epoch", "to_float"]
+
+FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events")
+UNMATCHED = "line matches no known grammar"
+
+# CSI sequences (colours, cursor moves) and OSC sequences (window titles, hyperlinks).
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+@dataclass
+class Read:
+    """One file's contribution to a session.
+
+    ``rows`` maps a frame name to row dicts (or ``frames`` holds frames already built);
+    ``time_base`` says what ``time_s`` in the rows means: ``"elapsed"`` (seconds since the
+    rank started, as our JSONL) or ``"epoch"`` (absolute POSIX seconds, shifted to the
+    session start when the session is built). ``lines``/``used`` count the non-blank lines
+    seen and those a grammar used (text readers only): the rest are diagnostics.
+    """
+
+    path: Path
+    format: str
+    rows: dict[str, list[dict]] = field(default_factory=lambda: {k: [] for k in FRAMES})
+    frames: dict = field(default_factory=dict)
+    diagnostics: list[dict] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+    time_base: str = "epoch"
+    lines: int = 0
+    used: int = 0
+
+    def note(self, line: int | None, reason: str, text: str = "") -> None:
+        self.diagnostics.append(diagnostic(str(self.path), line, reason, text))
+
+    def unmatched(self, line: int, text: str) -> None:
+        self.note(line, UNMATCHED, text)
+
+    def event(self, kind: str, line: int, **columns) -> dict:
+        row = {"time_s": None, "rank": None, "level": None, "kind": kind, "message": None,
+               "source": f"{self.path.name}:{line}", **columns}
+        self.rows["events"].append(row)
+        return row
+
+
+def read_bytes(path: Path, read: Read) -> bytes:
+    """The file's bytes (gunzipped for ``.gz``); a read failure keeps what came and notes it."""
+    try:
+        if path.name.endswith(".gz"):
+            chunks: list[bytes] = []
+            try:
+                with gzip.open(path, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        chunks.append(chunk)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                read.note(None, f"unreadable from here on (after {sum(map(len, chunks))} bytes): {exc}")
+            return b"".join(chunks)
+        return path.read_bytes()
+    except OSError as exc:
+        read.note(None, f"unreadable: {exc}")
+        return b""
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def text_lines(data: bytes, read: Read) -> list[str]:
+    """Lines of ``data`` as text: CRLF and ANSI removed, bad UTF-8 replaced (one note per line)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raw_lines = data.split(b"\n")
+        out = []
+        for number, raw in enumerate(raw_lines, start=1):
+            try:
+                out.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                line = raw.decode("utf-8", errors="replace")
+                read.note(number, "invalid UTF-8 bytes replaced with U+FFFD", line)
+                out.append(line)
+        text = "\n".join(out)
+    text = strip_ansi(text)
+    if text.startswith("\ufeff"):
+        text = text[1:]  # a byte-order mark some Windows tools write
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def epoch(stamp: datetime) -> float:
+    """POSIX seconds; a naive stamp is local time of the machine that wrote it (LOG_FORMATS.md)."""
+    return stamp.timestamp()
+
+
+def to_float(text: str) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
