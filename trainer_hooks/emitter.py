@@ -115,7 +115,7 @@ class SessionLogger:
         self._final_loss: float | None = None
         self._start_record: dict = {}
         self._grad_watch = GradNormWatch()
-        self._layer_norms: dict | None = None
+        self._layer_norms: tuple[int, dict] | None = None  # (step, norms) from check_gradients
         self._nan_steps: set[int] = set()
         self._gpu_stats: dict[int, dict[str, list[float]]] = {}
         self._micro = 0
@@ -303,8 +303,9 @@ class SessionLogger:
         norms = grad_norms(grads)
         finite = all(math.isfinite(n) for n in norms)
         if self.settings.layer_grad_norms:
-            self._layer_norms = {name: round(n, 6) if math.isfinite(n) else None for (name, _), n in zip(grads, norms, strict=False)}
-            for finding in self._grad_watch.check({name: n for (name, _), n in zip(grads, norms, strict=False)}):
+            self._layer_norms = (step, {name: round(n, 6) if math.isfinite(n) else None
+                                        for (name, _), n in zip(grads, norms, strict=True)})
+            for finding in self._grad_watch.check({name: n for (name, _), n in zip(grads, norms, strict=True)}):
                 self._finding(EventType.ANOMALY, finding, step)
         if not finite:
             self.report_nonfinite(step, "nan_grad", model=model, grads=grads)
@@ -394,7 +395,9 @@ class SessionLogger:
         loss = metrics.get("loss")
         if loss is not None and math.isfinite(loss):
             self._final_loss = loss
-        layer_norms, self._layer_norms = self._layer_norms, None
+        layer_norms = None
+        if self._layer_norms is not None and self._layer_norms[0] == step:
+            layer_norms, self._layer_norms = self._layer_norms[1], None
         if self._writer is not None and self._builder is not None:
             self._writer.put_call(self._builder.step, *pending, self._step_time_sum / self._steps_done,
                                   self.info.local_rank if self.info else 0, layer_norms)
