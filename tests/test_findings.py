@@ -83,3 +83,32 @@ def test_a_file_removed_underneath_is_recreated(tmp_path):
     writer.close()
     assert '"type":"second"' in path.read_text()
     assert "was removed while in use" in (tmp_path / "errors.log").read_text()
+
+
+class _FakeEvent:
+    """Stands in for torch.cuda.Event: complete or not, with a time in ms."""
+
+    def __init__(self, ms: float, done: bool = True) -> None:
+        self.ms, self.done, self.synced = ms, done, False
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        self.synced, self.done = True, True
+
+    def elapsed_time(self, end) -> float:
+        return end.ms - self.ms
+
+
+def test_cuda_event_timings_are_read_when_ready_and_keep_their_step():
+    from trainer_hooks.commhook import CommTimer
+
+    timer = CommTimer()
+    timer.pending.append((0, 1000, _FakeEvent(0.0), _FakeEvent(2.0)))
+    timer.pending.append((1, 2000, _FakeEvent(1.0), _FakeEvent(4.0, done=False)))  # the GPU is still on it
+    assert timer.collect(step=1) == [(1, 0, 1000, 0.002)]  # no wait: bucket 1 stays in flight
+    timer.pending.append((0, 1000, _FakeEvent(10.0), _FakeEvent(11.0)))
+    assert timer.collect(step=2) == []  # in order: step 2 waits behind step 1's open bucket
+    ready = timer.collect(step=3, wait=True)  # session end: wait for the GPU
+    assert ready == [(1, 1, 2000, 0.003), (2, 0, 1000, 0.001)]
