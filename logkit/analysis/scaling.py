@@ -131,11 +131,14 @@ def _ranks(summary: dict) -> int:
 
 
 def pick_baseline(sessions: list, summaries: list[dict] | None = None) -> int | None:
-    """Index of the baseline: fewest ranks (world_size), ties broken by the earliest start."""
+    """Index of the baseline: fewest ranks (world_size), ties broken by the earliest start; sessions
+    with a throughput figure (samples_per_second) first, so a GPU capture or an nccl-tests table
+    never becomes the baseline of training runs."""
     if not sessions:
         return None
     summaries = summaries or [session_summary(s) for s in sessions]
-    return min(range(len(sessions)), key=lambda i: (_ranks(summaries[i]), _start_key(sessions[i])))
+    return min(range(len(sessions)), key=lambda i: (summaries[i]["samples_per_second"] is None,
+                                                    _ranks(summaries[i]), _start_key(sessions[i])))
 
 
 def _regime(base: dict, cand: dict) -> str:
@@ -149,14 +152,14 @@ def _regime(base: dict, cand: dict) -> str:
     return "mixed"
 
 
-def compare(sessions: list) -> list[dict]:
+def compare(sessions: list, summaries: list[dict] | None = None) -> list[dict]:
     """Each session against the baseline (``pick_baseline``), keys of ``COMPARISON_KEYS``.
 
     ``speedup`` = candidate samples_per_second / baseline samples_per_second;
     ``scaling_efficiency`` = speedup / (candidate world_size / baseline world_size);
     ``step_rate_ratio`` = candidate steps_per_second / baseline steps_per_second.
     """
-    summaries = [session_summary(s) for s in sessions]
+    summaries = summaries or [session_summary(s) for s in sessions]
     index = pick_baseline(sessions, summaries)
     if index is None:
         return []

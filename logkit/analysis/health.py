@@ -1,0 +1,153 @@
+"""Training health: NaN/Inf, divergence, and loss parity between compared runs.
+
+Definitions (``HEALTH_DEFINITIONS``):
+
+- ``nan_steps``: steps whose logged loss or grad_norm is +-inf, steps of ``nan_detected`` events,
+  and steps of ``anomaly`` / ``resource_warning`` events of kind nan_loss / nan_grad / inf_*.
+  (A NaN in a frame also means "not logged", so a NaN loss alone is not counted.)
+- divergence: over the lowest rank's finite losses, smoothed by a running median of
+  ``K = clip(n // 10, 3, 100)`` points: the final smoothed loss exceeds the smoothed minimum by
+  more than 25% of the drop from the first smoothed value to that minimum (and by more than
+  1% of the minimum's magnitude), or the last max(5, K) raw losses all rise (by > 1% of the minimum). Needs 10 or more points.
+- loss parity: both curves (lowest rank, finite losses) placed on samples seen = step x
+  total_batch_size (step when a batch size is unknown), the candidate interpolated linearly
+  onto the baseline's points inside the overlap; ``max_abs_diff_aligned`` / ``mean_abs_diff``
+  over those points; ``final_loss_diff`` = candidate final_loss - baseline final_loss;
+  ``final_loss_rel_diff`` = that / |baseline final_loss|.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["HEALTH_DEFINITIONS", "nan_steps", "divergence", "loss_curve", "session_health", "loss_parity"]
+
+NAN_KINDS = {"nan_loss", "nan_grad", "inf_loss", "inf_grad", "nan", "nan_detected"}
+
+HEALTH_DEFINITIONS: dict[str, str] = {
+    "nan_steps": "steps with a logged +-inf loss or grad_norm, a nan_detected event, or a nan_loss/nan_grad "
+                 "anomaly",
+    "divergence": "smoothed final loss above the smoothed minimum by > 25% of the run's drop (and > 1% of the "
+                  "minimum), or the last K losses all rising (K = clip(n/10, 3, 100))",
+    "loss_parity": "curves aligned by samples seen (step x total_batch_size), candidate interpolated onto the "
+                   "baseline's points in the overlap; final_loss_diff = candidate - baseline",
+}
+
+
+def _curve_rows(session) -> pd.DataFrame:
+    steps = session.steps
+    if steps.empty:
+        return steps
+    ranks = steps["rank"].dropna()
+    rows = steps[steps["rank"] == ranks.min()] if not ranks.empty else steps
+    return rows[rows["step"].notna()]
+
+
+def nan_steps(session) -> list[dict]:
+    """[{step, rank, what, source}] of non-finite values (see module doc), sorted by step."""
+    out = []
+    steps = session.steps
+    if not steps.empty:
+        for col in ("loss", "grad_norm"):
+            bad = steps[np.isinf(steps[col].to_numpy(dtype="float64"))]
+            for r, s, v in zip(bad["rank"], bad["step"], bad[col], strict=True):
+                out.append({"step": None if pd.isna(s) else int(s), "rank": None if pd.isna(r) else int(r),
+                            "what": f"{col}={v}", "source": None})
+    ev = session.events
+    if not ev.empty:
+        kinds = ev["kind"].astype("object")
+        sub = ev["subkind"].astype("object") if "subkind" in ev.columns else pd.Series(None, index=ev.index)
+        hit = ev[(kinds == "nan_detected") | sub.isin(NAN_KINDS)]
+        for _, e in hit.iterrows():
+            out.append({"step": None if pd.isna(e["step"]) else int(e["step"]),
+                        "rank": None if pd.isna(e["rank"]) else int(e["rank"]),
+                        "what": e["subkind"] or e["kind"], "source": e["source"]})
+    return sorted(out, key=lambda d: (d["step"] is None, d["step"] or 0, d["rank"] or 0))
+
+
+def loss_curve(session) -> tuple[np.ndarray, np.ndarray, str]:
+    """(x, loss, basis) of the lowest rank: x = samples seen (step x batch) or step."""
+    rows = _curve_rows(session)
+    if rows.empty:
+        return np.array([]), np.array([]), "samples seen"
+    loss = rows["loss"].to_numpy(dtype="float64")
+    step = rows["step"].to_numpy(dtype="float64")
+    batch = rows["total_batch_size"].astype("float64")
+    default = session.meta.get("total_batch_size")
+    if default:
+        batch = batch.fillna(float(default))
+    ok = np.isfinite(loss)
+    if batch.notna().all():
+        x, basis = step * batch.to_numpy(), "samples seen"
+    else:
+        x, basis = step, "steps"
+    order = np.argsort(x[ok], kind="stable")
+    return x[ok][order], loss[ok][order], basis
+
+
+def divergence(loss: np.ndarray, x: np.ndarray | None = None) -> dict | None:
+    """The divergence finding for a loss curve (see module doc), or None."""
+    n = len(loss)
+    if n < 10:
+        return None
+    k = int(min(100, max(3, n // 10)))
+    smooth = pd.Series(loss).rolling(k, min_periods=1).median().to_numpy()
+    i_min = int(np.argmin(smooth))
+    lo, first, last = smooth[i_min], smooth[min(k - 1, n - 1)], smooth[-1]
+    drop = max(first - lo, 0.0)
+    rise = last - lo
+    tail = loss[-max(5, k):]
+    rising = bool(np.all(np.diff(tail) > 0)) and tail[-1] - tail[0] > 0.01 * abs(lo)
+    if (rise > 0.25 * drop and rise > 0.01 * abs(lo) and rise > 0) or rising:
+        at = x[i_min] if x is not None else i_min
+        return {"kind": "rising_tail" if rising else "above_minimum", "min_loss": float(lo),
+                "min_at": float(at), "final_loss_smoothed": float(last), "rise": float(rise),
+                "rise_over_drop": float(rise / drop) if drop > 0 else None, "window": k}
+    return None
+
+
+def session_health(session) -> dict:
+    """{nan_steps, nan_count, divergence, final_loss, points, basis} of one session."""
+    x, loss, basis = loss_curve(session)
+    nans = nan_steps(session)
+    final = float(loss[-1]) if len(loss) else session.meta.get("final_loss")
+    if final is not None and not math.isfinite(final):
+        final = None
+    return {"nan_steps": nans, "nan_count": len(nans), "divergence": divergence(loss, x), "final_loss": final,
+            "points": int(len(loss)), "basis": basis}
+
+
+def loss_parity(base, cand) -> dict:
+    """Loss parity of ``cand`` against ``base`` (see module doc)."""
+    bx, bl, bb = loss_curve(base)
+    cx, cl, cb = loss_curve(cand)
+    basis = "samples seen" if bb == cb == "samples seen" else "steps"
+    if basis == "steps" and (bb != "steps" or cb != "steps"):
+        # one side lacks batch sizes: fall back to steps on both sides
+        bx, bl, _ = _by_step(base)
+        cx, cl, _ = _by_step(cand)
+    out = {"baseline": base.meta.get("session_id"), "candidate": cand.meta.get("session_id"),
+           "final_loss_diff": None, "final_loss_rel_diff": None, "max_abs_diff_aligned": None,
+           "mean_abs_diff_aligned": None, "aligned_by": basis, "points": 0, "overlap": None}
+    if len(bl) and len(cl):
+        out["final_loss_diff"] = float(cl[-1] - bl[-1])
+        out["final_loss_rel_diff"] = float((cl[-1] - bl[-1]) / abs(bl[-1])) if bl[-1] != 0 else None
+        lo, hi = max(bx[0], cx[0]), min(bx[-1], cx[-1])
+        grid = (bx >= lo) & (bx <= hi)
+        if grid.any() and len(cx) >= 1:
+            diff = np.interp(bx[grid], cx, cl) - bl[grid]
+            out.update(max_abs_diff_aligned=float(np.abs(diff).max()), mean_abs_diff_aligned=float(
+                np.abs(diff).mean()), points=int(grid.sum()), overlap=[float(lo), float(hi)])
+    return out
+
+
+def _by_step(session):
+    rows = _curve_rows(session)
+    loss = rows["loss"].to_numpy(dtype="float64")
+    step = rows["step"].to_numpy(dtype="float64")
+    ok = np.isfinite(loss)
+    order = np.argsort(step[ok], kind="stable")
+    return step[ok][order], loss[ok][order], "steps"

@@ -1,0 +1,105 @@
+"""Reference figures of hardware: the link between GPUs of one host, and a GPU's peak FLOP/s.
+
+``COMMUNICATION_PEAKS``: one row per GPU model (matched when every word of ``match`` is a
+substring of the lower-case device name; most specific rows first): the link its GPUs of one host talk over, the link's peak
+bus bandwidth per direction in GB/s (10^9 bytes/s, the unit of nccl-tests' busbw), the
+per-call latency ``alpha_us`` of a collective over it (alpha-beta model), and where the
+figure comes from. A measured busbw is compared with ``peak_busbw_gb_s``; a message is called
+latency-bound when it is smaller than ``half_peak_bytes = alpha x peak`` (the size at which
+the alpha-beta model t(m) = alpha + m / peak reaches half the peak bandwidth).
+
+``GPU_PEAK_TFLOPS``: dense (no sparsity) BF16/FP16 tensor-core peak per GPU, vendor datasheets.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COMMUNICATION_PEAKS", "CPU_LINK", "GPU_PEAK_TFLOPS", "link_for", "peak_tflops_for",
+           "half_peak_bytes"]
+
+_NV = "NVIDIA datasheet"
+COMMUNICATION_PEAKS: tuple[dict, ...] = (
+    {"match": "b200", "gpu_model": "B200", "link": "NVLink 5 (B200)", "peak_busbw_gb_s": 900.0,
+     "alpha_us": 20.0, "source": f"{_NV} (DGX B200): NVLink 5, 1.8 TB/s bidirectional per GPU = 900 GB/s "
+                                  "per direction"},
+    {"match": "h200", "gpu_model": "H200", "link": "NVLink 4 (H200 SXM)", "peak_busbw_gb_s": 450.0,
+     "alpha_us": 20.0, "source": f"{_NV} H200: NVLink 900 GB/s bidirectional = 450 GB/s per direction"},
+    {"match": "h100 pcie", "gpu_model": "H100 PCIe", "link": "PCIe 5.0 x16", "peak_busbw_gb_s": 64.0,
+     "alpha_us": 15.0, "source": f"{_NV} H100 PCIe: PCIe Gen5 128 GB/s bidirectional = 64 GB/s per "
+                                   "direction (without NVLink bridge)"},
+    {"match": "h100", "gpu_model": "H100 SXM", "link": "NVLink 4 (H100 SXM)", "peak_busbw_gb_s": 450.0,
+     "alpha_us": 20.0, "source": f"{_NV} H100 SXM: NVLink 900 GB/s bidirectional = 450 GB/s per direction; "
+                                  "nccl-tests all_reduce busbw on DGX H100 reaches ~360-480 GB/s"},
+    {"match": "a100 pcie", "gpu_model": "A100 PCIe", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
+     "alpha_us": 15.0, "source": f"{_NV} A100 PCIe: PCIe Gen4 64 GB/s bidirectional = 32 GB/s per direction"},
+    {"match": "a100", "gpu_model": "A100 SXM", "link": "NVLink 3 (A100 SXM)", "peak_busbw_gb_s": 300.0,
+     "alpha_us": 20.0, "source": f"{_NV} A100 SXM: NVLink 600 GB/s bidirectional = 300 GB/s per direction; "
+                                  "nccl-tests all_reduce busbw on DGX A100 reaches ~230 GB/s"},
+    {"match": "v100", "gpu_model": "V100 SXM2", "link": "NVLink 2 (V100 SXM2)", "peak_busbw_gb_s": 150.0,
+     "alpha_us": 20.0, "source": f"{_NV} V100 SXM2: NVLink 300 GB/s bidirectional = 150 GB/s per direction"},
+    {"match": "l40s", "gpu_model": "L40S", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "alpha_us": 15.0,
+     "source": f"{_NV} L40S: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
+    {"match": "l4", "gpu_model": "L4", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "alpha_us": 15.0,
+     "source": f"{_NV} L4: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
+    {"match": "a10", "gpu_model": "A10 / A10G", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
+     "alpha_us": 15.0, "source": f"{_NV} A10: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
+    {"match": "4090", "gpu_model": "RTX 4090", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
+     "alpha_us": 15.0, "source": f"{_NV} GeForce RTX 4090 specifications: PCIe Gen4 x16, no NVLink, "
+                                  "no peer-to-peer (traffic goes through host memory)"},
+    {"match": "3090", "gpu_model": "RTX 3090", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
+     "alpha_us": 15.0, "source": f"{_NV} GeForce RTX 3090 specifications: PCIe Gen4 x16 (an NVLink bridge, "
+                                  "112.5 GB/s bidirectional, is not assumed)"},
+    {"match": "a6000", "gpu_model": "RTX A6000", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
+     "alpha_us": 15.0, "source": f"{_NV} RTX A6000: PCIe Gen4 x16 (an NVLink bridge is not assumed)"},
+    {"match": "t4", "gpu_model": "T4", "link": "PCIe 3.0 x16", "peak_busbw_gb_s": 16.0, "alpha_us": 15.0,
+     "source": f"{_NV} T4: PCIe Gen3 x16 32 GB/s bidirectional = 16 GB/s per direction"},
+)
+CPU_LINK: dict = {"match": None, "gpu_model": None, "link": "loopback/gloo (CPU)", "peak_busbw_gb_s": None,
+                  "alpha_us": None, "source": "no reference peak: gloo over loopback is bound by memory "
+                                              "copies and software overhead, not by a link"}
+
+# Dense BF16/FP16 tensor-core TFLOP/s per GPU (no sparsity), vendor datasheets.
+GPU_PEAK_TFLOPS: tuple[tuple[str, str, float], ...] = (
+    ("b200", "B200", 2250.0),
+    ("h200", "H200", 989.0),
+    ("h100 pcie", "H100 PCIe", 756.0),
+    ("h100", "H100 SXM", 989.0),
+    ("a100", "A100", 312.0),
+    ("v100", "V100", 125.0),
+    ("l40s", "L40S", 362.0),
+    ("l4", "L4", 121.0),
+    ("a10g", "A10G", 70.0),
+    ("a10", "A10", 125.0),
+    ("4090", "RTX 4090", 165.0),
+    ("3090", "RTX 3090", 71.0),
+    ("a6000", "RTX A6000", 155.0),
+    ("t4", "T4", 65.0),
+)
+
+
+def link_for(gpu_name: str | None, backend: str | None = None, cpu: bool = False) -> dict | None:
+    """The ``COMMUNICATION_PEAKS`` row for a device name, ``CPU_LINK`` for a CPU run, else None."""
+    if cpu or (backend or "").lower() == "gloo" and not gpu_name:
+        return CPU_LINK
+    name = (gpu_name or "").lower()
+    if not name:
+        return None
+    for row in COMMUNICATION_PEAKS:
+        if all(token in name for token in row["match"].split()):
+            return row
+    return None
+
+
+def peak_tflops_for(gpu_name: str | None) -> tuple[str, float] | None:
+    """(model, dense BF16 TFLOP/s) of a device name, or None when the model is not in the table."""
+    name = (gpu_name or "").lower()
+    for match, model, tflops in GPU_PEAK_TFLOPS if name else ():
+        if all(token in name for token in match.split()):
+            return model, tflops
+    return None
+
+
+def half_peak_bytes(link: dict | None) -> float | None:
+    """Message size (bytes) at which the link's alpha-beta model reaches half its peak bandwidth."""
+    if not link or link.get("peak_busbw_gb_s") is None or link.get("alpha_us") is None:
+        return None
+    return link["alpha_us"] * 1e-6 * link["peak_busbw_gb_s"] * 1e9
