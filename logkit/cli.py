@@ -1,6 +1,7 @@
 """``analyze_logs``: compare logkit training sessions (console text, JSON, HTML report).
 
-The CLI only wires: it loads sessions, builds the comparison, and hands it to a renderer.
+The CLI only wires: it loads sessions, runs the analyses (``logkit.analysis.analyze``), and
+hands the results to the renderers (``logkit.report``): console text, JSON, HTML, PNG, exports.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ __all__ = ["main", "analyze_logs"]
 PROG = "analyze_logs"
 DEFAULT_LOG_DIR = "logs"
 DEFAULT_REPORT = "logkit_report.html"
+DEFAULT_PLOT_DIR = "plots"
 MAX_NOTES = 20
+SEVERITIES = ("critical", "error", "warning", "info")
 
 
 def _fail(message: str) -> None:
@@ -25,12 +28,117 @@ def _fail(message: str) -> None:
 
 
 def _notes(report) -> None:
-    diags = report.diagnostics
+    """Parse diagnostics on stderr, at most ``MAX_NOTES`` of them: from a report's
+    ``diagnostics`` list, or from the ``diagnostics`` frames of a list of sessions."""
+    if isinstance(report, list):
+        from logkit.report.view import records
+
+        diags = [d for s in report for d in records(s.diagnostics)]
+    else:
+        diags = report.diagnostics
     for d in diags[:MAX_NOTES]:
         where = d["file"] if d.get("line") is None else f"{d['file']}:{d['line']}"
         click.echo(f"note: {where}: {d['reason']}", err=True)
     if len(diags) > MAX_NOTES:
         click.echo(f"note: ... and {len(diags) - MAX_NOTES} more parse diagnostics (see --report)", err=True)
+
+
+def _session_folder(log_dir: Path | None, name: str) -> Path:
+    """Seed 002's ``sessions/NAME`` folder: under the log folder given (``DIR/sessions/NAME`` or
+    ``DIR/NAME``), else under the current folder (``sessions/NAME``, ``logs/sessions/NAME``)."""
+    bases = [log_dir] if log_dir is not None else [Path("."), Path(DEFAULT_LOG_DIR)]
+    tried = []
+    for base in bases:
+        for candidate in (base / "sessions" / name, base / name):
+            tried.append(candidate)
+            if candidate.is_dir():
+                return candidate
+    found = sorted({p.name for base in bases for p in (base / "sessions").glob("*") if p.is_dir()})
+    _fail(f"no session folder {name!r} (looked for {', '.join(str(t) for t in tried)})"
+          + (f"; sessions found: {', '.join(found)}" if found else ""))
+
+
+def _efficiency_gate(analysis, threshold: float) -> int:
+    """Exit status of --fail-under-efficiency: 1 when a comparison's scaling efficiency is below
+    ``threshold`` (each one named on stderr), else 0."""
+    comparisons = analysis.scaling.get("comparisons") or []
+    judged = [c for c in comparisons if c.get("scaling_efficiency") is not None]
+    below = [c for c in judged if c["scaling_efficiency"] < threshold]
+    for c in below:
+        click.echo(f"{PROG}: scaling efficiency of {c['candidate']} against {c['baseline']} is "
+                   f"{c['scaling_efficiency'] * 100:.1f}%, below --fail-under-efficiency "
+                   f"{threshold:g} ({threshold * 100:.1f}%)", err=True)
+    if not judged:
+        click.echo(f"{PROG}: note: --fail-under-efficiency: no comparison with a scaling efficiency "
+                   "(one session, or throughput missing); nothing to judge", err=True)
+    return 1 if below else 0
+
+
+def _severity_gate(analysis, level: str) -> int:
+    """Exit status of --fail-on: 1 when a finding is at ``level`` or more severe."""
+    worse = set(SEVERITIES[: SEVERITIES.index(level) + 1])
+    hits = [f for f in analysis.findings if str(f.get("severity")).lower() in worse]
+    for f in hits[:MAX_NOTES]:
+        click.echo(f"{PROG}: {f['severity']} finding in {f.get('session_id')}: {f.get('title')}", err=True)
+    return 1 if hits else 0
+
+
+def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_diagnose, report_path,
+         plot_dir, export, fail_under_efficiency, fail_on) -> int:
+    """Analyse ``sessions`` once and hand the results to each renderer asked for; the exit status."""
+    from logkit.analysis.analyze import analyze
+
+    analysis = analyze(sessions)
+    sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
+                                      ("performance", do_performance), ("diagnose", do_diagnose)) if on]
+    if not sections and report_path is None and plot_dir is None and export is None:
+        sections = ["compare"]  # the seed's tool: with no flag, the comparison
+    if as_json:
+        from logkit.report.json_report import analysis_document, render_json
+
+        click.echo(render_json(analysis_document(analysis, sections or ["compare"])))
+    elif sections:
+        from logkit.report import console
+
+        renderers = {"compare": lambda: console.render_compare(analysis, sessions),
+                     "communication": lambda: console.render_communication(analysis),
+                     "performance": lambda: console.render_performance(analysis),
+                     "diagnose": lambda: console.render_diagnose(analysis)}
+        click.echo("\n\n".join(renderers[name]() for name in sections))
+    if report_path is not None:
+        from logkit.report.html import write_html
+
+        try:
+            written = write_html(analysis, report_path, sessions=sessions)
+        except OSError as exc:
+            _fail(f"cannot write the report to {report_path}: {exc.strerror or exc}")
+        # stderr when stdout carries JSON, so that stdout stays one document
+        click.echo(f"HTML report written to {written}", err=as_json)
+    if plot_dir is not None:
+        from logkit.report.plots import write_plots
+
+        try:
+            paths = write_plots(sessions, analysis, plot_dir)
+        except OSError as exc:
+            _fail(f"cannot write the plots to {plot_dir}: {exc.strerror or exc}")
+        click.echo(f"{len(paths)} plots written to {plot_dir}: {', '.join(p.name for p in paths)}", err=as_json)
+    if export is not None:
+        from logkit.report.export import export_sessions
+
+        fmt, out_dir = export
+        try:
+            folders, notes = export_sessions(sessions, fmt, out_dir)
+        except OSError as exc:
+            _fail(f"cannot export to {out_dir}: {exc.strerror or exc}")
+        click.echo(f"{len(folders)} session(s) exported as {fmt} to {out_dir}", err=as_json)
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+    status = 0
+    if fail_under_efficiency is not None:
+        status = max(status, _efficiency_gate(analysis, fail_under_efficiency))
+    if fail_on is not None:
+        status = max(status, _severity_gate(analysis, fail_on))
+    return status
 
 
 @click.command(name=PROG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,7 +157,30 @@ def _notes(report) -> None:
               help="Show a progress bar on stderr while reading (default: on a terminal, for large folders).")
 @click.option("--no-cache", "no_cache", is_flag=True,
               help="Parse every file again instead of reusing the cache of parsed sessions.")
-def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids, progress, no_cache):
+@click.option("--communication", "do_communication", is_flag=True,
+              help="Communication per session, rank and op: sizes, p50/p95 latency, algbw/busbw, share of "
+                   "step time, share of the link's peak.")
+@click.option("--performance", "do_performance", is_flag=True,
+              help="Step-time spread per rank, stragglers, per-GPU utilization and memory, MFU.")
+@click.option("--diagnose", "do_diagnose", is_flag=True,
+              help="Findings ranked by severity, each with its evidence (file:line).")
+@click.option("--plot", "plot_dir", is_flag=False, flag_value=DEFAULT_PLOT_DIR, default=None,
+              type=click.Path(path_type=Path), metavar="[DIR]",
+              help=f"Write the PNG plots (training_comparison.png, ...) into DIR (default: ./{DEFAULT_PLOT_DIR}).")
+@click.option("--session", "session_name", default=None, metavar="NAME",
+              help="Seed 002's session folder sessions/NAME (its single_gpu and multi_gpu runs), under "
+                   "LOG_DIR or the current folder.")
+@click.option("--export", "export", nargs=2, default=None, metavar="FORMAT DIR",
+              type=(click.Choice(["parquet", "csv"]), click.Path(path_type=Path)),
+              help="Write every frame of every session as FORMAT (parquet or csv) under DIR/<session>/, "
+                   "and TensorBoard scalars where tensorboard is installed.")
+@click.option("--fail-under-efficiency", "fail_under_efficiency", type=click.FloatRange(min=0), default=None,
+              metavar="X", help="Exit 1 when a comparison's scaling efficiency is below X (e.g. 0.8).")
+@click.option("--fail-on", "fail_on", type=click.Choice(SEVERITIES), default=None,
+              help="Exit 1 when a finding is at this severity or worse.")
+def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids, progress, no_cache,
+                 do_communication=False, do_performance=False, do_diagnose=False, plot_dir=None,
+                 session_name=None, export=None, fail_under_efficiency=None, fail_on=None):
     """Compare the logkit training sessions under LOG_DIR: throughput, speedup, scaling efficiency.
 
     Speedup is the ratio of training throughput (samples/s); scaling efficiency is speedup
@@ -59,10 +190,11 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
     if log_dir_arg is not None and log_dir_opt is not None and log_dir_arg != log_dir_opt:
         _fail(f"two log folders given ({log_dir_arg} and --log-dir {log_dir_opt}); give one")
     log_dir = log_dir_arg or log_dir_opt or Path(DEFAULT_LOG_DIR)
+    if session_name is not None:
+        log_dir = _session_folder(log_dir_arg or log_dir_opt, session_name)
     if not log_dir.exists():
         _fail(f"no such folder: {log_dir}")
 
-    from logkit.analysis.comparison import comparison_report
     from logkit.ingest import load_sessions
 
     try:
@@ -79,25 +211,12 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
             _fail(f"no session {', '.join(missing)} under {log_dir} (found: {found})")
         sessions = [s for s in sessions if s.session_id in wanted]
 
-    report = comparison_report(sessions)
-    _notes(report)
-    if as_json:
-        from logkit.report.json_report import render_json
-
-        click.echo(render_json(report))
-    elif do_compare or report_path is None:
-        from logkit.report.console import render_console
-
-        click.echo(render_console(report))
-    if report_path is not None:
-        from logkit.report.html import write_html
-
-        try:
-            written = write_html(report, report_path)
-        except OSError as exc:
-            _fail(f"cannot write the report to {report_path}: {exc.strerror or exc}")
-        # stderr when stdout carries JSON, so that stdout stays one document
-        click.echo(f"HTML report written to {written}", err=as_json)
+    _notes(sessions)
+    status = _run(sessions, as_json=as_json, do_compare=do_compare, do_communication=do_communication,
+                  do_performance=do_performance, do_diagnose=do_diagnose, report_path=report_path,
+                  plot_dir=plot_dir, export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on)
+    if status:
+        raise SystemExit(status)
 
 
 def main(argv: list[str] | None = None) -> None:

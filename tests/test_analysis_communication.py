@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from analysis_synth import comm_rows, session, step_rows
+from tests.analysis_synth import comm_rows, session, step_rows
 
 from logkit.analysis.communication import communication_peaks, communication_table
 from logkit.analysis.peaks import COMMUNICATION_PEAKS, half_peak_bytes, link_for

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from analysis_synth import gpu_rows, session, step_rows
+from tests.analysis_synth import gpu_rows, session, step_rows
 
 from logkit.analysis.analyze import Analysis, analyze
 from logkit.analysis.diagnose import SEVERITIES

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from analysis_synth import event_rows, session, step_rows
+from tests.analysis_synth import event_rows, session, step_rows
 
 from logkit.analysis.health import divergence, loss_parity, session_health
 from logkit.ingest import load_session

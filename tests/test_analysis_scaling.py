@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from analysis_synth import noisy, session, step_rows
+from tests.analysis_synth import noisy, session, step_rows
 
 from logkit.analysis.analyze import analyze
 from logkit.analysis.scaling_report import amdahl_fit, scaling_analysis

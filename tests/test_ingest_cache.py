@@ -8,7 +8,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from synth import append_bytes, rank_file, write_session
+from tests.synth import append_bytes, rank_file, write_session
 
 import logkit
 from logkit.ingest import load as load_module

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from synth import append_bytes, rank_file, summary_file, write_session
+from tests.synth import append_bytes, rank_file, summary_file, write_session
 
 import logkit
 from logkit.ingest import Session, load_session, load_sessions

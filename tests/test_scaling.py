@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from synth import write_session
+from tests.synth import write_session
 
 from logkit.analysis.comparison import comparison_report
 from logkit.analysis.scaling import COMPARISON_KEYS, SUMMARY_KEYS, compare, session_summary

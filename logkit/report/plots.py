@@ -1,0 +1,326 @@
+"""PNG plots (matplotlib Agg + seaborn) of sessions and their analysis.
+
+    >>> from logkit.report.plots import write_plots                  # doctest: +SKIP
+    >>> write_plots(sessions, analysis, "plots")                     # doctest: +SKIP
+    [PosixPath('plots/training_comparison.png'), ...]
+
+``PLOTS`` names every file and what it shows. Plots read Session frames (``steps``,
+``gpu``, ``comm``) and the analysis' view; they compute no figure of their own beyond
+thinning long lines for drawing: a line of more than ``MAX_POINTS`` points is drawn as the
+means of consecutive equal-sized bins (its caption says so). A plot without data is still
+written, saying what is missing, so that a caller always finds every file.
+matplotlib and seaborn are imported when a plot is made, never at ``import logkit``.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import sys
+from pathlib import Path
+
+from logkit.report.view import analysis_view
+
+__all__ = ["PLOTS", "MAX_POINTS", "render_plots", "write_plots", "thin"]
+
+MAX_POINTS = 5000
+DPI = 100
+MAX_PANELS = 6  # step_time_per_rank: one panel per session, at most this many
+
+PLOTS: dict[str, str] = {
+    "training_comparison.png": "duration, steps/s, final loss per session and speedup per comparison (seed 002)",
+    "loss_curves.png": "training loss against step, lowest rank of each session",
+    "throughput.png": "samples/s against step (total_batch_size / step_time_s), lowest rank of each session",
+    "gpu_utilization.png": "GPU utilization (%) against time since the session's start, per GPU",
+    "bandwidth_vs_size.png": "bus bandwidth against message size per op (median per size)",
+    "step_time_per_rank.png": "step time distribution per rank (box: p25-p75, line: p50, whiskers: p5-p95, dot: max)",
+}
+
+
+def _mpl():
+    """matplotlib's Figure and seaborn, on the Agg backend where pyplot is not in use yet."""
+    import matplotlib
+
+    if "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg")
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    return Figure, sns
+
+
+def thin(frame, x: str, y: str, max_points: int = MAX_POINTS):
+    """``frame[[x, y]]`` without missing values, as at most ``max_points`` bin means (in order)."""
+    import numpy as np
+
+    part = frame[[x, y]].astype("float64").dropna()
+    n = len(part)
+    if n <= max_points:
+        return part
+    k = math.ceil(n / max_points)
+    return part.groupby(np.arange(n) // k, sort=True).mean()
+
+
+def _lowest_rank(frame):
+    if frame.empty or "rank" not in frame or frame["rank"].dropna().empty:
+        return frame
+    return frame[frame["rank"] == frame["rank"].min()]
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="#57606a")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def _labels(sessions) -> dict[str, str]:
+    return {s.session_id: str(s.session_id) for s in sessions}
+
+
+def _caption(fig, text: str) -> None:
+    # keep a strip at the bottom for the caption (the definition of what is drawn)
+    fig.set_layout_engine("constrained", rect=(0, 0.045, 1, 0.955))
+    fig.text(0.01, 0.008, text, fontsize=8, color="#57606a", ha="left", va="bottom", wrap=True)
+
+
+def _training_comparison(sessions, view, Figure, sns):
+    import pandas as pd
+
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    axes = fig.subplots(2, 2).ravel()
+    rows = pd.DataFrame(view["scaling"]["sessions"] or [], columns=[
+        "session_id", "world_size", "duration_s", "steps_per_second", "final_loss"])
+    rows["ranks"] = rows["world_size"].fillna(1).astype(int).astype(str) + " rank(s)"
+    panels = (("duration_s", "Training duration (s)"), ("steps_per_second", "Steps per second"),
+              ("final_loss", "Final loss"))
+    for ax, (col, title) in zip(axes, panels, strict=False):
+        data = rows.dropna(subset=[col])
+        if data.empty:
+            _empty(ax, f"no {title.lower()} logged")
+        else:
+            sns.barplot(data=data, x="session_id", y=col, hue="ranks", ax=ax, dodge=False)
+            for container in ax.containers:
+                ax.bar_label(container, fmt="%.3g", fontsize=8)
+            if col != "duration_s" and ax.get_legend() is not None:
+                ax.get_legend().remove()  # one legend (the first panel's) is enough
+            ax.set_xlabel("")
+            ax.set_ylabel("")
+            ax.tick_params(axis="x", labelrotation=20)
+        ax.set_title(title)
+    ax = axes[3]
+    comps = pd.DataFrame(view["scaling"]["comparisons"] or [], columns=[
+        "candidate", "speedup", "scaling_efficiency", "speedup_ci"])
+    comps = comps.dropna(subset=["speedup"])
+    if comps.empty:
+        _empty(ax, "no comparison (one session, or throughput missing)")
+    else:
+        by_id = {s["session_id"]: s for s in view["scaling"]["sessions"]}
+        sns.barplot(data=comps, x="candidate", y="speedup", ax=ax, color=sns.color_palette()[2])
+        for i, c in enumerate(comps.itertuples()):
+            ci = c.speedup_ci
+            if isinstance(ci, list) and len(ci) == 2 and None not in ci:
+                ax.errorbar(i, c.speedup, yerr=[[c.speedup - ci[0]], [ci[1] - c.speedup]], color="black",
+                            capsize=4)
+            eff = c.scaling_efficiency
+            ax.annotate(f"{c.speedup:.2f}x" + (f"\n{eff * 100:.1f}% eff." if eff is not None and eff == eff else ""),
+                        (i, c.speedup), ha="center", va="bottom", fontsize=8, xytext=(0, 3),
+                        textcoords="offset points")
+            base = by_id.get(view["scaling"].get("baseline") or view["scaling"]["comparisons"][0].get("baseline"))
+            cand = by_id.get(c.candidate, {})
+            if base and base.get("world_size") and cand.get("world_size"):
+                ideal = cand["world_size"] / base["world_size"]
+                ax.plot([i - 0.4, i + 0.4], [ideal, ideal], ls="--", color="#57606a", lw=1)
+        ax.set_xlabel("")
+        ax.set_ylabel("speedup (x)")
+        ax.tick_params(axis="x", labelrotation=20)
+    ax.set_title("Speedup vs baseline (dashed: ideal = rank ratio)")
+    fig.suptitle("Training comparison")
+    _caption(fig, "speedup = candidate samples/s / baseline samples/s; efficiency = speedup / rank ratio; "
+                  "error bars: the analysis' confidence interval where given")
+    return fig
+
+
+def _line_plot(sessions, frame_name: str, x: str, y_fn, title: str, ylabel: str, xlabel: str, caption: str,
+               Figure, sns, empty_text: str):
+    fig = Figure(figsize=(10, 5.5), layout="constrained")
+    ax = fig.subplots()
+    palette = sns.color_palette(n_colors=max(len(sessions), 1))
+    thinned = False
+    drawn = 0
+    for i, s in enumerate(sessions):
+        frame = _lowest_rank(getattr(s, frame_name))
+        if frame.empty:
+            continue
+        part = frame.assign(_y=y_fn(frame))
+        if part["_y"].notna().sum() == 0:
+            continue
+        pts = thin(part, x, "_y")
+        thinned |= len(pts) < part["_y"].notna().sum()
+        ax.plot(pts[x].to_numpy(), pts["_y"].to_numpy(), label=str(s.session_id), color=palette[i % len(palette)],
+                lw=1.2, marker="o" if len(pts) < 40 else None, ms=3)
+        drawn += 1
+    if not drawn:
+        _empty(ax, empty_text)
+    else:
+        ax.legend(fontsize=8, loc="best")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    _caption(fig, caption + (f"; lines of more than {MAX_POINTS} points drawn as bin means" if thinned else ""))
+    return fig
+
+
+def _loss_curves(sessions, view, Figure, sns):
+    return _line_plot(sessions, "steps", "step", lambda f: f["loss"], "Training loss", "loss", "step",
+                      "loss of each optimizer step as logged by the lowest rank", Figure, sns, "no loss logged")
+
+
+def _throughput_values(frame):
+    derived = frame["total_batch_size"].astype("float64") / frame["step_time_s"].where(frame["step_time_s"] > 0)
+    return frame["samples_per_s"].astype("float64").fillna(derived)
+
+
+def _throughput(sessions, view, Figure, sns):
+    return _line_plot(sessions, "steps", "step", _throughput_values, "Training throughput", "samples/s", "step",
+                      "samples/s per optimizer step: logged samples_per_s, else total_batch_size / step_time_s "
+                      "(lowest rank)", Figure, sns, "no step times logged")
+
+
+def _gpu_utilization(sessions, view, Figure, sns):
+    fig = Figure(figsize=(10, 5.5), layout="constrained")
+    ax = fig.subplots()
+    series = []
+    for s in sessions:
+        g = s.gpu
+        if g.empty or g["utilization_pct"].notna().sum() == 0:
+            continue
+        hosts = g["host"].dropna().unique()
+        for (host, gpu), part in g.groupby(["host", "gpu"], dropna=False, sort=True):
+            label = f"{s.session_id} " + (f"{host} " if len(hosts) > 1 and host else "") + f"GPU {gpu}"
+            series.append((label, part))
+    palette = sns.color_palette(n_colors=max(len(series), 1))
+    thinned = False
+    for i, (label, part) in enumerate(series):
+        pts = thin(part.sort_values("time_s", kind="stable"), "time_s", "utilization_pct")
+        thinned |= len(pts) < len(part)
+        ax.plot(pts["time_s"].to_numpy(), pts["utilization_pct"].to_numpy(), label=label,
+                color=palette[i % len(palette)], lw=1.1)
+    if not series:
+        _empty(ax, "no GPU snapshots in these sessions (CPU runs, or GPU sampling off)")
+    else:
+        ax.set_ylim(-2, 102)
+        ax.set_xlabel("time since the session's start (s)")
+        ax.set_ylabel("utilization (%)")
+        ax.legend(fontsize=8, loc="best", ncol=2 if len(series) > 8 else 1)
+    ax.set_title("GPU utilization over time")
+    _caption(fig, "utilization_pct of each gpu_snapshot device (nvidia-smi's utilization.gpu)"
+             + (f"; lines of more than {MAX_POINTS} points drawn as bin means" if thinned else ""))
+    return fig
+
+
+def _bandwidth_vs_size(sessions, view, Figure, sns):
+    import pandas as pd
+
+    fig = Figure(figsize=(10, 5.5), layout="constrained")
+    ax = fig.subplots()
+    parts = []
+    for s in sessions:
+        c = s.comm
+        if c.empty:
+            continue
+        bw = c["busbw_mb_s"].astype("float64").fillna(c["algbw_mb_s"].astype("float64"))
+        part = pd.DataFrame({"op": c["op"].astype("object").fillna("?").astype(str),
+                             "size_mb": c["size_bytes"].astype("float64") / 1e6, "bw": bw})
+        part = part.dropna()
+        part = part[(part["size_mb"] > 0) & (part["bw"] > 0)]
+        if part.empty:
+            continue
+        agg = part.groupby(["op", "size_mb"], sort=True)["bw"].agg(["median", "size"]).reset_index()
+        agg["series"] = f"{s.session_id}: " + agg["op"]
+        parts.append(agg)
+    if not parts:
+        _empty(ax, "no communication records with sizes and bandwidths")
+    else:
+        data = pd.concat(parts, ignore_index=True)
+        sns.scatterplot(data=data, x="size_mb", y="median", hue="series", size="size", sizes=(20, 200), ax=ax,
+                        alpha=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (MB, 10^6 bytes)")
+        ax.set_ylabel("bus bandwidth (MB/s)")
+        ax.legend(fontsize=7, loc="best")
+    ax.set_title("Bandwidth against message size")
+    _caption(fig, "busbw (algbw where busbw is missing) per op and size: median over the records of that size; "
+                  "dot size: number of records")
+    return fig
+
+
+def _step_time_per_rank(sessions, view, Figure, sns):
+    with_steps = [s for s in sessions if not s.steps.empty and s.steps["step_time_s"].notna().any()]
+    shown = with_steps[:MAX_PANELS]
+    n = max(len(shown), 1)
+    fig = Figure(figsize=(min(max(5 * n, 10), 16), 5), layout="constrained")
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    palette = sns.color_palette()
+    for ax, s in zip(axes, shown, strict=False):
+        st = s.steps[["rank", "step_time_s"]].dropna()
+        st = st[st["step_time_s"] > 0]
+        q = st.groupby("rank", sort=True)["step_time_s"].quantile([0.05, 0.25, 0.5, 0.75, 0.95]).unstack()
+        mx = st.groupby("rank", sort=True)["step_time_s"].max()
+        stats = [{"label": str(int(r)), "whislo": row[0.05], "q1": row[0.25], "med": row[0.5], "q3": row[0.75],
+                  "whishi": row[0.95], "fliers": []} for r, row in q.iterrows()]
+        ax.bxp(stats, showfliers=False, patch_artist=True,
+               boxprops={"facecolor": palette[0], "alpha": 0.5}, medianprops={"color": "black"})
+        ax.scatter(range(1, len(mx) + 1), mx.to_numpy(), marker="o", color=palette[3], s=14, zorder=3,
+                   label="max")
+        ax.set_title(str(s.session_id), fontsize=10)
+        ax.set_xlabel("rank")
+        ax.set_ylabel("step time (s)")
+        ax.legend(fontsize=8, loc="upper right")
+    if not shown:
+        _empty(axes[0], "no step times logged")
+    fig.suptitle("Step time per rank")
+    more = len(with_steps) - len(shown)
+    _caption(fig, "box: p25-p75 of step_time_s, line: p50, whiskers: p5-p95, dot: max"
+             + (f"; {more} more session(s) not shown" if more > 0 else ""))
+    return fig
+
+
+_MAKERS = {
+    "training_comparison.png": _training_comparison,
+    "loss_curves.png": _loss_curves,
+    "throughput.png": _throughput,
+    "gpu_utilization.png": _gpu_utilization,
+    "bandwidth_vs_size.png": _bandwidth_vs_size,
+    "step_time_per_rank.png": _step_time_per_rank,
+}
+
+
+def render_plots(sessions, analysis, names=None) -> dict[str, bytes]:
+    """PNG bytes of each plot in ``names`` (default: every one of ``PLOTS``), in that order."""
+    Figure, sns = _mpl()
+    view = analysis_view(analysis)
+    out = {}
+    with sns.axes_style("whitegrid"):
+        for name in names or PLOTS:
+            fig = _MAKERS[name](list(sessions), view, Figure, sns)
+            out[name] = _png(fig)
+    return out
+
+
+def write_plots(sessions, analysis, out_dir, names=None) -> list[Path]:
+    """Write the plots as PNG files into ``out_dir`` (created); returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, data in render_plots(sessions, analysis, names).items():
+        path = out_dir / name
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
