@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.analysis_synth import comm_rows, session, step_rows
 
 from logkit.analysis.communication import communication_peaks, communication_table
 from logkit.analysis.peaks import COMMUNICATION_PEAKS, half_peak_bytes, link_for
 from logkit.ingest import load_session
+from tests.analysis_synth import comm_rows, session, step_rows
 
 H100 = [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-from tests.analysis_synth import gpu_rows, session, step_rows
-
 from logkit.analysis.analyze import Analysis, analyze
 from logkit.analysis.diagnose import SEVERITIES
 from logkit.ingest import load_session, load_sessions
+from tests.analysis_synth import gpu_rows, session, step_rows
 
 CONSOLE = "sample_logs/console/"
 

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from tests.analysis_synth import event_rows, session, step_rows
 
 from logkit.analysis.health import divergence, loss_parity, session_health
 from logkit.ingest import load_session
+from tests.analysis_synth import event_rows, session, step_rows
 
 
 def test_nan_steps_from_inf_and_events():

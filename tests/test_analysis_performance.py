@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.analysis_synth import gpu_rows, noisy, session, step_rows
 
 from logkit.analysis.performance import busy_gpu, gpu_table, mfu, slow_step_list, step_stats, stragglers
 from logkit.ingest import load_session
+from tests.analysis_synth import gpu_rows, noisy, session, step_rows
 
 
 def _two_ranks():

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.analysis_synth import noisy, session, step_rows
 
 from logkit.analysis.analyze import analyze
 from logkit.analysis.scaling_report import amdahl_fit, scaling_analysis
 from logkit.analysis.steady import warmup_count
 from logkit.ingest import load_sessions
+from tests.analysis_synth import noisy, session, step_rows
 
 FIXTURES = "sample_logs/qlora_tiny_cpu/logs"
 

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.synth import append_bytes, rank_file, write_session
 
 from logkit.analysis.scaling import COMPARISON_KEYS, SUMMARY_KEYS
+from tests.synth import append_bytes, rank_file, write_session
 
 
 def run(*args, cwd=None):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.synth import write_session
 
 from logkit.cli import analyze_logs
 from logkit.report.plots import PLOTS
+from tests.synth import write_session
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
 

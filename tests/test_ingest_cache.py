@@ -8,12 +8,12 @@ import shutil
 
 import pandas as pd
 import pytest
-from tests.synth import append_bytes, rank_file, write_session
 
 import logkit
 from logkit.ingest import load as load_module
 from logkit.ingest.aggregate import aggregate_sessions
 from tests.launch import REPO, analyze_logs
+from tests.synth import append_bytes, rank_file, write_session
 
 FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events", "diagnostics")
 SAMPLES = REPO / "sample_logs"

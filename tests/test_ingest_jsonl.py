@@ -13,12 +13,12 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.synth import append_bytes, rank_file, summary_file, write_session
 
 import logkit
 from logkit.ingest import Session, load_session, load_sessions
 from logkit.ingest.jsonl import read_jsonl
 from logkit.schema import FRAME_COLUMNS
+from tests.synth import append_bytes, rank_file, summary_file, write_session
 
 FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events", "diagnostics")
 

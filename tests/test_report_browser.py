@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from tests.synth import write_session
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

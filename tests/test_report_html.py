@@ -7,12 +7,12 @@ import re
 import struct
 
 import pytest
-from tests.synth import append_bytes, rank_file, write_session
 
 from logkit.analysis.analyze import analyze
 from logkit.ingest import load_sessions
 from logkit.report.html import render_html, template_dir, write_html
 from logkit.report.json_report import render_json
+from tests.synth import append_bytes, rank_file, write_session
 
 SECTIONS = ["Overview", "Comparison", "Communication", "Performance and stragglers", "GPUs", "Training curves",
             "Diagnosis", "Parse diagnostics"]

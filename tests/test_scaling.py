@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tests.synth import write_session
 
 from logkit.analysis.comparison import comparison_report
 from logkit.analysis.scaling import COMPARISON_KEYS, SUMMARY_KEYS, compare, session_summary
 from logkit.ingest import load_session, load_sessions
+from tests.synth import write_session
 
 SINGLE_TIMES = [0.50, 0.52, 0.48, 0.50, 0.55, 0.45, 0.50, 0.50]
 MULTI_TIMES = [0.30, 0.28, 0.27, 0.29, 0.31, 0.25, 0.30, 0.28]
