@@ -116,3 +116,15 @@ def test_cache_dir_from_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_dir() == tmp_path / "xdg" / "logkit"
     assert os.fspath(cache_dir())
+
+
+def test_fast_jsonl_path_in_small_chunks_equals_the_per_line_reader(tmp_path, monkeypatch):
+    from logkit.ingest import arrow_jsonl
+
+    path = write_session(tmp_path, "s", world_size=2, gpu_count=2, step_times=[0.3] * 40)
+    monkeypatch.setattr(arrow_jsonl, "CHUNK_BYTES", 1000)  # many chunks, lines cut at their edges
+    fast = logkit.load_session(path)
+    monkeypatch.setattr(load_module, "FAST_JSONL", False)
+    slow = logkit.load_session(path)
+    assert_same(fast, slow)
+    assert fast.meta == slow.meta

@@ -1,5 +1,6 @@
-"""The fast path for our JSONL streams: one ``pyarrow.json`` parse per file, routed by ``type``
-with vectorised filters, instead of a Python loop over records.
+"""The fast path for our JSONL streams: ``pyarrow.json`` parses each stream in chunks of whole
+lines, records are routed by ``type`` with vectorised filters, and only the columns the frames
+use are kept (as arrow tables) while the next chunk is read: memory is the frames plus one chunk.
 
 It gives exactly the frames ``records.FrameRows`` gives (tests compare both). A stream it
 cannot take whole (a torn or invalid line, a value of an unexpected type, blank lines) returns
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,7 +23,7 @@ import pyarrow.json as pj
 from logkit.ingest.records import integer, num
 from logkit.schema import EventType
 
-__all__ = ["SCHEMA", "FastRead", "read_fast"]
+__all__ = ["SCHEMA", "FastRead", "read_fast", "CHUNK_BYTES"]
 
 _F, _I, _S = pa.float64(), pa.int64(), pa.string()
 _DEVICE = pa.struct([("index", _I), ("utilization_percent", _F), ("memory_used_mb", _F), ("memory_total_mb", _F),
@@ -36,95 +39,122 @@ SCHEMA = pa.schema([
     ("avg_step_time_s", _F), ("throughput_samples_s", _F), ("total_batch_size", _I), ("window_steps", _I),
     ("hostname", _S), ("devices", pa.list_(_DEVICE)), ("kind", _S), ("value", _F), ("threshold", _F),
 ])
-BLOCK_BYTES = 2 << 20
+# Lines are parsed this many bytes at a time (in blocks of BLOCK_BYTES, on all cores): the
+# parser's working memory is a few chunks, whatever the size of the stream.
+CHUNK_BYTES = 4 << 20
+BLOCK_BYTES = 1 << 20
 _OPTIONS = pj.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore")
-_ROUTED = (EventType.TRAINING_STEP, EventType.COMMUNICATION, EventType.PERFORMANCE, EventType.GPU_SNAPSHOT,
-           EventType.EVALUATION)
+_READ = pj.ReadOptions(block_size=BLOCK_BYTES)
+_ROUTED = pa.array([EventType.TRAINING_STEP, EventType.COMMUNICATION, EventType.PERFORMANCE,
+                    EventType.GPU_SNAPSHOT, EventType.EVALUATION])
+_WANTED = pa.array([EventType.EVALUATION, EventType.SESSION_START, EventType.SESSION_END])
+_FRAMES = ("steps", "comm", "perf", "gpu", "events")
+
+
+def _pool() -> pa.MemoryPool:
+    """The parser's pool: jemalloc where pyarrow has it (it hands freed parser memory back; the
+    default mimalloc keeps tens of MB of it resident), else the default."""
+    global _PARSE_POOL
+    if _PARSE_POOL is None:
+        try:
+            _PARSE_POOL = pa.jemalloc_memory_pool()
+        except (NotImplementedError, pa.ArrowNotImplementedError):
+            _PARSE_POOL = pa.default_memory_pool()
+    return _PARSE_POOL
+
+
+_PARSE_POOL: pa.MemoryPool | None = None
 
 
 class FastRead:
-    """Frames (as arrow tables) of one stream, and the few records meta needs."""
+    """Frames (as lists of arrow tables, one per chunk) of one stream, and the few records meta needs."""
 
-    def __init__(self, tables: dict[str, pa.Table], meta_records: list[tuple[int, dict]]) -> None:
+    def __init__(self, tables: dict[str, list], meta_records: list[tuple[int, dict]]) -> None:
         self.tables, self.meta_records = tables, meta_records
 
 
-def _data(path: Path) -> bytes | None:
-    try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as fh:
-                return fh.read()
-        return path.read_bytes()
-    except (OSError, EOFError, zlib.error):
-        return None
+class _Refused(Exception):
+    """The stream needs the per-line reader."""
 
 
-def _col(table: pa.Table, name: str, field: str | None = None) -> pa.Array:
-    col = table.column(name)
-    if field is not None:
-        col = pc.struct_field(col, field)
-    return col
+def _chunks(path: Path, chunk_bytes: int) -> Iterator[tuple[bytearray, int]]:
+    """Whole lines, about ``chunk_bytes`` at a time, as (buffer, length): one buffer, reused (a
+    chunk is read in place, never copied). A stream not ending in a newline is refused."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    buf, filled = bytearray(chunk_bytes), 0
+    with opener(path, "rb") as fh:
+        while True:
+            with memoryview(buf) as view:
+                got = fh.readinto(view[filled:])
+            if not got:
+                break
+            filled += got
+            cut = buf.rfind(b"\n", 0, filled) + 1
+            if not cut:
+                if filled == len(buf):  # a line longer than the buffer
+                    buf = buf + bytearray(len(buf))
+                continue
+            yield buf, cut
+            tail = filled - cut
+            buf[:tail] = buf[cut:filled]
+            filled = tail
+    if filled:
+        raise _Refused  # a torn last line
 
 
-def read_fast(path: Path, file_rank: int) -> FastRead | None:
-    """The stream's frames, or None when it needs the per-line reader."""
-    data = _data(path)
-    if data is None or not data.endswith(b"\n") or b"\n\n" in data or data.startswith(b"\n"):
-        return None
-    try:
-        # Blocks of a few MB: the parser's working memory is a few times its block, not the file.
-        table = pj.read_json(pa.BufferReader(data), parse_options=_OPTIONS,
-                             read_options=pj.ReadOptions(block_size=BLOCK_BYTES))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, OverflowError):
-        return None
-    n = table.num_rows
-    if n != data.count(b"\n") or table.column("type").null_count:
-        return None  # whitespace-only lines or records without a type: the per-line reader says which
-    line = pa.array(range(1, n + 1), _I)
-    table = table.append_column("_line", line)
-    rank = pc.fill_null(table.column("rank"), file_rank)
-    table = table.set_column(table.schema.get_field_index("rank"), "rank", rank)
+def _line_ends(view: memoryview, step: int = 1 << 20) -> np.ndarray:
+    """Offsets of the newlines of ``view`` (scanned a MB at a time: no chunk-sized temporaries)."""
+    data = np.frombuffer(view, np.uint8)
+    return np.concatenate([np.flatnonzero(data[i:i + step] == 10) + i for i in range(0, len(data), step)]
+                          or [np.zeros(0, np.int64)])
+
+
+def _col(t: pa.Table, name: str, field: str) -> pa.Array:
+    return pc.struct_field(t.column(name), field)
+
+
+def _route(table: pa.Table, line: pa.Array, prefix: pa.Scalar) -> dict[str, pa.Table]:
+    """One chunk's rows of each frame, only the columns the frames use."""
     kind = table.column("type")
-    tables: dict[str, pa.Table] = {}
-    prefix = pa.scalar(f"{path.name}:")
+    out: dict[str, pa.Table] = {}
 
-    def rows(event_type: str) -> pa.Table:
-        return table.filter(pc.equal(kind, event_type))
+    def rows(event_type: str, columns: dict) -> pa.Table:
+        return pa.table(columns).filter(pc.equal(kind, event_type))
 
     def source(t: pa.Table) -> pa.Array:
         return pc.binary_join_element_wise(prefix, pc.cast(t.column("_line"), _S), "")
 
-    t = rows(EventType.TRAINING_STEP)
-    tables["steps"] = pa.table({
-        "rank": t["rank"], "step": t["step"], "time_s": t["elapsed_s"],
-        "loss": _col(t, "metrics", "loss"), "learning_rate": _col(t, "metrics", "learning_rate"),
-        "grad_norm": _col(t, "metrics", "grad_norm"), "step_time_s": _col(t, "timing", "step_time_seconds"),
-        "samples_per_s": _col(t, "metrics", "samples_per_second"),
-        "tokens_per_s": _col(t, "metrics", "tokens_per_second"),
-        "total_batch_size": _col(t, "metrics", "total_batch_size"), "epoch": t["epoch"],
-        "data_time_s": _col(t, "timing", "data_time_seconds"),
+    out["steps"] = rows(EventType.TRAINING_STEP, {
+        "rank": table["rank"], "step": table["step"], "time_s": table["elapsed_s"],
+        "loss": _col(table, "metrics", "loss"), "learning_rate": _col(table, "metrics", "learning_rate"),
+        "grad_norm": _col(table, "metrics", "grad_norm"),
+        "step_time_s": _col(table, "timing", "step_time_seconds"),
+        "samples_per_s": _col(table, "metrics", "samples_per_second"),
+        "tokens_per_s": _col(table, "metrics", "tokens_per_second"),
+        "total_batch_size": _col(table, "metrics", "total_batch_size"), "epoch": table["epoch"],
+        "data_time_s": _col(table, "timing", "data_time_seconds"),
     })
-    t = rows(EventType.COMMUNICATION)
-    tables["comm"] = pa.table({
-        "rank": t["rank"], "step": t["step"], "op": t["op"], "size_bytes": t["size_bytes"],
-        "duration_ms": t["duration_ms"], "algbw_mb_s": t["algbw_mb_s"], "busbw_mb_s": t["busbw_mb_s"],
-        "group_size": t["group_size"], "source": source(t), "bucket": t["bucket"],
-        "timing_source": t["timing_source"], "time_s": t["elapsed_s"],
+    t = rows(EventType.COMMUNICATION, {
+        "rank": table["rank"], "step": table["step"], "op": table["op"], "size_bytes": table["size_bytes"],
+        "duration_ms": table["duration_ms"], "algbw_mb_s": table["algbw_mb_s"], "busbw_mb_s": table["busbw_mb_s"],
+        "group_size": table["group_size"], "_line": line, "bucket": table["bucket"],
+        "timing_source": table["timing_source"], "time_s": table["elapsed_s"],
     })
-    t = rows(EventType.PERFORMANCE)
-    tables["perf"] = pa.table({
-        "rank": t["rank"], "step": t["step"], "avg_step_time_s": t["avg_step_time_s"],
-        "throughput_samples_s": t["throughput_samples_s"], "total_batch_size": t["total_batch_size"],
-        "window_steps": t["window_steps"], "time_s": t["elapsed_s"],
+    out["comm"] = t.set_column(t.schema.get_field_index("_line"), "source", source(t))
+    out["perf"] = rows(EventType.PERFORMANCE, {
+        "rank": table["rank"], "step": table["step"], "avg_step_time_s": table["avg_step_time_s"],
+        "throughput_samples_s": table["throughput_samples_s"], "total_batch_size": table["total_batch_size"],
+        "window_steps": table["window_steps"], "time_s": table["elapsed_s"],
     })
-    t = rows(EventType.GPU_SNAPSHOT)
+    t = rows(EventType.GPU_SNAPSHOT, {"elapsed_s": table["elapsed_s"], "hostname": table["hostname"],
+                                      "rank": table["rank"], "devices": table["devices"]})
     devices = t.column("devices").combine_chunks() if t.num_rows else pa.array([], pa.list_(_DEVICE))
     parent = pc.list_parent_indices(devices) if len(devices) else pa.array([], _I)
     flat = pc.list_flatten(devices)
     if flat.null_count:
-        return None  # a device that is not an object: the per-line reader skips it
+        raise _Refused  # a device that is not an object: the per-line reader skips it
     owner = t.take(parent) if len(parent) else t.slice(0, 0)
-    tables["gpu"] = pa.table({
+    out["gpu"] = pa.table({
         "time_s": owner["elapsed_s"], "host": pc.fill_null(owner["hostname"], ""),
         "gpu": pc.struct_field(flat, "index"), "utilization_pct": pc.struct_field(flat, "utilization_percent"),
         "memory_used_mb": pc.struct_field(flat, "memory_used_mb"),
@@ -133,24 +163,59 @@ def read_fast(path: Path, file_rank: int) -> FastRead | None:
         "memory_usage_pct": pc.struct_field(flat, "memory_usage_percent"),
         "sm_clock_mhz": pc.struct_field(flat, "sm_clock_mhz"),
     })
-    others = table.filter(pc.invert(pc.is_in(kind, pa.array(_ROUTED[:4]))))
-    t = others.filter(pc.not_equal(others.column("type"), EventType.EVALUATION))
-    tables["events"] = pa.table({
-        "time_s": t["elapsed_s"], "rank": t["rank"], "level": t["level"], "kind": t["type"],
-        "message": t["message"], "source": source(t), "step": t["step"], "subkind": t["kind"],
-        "value": t["value"], "threshold": t["threshold"],
-    })
-    # Evaluations name their metrics freely, and meta wants whole records: parse those few lines.
-    wanted = others.filter(pc.is_in(others.column("type"), pa.array([EventType.EVALUATION, EventType.SESSION_START,
-                                                                      EventType.SESSION_END])))
-    wanted_lines = set(wanted.column("_line").to_pylist()) | {1}
+    t = pa.table({
+        "time_s": table["elapsed_s"], "rank": table["rank"], "level": table["level"], "kind": kind,
+        "message": table["message"], "_line": line, "step": table["step"], "subkind": table["kind"],
+        "value": table["value"], "threshold": table["threshold"],
+    }).filter(pc.invert(pc.is_in(kind, _ROUTED)))
+    out["events"] = t.set_column(t.schema.get_field_index("_line"), "source", source(t))
+    return out
+
+
+def read_fast(path: Path, file_rank: int, chunk_bytes: int | None = None) -> FastRead | None:
+    """The stream's frames, or None when it needs the per-line reader."""
+    tables: dict[str, list] = {name: [] for name in _FRAMES}
     records: dict[int, dict] = {}
-    number, start = 1, 0
-    for want in sorted(wanted_lines):  # walk to each wanted line without splitting the whole file
-        while number < want:
-            start = data.index(b"\n", start) + 1
-            number += 1
-        records[want] = orjson.loads(data[start:data.index(b"\n", start)])
+    prefix = pa.scalar(f"{path.name}:")
+    first_line, last = 1, None
+    try:
+        for buf, size in _chunks(path, chunk_bytes or CHUNK_BYTES):
+            if buf.startswith(b"\n") or buf.find(b"\n\n", 0, size) >= 0:
+                return None  # blank lines: the per-line reader says where
+            with memoryview(buf) as whole, whole[:size] as chunk:
+                ends = _line_ends(chunk)
+                try:
+                    table = pj.read_json(pa.py_buffer(chunk), parse_options=_OPTIONS, read_options=_READ,
+                                         memory_pool=_pool())
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError,
+                        OverflowError):
+                    return None
+            n = table.num_rows
+            if n != len(ends) or table.column("type").null_count:
+                return None  # whitespace-only lines or records without a type: the per-line reader says which
+            line = pa.array(np.arange(first_line, first_line + n, dtype=np.int64))
+            if table.column("rank").null_count:
+                table = table.set_column(table.schema.get_field_index("rank"), "rank",
+                                         pc.fill_null(table.column("rank"), file_rank))
+            for name, part in _route(table, line, prefix).items():
+                if part.num_rows:
+                    tables[name].append(part)
+            # Evaluations name their metrics freely, and meta wants whole records: parse those few lines.
+            wanted = pc.indices_nonzero(pc.is_in(table.column("type"), _WANTED)).to_numpy().astype(np.int64)
+            if first_line == 1:
+                wanted = np.union1d(wanted, np.zeros(1, np.int64))
+            for i in wanted.tolist():
+                start = int(ends[i - 1]) + 1 if i else 0
+                records[first_line + i] = orjson.loads(bytes(buf[start:int(ends[i])]))
+            chunk_last = pc.max(table.column("elapsed_s")).as_py()
+            if chunk_last is not None and (last is None or chunk_last > last):
+                last = chunk_last
+            first_line += n
+            del table
+    except (_Refused, OSError, EOFError, zlib.error, gzip.BadGzipFile, orjson.JSONDecodeError):
+        return None
+    if first_line == 1:
+        return None  # an empty stream
     evals: list[dict] = []
     for number in sorted(records):
         rec = records[number]
@@ -162,7 +227,6 @@ def read_fast(path: Path, file_rank: int) -> FastRead | None:
         for name, value in metrics.items():
             evals.append({"step": integer(rec.get("step")), "name": str(name), "value": num(value), "rank": r,
                           "time_s": num(rec.get("elapsed_s"))})
-    tables["evals"] = evals  # type: ignore[assignment]  # rows; make_frame coerces them
-    last = pc.max(table.column("elapsed_s")).as_py()
-    meta_records = [(k, records[k]) for k in sorted(records)] + [(n + 1, {"elapsed_s": last})]
+    tables["evals"] = evals  # rows; make_frame coerces them
+    meta_records = [(k, records[k]) for k in sorted(records)] + [(first_line, {"elapsed_s": last})]
     return FastRead(tables, meta_records)

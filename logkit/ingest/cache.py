@@ -79,20 +79,25 @@ def _restore(name: str, table):
     import pandas as pd
     import pyarrow as pa
 
-    frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    from logkit.ingest.session import arrow_frame
+
     dtypes = FRAME_DTYPES[name]
-    for col in frame.columns:
-        dtype = dtypes.get(col)
-        if dtype == "object" or (dtype is None and frame[col].dtype != object and pd.api.types.is_string_dtype(
-                frame[col].dtype)):
-            data = frame[col].astype("object")
-            frame[col] = data.where(data.notna(), None)
-        elif dtype is not None and str(frame[col].dtype) != dtype:
-            frame[col] = frame[col].astype(dtype)
-        elif dtype is None and str(frame[col].dtype) == "Int64":
+    extras = [c for c in table.column_names if c not in dtypes and not c.startswith("__")]
+    frame = arrow_frame(name, [table.select([c for c in dtypes if c in table.column_names])])
+    if not extras:
+        return frame
+    more = table.select(extras).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    for col in extras:
+        data = more[col]
+        if data.dtype != object and pd.api.types.is_string_dtype(data.dtype):
+            data = data.astype("object")  # extra text is object with None, as make_frame gives it
+            data = data.where(data.notna(), None)
+        elif str(data.dtype) == "Int64":
             # extra columns were built by pandas' inference: int64, or float64 where some are NaN
-            has_na = frame[col].isna().any()
-            frame[col] = frame[col].astype("float64") if has_na else frame[col].astype("int64")
+            data = data.astype("float64") if data.isna().any() else data.astype("int64")
+        elif data.dtype == object and data.isna().any():
+            data = data.where(data.notna(), None)
+        frame[col] = data
     return frame
 
 

@@ -13,7 +13,7 @@ from logkit.ingest.discover import SessionSource, discover, source_for_file, sou
 from logkit.ingest.jsonl import diagnostic, read_jsonl
 from logkit.ingest.readers.base import Read
 from logkit.ingest.records import FrameRows, integer, num, text
-from logkit.ingest.session import Session, arrow_frame, make_frame
+from logkit.ingest.session import Session, arrow_frame, concat_frames, make_frame
 from logkit.ingest.summary import read_summary, summary_meta
 from logkit.schema import EventType
 
@@ -120,25 +120,25 @@ def _shift_times(reads: list[Read], start: float | None) -> float | None:
 
 
 def _assemble(name: str, parts: list, extra_columns: bool):
-    """One frame from pieces in file order: arrow tables (fast path) and row lists (the rest)."""
-    frames, tables, rows = [], [], []
+    """One frame from pieces in file order: arrow tables (fast path) and row lists (the rest).
+    ``parts`` is emptied as it goes, so that arrow memory is freed while the frame is built."""
+    groups: list[tuple[bool, list]] = []
     for part in parts:
-        if isinstance(part, pa.Table):
-            if rows:
-                frames.append(make_frame(name, rows, extra_columns))
-                rows = []
-            tables.append(part)
+        is_table = isinstance(part, pa.Table)
+        if not groups or groups[-1][0] != is_table:
+            groups.append((is_table, []))
+        if is_table:
+            groups[-1][1].append(part)
         else:
-            if tables:
-                frames.append(arrow_frame(name, tables))
-                tables = []
-            rows.extend(part)
-    if tables:
-        frames.append(arrow_frame(name, tables))
-    if rows or not frames:
-        frames.append(make_frame(name, rows, extra_columns))
-    frames = [f for f in frames if len(f)] or frames[:1]
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+            groups[-1][1].extend(part)
+    parts.clear()
+    frames = []
+    while groups:
+        is_table, group = groups.pop(0)
+        frames.append(arrow_frame(name, group) if is_table else make_frame(name, group, extra_columns))
+    if not frames or not isinstance(frames[-1], pd.DataFrame):
+        frames.append(make_frame(name, [], extra_columns))
+    return concat_frames(name, frames)
 
 
 def _ranks_seen(rows: dict[str, list[dict]]) -> int | None:
@@ -162,8 +162,12 @@ def build_session(source: SessionSource) -> Session:
         fast = read_fast(path, rank) if FAST_JSONL else None
         if fast is not None:
             by_rank[rank] = fast.meta_records
-            for name, table in fast.tables.items():
-                pieces[name].append(table)
+            for name, part in fast.tables.items():
+                if name == "evals":
+                    pieces[name].append(part)  # rows
+                else:
+                    pieces[name].extend(part)  # arrow tables, one per chunk
+            del fast
             continue
         read = read_jsonl(path)
         diagnostics.extend(read.diagnostics)
@@ -229,7 +233,9 @@ def build_session(source: SessionSource) -> Session:
     for name, frame_rows in rows.rows.items():
         if frame_rows:
             pieces[name].append(frame_rows)
-    frames = {name: _assemble(name, parts, extra_columns=bool(reads)) for name, parts in pieces.items()}
+    frames = {}
+    for name in list(pieces):
+        frames[name] = _assemble(name, pieces.pop(name), extra_columns=bool(reads))
     if reads:
         # Lines out of time order (several captures, clocks of several hosts): sort by time, stable.
         for name in ("events", "gpu"):

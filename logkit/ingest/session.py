@@ -5,15 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from logkit.schema import FRAME_COLUMNS
 
-__all__ = ["Session", "FRAME_DTYPES", "make_frame", "arrow_frame"]
+__all__ = ["Session", "FRAME_DTYPES", "make_frame", "arrow_frame", "concat_frames", "categorical"]
 
 # Column dtypes of every frame: the contract's columns (schema.FRAME_COLUMNS) first, then
 # extras. "Int64" is pandas' nullable integer (a missing step stays <NA>, not a float);
-# "float64" carries NaN for absent values; "object" holds text (None where absent).
+# "float64" carries NaN for absent values; "object" holds text (None where absent). The big
+# frame's repeated text is compact: "category" (few distinct values, categories sorted) and
+# "str" (pandas' arrow-backed strings); absent values of both read as NaN.
 FRAME_DTYPES: dict[str, dict[str, str]] = {
     "steps": {
         "rank": "Int64", "step": "Int64", "time_s": "float64", "loss": "float64",
@@ -22,9 +25,9 @@ FRAME_DTYPES: dict[str, dict[str, str]] = {
         "epoch": "float64", "data_time_s": "float64",
     },
     "comm": {
-        "rank": "Int64", "step": "Int64", "op": "object", "size_bytes": "Int64",
+        "rank": "Int64", "step": "Int64", "op": "str", "size_bytes": "Int64",
         "duration_ms": "float64", "algbw_mb_s": "float64", "busbw_mb_s": "float64",
-        "group_size": "Int64", "source": "object", "bucket": "Int64", "timing_source": "object",
+        "group_size": "Int64", "source": "str", "bucket": "Int64", "timing_source": "category",
         "time_s": "float64",
     },
     "perf": {
@@ -33,7 +36,7 @@ FRAME_DTYPES: dict[str, dict[str, str]] = {
         "time_s": "float64",
     },
     "gpu": {
-        "time_s": "float64", "host": "object", "gpu": "Int64", "utilization_pct": "float64",
+        "time_s": "float64", "host": "category", "gpu": "Int64", "utilization_pct": "float64",
         "memory_used_mb": "float64", "memory_total_mb": "float64", "power_w": "float64",
         "temperature_c": "float64", "rank": "Int64", "memory_usage_pct": "float64",
         "sm_clock_mhz": "float64",
@@ -57,11 +60,62 @@ for _name, _cols in FRAME_COLUMNS.items():
     assert tuple(FRAME_DTYPES[_name])[: len(_cols)] == _cols, _name
 
 
+_STR = pd.StringDtype("pyarrow", na_value=np.nan)  # pandas' default "str"
+
+
 def _to_int(series: pd.Series) -> pd.Series:
     # Non-integral or non-numeric values (a malformed record) become <NA>, never an error.
     num = pd.to_numeric(series, errors="coerce").astype("float64")
     num = num.where(num.notna() & (num % 1 == 0))
     return num.astype("Int64")
+
+
+def categorical(values) -> pd.Categorical:
+    """Text as a categorical whose categories are its distinct values, sorted (any path, same dtype)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if pa.types.is_dictionary(values.type):
+            values = values.cast(values.type.value_type)
+        uniques = pc.array_sort_indices(pc.unique(values).drop_null())
+        cats = pc.take(pc.unique(values).drop_null(), uniques)
+        codes = pc.fill_null(pc.index_in(values, value_set=cats), -1)
+        width = np.int8 if len(cats) < 127 else np.int16 if len(cats) < 32_000 else np.int32
+        return pd.Categorical.from_codes(codes.to_numpy(zero_copy_only=False).astype(width, copy=False),
+                                         categories=pd.Index(cats.to_pylist(), dtype="str"))
+    series = pd.Series(values, dtype="object")
+    series = series.where(series.map(lambda v: isinstance(v, str)), None)
+    cats = sorted(set(series.dropna()))
+    return pd.Categorical(series, categories=pd.Index(cats, dtype="str"))
+
+
+def _conform(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The frame's columns coerced to their ``FRAME_DTYPES`` (after rows or a concat)."""
+    for col, dtype in FRAME_DTYPES[name].items():
+        data = frame[col]
+        if str(data.dtype) == dtype and dtype != "category":
+            continue
+        if dtype == "Int64":
+            frame[col] = _to_int(data)
+        elif dtype == "float64":
+            frame[col] = pd.to_numeric(data, errors="coerce").astype("float64")
+        elif dtype == "category":
+            if (isinstance(data.dtype, pd.CategoricalDtype) and data.cat.categories.dtype == "str"
+                    and data.cat.categories.is_monotonic_increasing):
+                continue
+            frame[col] = pd.Series(categorical(data.astype("object").to_numpy()), index=frame.index)
+        elif dtype == "str":
+            col_data = data.astype("object")
+            col_data = col_data.where(col_data.map(lambda v: isinstance(v, str)), None)
+            frame[col] = col_data.astype("str")
+        else:
+            col_data = data.astype("object")
+            # absent text is None (not NaN), whichever path built the frame
+            frame[col] = col_data.where(col_data.notna(), None) if col_data.isna().any() else col_data
+    return frame
 
 
 def make_frame(name: str, rows: list[dict[str, Any]], extra_columns: bool = False) -> pd.DataFrame:
@@ -75,15 +129,7 @@ def make_frame(name: str, rows: list[dict[str, Any]], extra_columns: bool = Fals
         columns += [k for k in extras if not k.startswith("_")]
     frame = pd.DataFrame.from_records(rows, columns=columns) if rows else pd.DataFrame(
         {c: pd.Series([], dtype="object") for c in dtypes})
-    for col, dtype in dtypes.items():
-        if dtype == "Int64":
-            frame[col] = _to_int(frame[col])
-        elif dtype == "float64":
-            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
-        else:
-            col_data = frame[col].astype("object")
-            # absent text is None (not NaN), whichever path built the frame
-            frame[col] = col_data.where(col_data.notna(), None) if col_data.isna().any() else col_data
+    frame = _conform(frame, name)
     for col in frame.columns[len(dtypes):]:
         is_text = frame[col].dtype != object and pd.api.types.is_string_dtype(frame[col].dtype)
         if is_text or (frame[col].dtype == object and frame[col].isna().any()):
@@ -92,21 +138,66 @@ def make_frame(name: str, rows: list[dict[str, Any]], extra_columns: bool = Fals
     return frame
 
 
+def concat_frames(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Frames of one kind, one after the other, with that frame's dtypes."""
+    frames = [f for f in frames if len(f)] or frames[:1]
+    if len(frames) == 1:
+        return frames[0]
+    return _conform(pd.concat(frames, ignore_index=True), name)
+
+
+def _column(name: str, col: str, dtype: str, data):
+    """One pandas column from arrow chunks, sharing arrow's buffers where it can."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if dtype == "category":
+        return categorical(data)
+    if dtype == "str":
+        return pd.arrays.ArrowStringArray(pc.cast(data.combine_chunks(), pa.large_string()), dtype=_STR)
+    arr = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
+    if dtype == "float64":
+        if not pa.types.is_floating(arr.type):
+            arr = pc.cast(arr, pa.float64())
+        return arr.to_numpy(zero_copy_only=False)
+    if dtype == "Int64":
+        if not pa.types.is_integer(arr.type):
+            return _to_int(pd.Series(arr.to_pandas())).array
+        arr = pc.cast(arr, pa.int64()) if arr.type != pa.int64() else arr
+        mask = arr.is_null().to_numpy(zero_copy_only=False)
+        values = (pc.fill_null(arr, 0) if arr.null_count else arr).to_numpy()
+        return pd.arrays.IntegerArray(values, mask)
+    values = arr.to_pandas(types_mapper=None).astype("object")
+    return values.where(values.notna(), None).to_numpy()
+
+
 def arrow_frame(name: str, tables: list) -> pd.DataFrame:
-    """A frame named ``name`` from arrow tables of its columns (the fast JSONL path)."""
+    """A frame named ``name`` from arrow tables of its columns (the fast JSONL path), converted a
+    column at a time: each column's arrow chunks are freed as soon as pandas holds it. The list
+    given is emptied (it must not keep the tables alive)."""
     import pyarrow as pa
 
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get, self_destruct=True,
-                            split_blocks=True)
+    tables, given = list(tables), tables
+    given.clear()
+    del given
+    n = sum(t.num_rows for t in tables)
+    columns: dict[str, Any] = {}
     for col, dtype in FRAME_DTYPES[name].items():
-        if col not in frame:
-            frame[col] = pd.Series([None] * len(frame), dtype="object")
-        if dtype == "object" and frame[col].dtype != object:
-            frame[col] = frame[col].astype("object").where(frame[col].notna(), None)
-        elif dtype != "object" and str(frame[col].dtype) != dtype:
-            frame[col] = frame[col].astype(dtype)
-    return frame[list(FRAME_DTYPES[name])]
+        parts = [t.column(col) for t in tables if col in t.column_names]
+        if not parts:
+            columns[col] = pd.Series([None] * n, dtype="object")  # _conform gives it its dtype
+            continue
+        if len(parts) < len(tables):
+            raise ValueError(f"{name}: column {col} missing from some tables")
+        chunks = [c for part in parts for c in part.chunks]
+        data = pa.chunked_array(chunks, type=parts[0].type)
+        del parts, chunks
+        tables = [t.drop_columns([col]) for t in tables]
+        columns[col] = _column(name, col, dtype, data)
+        del data
+    frame = pd.DataFrame(columns, copy=False)
+    del columns
+    return _conform(frame, name)
 
 
 @dataclass
