@@ -25,7 +25,9 @@ def test_write_plots_on_real_runs(tmp_path):
                                           "duration_s": s.meta["duration_s"], "steps_per_second": 1.0,
                                           "final_loss": 2.0} for s in sessions],
                             "comparisons": [{"baseline": sessions[0].session_id, "candidate": sessions[1].session_id,
-                                             "speedup": 1.3, "scaling_efficiency": 0.65, "speedup_ci": [1.2, 1.4]}]}}
+                                             "speedup": 1.3, "scaling_efficiency": 0.65, "steady_speedup": 1.6,
+                                             "speedup_ci": [1.5, 1.7]}]}}
+    # the interval is the steady-state speedup's: it need not contain the whole-run speedup
     paths = write_plots(sessions, analysis, tmp_path / "plots")
     assert [p.name for p in paths] == list(PLOTS)
     assert "training_comparison.png" in PLOTS  # the seed-002 file name

@@ -86,7 +86,7 @@ def test_compare_has_the_seed_lines_ci_steady_fit_and_definitions():
                  "  Final Loss: 1.2345", "  Steps/sec: 0.83",
                  "  GPU 0: 85.2% avg util, 98.1% peak, 78.3% avg memory",
                  "🚀 Multi-GPU Speedup: 1.85x", "📊 GPU Efficiency: 92.3%",
-                 "  95% CI of the speedup: [1.80x, 1.90x]", "  Steady state: speedup 1.90x, efficiency 95.0%",
+                 "  95% CI of the steady-state speedup: [1.80x, 1.90x]", "  Steady state: speedup 1.90x, efficiency 95.0%",
                  "  ⚠ superlinear: cache effects", "  Karp-Flatt serial fraction: 2 ranks 0.042",
                  "  Predicted speedup: 4 ranks 3.57x", "  Health: NaN/Inf loss at 1 step(s) (step 21 rank 1 at r1.jsonl:7), no divergence"):
         assert line in out.splitlines(), line

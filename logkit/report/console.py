@@ -172,14 +172,15 @@ def _comparison_lines(c: dict, base: dict, cand: dict, w: dict) -> list[str]:
              f"  Samples/sec: {fmt(base.get('samples_per_second'))} -> {fmt(cand.get('samples_per_second'))}",
              f"🚀 {w['speedup']}: {fmt(c.get('speedup'), '.2f', 'x')}",
              f"📊 {w['efficiency']}: {pct(c.get('scaling_efficiency'))}"]
+    if c.get("steady_speedup") is not None:
+        lines.append(f"  Steady state: speedup {fmt(c['steady_speedup'], '.2f', 'x')}, "
+                     f"efficiency {pct(c.get('steady_scaling_efficiency'))}")
     ci = c.get("speedup_ci")
     if isinstance(ci, list) and len(ci) == 2 and None not in ci:
         level = c.get("ci_level")
         level_text = pct(level, ".0f") if isinstance(level, float) and level < 1 else fmt(level, "g", "%")
-        lines.append(f"  {level_text} CI of the speedup: [{fmt(ci[0], '.2f', 'x')}, {fmt(ci[1], '.2f', 'x')}]")
-    if c.get("steady_speedup") is not None:
-        lines.append(f"  Steady state: speedup {fmt(c['steady_speedup'], '.2f', 'x')}, "
-                     f"efficiency {pct(c.get('steady_scaling_efficiency'))}")
+        lines.append(f"  {level_text} CI of the steady-state speedup: "
+                     f"[{fmt(ci[0], '.2f', 'x')}, {fmt(ci[1], '.2f', 'x')}]")
     lines += [f"  Regime: {_regime_text(c.get('regime'), base, cand)}",
               f"  Step-rate ratio: {fmt(c.get('step_rate_ratio'), '.2f', 'x')}"]
     for f in c.get("flags") or []:

@@ -115,7 +115,7 @@ def _training_comparison(sessions, view, Figure, sns):
         ax.set_title(title)
     ax = axes[3]
     comps = pd.DataFrame(view["scaling"]["comparisons"] or [], columns=[
-        "candidate", "speedup", "scaling_efficiency", "speedup_ci"])
+        "candidate", "speedup", "scaling_efficiency", "steady_speedup", "speedup_ci"])
     comps = comps.dropna(subset=["speedup"])
     if comps.empty:
         _empty(ax, "no comparison (one session, or throughput missing)")
@@ -123,10 +123,11 @@ def _training_comparison(sessions, view, Figure, sns):
         by_id = {s["session_id"]: s for s in view["scaling"]["sessions"]}
         sns.barplot(data=comps, x="candidate", y="speedup", ax=ax, color=sns.color_palette()[2])
         for i, c in enumerate(comps.itertuples()):
-            ci = c.speedup_ci
-            if isinstance(ci, list) and len(ci) == 2 and None not in ci:
-                ax.errorbar(i, c.speedup, yerr=[[c.speedup - ci[0]], [ci[1] - c.speedup]], color="black",
-                            capsize=4)
+            ci, steady = c.speedup_ci, c.steady_speedup
+            if isinstance(ci, list) and len(ci) == 2 and None not in ci and steady == steady and steady is not None:
+                # the interval is the steady-state speedup's, so it is drawn around that point
+                ax.errorbar(i, steady, yerr=[[max(steady - ci[0], 0)], [max(ci[1] - steady, 0)]], fmt="D",
+                            color="black", capsize=4, markersize=4)
             eff = c.scaling_efficiency
             ax.annotate(f"{c.speedup:.2f}x" + (f"\n{eff * 100:.1f}% eff." if eff is not None and eff == eff else ""),
                         (i, c.speedup), ha="center", va="bottom", fontsize=8, xytext=(0, 3),
@@ -142,7 +143,7 @@ def _training_comparison(sessions, view, Figure, sns):
     ax.set_title("Speedup vs baseline (dashed: ideal = rank ratio)")
     fig.suptitle("Training comparison")
     _caption(fig, "speedup = candidate samples/s / baseline samples/s; efficiency = speedup / rank ratio; "
-                  "error bars: the analysis' confidence interval where given")
+                  "diamond and error bar: steady-state speedup and its bootstrap interval")
     return fig
 
 
