@@ -128,3 +128,19 @@ def test_fast_jsonl_path_in_small_chunks_equals_the_per_line_reader(tmp_path, mo
     slow = logkit.load_session(path)
     assert_same(fast, slow)
     assert fast.meta == slow.meta
+
+
+def test_a_stream_refused_after_some_chunks_leaves_no_rows_behind(tmp_path, monkeypatch):
+    """Rank 1's stream turns out unreadable by the fast path only in a late chunk: the rows its
+    earlier chunks gave are taken back, and the per-line reader reads it (with a diagnostic)."""
+    from logkit.ingest import arrow_jsonl
+
+    path = write_session(tmp_path, "s", world_size=2, gpu_count=2, step_times=[0.3] * 40)
+    append_bytes(rank_file(path, "s", 1), b'{"type": "training_step_complete", "step": 41, "rank": 1, "elapsed\n')
+    monkeypatch.setattr(arrow_jsonl, "CHUNK_BYTES", 2000)
+    fast = logkit.load_session(path)
+    monkeypatch.setattr(load_module, "FAST_JSONL", False)
+    slow = logkit.load_session(path)
+    assert_same(fast, slow)
+    assert (fast.steps["rank"] == 1).sum() == 40 and (fast.steps["rank"] == 0).sum() == 40
+    assert fast.diagnostics["line"].notna().all() and len(fast.diagnostics) == 1

@@ -1,6 +1,7 @@
 """The fast path for our JSONL streams: ``pyarrow.json`` parses each stream in chunks of whole
-lines, records are routed by ``type`` with vectorised filters, and only the columns the frames
-use are kept (as arrow tables) while the next chunk is read: memory is the frames plus one chunk.
+lines, records are routed by ``type`` with vectorised filters, and each chunk's rows go into
+the frames' builders (``frame_builder``) before the next chunk is read: memory is the frames
+plus one chunk.
 
 It gives exactly the frames ``records.FrameRows`` gives (tests compare both). A stream it
 cannot take whole (a torn or invalid line, a value of an unexpected type, blank lines) returns
@@ -20,10 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from logkit.ingest.frame_builder import FrameBuilder
 from logkit.ingest.records import integer, num
 from logkit.schema import EventType
 
-__all__ = ["SCHEMA", "FastRead", "read_fast", "CHUNK_BYTES"]
+__all__ = ["SCHEMA", "FRAMES", "FastRead", "read_fast", "CHUNK_BYTES"]
 
 _F, _I, _S = pa.float64(), pa.int64(), pa.string()
 _DEVICE = pa.struct([("index", _I), ("utilization_percent", _F), ("memory_used_mb", _F), ("memory_total_mb", _F),
@@ -48,7 +50,7 @@ _READ = pj.ReadOptions(block_size=BLOCK_BYTES)
 _ROUTED = pa.array([EventType.TRAINING_STEP, EventType.COMMUNICATION, EventType.PERFORMANCE,
                     EventType.GPU_SNAPSHOT, EventType.EVALUATION])
 _WANTED = pa.array([EventType.EVALUATION, EventType.SESSION_START, EventType.SESSION_END])
-_FRAMES = ("steps", "comm", "perf", "gpu", "events")
+FRAMES = ("steps", "comm", "perf", "gpu", "events")  # the frames the fast path fills
 
 
 def _pool() -> pa.MemoryPool:
@@ -67,10 +69,11 @@ _PARSE_POOL: pa.MemoryPool | None = None
 
 
 class FastRead:
-    """Frames (as lists of arrow tables, one per chunk) of one stream, and the few records meta needs."""
+    """What one stream gave besides the frames' rows (those went into the builders): its
+    evaluation rows, and the few whole records meta needs."""
 
-    def __init__(self, tables: dict[str, list], meta_records: list[tuple[int, dict]]) -> None:
-        self.tables, self.meta_records = tables, meta_records
+    def __init__(self, evals: list[dict], meta_records: list[tuple[int, dict]]) -> None:
+        self.evals, self.meta_records = evals, meta_records
 
 
 class _Refused(Exception):
@@ -172,16 +175,24 @@ def _route(table: pa.Table, line: pa.Array, prefix: pa.Scalar) -> dict[str, pa.T
     return out
 
 
-def read_fast(path: Path, file_rank: int, chunk_bytes: int | None = None) -> FastRead | None:
-    """The stream's frames, or None when it needs the per-line reader."""
-    tables: dict[str, list] = {name: [] for name in _FRAMES}
+def read_fast(path: Path, file_rank: int, builders: dict[str, FrameBuilder],
+              chunk_bytes: int | None = None) -> FastRead | None:
+    """Add the stream's rows to ``builders`` (one ``FrameBuilder`` per frame of ``FRAMES``),
+    chunk by chunk. None when it needs the per-line reader: the builders are then as before."""
+    marks = {name: b.rows for name, b in builders.items()}
+    read = _read(path, file_rank, builders, chunk_bytes or CHUNK_BYTES)
+    if read is None:
+        for name, b in builders.items():
+            b.truncate(marks[name])
+    return read
+
+
+def _read(path: Path, file_rank: int, builders: dict[str, FrameBuilder], chunk_bytes: int) -> FastRead | None:
     records: dict[int, dict] = {}
     prefix = pa.scalar(f"{path.name}:")
     first_line, last = 1, None
     try:
-        for buf, size in _chunks(path, chunk_bytes or CHUNK_BYTES):
-            if buf.startswith(b"\n") or buf.find(b"\n\n", 0, size) >= 0:
-                return None  # blank lines: the per-line reader says where
+        for buf, size in _chunks(path, chunk_bytes):
             with memoryview(buf) as whole, whole[:size] as chunk:
                 ends = _line_ends(chunk)
                 try:
@@ -192,14 +203,14 @@ def read_fast(path: Path, file_rank: int, chunk_bytes: int | None = None) -> Fas
                     return None
             n = table.num_rows
             if n != len(ends) or table.column("type").null_count:
-                return None  # whitespace-only lines or records without a type: the per-line reader says which
+                # the parser skips blank lines: those, or records without a type, the per-line reader reports
+                return None
             line = pa.array(np.arange(first_line, first_line + n, dtype=np.int64))
             if table.column("rank").null_count:
                 table = table.set_column(table.schema.get_field_index("rank"), "rank",
                                          pc.fill_null(table.column("rank"), file_rank))
             for name, part in _route(table, line, prefix).items():
-                if part.num_rows:
-                    tables[name].append(part)
+                builders[name].add(part)
             # Evaluations name their metrics freely, and meta wants whole records: parse those few lines.
             wanted = pc.indices_nonzero(pc.is_in(table.column("type"), _WANTED)).to_numpy().astype(np.int64)
             if first_line == 1:
@@ -227,6 +238,5 @@ def read_fast(path: Path, file_rank: int, chunk_bytes: int | None = None) -> Fas
         for name, value in metrics.items():
             evals.append({"step": integer(rec.get("step")), "name": str(name), "value": num(value), "rank": r,
                           "time_s": num(rec.get("elapsed_s"))})
-    tables["evals"] = evals  # rows; make_frame coerces them
     meta_records = [(k, records[k]) for k in sorted(records)] + [(first_line, {"elapsed_s": last})]
-    return FastRead(tables, meta_records)
+    return FastRead(evals, meta_records)

@@ -79,7 +79,7 @@ def _restore(name: str, table):
     import pandas as pd
     import pyarrow as pa
 
-    from logkit.ingest.session import arrow_frame
+    from logkit.ingest.frame_builder import arrow_frame
 
     dtypes = FRAME_DTYPES[name]
     extras = [c for c in table.column_names if c not in dtypes and not c.startswith("__")]

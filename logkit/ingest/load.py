@@ -6,14 +6,14 @@ from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
 
-from logkit.ingest.arrow_jsonl import read_fast
+from logkit.ingest.arrow_jsonl import FRAMES, read_fast
 from logkit.ingest.discover import SessionSource, discover, source_for_file, sources_in_folder
+from logkit.ingest.frame_builder import FrameBuilder
 from logkit.ingest.jsonl import diagnostic, read_jsonl
 from logkit.ingest.readers.base import Read
 from logkit.ingest.records import FrameRows, integer, num, text
-from logkit.ingest.session import Session, arrow_frame, concat_frames, make_frame
+from logkit.ingest.session import Session, concat_frames, make_frame
 from logkit.ingest.summary import read_summary, summary_meta
 from logkit.schema import EventType
 
@@ -119,25 +119,20 @@ def _shift_times(reads: list[Read], start: float | None) -> float | None:
     return t0
 
 
-def _assemble(name: str, parts: list, extra_columns: bool):
-    """One frame from pieces in file order: arrow tables (fast path) and row lists (the rest).
-    ``parts`` is emptied as it goes, so that arrow memory is freed while the frame is built."""
-    groups: list[tuple[bool, list]] = []
+def _assemble(name: str, parts: list, extra_columns: bool) -> pd.DataFrame:
+    """One frame from pieces in file order: frames (the fast path's) and row lists (the rest)."""
+    frames: list[pd.DataFrame] = []
+    rows: list[dict] = []
     for part in parts:
-        is_table = isinstance(part, pa.Table)
-        if not groups or groups[-1][0] != is_table:
-            groups.append((is_table, []))
-        if is_table:
-            groups[-1][1].append(part)
+        if isinstance(part, pd.DataFrame):
+            if rows:
+                frames.append(make_frame(name, rows, extra_columns))
+                rows = []
+            frames.append(part)
         else:
-            groups[-1][1].extend(part)
-    parts.clear()
-    frames = []
-    while groups:
-        is_table, group = groups.pop(0)
-        frames.append(arrow_frame(name, group) if is_table else make_frame(name, group, extra_columns))
-    if not frames or not isinstance(frames[-1], pd.DataFrame):
-        frames.append(make_frame(name, [], extra_columns))
+            rows.extend(part)
+    if rows or not frames:
+        frames.append(make_frame(name, rows, extra_columns))
     return concat_frames(name, frames)
 
 
@@ -157,18 +152,25 @@ def build_session(source: SessionSource) -> Session:
     diagnostics: list[dict] = []
     by_rank: dict[int, list[tuple[int, dict]]] = {}
     pieces: dict[str, list] = {name: [] for name in rows.rows}  # per frame, in file order
+    builders: dict[str, FrameBuilder] = {}  # the fast path's rows since the last per-line read
+
+    def close_builders() -> None:
+        for name, builder in builders.items():
+            if builder.rows:
+                pieces[name].append(builder.frame())
+        builders.clear()
+
     for rank in sorted(source.rank_files):
         path = source.rank_files[rank]
-        fast = read_fast(path, rank) if FAST_JSONL else None
-        if fast is not None:
-            by_rank[rank] = fast.meta_records
-            for name, part in fast.tables.items():
-                if name == "evals":
-                    pieces[name].append(part)  # rows
-                else:
-                    pieces[name].extend(part)  # arrow tables, one per chunk
-            del fast
-            continue
+        if FAST_JSONL:
+            if not builders:
+                builders.update({name: FrameBuilder(name) for name in FRAMES})
+            fast = read_fast(path, rank, builders)
+            if fast is not None:
+                by_rank[rank] = fast.meta_records
+                pieces["evals"].append(fast.evals)
+                continue
+            close_builders()  # the per-line reader's rows come after them, in file order
         read = read_jsonl(path)
         diagnostics.extend(read.diagnostics)
         by_rank[rank] = read.records
@@ -177,6 +179,7 @@ def build_session(source: SessionSource) -> Session:
             file_rows.add(record, path, line, rank)
         for name, frame_rows in file_rows.rows.items():
             pieces[name].append(frame_rows)
+    close_builders()
 
     meta = _meta_from_records(by_rank)
     doc = None
@@ -233,9 +236,7 @@ def build_session(source: SessionSource) -> Session:
     for name, frame_rows in rows.rows.items():
         if frame_rows:
             pieces[name].append(frame_rows)
-    frames = {}
-    for name in list(pieces):
-        frames[name] = _assemble(name, pieces.pop(name), extra_columns=bool(reads))
+    frames = {name: _assemble(name, parts, extra_columns=bool(reads)) for name, parts in pieces.items()}
     if reads:
         # Lines out of time order (several captures, clocks of several hosts): sort by time, stable.
         for name in ("events", "gpu"):

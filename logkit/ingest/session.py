@@ -10,7 +10,7 @@ import pandas as pd
 
 from logkit.schema import FRAME_COLUMNS
 
-__all__ = ["Session", "FRAME_DTYPES", "make_frame", "arrow_frame", "concat_frames", "categorical"]
+__all__ = ["Session", "FRAME_DTYPES", "make_frame", "concat_frames", "categorical"]
 
 # Column dtypes of every frame: the contract's columns (schema.FRAME_COLUMNS) first, then
 # extras. "Int64" is pandas' nullable integer (a missing step stays <NA>, not a float);
@@ -144,60 +144,6 @@ def concat_frames(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
     if len(frames) == 1:
         return frames[0]
     return _conform(pd.concat(frames, ignore_index=True), name)
-
-
-def _column(name: str, col: str, dtype: str, data):
-    """One pandas column from arrow chunks, sharing arrow's buffers where it can."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if dtype == "category":
-        return categorical(data)
-    if dtype == "str":
-        return pd.arrays.ArrowStringArray(pc.cast(data.combine_chunks(), pa.large_string()), dtype=_STR)
-    arr = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
-    if dtype == "float64":
-        if not pa.types.is_floating(arr.type):
-            arr = pc.cast(arr, pa.float64())
-        return arr.to_numpy(zero_copy_only=False)
-    if dtype == "Int64":
-        if not pa.types.is_integer(arr.type):
-            return _to_int(pd.Series(arr.to_pandas())).array
-        arr = pc.cast(arr, pa.int64()) if arr.type != pa.int64() else arr
-        mask = arr.is_null().to_numpy(zero_copy_only=False)
-        values = (pc.fill_null(arr, 0) if arr.null_count else arr).to_numpy()
-        return pd.arrays.IntegerArray(values, mask)
-    values = arr.to_pandas(types_mapper=None).astype("object")
-    return values.where(values.notna(), None).to_numpy()
-
-
-def arrow_frame(name: str, tables: list) -> pd.DataFrame:
-    """A frame named ``name`` from arrow tables of its columns (the fast JSONL path), converted a
-    column at a time: each column's arrow chunks are freed as soon as pandas holds it. The list
-    given is emptied (it must not keep the tables alive)."""
-    import pyarrow as pa
-
-    tables, given = list(tables), tables
-    given.clear()
-    del given
-    n = sum(t.num_rows for t in tables)
-    columns: dict[str, Any] = {}
-    for col, dtype in FRAME_DTYPES[name].items():
-        parts = [t.column(col) for t in tables if col in t.column_names]
-        if not parts:
-            columns[col] = pd.Series([None] * n, dtype="object")  # _conform gives it its dtype
-            continue
-        if len(parts) < len(tables):
-            raise ValueError(f"{name}: column {col} missing from some tables")
-        chunks = [c for part in parts for c in part.chunks]
-        data = pa.chunked_array(chunks, type=parts[0].type)
-        del parts, chunks
-        tables = [t.drop_columns([col]) for t in tables]
-        columns[col] = _column(name, col, dtype, data)
-        del data
-    frame = pd.DataFrame(columns, copy=False)
-    del columns
-    return _conform(frame, name)
 
 
 @dataclass
