@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -257,3 +258,58 @@ def test_vectorised_text_reading_of_odd_lines(tmp_path, monkeypatch):
     # repr: a NaN read twice is two float objects that never compare equal
     assert repr((fast.rows, fast.meta, fast.diagnostics, fast.lines, fast.used)) == \
         repr((slow.rows, slow.meta, slow.diagnostics, slow.lines, slow.used))
+
+
+def test_a_pipeline_run_folder_and_the_session_inside_it_are_one_session(tmp_path):
+    """seed 002's pipeline writes sessions/v1/{single_gpu,multi_gpu}/ with results.json and
+    trainer_state.json beside logs/<id>/: two runs, not four sessions."""
+    real = SAMPLES / "qlora_tiny_cpu"
+    ids = sorted(p.name for p in (real / "logs").iterdir())
+    for run, ranks, sid in (("single_gpu", "ranks1", ids[0]), ("multi_gpu", "ranks2", ids[1])):
+        folder = tmp_path / "sessions" / "v1" / run
+        shutil.copytree(real / "outputs" / ranks, folder)
+        shutil.copytree(real / "logs" / sid, folder / "logs" / sid)
+    sessions = logkit.load_sessions(tmp_path / "sessions")
+    assert [s.session_id for s in sessions] == ids
+    assert [s.meta["run"] for s in sessions] == ["v1/single_gpu", "v1/multi_gpu"]
+    assert [s.meta["world_size"] for s in sessions] == [1, 2]
+    results = json.loads((real / "outputs" / "ranks2" / "results.json").read_text())
+    assert sessions[1].meta["config"] == results["config"] and sessions[1].meta["session"] == results["session"]
+    # the streams' rows only: trainer_state.json's log history is not read a second time
+    alone = logkit.load_session(real / "logs" / ids[1])
+    assert len(sessions[1].steps) == len(alone.steps)
+    # two folders of runs under one run folder: nothing says which is which, so nothing is joined
+    shutil.copytree(real / "logs" / ids[0], tmp_path / "sessions" / "v1" / "multi_gpu" / "logs" / ids[0])
+    assert len(logkit.load_sessions(tmp_path / "sessions" / "v1" / "multi_gpu")) == 3
+
+
+def test_a_loss_or_grad_norm_logged_as_nan_is_an_event_with_its_line(tmp_path):
+    verbose = logkit.load_session(SAMPLES / "verbose_jsonl" / "verbose_training_logs.jsonl")
+    (row,) = events(verbose, "nan_detected").to_dict("records")
+    assert (row["step"], row["subkind"], row["source"]) == (43, "nan_grad_norm", "verbose_training_logs.jsonl:5")
+    capture = tmp_path / "train.log"
+    capture.write_text("[rank1]: {'loss': 2.5, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.1}\n"
+                       "[rank1]: {'loss': nan, 'grad_norm': inf, 'learning_rate': 0.0001, 'epoch': 0.2}\n")
+    s = logkit.load_session(capture)
+    assert s.steps["grad_norm"].tolist()[1] == float("inf") and s.diagnostics.empty
+    (row,) = events(s, "nan_detected").to_dict("records")
+    assert (row["rank"], row["subkind"], row["source"]) == (1, "nan_loss", "train.log:2")
+    assert row["message"] == "loss logged as nan, grad_norm logged as inf"
+    main = tmp_path / "text" / "training_20250101_000000_main.log"
+    main.parent.mkdir()
+    main.write_text("10:00:00 | INFO  | Session ID: training_20250101_000000\n"
+                    "Step    3/10 ( 30.0%) | Loss: nan | LR: 1.00e-04 | Speed: 2.5 steps/s | ETA: 6.3min\n")
+    (row,) = events(logkit.load_session(main), "nan_detected").to_dict("records")
+    assert (row["step"], row["source"]) == (3, "training_20250101_000000_main.log:2")
+
+
+def test_model_dataset_and_system_facts_reach_meta():
+    path = sorted((SAMPLES / "qlora_tiny_cpu" / "logs").iterdir())[1]
+    first = {}
+    for line in next(path.glob("*_rank0.jsonl")).read_text().splitlines():
+        rec = json.loads(line)
+        first.setdefault(rec["type"], rec)
+    s = logkit.load_session(path)
+    assert s.meta["model_info"]["parameters_total"] == first["model_info"]["parameters_total"] > 0
+    assert s.meta["model_info"]["parameters_trainable"] == first["model_info"]["parameters_trainable"] > 0
+    assert "timestamp" not in s.meta["model_info"] and "rank" not in s.meta["model_info"]

@@ -49,7 +49,9 @@ _OPTIONS = pj.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ig
 _READ = pj.ReadOptions(block_size=BLOCK_BYTES)
 _ROUTED = pa.array([EventType.TRAINING_STEP, EventType.COMMUNICATION, EventType.PERFORMANCE,
                     EventType.GPU_SNAPSHOT, EventType.EVALUATION])
-_WANTED = pa.array([EventType.EVALUATION, EventType.SESSION_START, EventType.SESSION_END])
+# Records read whole (for meta and the evals frame): few per stream.
+_WANTED = pa.array([EventType.EVALUATION, EventType.SESSION_START, EventType.SESSION_END, EventType.MODEL_INFO,
+                    EventType.DATASET_INFO, EventType.SYSTEM_INFO])
 FRAMES = ("steps", "comm", "perf", "gpu", "events")  # the frames the fast path fills
 
 

@@ -5,7 +5,10 @@ Sessions found under a root, in path order:
 - our session folders: ``<sid>_rank<N>.jsonl[.gz]``, ``<sid>_summary.json`` and the text logs
   ``<sid>_{main,multigpu,performance}.log`` (seed 000 folders have only the latter);
 - seed 002 run folders: a folder holding ``results.json`` and/or ``trainer_state.json``
-  (session id ``<parent>/<folder>``, e.g. ``v1/multi_gpu``); ``checkpoint-N`` copies skipped;
+  (session id ``<parent>/<folder>``, e.g. ``v1/multi_gpu``); ``checkpoint-N`` copies skipped.
+  When the run folder also holds exactly one of our session folders (the pipeline's
+  ``sessions/v1/multi_gpu/logs/<id>/``), they are one run: our session, with the run folder's
+  files as companions (their meta only: the streams already say what they say);
 - seed 001 rank folders: a folder whose sub-folders are ``rank_0``, ``rank_1``, ...: one
   session, each file read as its folder's rank;
 - loose files (console captures, nccl-tests, GPU captures, verbose JSONL, ...): they join the
@@ -47,12 +50,14 @@ class SessionSource:
     summary: Path | None = None
     extra: list[SourceFile] = field(default_factory=list)
     kind: str = "logkit"
+    companions: list[SourceFile] = field(default_factory=list)  # read for meta only
+    run: str | None = None  # the seed 002 run folder this session belongs to ("v1/multi_gpu")
 
     @property
     def files(self) -> list[Path]:
         out = [self.rank_files[r] for r in sorted(self.rank_files)]
         out += [self.summary] if self.summary is not None else []
-        return out + [f.path for f in self.extra]
+        return out + [f.path for f in self.extra] + [f.path for f in self.companions]
 
 
 def _sniff(path: Path, loose: bool = False) -> str | None:
@@ -182,4 +187,18 @@ def discover(root: str | Path) -> list[SessionSource]:
                 out.append(src)
             dirnames[:] = [d for d in dirnames if not _RANK_DIR.match(d)]
         out.extend(sources_in_folder(folder, filenames))
-    return out
+    return _join_runs(out)
+
+
+def _join_runs(sources: list[SessionSource]) -> list[SessionSource]:
+    """A seed 002 run folder and the one session of ours inside it are one session."""
+    ours = [s for s in sources if s.rank_files]
+    joined: set[int] = set()
+    for run in (s for s in sources if s.kind == "run_folder"):
+        inside = [s for s in ours if run.folder in s.folder.parents and s.run is None]
+        if len(inside) != 1:
+            continue  # none, or several runs under one folder: nothing says which is which
+        inside[0].companions.extend(run.extra)
+        inside[0].run = run.session_id
+        joined.add(id(run))
+    return [s for s in sources if id(s) not in joined]

@@ -15,7 +15,7 @@ from logkit.ingest.readers.base import Read
 from logkit.ingest.records import FrameRows, integer, num, text
 from logkit.ingest.session import Session, concat_frames, make_frame
 from logkit.ingest.summary import read_summary, summary_meta
-from logkit.schema import EventType
+from logkit.schema import REQUIRED_KEYS, EventType
 
 __all__ = ["load_session", "load_sessions", "build_session", "start_sort_key", "FAST_JSONL"]
 
@@ -62,6 +62,11 @@ def _meta_from_records(by_rank: dict[int, list[tuple[int, dict]]]) -> dict:
         "versions": start.get("versions") if isinstance(start.get("versions"), dict) else {},
         "gpus": start.get("gpus") if isinstance(start.get("gpus"), list) else [],
     })
+    # model, data and host facts, as logged (MFU needs the parameter counts)
+    for kind in (EventType.MODEL_INFO, EventType.DATASET_INFO, EventType.SYSTEM_INFO):
+        rec = _first(main, kind)
+        if rec is not None:
+            meta[kind] = {k: v for k, v in rec.items() if k not in REQUIRED_KEYS}
     meta["duration_from"] = "session_end" if meta["duration_s"] is not None else None
     if meta["duration_s"] is None:
         # A killed run has no session_end: its last record still bounds how long it ran.
@@ -89,6 +94,22 @@ def _read_extras(source: SessionSource, skip_text: bool) -> list[Read]:
             continue  # the JSONL streams say all the text logs say, and more
         reads.append(READERS[f.format](f.path, rank=f.rank))
     return reads
+
+
+def _companion_meta(source: SessionSource, meta: dict) -> None:
+    """What a run folder's files add to our session (seed 002: its name, config, options)."""
+    if source.run is None:
+        return
+    from logkit.ingest.readers import READERS
+
+    meta["run"] = source.run
+    meta["companion_files"] = [str(f.path) for f in source.companions]
+    for f in source.companions:
+        if f.format != "results_json":
+            continue  # trainer_state.json, the console capture: the streams hold the same, exactly
+        for key, value in READERS[f.format](f.path).meta.items():
+            if key in ("config", "session", "optimizations") and value is not None:
+                meta.setdefault(key, value)
 
 
 def _stamp(value) -> float | None:
@@ -198,6 +219,7 @@ def build_session(source: SessionSource) -> Session:
                 meta[key] = value
         meta["summary"] = doc
 
+    _companion_meta(source, meta)
     reads = _read_extras(source, skip_text=bool(source.rank_files))
     if reads:
         if not by_rank and meta.get("status") == "incomplete":

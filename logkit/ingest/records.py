@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from logkit.schema import EventType
 
-__all__ = ["FrameRows", "num", "integer", "text"]
+__all__ = ["FrameRows", "num", "integer", "text", "nonfinite_event"]
 
 
 def num(value) -> float | None:
@@ -29,6 +30,17 @@ def integer(value) -> int | None:
 
 def text(value) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def nonfinite_event(row: dict) -> dict | None:
+    """The ``nan_detected`` event a steps row implies when its loss or grad norm was logged as
+    NaN or Inf (in the frame NaN also means "not logged", so the event keeps what was seen)."""
+    bad = [(k, row[k]) for k in ("loss", "grad_norm") if isinstance(row.get(k), float) and not math.isfinite(row[k])]
+    if not bad:
+        return None
+    return {"time_s": row.get("time_s"), "rank": row.get("rank"), "level": "ERROR", "kind": "nan_detected",
+            "step": row.get("step"), "subkind": f"nan_{bad[0][0]}",
+            "message": ", ".join(f"{k} logged as {v}" for k, v in bad)}
 
 
 def _group(record: dict, key: str) -> dict:
@@ -65,6 +77,8 @@ class FrameRows:
                 "epoch": num(record.get("epoch")),
                 "data_time_s": num(timing.get("data_time_seconds")),
             })
+            if (event := nonfinite_event(self.rows["steps"][-1])) is not None:
+                self.rows["events"].append({**event, "source": source})
         elif kind == EventType.COMMUNICATION:
             self.rows["comm"].append({
                 "rank": rank, "step": step, "op": text(record.get("op")),

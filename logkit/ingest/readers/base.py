@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from logkit.ingest.jsonl import diagnostic
+from logkit.ingest.records import nonfinite_event
 
 __all__ = ["Read", "FRAMES", "read_bytes", "text_lines", "strip_ansi", "UNMATCHED", "epoch", "to_float"]
 
@@ -52,10 +53,18 @@ class Read:
     def unmatched(self, line: int, text: str) -> None:
         self.note(line, UNMATCHED, text)
 
-    def event(self, kind: str, line: int, **columns) -> dict:
-        row = {"time_s": None, "rank": None, "level": None, "kind": kind, "message": None,
-               "source": f"{self.path.name}:{line}", **columns}
+    def event(self, kind: str, line: int | None, **columns) -> dict:
+        source = self.path.name if line is None else f"{self.path.name}:{line}"
+        row = {"time_s": None, "rank": None, "level": None, "kind": kind, "message": None, "source": source,
+               **columns}
         self.rows["events"].append(row)
+        return row
+
+    def step(self, line: int | None, row: dict) -> dict:
+        """A steps row (and the ``nan_detected`` event of a loss or grad norm logged as NaN/Inf)."""
+        self.rows["steps"].append(row)
+        if (event := nonfinite_event(row)) is not None:
+            self.event(event.pop("kind"), line, **event)
         return row
 
 

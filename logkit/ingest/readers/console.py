@@ -40,6 +40,7 @@ _PYLOG = re.compile(r"^\[?(?P<date>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?
                     r"\s*(?:[-|]\s*)?(?:(?P<name>[\w.]+)\s*-\s*)?\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
                     r"\s*[-|:]?\s*(?P<msg>.*)$")
 _LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?:\||:)\s*(?P<msg>.*)$")
+_NONFINITE = re.compile(r"(?<![\w'\"])(-?)(nan|inf)(?![\w'\"])")
 _SEED3_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+)\] \| Loss: (?P<loss>{_F})"
                          rf" \| LR: (?P<lr>{_F})(?: \| Grad Norm: (?P<gn>{_F}))?(?: \| ETA: (?P<eta>\S+))?\s*$")
 _NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
@@ -235,9 +236,9 @@ class _Console:
     def _message(self, number: int, text: str, level: str | None, rank: int | None, t: float | None) -> bool:
         read = self.read
         if (m := _SEED3_STEP.match(text)) is not None:
-            read.rows["steps"].append({"rank": rank if rank is not None else int(m["gpu"]), "step": int(m["step"]),
-                                       "time_s": t, "loss": _float(m["loss"]), "learning_rate": _float(m["lr"]),
-                                       "grad_norm": _float(m["gn"]), "max_steps": int(m["max"]), "eta": m["eta"]})
+            read.step(number, {"rank": rank if rank is not None else int(m["gpu"]), "step": int(m["step"]),
+                               "time_s": t, "loss": _float(m["loss"]), "learning_rate": _float(m["lr"]),
+                               "grad_norm": _float(m["gn"]), "max_steps": int(m["max"]), "eta": m["eta"]})
             return True
         if (m := _NAN_HEAD.match(text)) is not None:
             self.block = "nan"
@@ -274,19 +275,21 @@ class _Console:
     def _hf_dict(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         """transformers' Trainer prints each log as a Python dict (train, eval, final summary)."""
         try:
-            values = ast.literal_eval(text)
+            # Python prints a NaN or Inf loss as a bare nan / inf, which is no literal: quote, then restore
+            values = ast.literal_eval(_NONFINITE.sub(r"'\1\2__nonfinite'", text))
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return False
         if not isinstance(values, dict):
             return False
+        values = {k: float(v[: -len("__nonfinite")]) if isinstance(v, str) and v.endswith("__nonfinite") else v
+                  for k, v in values.items()}
         read = self.read
         if "loss" in values:
             self.hf_step += 1
-            read.rows["steps"].append({"rank": rank if rank is not None else 0, "step": None, "time_s": t,
-                                       "loss": _num(values.get("loss")),
-                                       "learning_rate": _num(values.get("learning_rate")),
-                                       "grad_norm": _num(values.get("grad_norm")), "epoch": _num(values.get("epoch")),
-                                       "log_index": self.hf_step})
+            read.step(number, {"rank": rank if rank is not None else 0, "step": None, "time_s": t,
+                               "loss": _num(values.get("loss")), "learning_rate": _num(values.get("learning_rate")),
+                               "grad_norm": _num(values.get("grad_norm")), "epoch": _num(values.get("epoch")),
+                               "log_index": self.hf_step})
         elif any(str(k).startswith("eval_") for k in values):
             for k, v in values.items():
                 if str(k).startswith("eval_"):

@@ -65,10 +65,10 @@ def read_trainer_state(path: Path, rank: int | None = None) -> Read:
             continue
         step = integer(entry.get("step"))
         if "loss" in entry:
-            read.rows["steps"].append({"rank": 0, "step": step, "loss": num(entry.get("loss")),
-                                       "learning_rate": num(entry.get("learning_rate")),
-                                       "grad_norm": num(entry.get("grad_norm")), "epoch": num(entry.get("epoch")),
-                                       "tokens_seen": num(entry.get("num_input_tokens_seen"))})
+            read.step(None, {"rank": 0, "step": step, "loss": num(entry.get("loss")),
+                             "learning_rate": num(entry.get("learning_rate")),
+                             "grad_norm": num(entry.get("grad_norm")), "epoch": num(entry.get("epoch")),
+                             "tokens_seen": num(entry.get("num_input_tokens_seen"))})
         elif any(str(k).startswith("eval_") for k in entry):
             for key, value in entry.items():
                 if str(key).startswith("eval_"):

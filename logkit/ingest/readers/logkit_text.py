@@ -70,7 +70,7 @@ def _message(read: Read, number: int, message: str, level: str, t: float | None,
     if (v := STEP_LINE.parse(message)) is not None:
         row = {"rank": 0, "step": v["step"], "time_s": t, "loss": v["loss"], "learning_rate": v["learning_rate"],
                "max_steps": v["max_steps"]}
-        read.rows["steps"].append(row)
+        read.step(number, row)
         read.meta.setdefault("max_steps", v["max_steps"])
         state["last_step"], state["section"] = row, None
     elif (v := METRICS_LINE.parse(message)) is not None:
