@@ -78,10 +78,16 @@ def test_nccl_tests_tables():
     assert s.diagnostics.empty
     assert s.comm.groupby("op").size().to_dict() == {"allgather": 12, "allreduce": 26}
     big = s.comm[(s.comm["op"] == "allreduce") & (s.comm["size_bytes"] == 134217728)]
-    assert big[["source", "duration_ms", "algbw_mb_s", "busbw_mb_s", "group_size"]].values.tolist() == [
-        ["out-of-place", pytest.approx(1.4702), pytest.approx(91290.0), pytest.approx(159760.0), 8],
-        ["in-place", pytest.approx(1.4689), pytest.approx(91370.0), pytest.approx(159900.0), 8]]
+    lines = (SAMPLES / "nccl_tests" / "all_reduce_all_gather_8xA100.log").read_text().splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if line.split()[:1] == ["134217728"])
+    assert big[["placement", "source", "duration_ms", "algbw_mb_s", "busbw_mb_s", "group_size"]].values.tolist() == [
+        ["out-of-place", f"all_reduce_all_gather_8xA100.log:{number}", pytest.approx(1.4702), pytest.approx(91290.0),
+         pytest.approx(159760.0), 8],
+        ["in-place", f"all_reduce_all_gather_8xA100.log:{number}", pytest.approx(1.4689), pytest.approx(91370.0),
+         pytest.approx(159900.0), 8]]
     assert [t["avg_busbw_gb_s"] for t in s.meta["nccl_tests"]] == [30.1052, 19.4761]
+    assert (s.meta["gpu_count"], s.meta["world_size"], s.meta["backend"]) == (8, 8, "nccl")
+    assert s.meta["gpus"][7] == {"index": 7, "host": "dgx-a100-07", "device": 7, "name": "NVIDIA A100-SXM4-80GB"}
 
 
 @pytest.mark.parametrize("name, fmt", [("nvidia_smi_query.csv", "nvidia_smi_csv"),

@@ -1,11 +1,12 @@
 """nccl-tests output (``all_reduce_perf`` and friends): every result table of a file -> ``comm``.
 
-Each data row gives two ``comm`` rows, out-of-place and in-place (``source``), with
+Each data row gives two ``comm`` rows, out-of-place and in-place (``placement``), with
 ``size_bytes``, ``duration_ms`` (the table's time in us / 1000), ``algbw_mb_s`` and
 ``busbw_mb_s`` (GB/s x 1000: nccl-tests' GB is 10^9 bytes, our MB 10^6), ``group_size``
 (the ranks listed under ``# Using devices``), ``op`` from the binary's name where the file
 names it (a command line, the file name), else from the table's ``redop``. The ``# Avg bus
-bandwidth`` of each table goes to ``meta["nccl_tests"]``.
+bandwidth`` of each table goes to ``meta["nccl_tests"]``; the ``# Using devices`` lines give
+``meta["gpus"]`` (rank, host, GPU name), ``gpu_count`` and ``world_size``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ OPS = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "
 _BINARY = re.compile(r"\b(?P<op>all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv|gather"
                      r"|scatter|hypercube)_perf(?:_mpi)?\b")
 _HEADER = re.compile(r"^#\s+size\s+count\s+type\b")
-_DEVICE = re.compile(r"^#\s+Rank\s+\d+ Group\s+\d+ Pid\s+\d+ on\s+(?P<host>\S+) device\s+(?P<dev>\d+)")
+_DEVICE = re.compile(r"^#\s+Rank\s+(?P<rank>\d+) Group\s+\d+ Pid\s+\d+ on\s+(?P<host>\S+) device\s+(?P<dev>\d+)"
+                     r"(?:\s+\[[^\]]*\]\s+(?P<name>.+?))?\s*$")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<bw>\S+)")
 _COMMENT = re.compile(r"^#")
 _META_LINE = re.compile(r"^(?:\$ |\s*(?:mpirun|srun|\./|/)\S*.*_perf|nccl-tests|NCCL version)")
@@ -39,6 +41,7 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> Read:
     hosts: set[str] = set()
     table = 0
     tables: list[dict] = []
+    gpus: dict[int, dict] = {}
     for number, line in enumerate(text_lines(read_bytes(read.path, read), read), start=1):
         if not line.strip():
             continue
@@ -52,6 +55,8 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> Read:
         if (d := _DEVICE.match(line)) is not None:
             group += 1
             hosts.add(d["host"])
+            gpus.setdefault(int(d["rank"]), {"index": int(d["rank"]), "host": d["host"], "device": int(d["dev"]),
+                                             "name": d["name"]})
             read.used += 1
             continue
         if _HEADER.match(line):
@@ -73,6 +78,9 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> Read:
         read.used += 1
         _row(read, number, columns, fields, op, group, table)
     read.meta["nccl_tests"] = tables
+    if gpus:
+        read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=len(gpus),
+                         backend="nccl", mode="MULTI-GPU" if len(gpus) > 1 else "SINGLE-GPU")
     return read
 
 
@@ -104,7 +112,7 @@ def _row(read: Read, number: int, columns: list[str], fields: list[str], op, gro
             "rank": None, "step": None, "op": row_op, "size_bytes": int(size),
             "duration_ms": t / 1000.0 if t is not None else None,
             "algbw_mb_s": alg * _GB if alg is not None else None, "busbw_mb_s": bus * _GB if bus is not None else None,
-            "group_size": group or None, "source": place, "origin": f"{read.path.name}:{number}",
+            "group_size": group or None, "source": f"{read.path.name}:{number}", "placement": place,
             "count": int(to_float(first.get("count", "")) or 0) or None, "dtype": first.get("type"),
             "redop": first.get("redop"), "wrong": wrong, "table": table,
         })
