@@ -26,6 +26,9 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--losses-out", default=None)
     p.add_argument("--verbosity", default="high", choices=["low", "medium", "high", "ultra"])
+    p.add_argument("--log-setting", action="append", default=[], metavar="NAME=VALUE",
+                   help="a LogSettings field, e.g. comm_log_interval=5 (repeatable)")
+    p.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP gradient bucket size (more buckets)")
     # fault injection, to see what logkit reports when a run goes wrong
     p.add_argument("--inject-nan-at", type=int, default=None, help="make the loss NaN at this step")
     p.add_argument("--fail-at", type=int, default=None, help="raise an exception at this step")
@@ -40,7 +43,13 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    accelerator = Accelerator(gradient_accumulation_steps=args.grad_accum, cpu=not torch.cuda.is_available())
+    handlers = []
+    if args.bucket_cap_mb is not None:
+        from accelerate.utils import DistributedDataParallelKwargs
+
+        handlers.append(DistributedDataParallelKwargs(bucket_cap_mb=args.bucket_cap_mb))
+    accelerator = Accelerator(gradient_accumulation_steps=args.grad_accum, cpu=not torch.cuda.is_available(),
+                              kwargs_handlers=handlers)
     n = args.steps * args.batch_size * args.grad_accum * accelerator.num_processes
     x = torch.randn(n, 32)
     y = (x @ torch.randn(32, 1)).tanh() + 0.05 * torch.randn(n, 1)
@@ -52,7 +61,7 @@ def main(argv=None) -> int:
     losses = []
     with TrainingLogger(args.log_dir, args.verbosity, accelerator=accelerator, model=model,
                         per_device_batch_size=args.batch_size, max_steps=args.steps,
-                        model_name="mlp-regression") as tlog:
+                        model_name="mlp-regression", **parse_settings(args.log_setting)) as tlog:
         batches = iter(loader)
         for n in range(1, args.steps + 1):
             if n == args.fail_at:
@@ -84,6 +93,25 @@ def main(argv=None) -> int:
     if accelerator.is_main_process:
         print(f"logkit session: {tlog.session_dir}")
     return 0
+
+
+def parse_settings(items: list[str]) -> dict:
+    """``NAME=VALUE`` pairs into LogSettings keyword arguments (ints, floats, true/false, text)."""
+    out = {}
+    for item in items:
+        name, _, text = item.partition("=")
+        value: object = text
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        else:
+            for kind in (int, float):
+                try:
+                    value = kind(text)
+                    break
+                except ValueError:
+                    pass
+        out[name.strip()] = value
+    return out
 
 
 if __name__ == "__main__":

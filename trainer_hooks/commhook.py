@@ -82,6 +82,28 @@ class CommTimer:
         return ready
 
 
+    def finish(self, step: int, wait: bool) -> tuple[list[tuple[int, int, int, float]], int]:
+        """Session end: every measurement left, as ``collect`` gives them, and how many were
+        dropped. ``wait=True`` waits for the GPU; ``wait=False`` never touches a device
+        synchronisation (a signal handler, a failing run): unfinished events are dropped."""
+        if wait:
+            return self.collect(step, wait=True), 0
+        ready = self.collect(step)
+        dropped = 0
+        while self._in_flight:  # behind an unfinished bucket: read the finished ones, drop the rest
+            item_step, index, size, start, end = self._in_flight.popleft()
+            try:
+                done = isinstance(start, float) or end.query()
+            except Exception:
+                done = False
+            if done:
+                seconds = end - start if isinstance(start, float) else start.elapsed_time(end) / 1e3
+                ready.append((item_step, index, size, seconds))
+            else:
+                dropped += 1
+        return ready, dropped
+
+
 def find_ddp(model):
     """The DistributedDataParallel wrapper holding ``model``, or None.
 

@@ -104,7 +104,10 @@ class SessionLogger:
         self._wall0 = time.time()
         self._last_step_end: float | None = None
         self._step_begin: float | None = None
-        self._pending: dict | None = None
+        self._pending: list | None = None
+        self._pending_comm: list | None = None
+        self._comm_timed = False  # the DDP hook is installed: communication records will come
+        self._render: TextRenderer | None = None
         self._max_steps: int | None = None
         self._total_batch_size: int | None = None
         self._step_time_sum = 0.0
@@ -178,6 +181,7 @@ class SessionLogger:
             render = TextRenderer(self.folder, files, s.log_interval_steps,
                                   s.comm_log_interval if s.detailed_communication_logs else 0,
                                   main_level=s.main_level, multigpu_level=s.multigpu_level)
+        self._render = render
         mirror = self.mirror_jsonl if info.is_main else None
         self._writer = RecordWriter(self.folder / files.rank_jsonl(info.rank), self.folder / files.errors_log,
                                     render, mirror_path=mirror)
@@ -275,6 +279,10 @@ class SessionLogger:
         if why is not None:
             self._emit(self._record(EventType.RESOURCE_WARNING, why, "WARNING", kind="comm_not_timed"))
             return False
+        self._comm_timed = True
+        if self._render is not None and self.settings.communication_records:
+            # multigpu.log: each Multi-GPU Step line is written with its step's Communication lines
+            self._render.comm_lines = True
         return True
 
     # -- per step ----------------------------------------------------------------------------
@@ -363,7 +371,9 @@ class SessionLogger:
         self._last_step = step
         if batch:
             self._samples += batch
-        self._emit_comm()
+        # the buckets launched since the last step end belong to this step; their records are
+        # queued right after this step's record (multigpu.log: the step line, then its syncs)
+        self._pending_comm = self.comm.collect(step) if self._comm_timed else None
         self._pending = [self._wall0 + (now - self._t0), now - self._t0, step, epoch, step_time, data_time, batch,
                          tokens, {"loss": _number(loss), "learning_rate": _number(learning_rate),
                                   "grad_norm": _number(grad_norm)}]
@@ -401,9 +411,11 @@ class SessionLogger:
         if self._writer is not None and self._builder is not None:
             self._writer.put_call(self._builder.step, *pending, self._step_time_sum / self._steps_done,
                                   self.info.local_rank if self.info else 0, layer_norms)
+        comm, self._pending_comm = self._pending_comm, None
+        if comm:
+            self._put_comm(comm)
 
-    def _emit_comm(self, wait: bool = False) -> None:
-        items = self.comm.collect(self._last_step, wait=wait)
+    def _put_comm(self, items: list) -> None:
         if items and self._writer is not None and self._builder is not None:
             now = time.perf_counter()
             self._writer.put_call(self._builder.comm, self._wall0 + (now - self._t0), now - self._t0, items,
@@ -450,32 +462,60 @@ class SessionLogger:
         ))
 
     @guarded
-    def end(self, status: str = Status.COMPLETED) -> None:
-        """Close the session on this rank: ``session_end``, then rank 0's summary."""
+    def end(self, status: str = Status.COMPLETED, *, reason: str | None = None, from_signal: bool = False) -> None:
+        """Close the session on this rank: ``session_end``, then rank 0's summary.
+
+        ``reason``: why a session that did not complete ended (written into ``session_end``).
+        ``from_signal``: called from a signal handler: nothing here may wait on the device
+        (a hung NCCL kernel would block the handler and ``session_end`` would never be written),
+        and the threads get short joins.
+        """
         if not self._started or self._ended:
             return
         self._ended = True
         self.flush_step()
-        self._emit_comm(wait=True)
+        # Only a completed run waits for the GPU to finish its last timed syncs; a failing or
+        # signalled one may have a hung collective behind those events.
+        dropped = self._end_comm(wait_device=status == Status.COMPLETED and not from_signal)
         if self._writer is not None and self._builder is not None:
             now = time.perf_counter()
             self._writer.put_call(self._builder.performance, self._wall0 + (now - self._t0), now - self._t0)
         sampler, self._sampler = self._sampler, None
         if sampler is not None:
-            sampler.stop()
+            sampler.stop(timeout=1.0 if from_signal else 5.0)
         duration = time.perf_counter() - self._t0
+        message = f"Session {self.session_id} {status} after {duration:.1f}s"
+        fields = {}
+        if reason:
+            message += f": {reason}"
+            fields["reason"] = reason
+        if dropped:
+            fields["comm_timings_dropped"] = dropped
         end = self._record(
-            EventType.SESSION_END, f"Session {self.session_id} {status} after {duration:.1f}s",
-            "INFO" if status == Status.COMPLETED else "ERROR",
+            EventType.SESSION_END, message, "INFO" if status == Status.COMPLETED else "ERROR",
             status=status, duration_s=round(duration, 6), total_steps=self._last_step, steps_logged=self._steps_done,
             final_loss=self._final_loss, training_time_s=round(self._step_time_sum, 6), samples_seen=self._samples,
+            **fields,
         )
         self._emit(end)
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.close()
+            writer.close(timeout=5.0 if from_signal else 10.0)
         if self.is_main and self.folder is not None:
             self._write_summary(end)
+
+    def _end_comm(self, wait_device: bool) -> int:
+        """The sync timings still unread: all of them (waiting for the GPU) or the ready ones;
+        returns how many were dropped unread, said in a record."""
+        if not self._comm_timed:
+            return 0
+        items, dropped = self.comm.finish(self._last_step, wait=wait_device)
+        self._put_comm(items)
+        if dropped:
+            self._emit(self._record(EventType.RESOURCE_WARNING, f"{dropped} gradient-sync timings were still on the "
+                                    "GPU at the end and were dropped unread (the session did not complete)",
+                                    "INFO", self._last_step or None, kind="comm_timings_dropped", value=dropped))
+        return dropped
 
     def _write_summary(self, end: dict) -> None:
         from trainer_hooks.summary import build_summary, summary_text

@@ -46,8 +46,13 @@ class TextRenderer:
     """Maps a record to ``(path, line)`` pairs for main, multigpu and performance logs.
 
     ``log_interval_steps``: a step line in main.log every N steps (the final step always).
-    ``comm_log_interval``: the seed-000 communication lines in multigpu.log every N steps;
-    0 turns them off (``detailed_communication_logs=False``).
+    ``comm_log_interval``: the seed-000 ``Multi-GPU Step`` line, followed by that step's
+    ``Communication`` lines, in multigpu.log every N steps; 0 turns them off
+    (``detailed_communication_logs=False``). Readers attach a Communication line to the
+    Multi-GPU Step line above it, so the two are written together: when communication
+    records come (``comm_lines``, set once the sync hook is installed), the step line is
+    written just before the first Communication line of its step (a timing read from the GPU
+    a step late still lands under its own step); otherwise with the step record.
     """
 
     def __init__(self, folder: Path, files: SessionFiles, log_interval_steps: int = 1,
@@ -59,6 +64,8 @@ class TextRenderer:
         self.log_interval_steps = max(1, int(log_interval_steps))
         self.comm_log_interval = int(comm_log_interval)
         self.process = process_name
+        self.comm_lines = False
+        self._mg_step: int | None = None  # the step of the last Multi-GPU Step line written
         # lowest level written per file (TRAINING_LOG_LEVEL / MULTIGPU_LOG_LEVEL)
         self._min_level = {self.main: LEVELS.get(main_level, 20), self.multigpu: LEVELS.get(multigpu_level, 20),
                            self.performance: 0}
@@ -125,16 +132,26 @@ class TextRenderer:
             )
             yield self.main, METRICS_LINE.format(step_duration=_num(timing.get("step_time_seconds")),
                                                  samples_per_second=_num(metrics.get("samples_per_second")))
-        if r.get("world_size", 1) > 1 and self.comm_log_interval and step % self.comm_log_interval == 0:
-            yield self._proc(self.multigpu, when, MULTIGPU_STEP.format(
-                step=step, processes=r["world_size"], local_rank=r.get("local_rank", 0), process_index=r["rank"]))
+        if r.get("world_size", 1) > 1 and not self.comm_lines and self._comm_due(step):
+            yield self._multigpu_step(r, step, when)
+
+    def _comm_due(self, step: int) -> bool:
+        return bool(self.comm_log_interval) and step % self.comm_log_interval == 0
+
+    def _multigpu_step(self, r: dict, step: int, when: datetime) -> tuple[Path, str]:
+        self._mg_step = step
+        return self._proc(self.multigpu, when, MULTIGPU_STEP.format(
+            step=step, processes=r["world_size"], local_rank=r.get("local_rank", 0), process_index=r["rank"]))
 
     def _communication(self, r: dict, when: datetime):
         step = int(r.get("step") or 0)
-        if self.comm_log_interval and step % self.comm_log_interval == 0:
-            yield self._proc(self.multigpu, when, COMMUNICATION.format(
-                op=r["op"], rank=r["rank"], size_mb=r["size_bytes"] / 1e6, duration_ms=r["duration_ms"],
-                bandwidth_mb_s=_num(r.get("algbw_mb_s"))))
+        if not self._comm_due(step):
+            return
+        if self._mg_step != step:
+            yield self._multigpu_step(r, step, when)
+        yield self._proc(self.multigpu, when, COMMUNICATION.format(
+            op=r["op"], rank=r["rank"], size_mb=r["size_bytes"] / 1e6, duration_ms=r["duration_ms"],
+            bandwidth_mb_s=_num(r.get("algbw_mb_s"))))
 
     def _performance(self, r: dict, when: datetime):
         yield self._proc(self.performance, when, PERFORMANCE.format(
