@@ -139,3 +139,26 @@ def test_import_costs():
             "print('pandas' in sys.modules, 'torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False", "False"]
+
+
+def test_without_a_batch_size_throughput_is_unknown_and_every_text_line_parses(tmp_path):
+    from trainer_hooks import TrainingLogger
+
+    with TrainingLogger(tmp_path, performance_log_steps=2, gpu_snapshot_interval=0, max_steps=5) as tlog:
+        for n in range(1, 6):
+            with tlog.step() as step:
+                time.sleep(0.005)
+                step.log(loss=1.0 / n)
+    folder, files = tlog.session_dir, SessionFiles(tlog.session_dir.name)
+    records = read_jsonl(folder / files.rank_jsonl(0))
+    times = {r["step"]: r["timing"]["step_time_seconds"] for r in records if r["type"] == "training_step_complete"}
+    perf = [r for r in records if r["type"] == "performance"]
+    assert [(p["step"], p["window_steps"]) for p in perf] == [(2, 2), (4, 2), (5, 1)]
+    for p, window in zip(perf, ([1, 2], [3, 4], [5]), strict=True):
+        assert p["throughput_samples_s"] is None and p["total_batch_size"] is None  # unknown, not 0
+        assert p["avg_step_time_s"] == pytest.approx(sum(times[s] for s in window) / len(window), abs=2e-6)
+    text = (folder / files.performance_log).read_text()
+    assert "None" not in text and "Performance |" not in text
+    for line in text.splitlines():
+        parsed = PROCESS_LINE.parse(line)
+        assert parsed and parse_message(parsed["message"]), line

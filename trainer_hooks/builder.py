@@ -27,6 +27,27 @@ def _finite(value):
     return value
 
 
+class _Window:
+    """Running sums over the steps of one performance window (constant memory: at ``low`` the
+    window is the whole run)."""
+
+    __slots__ = ("steps", "time", "samples", "unknown_batches", "batches")
+
+    def __init__(self) -> None:
+        self.steps, self.time, self.samples, self.unknown_batches = 0, 0.0, 0, 0
+        self.batches: set[int] = set()
+
+    def add(self, step_time: float, batch: int | None) -> None:
+        self.steps += 1
+        self.time += step_time
+        if batch:
+            self.samples += batch
+            if len(self.batches) < 2:  # only "one size or several" matters
+                self.batches.add(batch)
+        else:
+            self.unknown_batches += 1
+
+
 class RecordBuilder:
     """Builds step, communication and performance records for one rank's stream."""
 
@@ -38,7 +59,7 @@ class RecordBuilder:
         self.total_batch_size = total_batch_size
         self.sampler = sampler
         self.comm_stats: dict[str, list[float]] = {}
-        self._window: list[tuple[float, int]] = []
+        self._window = _Window()
         self._slow = SlowStepDetector(settings.slow_step_factor)
         self._spike = LossSpikeDetector(settings.loss_spike_factor)
         self._recent = {"loss": deque(maxlen=5), "step_time": deque(maxlen=5), "memory": deque(maxlen=5)}
@@ -102,24 +123,29 @@ class RecordBuilder:
             record["layer_grad_norms"] = layer_norms
         if step % s.step_records_every == 0 or step == self.max_steps:
             out.insert(0, record)
-        self._window.append((step_time, batch or 0))
-        if len(self._window) >= s.performance_log_steps:
+        self._window.add(step_time, batch)
+        if s.performance_log_steps and self._window.steps >= s.performance_log_steps:
             out.extend(self.performance(wall, elapsed, step))
         return out
 
     def performance(self, wall: float, elapsed: float, step: int | None = None) -> list[dict]:
-        """A ``performance`` record over the steps since the last one."""
-        window, self._window = self._window, []
-        if not window:
+        """A ``performance`` record over the steps since the last one (``performance_log_steps``
+        0: only the one at session end, over the whole run).
+
+        Throughput needs the batch size of every step in the window; without it (a
+        ``TrainingLogger`` given no batch size) both are None, never a made-up 0.
+        """
+        w, self._window = self._window, _Window()
+        if not w.steps:
             return []
-        total_time = sum(t for t, _ in window)
-        samples = sum(b for _, b in window)
+        known = w.unknown_batches == 0
+        batch = next(iter(w.batches)) if known and len(w.batches) == 1 else None
         return [self._record(
-            EventType.PERFORMANCE, f"Performance over {len(window)} steps", wall, elapsed,
-            step if step is not None else self._last_step, window_steps=len(window),
-            avg_step_time_s=round(total_time / len(window), 6),
-            throughput_samples_s=round(samples / total_time, 4) if total_time > 0 else None,
-            total_batch_size=self.total_batch_size,
+            EventType.PERFORMANCE, f"Performance over {w.steps} steps", wall, elapsed,
+            step if step is not None else self._last_step, window_steps=w.steps,
+            avg_step_time_s=round(w.time / w.steps, 6),
+            throughput_samples_s=round(w.samples / w.time, 4) if known and w.time > 0 else None,
+            total_batch_size=batch,
         )]
 
     # -- communication ------------------------------------------------------------------------

@@ -154,6 +154,9 @@ class TextRenderer:
             bandwidth_mb_s=_num(r.get("algbw_mb_s"))))
 
     def _performance(self, r: dict, when: datetime):
+        if r.get("throughput_samples_s") is None or r.get("total_batch_size") is None:
+            # seed 000's line has no way to say "unknown": the JSONL record keeps the step times
+            return
         yield self._proc(self.performance, when, PERFORMANCE.format(
             step=r["step"], avg_step_time_s=r["avg_step_time_s"], throughput_samples_s=r["throughput_samples_s"],
             total_batch_size=r["total_batch_size"]))
