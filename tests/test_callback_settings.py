@@ -4,6 +4,7 @@ and what ``ultra`` adds, on a real (single-process) transformers Trainer run."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -34,17 +35,30 @@ def _steps(log, n=6, loss=2.0):
     log.start(per_device_batch_size=2, max_steps=n)
     for step in range(1, n + 1):
         log.step_begin()
+        time.sleep(0.001)  # steps long enough for the 6-digit rounding of step times
         log.step_end(step, loss=loss / step, learning_rate=1e-3)
     log.end()
     return SessionFiles(log.session_id)
 
 
 def test_low_verbosity_keeps_milestones_only(tmp_path):
-    log = SessionLogger(tmp_path, "low", gpu_snapshot_interval=0)
-    files = _steps(log)
-    records = read_jsonl(tmp_path / log.session_id / files.rank_jsonl(0))
-    assert [r["step"] for r in records if r["type"] == "training_step_complete"] == [6]  # the last step only
-    assert all("trends" not in r for r in records)
+    # a memory threshold every machine is above: findings are still written at low
+    log = SessionLogger(tmp_path, "low", gpu_snapshot_interval=0.2, memory_high_pct=0.01)
+    files = _steps(log, n=60)
+    folder = tmp_path / log.session_id
+    records = read_jsonl(folder / files.rank_jsonl(0))
+    steps = [r for r in records if r["type"] == "training_step_complete"]
+    assert [r["step"] for r in steps] == [50, 60]  # progress every 50 steps, and the last one
+    assert all("trends" not in r and "resource_usage" not in r for r in records)
+    # no periodic performance records, no snapshots: one performance record, the final statistic
+    (perf,) = [r for r in records if r["type"] == "performance"]
+    assert perf["step"] == 60 and perf["window_steps"] == 60 and perf["total_batch_size"] == 2
+    assert perf["throughput_samples_s"] == pytest.approx(2 / perf["avg_step_time_s"], rel=1e-3)
+    assert not [r for r in records if r["type"] in ("gpu_snapshot", "communication", "batch_complete")]
+    memory = [r for r in records if r["type"] == "resource_warning" and r["kind"] == "memory_high"]
+    assert memory and all(0.01 < r["value"] <= 100 and r["threshold"] == 0.01 for r in memory)
+    text = (folder / files.performance_log).read_text()
+    assert text.count("Performance |") == 1 and text.count("Host memory usage high") == len(memory)
 
 
 def test_training_log_level_filters_main_log(tmp_path, monkeypatch):
@@ -75,7 +89,7 @@ def tiny_trainer_run(tmp_path_factory):
                                          num_attention_heads=2, num_key_value_heads=2))
     data = [{"input_ids": torch.arange(i, i + 16) % 64, "labels": torch.arange(i, i + 16) % 64} for i in range(64)]
     callback = VerboseLoggingCallback(verbosity_level="ultra", log_file=str(tmp / "verbose_training_logs.jsonl"),
-                                      log_dir=str(tmp / "logs"), gpu_snapshot_interval=0)
+                                      log_dir=str(tmp / "logs"), gpu_snapshot_interval=0.5)
     args = TrainingArguments(output_dir=str(tmp / "out"), max_steps=4, per_device_train_batch_size=2,
                              gradient_accumulation_steps=2, logging_steps=1, save_strategy="steps", save_steps=2,
                              eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=4, report_to=[],
@@ -101,8 +115,12 @@ def test_ultra_adds_layer_norms_batches_and_trainer_logs(tiny_trainer_run):
     for r in steps:
         norms = r["layer_grad_norms"]
         assert set(norms) == trainable and all(v is not None and v >= 0 for v in norms.values())
-    # one micro-batch before each optimizer step's last (gradient_accumulation_steps=2)
-    assert [r["step"] for r in records if r["type"] == "batch_complete"] == [1, 2, 3, 4]
+    # every micro-batch (gradient_accumulation_steps=2), with its duration within its step's
+    batches = [r for r in records if r["type"] == "batch_complete"]
+    assert [(r["step"], r["micro_batch"]) for r in batches] == [(s, m) for s in (1, 2, 3, 4) for m in (1, 2)]
+    for r in steps:
+        durations = [b["duration_s"] for b in batches if b["step"] == r["step"]]
+        assert all(d > 0 for d in durations) and sum(durations) <= r["timing"]["step_time_seconds"]
     logs = [r for r in records if r["type"] == "trainer_log"]
     assert {r["logs"]["loss"] for r in logs if "loss" in r["logs"]} == {r["metrics"]["loss"] for r in steps}
     assert any("train_runtime" in r["logs"] for r in logs)
@@ -135,3 +153,27 @@ def test_evaluation_checkpoint_dataset_and_model_records(tiny_trainer_run):
     (system,) = [r for r in records if r["type"] == "system_info"]
     assert system["cpu_count"] >= 1 and system["memory_total_gb"] > 0
     assert [r["epoch"] for r in records if r["type"] == "epoch_complete"]
+
+
+def test_ultra_writes_the_complete_system_state_every_step(tiny_trainer_run):
+    import psutil
+
+    _, _, records, _ = tiny_trainer_run
+    steps = [r for r in records if r["type"] == "training_step_complete"]
+    notes = [r["message"] for r in records if r["type"] == "resource_warning" and r["kind"] == "sampling_degraded"]
+    disk_here = psutil.disk_io_counters() is not None
+    sensors_here = any(e.current and e.current > 0 for v in psutil.sensors_temperatures().values() for e in v)
+    for r in steps:
+        usage = r["resource_usage"]
+        assert 0 < usage["memory"]["process_rss_gb"] < usage["memory"]["total_gb"]
+        assert usage["network"]["bytes_recv"] >= 0 and usage["network"]["bytes_sent"] >= 0
+        assert ("disk" in usage) == disk_here
+        if disk_here:
+            assert usage["disk"]["read_bytes"] > 0 and usage["disk"]["write_bytes"] > 0
+        assert ("temperatures" in usage) == sensors_here
+        if sensors_here:
+            assert usage["temperatures"]["max_c"] == max(usage["temperatures"]["sensors"].values())
+    # the I/O rates are aggregated per interval like any other metric
+    snaps = [r for r in records if r["type"] == "gpu_snapshot"]
+    assert snaps and all("recv_mb_s_max" in s["resource_usage"]["network"] for s in snaps)
+    assert ("host temperature sensors not available: not sampled" in notes) == (not sensors_here)

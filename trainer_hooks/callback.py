@@ -95,6 +95,8 @@ class LogkitCallback(TrainerCallback):
 
     @guarded
     def on_step_end(self, args, state, control, **kwargs):
+        # the step's last micro-batch (the earlier ones ended in on_substep_end)
+        self.logger.micro_batch_end()
         seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
         tokens, self._tokens_seen = seen - self._tokens_seen, seen
         # The loss of this step arrives in on_log right after: keep the record open.

@@ -122,6 +122,7 @@ class SessionLogger:
         self._nan_steps: set[int] = set()
         self._gpu_stats: dict[int, dict[str, list[float]]] = {}
         self._micro = 0
+        self._micro_end: float | None = None
         self._model = None  # for the NaN/Inf report when the loss or grad norm says so
 
     # -- plumbing ------------------------------------------------------------------------
@@ -229,39 +230,45 @@ class SessionLogger:
             from trainer_hooks.sampler import ResourceSampler
         except ImportError:
             return
-        self._sampler = ResourceSampler(interval_s=interval, on_interval=self._on_snapshot,
-                                        gpu_indices=self._local_gpus())
+        # several samples per interval, so that its mean/min/max mean something
+        self._sampler = ResourceSampler(interval_s=interval, sample_every_s=min(1.0, max(0.05, interval / 5)),
+                                        on_interval=self._on_snapshot, gpu=self._samples_gpus(),
+                                        system_state=self.settings.system_state)
         self._sampler.start()
         self._sampler_notes()
 
     def _sampler_notes(self) -> None:
-        # each degradation (no pynvml, no driver, a metric failing) is said once
-        for note in self._sampler.take_notes() if self._sampler is not None else []:
+        # each degradation (no pynvml, no driver, a metric failing) is said once; the builder
+        # keeps the sampler after end() let go of it (its last interval is delivered then)
+        sampler = self._sampler or (self._builder.sampler if self._builder is not None else None)
+        for note in sampler.take_notes() if sampler is not None else []:
             self._emit(self._record(EventType.RESOURCE_WARNING, note, "INFO", kind="sampling_degraded"))
 
-    def _local_gpus(self):
-        # each rank samples the GPU it trains on; rank 0 of a single process samples all of them
-        if self.info is None or not self.info.device.startswith("cuda"):
-            return None
-        if self.info.world_size > 1:
-            return [int(self.info.device.split(":")[1])]
-        return None
+    def _samples_gpus(self) -> bool:
+        """The local-rank-0 process of each node samples every GPU visible on its node
+        (``CUDA_VISIBLE_DEVICES`` applies, mapped to NVML by index or UUID); the other ranks
+        sample the host only. So one stream per node holds that node's ``gpu_snapshot``
+        devices, and rank 0's summary and performance.log cover the GPUs of node 0 (on several
+        nodes, each node's local rank 0 stream has its own node's)."""
+        return self.info is None or self.info.local_rank == 0
 
     def _on_snapshot(self, snapshot: dict) -> None:
-        """Sampler thread: one ``gpu_snapshot`` per interval, and the resource findings."""
-        if snapshot.get("devices"):
-            self._emit(self._record(EventType.GPU_SNAPSHOT, f"GPU snapshot ({len(snapshot['devices'])} devices)",
-                                    step=self._last_step or None, hostname=self.info.hostname if self.info else None,
-                                    **snapshot))
-            for dev in snapshot["devices"]:
-                stats = self._gpu_stats.setdefault(dev.get("index", 0), {"util": [], "util_max": [], "mem": []})
-                for key, field in (("util", "utilization_percent"), ("util_max", "utilization_percent_max"),
-                                   ("mem", "memory_usage_percent")):
-                    if dev.get(field) is not None:
-                        stats[key].append(dev[field])
-        usage = self._sampler.resource_usage() if self._sampler is not None else {}
+        """Sampler thread: one ``gpu_snapshot`` per interval (mean/min/max over it, host and
+        GPUs; ``devices: []`` where no GPU is sampled), and the findings on those means."""
+        if self.settings.snapshot_records:
+            from trainer_hooks.sampler import snapshot_message
+
+            self._emit(self._record(EventType.GPU_SNAPSHOT, snapshot_message(snapshot), step=self._last_step or None,
+                                    hostname=self.info.hostname if self.info else None, **snapshot))
+        for dev in snapshot.get("devices") or []:
+            stats = self._gpu_stats.setdefault(dev.get("index", 0), {"util": [], "util_max": [], "mem": []})
+            for key, field in (("util", "utilization_percent"), ("util_max", "utilization_percent_max"),
+                               ("mem", "memory_usage_percent")):
+                if dev.get(field) is not None:
+                    stats[key].append(dev[field])
         self._sampler_notes()
         s = self.settings
+        usage = snapshot.get("resource_usage") or {}
         for finding in resource_findings(usage, s.memory_high_pct, s.gpu_memory_high_pct, s.gpu_util_low_pct):
             self._finding(EventType.RESOURCE_WARNING, finding, self._last_step or None)
 
@@ -291,14 +298,20 @@ class SessionLogger:
         self.flush_step()
         self._step_begin = time.perf_counter()
         self._micro = 0
+        self._micro_end = None
 
     @guarded
     def micro_batch_end(self) -> None:
-        """A micro-batch of gradient accumulation is done (``batch_complete`` at ``ultra``)."""
+        """A micro-batch (forward and backward) of the current step is done (a ``batch_complete``
+        record at ``ultra``: its index in the step and its duration)."""
         self._micro += 1
         if self.settings.batch_records:
+            now = time.perf_counter()
+            since = self._micro_end if self._micro_end is not None else self._step_begin
+            self._micro_end = now
             self._emit(self._record("batch_complete", f"Micro-batch {self._micro} of step {self._last_step + 1}",
-                                    "DEBUG", self._last_step + 1, micro_batch=self._micro))
+                                    "DEBUG", self._last_step + 1, micro_batch=self._micro,
+                                    duration_s=round(now - since, 6) if since is not None else None))
 
     @guarded
     def check_gradients(self, model, step: int | None = None) -> bool:

@@ -103,6 +103,11 @@ class TrainingLogger:
         self.logger.step_end(self.global_step, epoch=epoch, loss=loss, learning_rate=learning_rate,
                              grad_norm=grad_norm, tokens=tokens)
 
+    def micro_batch_end(self) -> None:
+        """After each micro-batch's backward (gradient accumulation): a ``batch_complete``
+        record at ``ultra``, with its index in the step and its duration."""
+        self.logger.micro_batch_end()
+
     def check_gradients(self) -> bool:
         """Between backward and ``optimizer.step()``: NaN/Inf in any gradient gives a
         ``nan_detected`` report with a tensor dump; at ``ultra``, per-layer gradient norms.

@@ -69,6 +69,23 @@ HOST_METRICS: dict[str, tuple[Metric, ...]] = {
         Metric("total_gb", "host memory total", "GB", aggregate=False),
         Metric("process_rss_gb", "resident memory of the sampled process tree", "GB"),
     ),
+    # ``system_state`` only (verbosity ultra): I/O rates, psutil's counters, host temperatures
+    "disk": (
+        Metric("read_mb_s", "disk read throughput (all disks)", "MB/s"),
+        Metric("write_mb_s", "disk write throughput (all disks)", "MB/s"),
+        Metric("read_bytes", "bytes read since boot (psutil counter)", "bytes", aggregate=False),
+        Metric("write_bytes", "bytes written since boot (psutil counter)", "bytes", aggregate=False),
+    ),
+    "network": (
+        Metric("recv_mb_s", "network receive throughput (all interfaces)", "MB/s"),
+        Metric("sent_mb_s", "network send throughput (all interfaces)", "MB/s"),
+        Metric("bytes_recv", "bytes received since boot (psutil counter)", "bytes", aggregate=False),
+        Metric("bytes_sent", "bytes sent since boot (psutil counter)", "bytes", aggregate=False),
+    ),
+    "temperatures": (
+        Metric("max_c", "hottest host sensor", "°C"),
+        Metric("sensors", "every host sensor, '<chip>/<label>': °C", "°C", aggregate=False),
+    ),
 }
 
 # Per-GPU metrics (the ``gpu_snapshot`` device keys of LOG_FORMATS.md, plus links).
@@ -98,8 +115,11 @@ class _Acc:
     def __init__(self) -> None:
         self.n, self.total, self.lo, self.hi, self.last = 0, 0.0, math.inf, -math.inf, None
 
-    def add(self, value) -> None:
+    def add(self, value, aggregate: bool = True) -> None:
         if value is None:
+            return
+        if not aggregate:  # a constant, a counter or a dict: kept as sampled
+            self.last = value
             return
         raw, value = value, float(value)
         if math.isnan(value):
@@ -135,6 +155,7 @@ class IntervalStats:
         self.first_t: float | None = None
         self.last_t: float | None = None
         self._host = {g: {m.attr: _Acc() for m in ms} for g, ms in HOST_METRICS.items()}
+        self._groups: set[str] = set()  # host groups the samples had (disk/network/... only at ultra)
         self._gpu: dict[int, dict[str, _Acc]] = {}
         self._ids: dict[int, dict] = {}
 
@@ -144,9 +165,12 @@ class IntervalStats:
             self.first_t = t if self.first_t is None else self.first_t
             self.last_t = t
         for group, metrics in HOST_METRICS.items():
-            values = sample.get(group) or {}
+            values = sample.get(group)
+            if values is None:
+                continue
+            self._groups.add(group)
             for m in metrics:
-                self._host[group][m.attr].add(values.get(m.attr))
+                self._host[group][m.attr].add(values.get(m.attr), m.aggregate)
         for dev in (sample.get("gpu") or {}).get("devices") or []:
             index = dev.get("index")
             accs = self._gpu.setdefault(index, {m.attr: _Acc() for m in GPU_METRICS})
@@ -166,6 +190,8 @@ class IntervalStats:
     def host(self) -> dict:
         out: dict[str, dict] = {}
         for group, metrics in HOST_METRICS.items():
+            if group not in self._groups and group not in ("cpu", "memory"):
+                continue
             out[group] = {}
             for m in metrics:
                 self._host[group][m.attr].put(out[group], m.attr, m.aggregate)
@@ -208,12 +234,15 @@ def _pct(value) -> str:
 class _HostProbe:
     """psutil readings; a process tree (``pid`` and its children) for RSS and CPU share."""
 
-    def __init__(self, pid: int | None, children: bool) -> None:
+    def __init__(self, pid: int | None, children: bool, system_state: bool = False) -> None:
         import psutil
 
         self.psutil = psutil
         self.pid = os.getpid() if pid is None else pid
         self.children = children
+        self.system_state = system_state
+        self.notes: list[str] = []
+        self._io_prev: dict[str, tuple[float, object]] = {}
         self._procs: dict[int, object] = {}
         # Our own reference point: psutil.cpu_percent(None) shares one with every other caller
         # in the process (the emitter's system info, a user's code), which skews it.
@@ -257,8 +286,47 @@ class _HostProbe:
             "memory": {"usage_percent": vm.percent, "used_gb": round(vm.used / GB, 4),
                        "available_gb": round(vm.available / GB, 4), "total_gb": round(vm.total / GB, 4),
                        "process_rss_gb": round(rss / GB, 4)},
+            **(self._system_state() if self.system_state else {}),
         }
 
+    def _system_state(self) -> dict:
+        """Disk and network I/O (psutil's counters and the rates since the previous sample) and
+        host temperatures; a group psutil cannot give here is left out and said once."""
+        ps, out, now = self.psutil, {}, time.monotonic()
+        for group, read, keys in (("disk", ps.disk_io_counters, ("read_bytes", "write_bytes")),
+                                  ("network", ps.net_io_counters, ("bytes_recv", "bytes_sent"))):
+            try:
+                counters = read()
+            except Exception:
+                counters = None
+            if counters is None:  # e.g. a container without /proc/diskstats
+                self._say(f"host {group} I/O counters not available: not sampled")
+                continue
+            values = {k: getattr(counters, k) for k in keys}
+            prev, self._io_prev[group] = self._io_prev.get(group), (now, values)
+            rates = [None, None]
+            if prev is not None and now > prev[0]:
+                rates = [round(max(0, values[k] - prev[1][k]) / MB / (now - prev[0]), 4) for k in keys]
+            names = ("read_mb_s", "write_mb_s") if group == "disk" else ("recv_mb_s", "sent_mb_s")
+            out[group] = {names[0]: rates[0], names[1]: rates[1], **values}
+        try:
+            sensors = ps.sensors_temperatures() if hasattr(ps, "sensors_temperatures") else {}
+        except Exception:
+            sensors = {}
+        readings = {}
+        for chip, entries in (sensors or {}).items():
+            for i, entry in enumerate(entries):
+                if entry.current is not None and entry.current > 0:
+                    readings[f"{chip}/{entry.label or i}"] = round(float(entry.current), 1)
+        if readings:
+            out["temperatures"] = {"max_c": max(readings.values()), "sensors": readings}
+        else:
+            self._say("host temperature sensors not available: not sampled")
+        return out
+
+    def _say(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
 
     def _cpu_percent(self) -> float | None:
         """Busy share of all cores since the previous sample; None when no tick has passed."""
@@ -493,6 +561,8 @@ class ResourceSampler:
     ``pcie``/``nvlink``: link throughput (PCIe readings cost ~20 ms each inside NVML).
     ``gpu_indices`` and the output ``index`` are CUDA ordinals (``CUDA_VISIBLE_DEVICES``
     applies, as for torch); ``nvml_index`` is the physical one.
+    ``system_state``: also disk and network I/O (rates and psutil's counters) and host
+    temperatures, groups ``disk``, ``network``, ``temperatures`` (verbosity ``ultra``).
     ``history``: how many raw samples ``recent()`` keeps (for trends).
 
     ``notes`` lists, once each, what degraded (GPU metrics off and why, a metric failing);
@@ -511,6 +581,7 @@ class ResourceSampler:
         gpu_indices: list[int] | None = None,
         pcie: bool = True,
         nvlink: bool = True,
+        system_state: bool = False,
         history: int = 600,
     ) -> None:
         if sample_every_s <= 0:
@@ -522,6 +593,7 @@ class ResourceSampler:
         self.on_interval = on_interval
         self._pid, self._children = pid, children
         self._want_gpu, self._gpu_indices, self._pcie, self._nvlink = gpu, gpu_indices, pcie, nvlink
+        self._system_state = system_state
         self.notes: list[str] = []
         self._notes_taken = 0
         self.gpu_available: bool | None = None  # known once start() or sample_once() ran
@@ -629,6 +701,8 @@ class ResourceSampler:
         if self._host is not None:
             try:
                 sample.update(self._host.sample())
+                for note in self._host.notes:
+                    self._note(note)
             except Exception as exc:
                 self._note(f"host sampling failed: {type(exc).__name__}: {exc}")
         devices: list = []
@@ -655,7 +729,7 @@ class ResourceSampler:
             return
         self._probes_ready = True
         try:
-            self._host = _HostProbe(self._pid, self._children)
+            self._host = _HostProbe(self._pid, self._children, self._system_state)
         except Exception as exc:  # psutil missing or the process gone: GPU metrics may still come
             self._note(f"host metrics off: {type(exc).__name__}: {exc}")
         if not self._want_gpu:

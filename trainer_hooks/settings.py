@@ -15,9 +15,14 @@ LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "WARN": 30, "ERROR": 40, "CRIT
 class LogSettings:
     """Every knob of the emitter. Defaults come from the verbosity level.
 
-    log_interval_steps: a step line in main.log (and, at ``low``, a step record) every N steps.
-    performance_log_steps: a ``performance`` record over the last N steps.
-    gpu_snapshot_interval: seconds between ``gpu_snapshot`` records (0: no sampler).
+    log_interval_steps: a step line in main.log every N steps (the final step always).
+    performance_log_steps: a ``performance`` record over the last N steps; 0: only one, at
+        session end, over the whole run (``low``: a final statistic, not a periodic record).
+    gpu_snapshot_interval: seconds between two closes of the resource sampler's interval
+        (0: no sampler, hence no resource findings either).
+    snapshot_records: write each interval as a ``gpu_snapshot`` record (mean/min/max of host
+        and GPU metrics; ``devices: []`` without a GPU). Off at ``low``, where the sampler still
+        runs for the findings (memory high, GPU utilization low, ...) and the summary.
     resource_usage_steps: attach ``resource_usage`` to every Nth step record (0: never).
     step_records_every: write a ``training_step_complete`` every N steps.
     communication_records: one ``communication`` record per bucket (else summary totals only).
@@ -31,6 +36,8 @@ class LogSettings:
         the optimizer step (after clipping: what the optimizer uses).
     trainer_logs: every trainer log as a ``trainer_log`` record (``ultra``).
     batch_records: a ``batch_complete`` record per micro-batch (``ultra``).
+    system_state: the sampler also reads disk and network I/O and host temperatures, so every
+        step's ``resource_usage`` carries them (``ultra``: seed 004's complete system state).
     main_level / multigpu_level: lowest level written to main.log / multigpu.log
         (``TRAINING_LOG_LEVEL`` / ``MULTIGPU_LOG_LEVEL``; DEBUG in multigpu.log logs every sync).
     """
@@ -39,6 +46,7 @@ class LogSettings:
     log_interval_steps: int = 1
     performance_log_steps: int = 10
     gpu_snapshot_interval: float = 10.0
+    snapshot_records: bool = True
     resource_usage_steps: int = 1
     step_records_every: int = 1
     communication_records: bool = True
@@ -49,6 +57,7 @@ class LogSettings:
     layer_grad_norms: bool = False
     trainer_logs: bool = False
     batch_records: bool = False
+    system_state: bool = False
     stop_on_nan: bool = False
     main_level: str = "INFO"
     multigpu_level: str = "INFO"
@@ -62,8 +71,9 @@ class LogSettings:
 
 
 VERBOSITY_LEVELS: dict[str, dict] = {
-    # milestones only: start/end, epochs, saves, final statistics, and a step now and then
-    "low": dict(log_interval_steps=50, performance_log_steps=100, gpu_snapshot_interval=60.0,
+    # milestones only: start/end, epochs, saves, final statistics (one performance record at
+    # the end), progress every 50 steps; findings (warnings) are still written
+    "low": dict(log_interval_steps=50, performance_log_steps=0, gpu_snapshot_interval=60.0, snapshot_records=False,
                 resource_usage_steps=0, step_records_every=50, communication_records=False,
                 detailed_communication_logs=False, trends=False),
     # resource usage every 5 steps, performance records, basic trends
@@ -71,9 +81,10 @@ VERBOSITY_LEVELS: dict[str, dict] = {
                    resource_usage_steps=5, comm_log_interval=50),
     # every step, resource usage each step, trends, warnings, detailed timing (default)
     "high": dict(),
-    # everything: batch-level records, every trainer log, per-layer gradient norms
+    # everything: batch-level records, every trainer log, per-layer gradient norms, and the
+    # complete system state (disk/network I/O, host temperatures) in every step's resource usage
     "ultra": dict(gpu_snapshot_interval=5.0, comm_log_interval=1, grad_check=True, layer_grad_norms=True,
-                  trainer_logs=True, batch_records=True),
+                  trainer_logs=True, batch_records=True, system_state=True),
 }
 
 
