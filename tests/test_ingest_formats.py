@@ -223,49 +223,6 @@ def test_no_input_crashes_a_json_reader(fmt, data):
         read_file(path, fmt)
 
 
-@pytest.mark.parametrize("path", sorted(str(p) for p in SAMPLES.rglob("*.log")))
-def test_vectorised_text_reading_equals_the_per_line_loop(path, monkeypatch):
-    from logkit.ingest.readers import logkit_text
-
-    monkeypatch.setattr(logkit_text, "VECTOR_MIN_LINES", 0)
-    fast = logkit_text.read_logkit_text(Path(path))
-    monkeypatch.setattr(logkit_text, "VECTOR_MIN_LINES", 10**12)
-    slow = logkit_text.read_logkit_text(Path(path))
-    # repr: a NaN read twice is two float objects that never compare equal
-    assert repr((fast.rows, fast.meta, fast.diagnostics, fast.lines, fast.used)) == \
-        repr((slow.rows, slow.meta, slow.diagnostics, slow.lines, slow.used))
-
-
-def test_vectorised_text_reading_of_odd_lines(tmp_path, monkeypatch):
-    from logkit.ingest.readers import logkit_text
-
-    lines = ["14:30:22 | INFO  | Session ID: s", "23:59:59 | INFO  | World size: 4",
-             "Step    1/10 ( 10.0%) | Loss: nan | LR: 1.00e-04 | Speed: 2.5 steps/s | ETA: 6.3min",
-             "  └─ Metrics: step_duration: 0.400, samples_per_second: 5.0",
-             "📊 EVALUATION RESULTS:", "  • eval_loss: 1.8765", "  • eval_acc: x",
-             "00:00:01 | WARNING | wrapped past midnight", "99:99:99 | INFO  | bad clock",
-             "2024-12-06 14:30:45 | INFO     | MainProcess  | Multi-GPU Step 20 | Processes: 2 | Local rank: 0 | "
-             "Process index: 0",
-             "2024-12-06 14:30:45 | INFO     | MainProcess  | Communication | allreduce | Size: 45.67MB | "
-             "Bandwidth: 3701.46MB/s",
-             "2024-13-45 14:30:45 | INFO     | MainProcess  | Communication | gradient_sync | Rank 1 | Size: 1.5MB | "
-             "Duration: 2.00ms | Bandwidth: 750.00MB/s",
-             "2024-12-06 14:32:15 | INFO     | MainProcess  | Performance | Step 100 | Avg step time: 0.380s | "
-             "Throughput: 10.5 samples/s | Total batch size: 4",
-             "2024-12-06 14:32:15 | WARNING  | MainProcess  | GPU 1 utilization low: 45.2%", "", "   ",
-             "garbage | line", "Step 2/10 | Loss: broken"]
-    path = tmp_path / "training_20241206_143022_main.log"
-    path.write_text("\n".join(lines * 3) + "\n", encoding="utf-8")
-    monkeypatch.setattr(logkit_text, "VECTOR_MIN_LINES", 0)
-    fast = logkit_text.read_logkit_text(path)
-    monkeypatch.setattr(logkit_text, "VECTOR_MIN_LINES", 10**12)
-    slow = logkit_text.read_logkit_text(path)
-    assert fast.rows["comm"] and fast.rows["evals"] and fast.diagnostics
-    # repr: a NaN read twice is two float objects that never compare equal
-    assert repr((fast.rows, fast.meta, fast.diagnostics, fast.lines, fast.used)) == \
-        repr((slow.rows, slow.meta, slow.diagnostics, slow.lines, slow.used))
-
-
 def test_a_pipeline_run_folder_and_the_session_inside_it_are_one_session(tmp_path):
     """seed 002's pipeline writes sessions/v1/{single_gpu,multi_gpu}/ with results.json and
     trainer_state.json beside logs/<id>/: two runs, not four sessions."""

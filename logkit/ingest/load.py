@@ -9,7 +9,7 @@ import pandas as pd
 
 from logkit.ingest.arrow_jsonl import FRAMES, read_fast
 from logkit.ingest.discover import SessionSource, discover, source_for_file, sources_in_folder
-from logkit.ingest.frame_builder import FrameBuilder
+from logkit.ingest.frame_builder import FrameBuilder, arrow_frame
 from logkit.ingest.jsonl import diagnostic, read_jsonl
 from logkit.ingest.readers.base import Read
 from logkit.ingest.records import FrameRows, integer, num, text
@@ -124,19 +124,24 @@ def _stamp(value) -> float | None:
 def _shift_times(reads: list[Read], start: float | None) -> float | None:
     """Absolute times (``time_base == "epoch"``) become seconds since the session's start: the
     start time our records name, else the earliest time any file gives."""
-    stamps = [r.get("time_s") for read in reads if read.time_base == "epoch"
-              for rows in read.rows.values() for r in rows]
-    stamps = [t for t in stamps if isinstance(t, (int, float))]
+    import pyarrow.compute as pc
+
+    epoch_reads = [read for read in reads if read.time_base == "epoch"]
+    stamps = [r.get("time_s") for read in epoch_reads for rows in read.rows.values() for r in rows]
+    stamps = [t for t in stamps if isinstance(t, (int, float)) and t == t]
+    stamps += [m for read in epoch_reads for table in read.tables.values()
+               if (m := pc.min(table["time_s"], skip_nulls=True).as_py()) is not None and m == m]
     if not stamps:
         return start
     t0 = start if start is not None else min(stamps)
-    for read in reads:
-        if read.time_base != "epoch":
-            continue
+    for read in epoch_reads:
         for rows in read.rows.values():
             for r in rows:
                 t = r.get("time_s")
                 r["time_s"] = t - t0 if isinstance(t, (int, float)) else None
+        for name, table in read.tables.items():
+            i = table.schema.get_field_index("time_s")
+            read.tables[name] = table.set_column(i, "time_s", pc.subtract(table["time_s"], t0))
     return t0
 
 
@@ -221,6 +226,7 @@ def build_session(source: SessionSource) -> Session:
 
     _companion_meta(source, meta)
     reads = _read_extras(source, skip_text=bool(source.rank_files))
+    tables: dict[str, list] = {name: [] for name in rows.rows}  # the column readers' rows
     if reads:
         if not by_rank and meta.get("status") == "incomplete":
             meta["status"] = None  # no streams: "incomplete" would only say that none were found
@@ -231,6 +237,8 @@ def build_session(source: SessionSource) -> Session:
             formats.append(read.format)
             for name, frame_rows in read.rows.items():
                 rows.rows[name].extend(frame_rows)
+            for name, table in read.tables.items():
+                tables[name].append(table)
             for key, value in read.meta.items():
                 if key in _META_KEYS or key not in meta:
                     if meta.get(key) in (None, [], {}) and value not in (None, [], {}):
@@ -258,6 +266,8 @@ def build_session(source: SessionSource) -> Session:
     for name, frame_rows in rows.rows.items():
         if frame_rows:
             pieces[name].append(frame_rows)
+        if tables[name]:
+            pieces[name].append(arrow_frame(name, tables[name]))
     frames = {name: _assemble(name, parts, extra_columns=bool(reads)) for name, parts in pieces.items()}
     if reads:
         # Lines out of time order (several captures, clocks of several hosts): sort by time, stable.

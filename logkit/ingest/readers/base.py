@@ -30,7 +30,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 class Read:
     """One file's contribution to a session.
 
-    ``rows`` maps a frame name to row dicts (or ``frames`` holds frames already built);
+    ``rows`` maps a frame name to row dicts, ``tables`` to an arrow table of more rows (a
+    reader that reads by columns; the table's rows follow the dicts');
     ``time_base`` says what ``time_s`` in the rows means: ``"elapsed"`` (seconds since the
     rank started, as our JSONL) or ``"epoch"`` (absolute POSIX seconds, shifted to the
     session start when the session is built). ``lines``/``used`` count the non-blank lines
@@ -40,7 +41,7 @@ class Read:
     path: Path
     format: str
     rows: dict[str, list[dict]] = field(default_factory=lambda: {k: [] for k in FRAMES})
-    frames: dict = field(default_factory=dict)
+    tables: dict = field(default_factory=dict)
     diagnostics: list[dict] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     time_base: str = "epoch"
