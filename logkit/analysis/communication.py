@@ -1,56 +1,135 @@
-"""Communication: per session, rank and operation, how much moved, how fast, and against what peak.
+"""Communication: per session, rank and operation, how much moved, how fast, and against what peak;
+and, for nccl-tests output, per op the bandwidth at the largest message size.
 
 Definitions (``COMMUNICATION_DEFINITIONS``):
 
 - ``count``: records of the op on the rank; ``total_bytes`` / ``mean_bytes``: sum / mean of
   size_bytes (MB in renderers = 10^6 bytes).
 - ``p50_ms / p95_ms``: median / 95th percentile of duration_ms.
-- ``algbw_mb_s / busbw_mb_s``: medians over the records of the logged algbw / busbw (MB/s, SI;
-  busbw = algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter).
-- ``sync_share_of_step_time``: sum of the op's duration / sum of step_time_s of the rank (of the
-  lowest rank when the rank logged no steps). Gradient buckets overlap the backward pass, so
-  this is an upper bound of the communication time the step actually waits for.
-- ``link`` / ``peak_busbw_gb_s``: from ``peaks.COMMUNICATION_PEAKS`` by GPU model (gloo on CPU:
-  no peak; several hosts: the network, no peak); ``pct_of_peak`` = busbw / peak x 100.
-- ``latency_bound``: mean message < alpha x peak, the size at which the link's alpha-beta
-  model reaches half its peak; <NA> without a reference link.
+- ``algbw_mb_s / busbw_mb_s``: medians over the records of algbw / busbw (MB/s, SI). A record
+  without algbw gets size / duration; a record without busbw gets algbw x the bus factor of its
+  op and the number of ranks n in the collective (group_size, else the session's world size):
+  2(n-1)/n for all-reduce (gradient_sync is one), (n-1)/n for all-gather, reduce-scatter and
+  all-to-all, 1 for broadcast, reduce and send/recv; ``busbw_from`` says which.
+- ``sync_share_of_step_time``: over the steps that logged both this op and a step time on the
+  rank (the lowest rank's step time for a rank without step rows): sum of the op's durations /
+  sum of those steps' step_time_s (the time-weighted mean of the per-step shares);
+  ``matched_steps`` says how many. Gradient buckets overlap the backward pass, so this is an
+  upper bound of the communication time the step actually waits for.
+- ``link`` / ``peak_busbw_gb_s``: from ``peaks.COMMUNICATION_PEAKS`` by GPU model (gloo: no peak,
+  it does not use the GPUs' link; CPU runs: no peak; several hosts: the network, no peak);
+  ``pct_of_peak`` = busbw / peak x 100.
+- ``verdict``: from the message size AND the bandwidth against the peak: ``bandwidth-bound``
+  when busbw >= ``NEAR_PEAK`` of the peak (the link is the limit); ``latency-bound`` when the
+  mean message is smaller than ``half_peak_bytes`` (alpha x peak, where the link's alpha-beta
+  model reaches half its peak) and busbw is below ``NEAR_PEAK``; ``below peak`` when messages are
+  large but busbw is well below the peak (topology, PCIe, NCCL settings); ``no reference`` or
+  ``unknown`` without a peak or a bandwidth. ``latency_bound`` is verdict == latency-bound.
+- ``summary_count`` / ``summary_total_bytes``: the run's own totals per op (summary.json) where
+  the log lines are a sample of the operations (``sampled``).
+- nccl-tests (``nccl_tests_table``): per op and placement (out-of-place / in-place), the busbw at
+  the largest message size of the sweep, the smallest size where busbw first reaches 80% of the
+  sweep's maximum, nccl-tests' own "# Avg bus bandwidth" (the mean over every size of the table),
+  and busbw at the largest size / the link's peak. A median over a size sweep means nothing.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
-from logkit.analysis.peaks import COMMUNICATION_PEAKS, CPU_LINK, half_peak_bytes, link_for
+from logkit.analysis.groups import session_kind
+from logkit.analysis.peaks import COMMUNICATION_PEAKS, CPU_LINK, GLOO_LINK, half_peak_bytes, link_for
 from logkit.analysis.performance import gpu_model
 
-__all__ = ["COMMUNICATION_DEFINITIONS", "COMM_COLUMNS", "SYNC_OPS", "session_link", "communication_table",
-           "communication_peaks"]
+__all__ = ["COMMUNICATION_DEFINITIONS", "COMM_COLUMNS", "NCCL_TESTS_COLUMNS", "SYNC_OPS", "NEAR_PEAK", "bus_factor",
+           "session_link", "communication_table", "communication_peaks", "nccl_tests_table", "verdict"]
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")
+NEAR_PEAK = 0.60  # busbw at or above 60% of the link's peak: bandwidth-bound
+REACH = 0.80  # nccl-tests: the size at which busbw first reaches 80% of the sweep's max
 COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes", "p50_ms", "p95_ms",
-                "algbw_mb_s", "busbw_mb_s", "total_ms", "sync_share_of_step_time", "group_size", "timing_source",
-                "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes", "latency_bound", "note"]
+                "algbw_mb_s", "busbw_mb_s", "busbw_from", "total_ms", "sync_share_of_step_time", "matched_steps",
+                "group_size", "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes",
+                "latency_bound", "verdict", "note", "sampled", "summary_count", "summary_total_bytes",
+                "summary_mean_bytes", "sources"]
+NCCL_TESTS_COLUMNS = ["session_id", "op", "placement", "group_size", "sizes", "min_bytes", "max_bytes",
+                      "busbw_at_max_size_gb_s", "algbw_at_max_size_gb_s", "time_at_max_size_us",
+                      "max_busbw_gb_s", "size_at_80pct_bytes", "avg_busbw_gb_s", "link", "peak_busbw_gb_s",
+                      "pct_of_peak", "verdict", "note", "source"]
+
+_ALL_REDUCE = {"gradient_sync", "allreduce", "all_reduce"}
+_N_MINUS_1 = {"allgather", "all_gather", "reduce_scatter", "reducescatter", "alltoall", "all_to_all"}
+_ONE = {"broadcast", "reduce", "sendrecv", "send_recv", "hypercube"}
 
 COMMUNICATION_DEFINITIONS: dict[str, str] = {
     "count": "communication records of that op on that rank",
     "total_bytes / mean_bytes": "sum / mean of size_bytes per op on the rank; MB = 10^6 bytes",
     "p50_ms / p95_ms": "median / 95th percentile of duration_ms",
     "algbw_mb_s": "median over records of bytes moved by one rank / duration (MB/s, SI)",
-    "busbw_mb_s": "median over records of algbw x 2(n-1)/n (all-reduce), (n-1)/n (all-gather, "
-                  "reduce-scatter), 1 (broadcast, reduce)",
-    "sync_share_of_step_time": "sum of the op's duration / sum of step_time_s on that rank; gradient "
-                               "buckets overlap backward compute, so this is an upper bound of exposed "
-                               "communication",
+    "busbw_mb_s": "median over records of algbw x 2(n-1)/n (all-reduce, gradient_sync), (n-1)/n (all-gather, "
+                  "reduce-scatter, all-to-all), 1 (broadcast, reduce); derived from algbw where not logged "
+                  "(busbw_from), n = ranks in the collective",
+    "sync_share_of_step_time": "over steps with both this op and a step time on the rank: sum of the op's "
+                               "durations / sum of those steps' step_time_s; gradient buckets overlap backward "
+                               "compute, so this is an upper bound of exposed communication",
     "pct_of_peak": "busbw / the link's reference peak bus bandwidth x 100 (peaks.COMMUNICATION_PEAKS)",
-    "latency_bound": "mean message smaller than alpha x peak, where the link's alpha-beta model "
-                     "t(m) = alpha + m / peak reaches half of peak bandwidth",
+    "latency_bound": "mean message smaller than alpha x peak (where the link's alpha-beta model "
+                     "t(m) = alpha + m / peak reaches half of peak) and busbw below "
+                     f"{NEAR_PEAK:.0%} of peak",
+    "verdict": f"bandwidth-bound: busbw >= {NEAR_PEAK:.0%} of the link's peak; latency-bound: small messages "
+               "(< alpha x peak) and below that; below peak: large messages yet below that (topology, PCIe, "
+               "NCCL settings); no reference: no peak for this link (gloo, CPU, several hosts)",
+    "summary_count": "the run's own count of the op (summary.json) where the log lines sample the operations",
+    "busbw_at_max_size_gb_s": "nccl-tests: busbw (GB/s) at the largest message size of the sweep",
+    "size_at_80pct_bytes": f"nccl-tests: the smallest message size at which busbw reaches {REACH:.0%} of the "
+                           "sweep's maximum",
+    "avg_busbw_gb_s": "nccl-tests' own '# Avg bus bandwidth': the mean busbw over every size of its table "
+                      "(small sizes included, so far below the large-message figure)",
 }
 
 
+def bus_factor(op: str | None, n: int | float | None) -> float | None:
+    """The busbw / algbw factor of ``op`` over ``n`` ranks (nccl-tests' definitions), or None."""
+    if op is None or n is None or not n or n != n:
+        return None
+    name = str(op).lower()
+    if name in _ALL_REDUCE:
+        return 2 * (n - 1) / n
+    if name in _N_MINUS_1:
+        return (n - 1) / n
+    if name in _ONE:
+        return 1.0
+    return None
+
+
+def _factor_array(op: str, n: np.ndarray) -> np.ndarray:
+    """``bus_factor`` over an array of rank counts (NaN where n is unknown or the op has no factor)."""
+    n = np.where(n > 0, n, np.nan)
+    name = str(op).lower()
+    if name in _ALL_REDUCE:
+        return 2 * (n - 1) / n
+    if name in _N_MINUS_1:
+        return (n - 1) / n
+    if name in _ONE:
+        return np.where(np.isnan(n), np.nan, 1.0)
+    return np.full(len(n), np.nan)
+
+
+def _factor_text(op: str, n: int) -> str:
+    name = str(op).lower()
+    if name in _ALL_REDUCE:
+        return f"2(n-1)/n = {2 * (n - 1) / n:g}"
+    if name in _N_MINUS_1:
+        return f"(n-1)/n = {(n - 1) / n:g}"
+    return "1"
+
+
 def session_link(session) -> dict | None:
-    """The reference link of ``session``: a ``COMMUNICATION_PEAKS`` row, ``CPU_LINK``, an inter-node
-    row without a peak (several hosts in nccl_init events), or None (GPU model unknown)."""
+    """The reference link of ``session``: a ``COMMUNICATION_PEAKS`` row, ``CPU_LINK``, ``GLOO_LINK``,
+    an inter-node row without a peak (several hosts in nccl_init events), or None (GPU model unknown)."""
     ev = session.events
     if not ev.empty and "host" in ev.columns:
         hosts = ev.loc[ev["kind"] == "nccl_init", "host"].dropna().unique()
@@ -62,50 +141,136 @@ def session_link(session) -> dict | None:
     meta = session.meta
     mode = str(meta.get("mode") or "").upper()
     name = gpu_model(session)
-    cpu = mode in ("CPU", "MULTI-CPU") or (not name and str(meta.get("backend") or "").lower() == "gloo")
-    return link_for(name, meta.get("backend"), cpu=cpu)
+    backend = str(meta.get("backend") or "").lower()
+    cpu = mode in ("CPU", "MULTI-CPU") or (not name and backend == "gloo")
+    return link_for(name, backend or None, cpu=cpu)
+
+
+def verdict(mean_bytes, busbw_mb_s, link: dict | None) -> tuple[str, str]:
+    """(verdict, note) for one op: see the module doc."""
+    if busbw_mb_s is None or busbw_mb_s != busbw_mb_s:
+        return "unknown", "no bus bandwidth logged or derivable (size, duration or ranks missing)"
+    if link is None:
+        return "unknown", "GPU model unknown: no reference peak"
+    peak = link.get("peak_busbw_gb_s")
+    if peak is None:
+        return "no reference", link["source"]
+    pct = busbw_mb_s / (peak * 1000.0) * 100.0
+    half = half_peak_bytes(link)
+    size = "" if mean_bytes is None or mean_bytes != mean_bytes else f" at {mean_bytes / 1e6:.3g} MB messages"
+    if pct >= NEAR_PEAK * 100:
+        return "bandwidth-bound", (f"bandwidth-bound: {pct:.0f}% of the {link['link']} peak of {peak:g} GB/s"
+                                   f"{size}: the link is the limit")
+    if half and mean_bytes is not None and mean_bytes == mean_bytes and mean_bytes < half:
+        return "latency-bound", (f"latency-bound: mean message {mean_bytes / 1e6:.3g} MB < {half / 1e6:.3g} MB needed "
+                                 f"for half of the {link['link']} peak, and {pct:.1f}% of its {peak:g} GB/s: "
+                                 "per-call latency dominates")
+    return "below peak", (f"below peak at large messages: {pct:.1f}% of the {link['link']} peak of {peak:g} GB/s"
+                          f"{size}: check the topology (nvidia-smi topo -m), PCIe generation and width, "
+                          "peer-to-peer access and NCCL settings (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE, NCCL_ALGO)")
 
 
 def _empty() -> pd.DataFrame:
     return pd.DataFrame(columns=COMM_COLUMNS)
 
 
+def _group_n(comm: pd.DataFrame, meta: dict) -> np.ndarray:
+    n = comm["group_size"].astype("float64").to_numpy()
+    ws = meta.get("world_size")
+    if isinstance(ws, (int, float)) and not isinstance(ws, bool) and ws > 0:
+        n = np.where(np.isnan(n), float(ws), n)
+    return n
+
+
+def _step_times(session) -> pd.DataFrame:
+    """(rank, step, t) of timed steps, one row per rank and step."""
+    steps = session.steps
+    if steps.empty:
+        return pd.DataFrame(columns=["rank", "step", "t"])
+    ok = steps["step_time_s"].notna() & (steps["step_time_s"] > 0) & steps["step"].notna()
+    rows = steps[ok]
+    out = pd.DataFrame({"rank": rows["rank"].astype("float64").fillna(0).to_numpy(),
+                        "step": rows["step"].astype("float64").to_numpy(),
+                        "t": rows["step_time_s"].to_numpy(dtype="float64")})
+    return out.drop_duplicates(["rank", "step"], keep="last")
+
+
+def _sync_share(frame: pd.DataFrame, session) -> tuple[pd.Series, pd.Series]:
+    """Per key (rank, op): (share of step time over matched steps, number of matched steps)."""
+    st = _step_times(session)
+    has = frame["step"].notna() & frame["dur"].notna()
+    if st.empty or not has.any():
+        return pd.Series(dtype="float64"), pd.Series(dtype="int64")
+    part = frame[has]
+    per_step = part.groupby(["key", "rank_f", "step"], sort=False)["dur"].sum().reset_index()
+    own = st.rename(columns={"rank": "rank_f"})
+    per_step = per_step.merge(own, on=["rank_f", "step"], how="left")
+    lowest = st[st["rank"] == st["rank"].min()][["step", "t"]].rename(columns={"t": "t0"})
+    ranks_with_steps = set(st["rank"].unique())
+    per_step = per_step.merge(lowest, on="step", how="left")
+    no_own = ~per_step["rank_f"].isin(ranks_with_steps)
+    per_step["t"] = per_step["t"].where(~no_own, per_step["t0"])
+    matched = per_step[per_step["t"].notna()]
+    g = matched.groupby("key", sort=True)
+    return g["dur"].sum() / 1000.0 / g["t"].sum(), g.size()
+
+
+def _summary_ops(meta: dict) -> dict:
+    doc = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
+    comm = doc.get("communication")
+    return comm if isinstance(comm, dict) else {}
+
+
 def communication_table(session) -> pd.DataFrame:
-    """One row per (rank, op) of ``session``'s comm frame: ``COMM_COLUMNS`` (see module doc)."""
+    """One row per (rank, op) of ``session``'s comm frame: ``COMM_COLUMNS`` (see module doc).
+    nccl-tests sessions have none (``nccl_tests_table`` reads them)."""
     comm = session.comm
-    if comm.empty:
+    if comm.empty or session_kind(session) == "nccl_tests":
         return _empty()
-    rank = comm["rank"].astype("float64").fillna(-1).to_numpy().astype("int64")  # -1: no rank (nccl-tests)
-    codes, ops = pd.factorize(comm["op"].fillna("unknown"), sort=True)
+    rank = comm["rank"].astype("float64").fillna(-1).to_numpy().astype("int64")  # -1: no rank
+    codes, ops = pd.factorize(comm["op"].astype("object").fillna("unknown"), sort=True)
     key = (rank + 1) * (len(ops) + 1) + codes  # one integer key per (rank, op): fast groupby
-    frame = pd.DataFrame({
-        "key": key, "size": comm["size_bytes"].astype("float64").to_numpy(),
-        "dur": comm["duration_ms"].to_numpy(dtype="float64"),
-        "alg": comm["algbw_mb_s"].to_numpy(dtype="float64"), "bus": comm["busbw_mb_s"].to_numpy(dtype="float64"),
-        "group": comm["group_size"].astype("float64").to_numpy(),
-    })
+    size = comm["size_bytes"].astype("float64").to_numpy()
+    dur = comm["duration_ms"].to_numpy(dtype="float64")
+    alg = comm["algbw_mb_s"].to_numpy(dtype="float64")
+    alg_derived = np.isnan(alg) & ~np.isnan(size) & (dur > 0)
+    alg = np.where(alg_derived, size / 1e6 / (dur / 1000.0), alg)
+    bus = comm["busbw_mb_s"].to_numpy(dtype="float64")
+    n = _group_n(comm, session.meta)
+    op_names = np.asarray(ops, dtype=object)
+    factor = np.full(len(comm), np.nan)
+    for i, name in enumerate(op_names):
+        sel = codes == i
+        if sel.any():
+            factor[sel] = _factor_array(name, n[sel])
+    bus_derived = np.isnan(bus) & ~np.isnan(alg) & ~np.isnan(factor)
+    bus = np.where(bus_derived, alg * factor, bus)
+    frame = pd.DataFrame({"key": key, "rank_f": np.where(rank < 0, 0, rank).astype("float64"),
+                          "step": comm["step"].astype("float64").to_numpy(), "size": size, "dur": dur, "alg": alg,
+                          "bus": bus, "bus_derived": bus_derived, "bus_logged": ~np.isnan(
+                              comm["busbw_mb_s"].to_numpy(dtype="float64")), "group": n,
+                          "src": _file_line(comm).to_numpy()})
     g = frame.groupby("key", sort=True)
     out = pd.DataFrame({
         "count": g.size(), "total_bytes": g["size"].sum(min_count=1), "mean_bytes": g["size"].mean(),
         "p50_ms": g["dur"].median(), "p95_ms": g["dur"].quantile(0.95),
         "algbw_mb_s": g["alg"].median(), "busbw_mb_s": g["bus"].median(), "total_ms": g["dur"].sum(min_count=1),
-        "group_size": g["group"].max(),
+        "group_size": g["group"].max(), "n_derived": g["bus_derived"].sum(), "n_logged": g["bus_logged"].sum(),
+        "src_first": g["src"].first(), "src_last": g["src"].last(),
     })
+    share, matched = _sync_share(frame, session)
     keys = out.index.to_numpy()
+    out["sync_share_of_step_time"] = share.reindex(out.index).to_numpy()
+    out["matched_steps"] = matched.reindex(out.index).fillna(0).astype("int64").to_numpy()
     out = out.reset_index(drop=True)
-    out.insert(0, "op", np.asarray(ops, dtype=object)[keys % (len(ops) + 1)])
+    out.insert(0, "op", op_names[keys % (len(ops) + 1)])
     r = (keys // (len(ops) + 1) - 1).astype("float64")
     out.insert(0, "rank", np.where(r < 0, np.nan, r))
-    # step time per rank (the lowest rank's for a rank without step rows)
-    steps = session.steps
-    timed = steps[steps["step_time_s"].notna() & (steps["step_time_s"] > 0)] if not steps.empty else steps
-    if not timed.empty:
-        per_rank = timed["step_time_s"].groupby(timed["rank"].astype("float64").fillna(0)).sum()
-        fallback = float(per_rank.iloc[0])
-        step_sum = out["rank"].map(per_rank).fillna(fallback).to_numpy()
-    else:
-        step_sum = np.full(len(out), np.nan)
-    out["sync_share_of_step_time"] = out["total_ms"] / 1000.0 / step_sum
+    out["busbw_from"] = [_busbw_from(op, nd, nl, gs) for op, nd, nl, gs in
+                         zip(out["op"], out["n_derived"], out["n_logged"], out["group_size"], strict=True)]
+    out["sources"] = [None if a is None or a != a else (a if a == b else f"{a} .. {b}")
+                      for a, b in zip(out["src_first"], out["src_last"], strict=True)]
+    out = out.drop(columns=["n_derived", "n_logged", "src_first", "src_last"])
     ts = comm["timing_source"].dropna()
     out["timing_source"] = ",".join(sorted(set(map(str, ts.unique())))) if len(ts) else None
     link = session_link(session)
@@ -115,42 +280,150 @@ def communication_table(session) -> pd.DataFrame:
     out["peak_busbw_gb_s"] = float(peak) if peak else np.nan
     out["pct_of_peak"] = out["busbw_mb_s"] / (peak * 1000.0) * 100.0 if peak else np.nan
     out["half_peak_bytes"] = float(half) if half else np.nan
-    if half:
-        out["latency_bound"] = pd.array(out["mean_bytes"] < half, dtype="boolean")
-    else:
-        out["latency_bound"] = pd.array([pd.NA] * len(out), dtype="boolean")
-    out["note"] = _notes(out, link, half)
+    verdicts = [verdict(m, b, link) for m, b in zip(out["mean_bytes"], out["busbw_mb_s"], strict=True)]
+    out["verdict"] = [v for v, _ in verdicts]
+    out["note"] = [t for _, t in verdicts]
+    out["latency_bound"] = pd.array([v == "latency-bound" if link and peak else pd.NA for v, _ in verdicts],
+                                    dtype="boolean")
+    _add_summary_totals(out, session.meta)
     out["rank"] = out["rank"].astype("Int64")
     out.insert(0, "session_id", session.meta.get("session_id"))
     return out[COMM_COLUMNS]
 
 
-def _notes(out: pd.DataFrame, link: dict | None, half: float | None) -> list[str]:
-    if link is None:
-        base = "GPU model unknown: no reference peak"
-    elif link.get("peak_busbw_gb_s") is None:
-        base = link["source"]
-    else:
-        base = None
-    notes = []
-    for mean, lb in zip(out["mean_bytes"].to_numpy(), out["latency_bound"] if half else [None] * len(out),
-                        strict=True):
-        if base:
-            notes.append(base)
-        elif lb is True or lb is np.True_:
-            notes.append(f"latency-bound: mean message {mean / 1e6:.3g} MB < {half / 1e6:.3g} MB needed for "
-                         f"half of the {link['link']} peak")
-        else:
-            notes.append(f"bandwidth-bound: compared with {link['link']} peak "
-                         f"{link['peak_busbw_gb_s']:g} GB/s")
-    return notes
+def _busbw_from(op, n_derived, n_logged, group) -> str | None:
+    if n_derived and not n_logged:
+        n = int(group) if group == group else None
+        return f"derived: algbw x {_factor_text(op, n)} (n = {n})" if n else "derived"
+    if n_derived:
+        return "logged, derived where missing"
+    return "logged" if n_logged else None
+
+
+def _add_summary_totals(out: pd.DataFrame, meta: dict) -> None:
+    """The run's totals per op (summary.json, rank 0's) beside the lowest rank's logged figures."""
+    out["sampled"] = False
+    out["summary_count"] = np.nan
+    out["summary_total_bytes"] = np.nan
+    out["summary_mean_bytes"] = np.nan
+    ops = _summary_ops(meta)
+    if not ops or out.empty:
+        return
+    lowest = out["rank"].min() if out["rank"].notna().any() else None
+    for i, row in out.iterrows():
+        if lowest is not None and row["rank"] != lowest:
+            continue
+        doc = ops.get(row["op"])
+        if not isinstance(doc, dict):
+            continue
+        count = doc.get("count")
+        total = doc.get("total_mb")
+        avg = doc.get("avg_mb")
+        if isinstance(count, (int, float)):
+            out.at[i, "summary_count"] = float(count)
+            out.at[i, "sampled"] = bool(count > row["count"])
+        if isinstance(total, (int, float)):
+            out.at[i, "summary_total_bytes"] = float(total) * 1e6
+        if isinstance(avg, (int, float)):
+            out.at[i, "summary_mean_bytes"] = float(avg) * 1e6
+        elif isinstance(total, (int, float)) and isinstance(count, (int, float)) and count:
+            out.at[i, "summary_mean_bytes"] = float(total) * 1e6 / count
 
 
 def communication_peaks() -> pd.DataFrame:
-    """The reference table (``peaks.COMMUNICATION_PEAKS`` and the CPU row) as a frame, with
+    """The reference table (``peaks.COMMUNICATION_PEAKS`` and the CPU and gloo rows) as a frame, with
     ``half_peak_bytes`` per link and each row's source."""
-    rows = [dict(r) for r in COMMUNICATION_PEAKS] + [dict(CPU_LINK)]
+    rows = [dict(r) for r in COMMUNICATION_PEAKS] + [dict(CPU_LINK), dict(GLOO_LINK)]
     for r in rows:
         r["half_peak_bytes"] = half_peak_bytes(r)
     return pd.DataFrame(rows)[["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_bytes", "source",
                                "match"]]
+
+
+_PLACEMENTS = ("out-of-place", "in-place")
+_FILE_LINE = re.compile(r".+:\d+$")
+
+
+def _placement(comm: pd.DataFrame) -> pd.Series:
+    for col in ("placement", "source", "origin"):
+        if col in comm.columns:
+            values = comm[col].astype("object")
+            if values.isin(_PLACEMENTS).any():
+                return values.where(values.isin(_PLACEMENTS), None)
+    return pd.Series([None] * len(comm), index=comm.index, dtype="object")
+
+
+def _file_line(comm: pd.DataFrame) -> pd.Series:
+    for col in ("source", "origin"):
+        if col in comm.columns:
+            values = comm[col].astype("object")
+            ok = values.map(lambda v: isinstance(v, str) and bool(_FILE_LINE.match(v)))
+            if ok.any():
+                return values.where(ok, None)
+    return pd.Series([None] * len(comm), index=comm.index, dtype="object")
+
+
+def _avg_busbw(meta: dict, op: str, table) -> float | None:
+    tables = meta.get("nccl_tests")
+    if not isinstance(tables, list):
+        return None
+    hits = [t for t in tables if isinstance(t, dict) and t.get("op") == op]
+    if table is not None and table == table:
+        exact = [t for t in hits if t.get("table") == table]
+        hits = exact or hits
+    for t in hits:
+        v = t.get("avg_busbw_gb_s")
+        if isinstance(v, (int, float)):
+            return float(v)
+    return None
+
+
+def nccl_tests_table(session) -> pd.DataFrame:
+    """Per op and placement of an nccl-tests session: ``NCCL_TESTS_COLUMNS`` (see module doc)."""
+    comm = session.comm
+    if comm.empty or session_kind(session) != "nccl_tests":
+        return pd.DataFrame(columns=NCCL_TESTS_COLUMNS)
+    frame = pd.DataFrame({
+        "op": comm["op"].astype("object").fillna("unknown"), "placement": _placement(comm),
+        "table": comm["table"] if "table" in comm.columns else np.nan,
+        "size": comm["size_bytes"].astype("float64"), "bus": comm["busbw_mb_s"].astype("float64") / 1000.0,
+        "alg": comm["algbw_mb_s"].astype("float64") / 1000.0, "us": comm["duration_ms"].astype("float64") * 1000.0,
+        "group": comm["group_size"].astype("float64"), "src": _file_line(comm),
+    })
+    link = session_link(session)
+    peak = link.get("peak_busbw_gb_s") if link else None
+    rows = []
+    for (op, table, placement), g in frame.groupby(["op", "table", "placement"], sort=False, dropna=False):
+        g = g.dropna(subset=["size"]).sort_values("size", kind="stable")
+        if g.empty:
+            continue
+        last = g.iloc[-1]
+        top = g["bus"].max()
+        reach = g[g["bus"] >= REACH * top]["size"] if top == top and top > 0 else pd.Series(dtype="float64")
+        bus_last = float(last["bus"])
+        pct = bus_last / peak * 100.0 if peak else None
+        if link is None:
+            v, note = "unknown", "GPU model unknown: no reference peak"
+        elif not peak:
+            v, note = "no reference", link["source"]
+        elif pct >= NEAR_PEAK * 100:
+            v, note = "bandwidth-bound", (f"{pct:.0f}% of the {link['link']} peak of {peak:g} GB/s at "
+                                          f"{last['size'] / 1e6:.4g} MB: the link is the limit")
+        else:
+            v, note = "below peak", (f"below peak at large messages: {pct:.1f}% of the {link['link']} peak of "
+                                     f"{peak:g} GB/s at {last['size'] / 1e6:.4g} MB: check the topology (nvidia-smi "
+                                     "topo -m), NVLink/PCIe health and NCCL settings")
+        at_top = len(reach) and reach.iloc[0] == last["size"]
+        if at_top and len(g) > 1:
+            note += "; busbw still rising at the largest size: the sweep may end before the link saturates"
+        rows.append({
+            "session_id": session.meta.get("session_id"), "op": op, "placement": placement,
+            "group_size": None if last["group"] != last["group"] else int(last["group"]), "sizes": int(len(g)),
+            "min_bytes": float(g["size"].iloc[0]), "max_bytes": float(last["size"]),
+            "busbw_at_max_size_gb_s": bus_last, "algbw_at_max_size_gb_s": float(last["alg"]),
+            "time_at_max_size_us": float(last["us"]), "max_busbw_gb_s": float(top),
+            "size_at_80pct_bytes": float(reach.iloc[0]) if len(reach) else None,
+            "avg_busbw_gb_s": _avg_busbw(session.meta, op, table), "link": link["link"] if link else None,
+            "peak_busbw_gb_s": peak, "pct_of_peak": pct, "verdict": v, "note": note, "source": last["src"],
+        })
+    return pd.DataFrame(rows, columns=NCCL_TESTS_COLUMNS)

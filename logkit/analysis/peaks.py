@@ -13,7 +13,7 @@ the alpha-beta model t(m) = alpha + m / peak reaches half the peak bandwidth).
 
 from __future__ import annotations
 
-__all__ = ["COMMUNICATION_PEAKS", "CPU_LINK", "GPU_PEAK_TFLOPS", "link_for", "peak_tflops_for",
+__all__ = ["COMMUNICATION_PEAKS", "CPU_LINK", "GLOO_LINK", "GPU_PEAK_TFLOPS", "link_for", "peak_tflops_for",
            "half_peak_bytes"]
 
 _NV = "NVIDIA datasheet"
@@ -38,6 +38,8 @@ COMMUNICATION_PEAKS: tuple[dict, ...] = (
      "alpha_us": 20.0, "source": f"{_NV} V100 SXM2: NVLink 300 GB/s bidirectional = 150 GB/s per direction"},
     {"match": "l40s", "gpu_model": "L40S", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "alpha_us": 15.0,
      "source": f"{_NV} L40S: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
+    {"match": "l40", "gpu_model": "L40", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "alpha_us": 15.0,
+     "source": f"{_NV} L40: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
     {"match": "l4", "gpu_model": "L4", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "alpha_us": 15.0,
      "source": f"{_NV} L4: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
     {"match": "a10", "gpu_model": "A10 / A10G", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
@@ -56,6 +58,10 @@ COMMUNICATION_PEAKS: tuple[dict, ...] = (
 CPU_LINK: dict = {"match": None, "gpu_model": None, "link": "loopback/gloo (CPU)", "peak_busbw_gb_s": None,
                   "alpha_us": None, "source": "no reference peak: gloo over loopback is bound by memory "
                                               "copies and software overhead, not by a link"}
+GLOO_LINK: dict = {"match": None, "gpu_model": None, "link": "gloo (TCP / shared memory)", "peak_busbw_gb_s": None,
+                   "alpha_us": None, "source": "no reference peak: gloo moves tensors through host memory over TCP "
+                                               "sockets or shared memory, never over NVLink or PCIe peer-to-peer, "
+                                               "so no GPU link peak applies (use the nccl backend on GPUs)"}
 
 # Dense BF16/FP16 tensor-core TFLOP/s per GPU (no sparsity), vendor datasheets.
 GPU_PEAK_TFLOPS: tuple[tuple[str, str, float], ...] = (
@@ -66,6 +72,7 @@ GPU_PEAK_TFLOPS: tuple[tuple[str, str, float], ...] = (
     ("a100", "A100", 312.0),
     ("v100", "V100", 125.0),
     ("l40s", "L40S", 362.0),
+    ("l40", "L40", 181.0),
     ("l4", "L4", 121.0),
     ("a10g", "A10G", 70.0),
     ("a10", "A10", 125.0),
@@ -77,9 +84,12 @@ GPU_PEAK_TFLOPS: tuple[tuple[str, str, float], ...] = (
 
 
 def link_for(gpu_name: str | None, backend: str | None = None, cpu: bool = False) -> dict | None:
-    """The ``COMMUNICATION_PEAKS`` row for a device name, ``CPU_LINK`` for a CPU run, else None."""
+    """The ``COMMUNICATION_PEAKS`` row for a device name; ``CPU_LINK`` for a CPU run; ``GLOO_LINK`` for
+    gloo on GPUs (gloo never uses the GPUs' link); else None (model unknown or not in the table)."""
     if cpu or (backend or "").lower() == "gloo" and not gpu_name:
         return CPU_LINK
+    if (backend or "").lower() == "gloo":
+        return GLOO_LINK
     name = (gpu_name or "").lower()
     if not name:
         return None
