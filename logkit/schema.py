@@ -51,6 +51,12 @@ __all__ = [
     "PERFORMANCE",
     "GPU_UTIL_LOW",
     "SLOW_STEP",
+    "SECTION_LINE",
+    "NAN_RULE",
+    "NAN_TITLE",
+    "NAN_MORE",
+    "NAN_DUMP",
+    "BLOCK_KINDS",
     "parse_message",
 ]
 
@@ -79,6 +85,9 @@ class EventType:
     EPOCH_COMPLETE = "epoch_complete"
     ERROR = "error"
     SESSION_END = "session_end"
+    # verbosity "ultra": every micro-batch of gradient accumulation, every log dict the trainer gives
+    BATCH_COMPLETE = "batch_complete"
+    TRAINER_LOG = "trainer_log"
 
 
 EVENT_TYPES: tuple[str, ...] = tuple(
@@ -414,6 +423,47 @@ SLOW_STEP = _kind(
     "Slow training detected: 15.1s per step",
 )
 
+# main.log blocks open with a title line: "📡 MULTI-GPU CONFIGURATION:", "📊 EVALUATION RESULTS (step 20):"
+SECTION_LINE = _kind(
+    "section_line",
+    ["main"],
+    "{title}:",
+    r"^(?P<title>\S.*?):\s*$",
+    {"title": Field(str)},
+    "📊 EVALUATION RESULTS (step 20):",
+)
+
+# The NaN/Inf report in main.log (seed 003's shape): a rule, a prefixed title, one bullet per
+# tensor, then how many more there were and where they were dumped, and a closing rule.
+NAN_RULE = _kind("nan_rule", ["main"], "{rule}", r"^(?P<rule>={20,})\s*$", {"rule": Field(str)}, "=" * 80)
+
+NAN_TITLE = _kind(
+    "nan_title",
+    ["main"],
+    "NaN/Inf DETECTED [rank {rank}] at step {step} ({kind})",
+    r"^NaN/Inf DETECTED \[rank (?P<rank>\d+)\] at step (?P<step>\d+) \((?P<kind>[^)]*)\)\s*$",
+    {"rank": Field(int, "d"), "step": Field(int, "d"), "kind": Field(str)},
+    "NaN/Inf DETECTED [rank 1] at step 21 (nan_grad)",
+)
+
+NAN_MORE = _kind(
+    "nan_more",
+    ["main"],
+    "  ... and {count} more tensors",
+    r"^\s*\.\.\. and (?P<count>\d+) more tensors\s*$",
+    {"count": Field(int, "d")},
+    "  ... and 5 more tensors",
+)
+
+NAN_DUMP = _kind(
+    "nan_dump",
+    ["main"],
+    "  Debug tensors saved: {path} (safetensors)",
+    r"^\s*Debug tensors saved: (?P<path>.+?) \(safetensors\)\s*$",
+    {"path": Field(str)},
+    "  Debug tensors saved: logs/s/nan_dumps/step_21_rank1.safetensors (safetensors)",
+)
+
 # Kinds that wrap a message (the prefix of every line of a file).
 PREFIX_KINDS: tuple[LineKind, ...] = (MAIN_LINE, PROCESS_LINE)
 # Kinds a message (or an unprefixed main.log line) can be, most specific first.
@@ -425,10 +475,15 @@ MESSAGE_KINDS: tuple[LineKind, ...] = (
     PERFORMANCE,
     GPU_UTIL_LOW,
     SLOW_STEP,
+    NAN_TITLE,
+    NAN_MORE,
+    NAN_DUMP,
     BULLET_LINE,
     HEADER_FIELD,
 )
-LINE_KINDS: dict[str, LineKind] = {k.name: k for k in (*PREFIX_KINDS, *MESSAGE_KINDS)}
+# Kinds of main.log lines that stand alone (no prefix), read before the message kinds.
+BLOCK_KINDS: tuple[LineKind, ...] = (NAN_RULE, SECTION_LINE)
+LINE_KINDS: dict[str, LineKind] = {k.name: k for k in (*PREFIX_KINDS, *MESSAGE_KINDS, *BLOCK_KINDS)}
 
 
 def parse_message(message: str) -> tuple[str, dict[str, object]] | None:

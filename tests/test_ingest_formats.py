@@ -276,3 +276,30 @@ def test_model_dataset_and_system_facts_reach_meta():
     assert s.meta["model_info"]["parameters_total"] == first["model_info"]["parameters_total"] > 0
     assert s.meta["model_info"]["parameters_trainable"] == first["model_info"]["parameters_trainable"] > 0
     assert "timestamp" not in s.meta["model_info"] and "rank" not in s.meta["model_info"]
+
+
+def test_the_nan_report_and_block_titles_of_main_log_read_without_diagnostics(tmp_path):
+    from logkit.schema import BULLET_LINE, MAIN_LINE, NAN_DUMP, NAN_MORE, NAN_RULE, NAN_TITLE, SECTION_LINE, STEP_LINE
+
+    step = STEP_LINE.format(step=21, max_steps=30, percent=70.0, loss=float("nan"), learning_rate=1e-4,
+                            steps_per_second=2.5, eta_minutes=0.1)
+    lines = [MAIN_LINE.format(time="10:00:00", level="INFO", message="Session ID: training_20250101_000000"),
+             SECTION_LINE.format(title="📡 MULTI-GPU CONFIGURATION"), BULLET_LINE.format(key="Accelerator processes",
+                                                                                        value="2"),
+             step, NAN_RULE.format(rule="=" * 80),
+             MAIN_LINE.format(time="10:00:01", level="ERROR", message=NAN_TITLE.format(rank=1, step=21, kind="nan_grad")),
+             BULLET_LINE.format(key="model.layers.0.q_proj.lora_A.weight (gradient, shape [8, 64])",
+                                value="NaN 512/512, Inf 0/512"),
+             NAN_MORE.format(count=4), NAN_DUMP.format(path="nan_dumps/step_21_rank1.safetensors"),
+             NAN_RULE.format(rule="=" * 80), "",
+             SECTION_LINE.format(title="📊 EVALUATION RESULTS (step 21)"), BULLET_LINE.format(key="eval_loss",
+                                                                                             value="1.8765")]
+    path = tmp_path / "training_20250101_000000_main.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    s = logkit.load_session(path)
+    assert s.diagnostics.empty and s.meta["world_size"] == 2
+    report = events(s, "nan_detected")
+    report = report[report["subkind"] == "nan_grad"].to_dict("records")
+    assert [(r["rank"], r["step"], r["dump_path"], r["source"]) for r in report] == [
+        (1, 21, "nan_dumps/step_21_rank1.safetensors", f"{path.name}:6")]
+    assert s.evals[["step", "name", "value"]].values.tolist() == [[21, "eval_loss", 1.8765]]

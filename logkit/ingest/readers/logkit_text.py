@@ -19,8 +19,13 @@ from logkit.schema import (
     MB,
     METRICS_LINE,
     MULTIGPU_STEP,
+    NAN_DUMP,
+    NAN_MORE,
+    NAN_RULE,
+    NAN_TITLE,
     PERFORMANCE,
     PROCESS_LINE,
+    SECTION_LINE,
     SLOW_STEP,
     STEP_LINE,
 )
@@ -35,7 +40,6 @@ HEADER_META: dict[str, tuple[str, type]] = {
     "total batch size": ("total_batch_size", int), "per-device batch size": ("per_device_batch_size", int),
     "gradient accumulation steps": ("gradient_accumulation_steps", int),
 }
-_SECTION = re.compile(r"^\S.*:\s*$")  # "📊 EVALUATION RESULTS:" and friends
 _DATE_IN_NAME = re.compile(r"(\d{8})_\d{6}")
 
 
@@ -94,8 +98,19 @@ def _message(read: Read, number: int, message: str, level: str, t: float | None,
     elif (v := SLOW_STEP.parse(message)) is not None:
         read.event("anomaly", number, time_s=t, rank=0, level=level, message=message, subkind="slow_step",
                    value=v["step_time_s"])
+    elif (v := NAN_TITLE.parse(message)) is not None:
+        state["nan"] = read.event("nan_detected", number, time_s=t, rank=v["rank"], level=level, message=message,
+                                  step=v["step"], subkind=v["kind"])
+        state["section"] = "nan"
+    elif NAN_MORE.parse(message) is not None:
+        pass  # the report names its first tensors only; the JSONL record has them all
+    elif (v := NAN_DUMP.parse(message)) is not None:
+        if state.get("nan") is not None:
+            state["nan"]["dump_path"] = v["path"]
     elif (v := BULLET_LINE.parse(message)) is not None:
-        if state.get("section") == "eval":
+        if state.get("section") == "nan":
+            pass  # a tensor of the NaN report: "name (gradient, shape [4, 4]): NaN 3/16, Inf 0/16"
+        elif state.get("section") == "eval":
             try:
                 value = float(v["value"])
             except ValueError:
@@ -170,8 +185,13 @@ class LineReader:
                 read.note(number, f"value does not convert: timestamp {m['datetime']!r}", line)
         else:
             level, message = "INFO", line  # unprefixed main.log lines (step lines, blocks)
-            if _SECTION.match(line) and not HEADER_FIELD.parse(line.strip()):
-                state["section"] = "eval" if "EVAL" in line.upper() else "other"
+            if NAN_RULE.parse(line) is not None:
+                if state.get("section") == "nan":
+                    state["section"], state["nan"] = None, None  # the rule that closes the report
+                read.used += 1
+                return
+            if (v := SECTION_LINE.parse(line)) is not None and not HEADER_FIELD.parse(line.strip()):
+                state["section"] = "eval" if "EVAL" in v["title"].upper() else "other"
                 read.used += 1
                 return
         if _message(read, number, message, level, t, state):
