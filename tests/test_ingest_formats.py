@@ -279,7 +279,16 @@ def test_model_dataset_and_system_facts_reach_meta():
 
 
 def test_the_nan_report_and_block_titles_of_main_log_read_without_diagnostics(tmp_path):
-    from logkit.schema import BULLET_LINE, MAIN_LINE, NAN_DUMP, NAN_MORE, NAN_RULE, NAN_TITLE, SECTION_LINE, STEP_LINE
+    from logkit.schema import (
+        BULLET_LINE,
+        MAIN_LINE,
+        NAN_DUMP,
+        NAN_MORE,
+        NAN_RULE,
+        NAN_TITLE,
+        SECTION_LINE,
+        STEP_LINE,
+    )
 
     step = STEP_LINE.format(step=21, max_steps=30, percent=70.0, loss=float("nan"), learning_rate=1e-4,
                             steps_per_second=2.5, eta_minutes=0.1)
