@@ -76,7 +76,7 @@ def main(argv=None) -> int:
                         accelerator.backward(loss)
                         tlog.micro_batch_end()  # a batch_complete record at ultra
                         if accelerator.sync_gradients:
-                            tlog.check_gradients()  # NaN/Inf report before the optimizer uses them
+                            tlog.check_gradients(loss)  # NaN/Inf report before the optimizer uses them
                         grad_norm = accelerator.clip_grad_norm_(model.parameters(), 1.0)
                         optimizer.step()
                         optimizer.zero_grad()

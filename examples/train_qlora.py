@@ -48,7 +48,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--session-name", default=None, help="recorded as config.session (seed 002 results.json)")
     p.add_argument("--config-name", default=None,
                    help="the configuration's name in results.json (seed 002: small, medium, large)")
+    # fault injection, to see what logkit reports when a run goes wrong
+    p.add_argument("--fail-at", type=int, default=None, help="raise an exception at the start of this step")
+    p.add_argument("--catch-failure", action="store_true",
+                   help="catch the training's exception, print it and exit with status 1 (a script's usual handler)")
     return p.parse_args(argv)
+
+
+def fail_at_callback(step: int):
+    """A callback raising at the start of ``step`` on every rank (before its collectives)."""
+    from transformers import TrainerCallback
+
+    class FailAt(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step + 1 == step:
+                raise RuntimeError(f"injected failure at step {step}")
+
+    return FailAt()
 
 
 # -- the tiny local model ------------------------------------------------------------------
@@ -215,16 +231,23 @@ def main(argv=None) -> int:
         config={"force_single_gpu": args.force_single_gpu, "session": args.session_name, "lora_r": args.lora_r,
                 "seq_len": args.seq_len, "quantization": "nf4-4bit", "tiny": args.tiny, "trainer": args.trainer},
     )
+    callbacks = [callback] + ([fail_at_callback(args.fail_at)] if args.fail_at else [])
     if args.trainer == "sft":
         from trl import SFTConfig, SFTTrainer
 
         trainer = SFTTrainer(model=model, args=SFTConfig(**common, max_length=args.seq_len, packing=False),
-                             train_dataset=train_data, processing_class=tokenizer, callbacks=[callback])
+                             train_dataset=train_data, processing_class=tokenizer, callbacks=callbacks)
     else:
         trainer = Trainer(model=model, args=TrainingArguments(**common), train_dataset=train_data,
-                          callbacks=[callback])
+                          callbacks=callbacks)
     t0 = time.perf_counter()
-    result = trainer.train()
+    try:
+        result = trainer.train()
+    except Exception as exc:
+        if not args.catch_failure:
+            raise
+        print(f"training failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     duration = time.perf_counter() - t0
 
     if rank == 0:

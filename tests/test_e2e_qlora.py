@@ -176,3 +176,44 @@ def test_trl_sft_trainer_on_two_ranks(tmp_path, runs):
         steps = {r["step"]: r["metrics"]["loss"] for r in records if r["type"] == "training_step_complete"}
         assert steps == logged
         assert {r["step"] for r in records if r["type"] == "communication"} == set(range(1, 7))
+
+
+def _failed_launch(tmp_path, runs, nprocs, *extra):
+    with pytest.raises(AssertionError, match="launch failed"):
+        accelerate_launch("examples/train_qlora.py", [
+            "--tiny", "--tiny-dir", str(runs["tiny"]), "--max-steps", "8", "--batch-size", str(BATCH),
+            "--log-dir", str(tmp_path / "logs"), "--output-dir", str(tmp_path / "out"), *extra], nprocs, cwd=tmp_path)
+    (session,) = session_dirs(tmp_path / "logs")
+    files = SessionFiles(session.name)
+    streams = {rank: read_jsonl(session / files.rank_jsonl(rank)) for rank in range(nprocs)}
+    return session, files, streams
+
+
+def test_an_exception_in_a_trainer_run_ends_both_streams_as_failed(tmp_path, runs):
+    session, files, streams = _failed_launch(tmp_path, runs, 2, "--fail-at", "5")
+    for records in streams.values():
+        end = records[-1]
+        assert end["type"] == "session_end" and end["status"] == "failed" and end["total_steps"] == 4
+        (error,) = [r for r in records if r["type"] == "error"]
+        assert error["exception_type"] == "RuntimeError" and error["message"] == "RuntimeError: injected failure at step 5"
+        assert error["traceback"].startswith("Traceback") and "in on_step_begin" in error["traceback"]
+        assert [r["step"] for r in records if r["type"] == "training_step_complete"] == [1, 2, 3, 4]
+    summary = orjson.loads((session / files.summary_json).read_bytes())
+    assert summary["status"] == "failed" and summary["total_steps"] == 4
+    main_log = (session / files.main_log).read_text()
+    assert "❌ RuntimeError: injected failure at step 5" in main_log and "TRAINING SESSION FAILED" in main_log
+
+
+def test_a_caught_exception_then_exit_is_not_a_completed_session(tmp_path, runs):
+    # the script catches the trainer's exception and exits 1: no traceback reaches logkit, and
+    # on_train_end never ran, so the session did not complete
+    session, files, streams = _failed_launch(tmp_path, runs, 1, "--fail-at", "3", "--catch-failure")
+    records = streams[0]
+    end = records[-1]
+    assert end["type"] == "session_end" and end["status"] == "failed" and end["total_steps"] == 2
+    assert end["reason"] == "the process exited before training ended (on_train_end never ran)"
+    assert end["reason"] in end["message"]
+    (error,) = [r for r in records if r["type"] == "error"]
+    assert error["kind"] == "exit_before_end" and error["traceback"] is None
+    summary = orjson.loads((session / files.summary_json).read_bytes())
+    assert summary["status"] == "failed"

@@ -34,15 +34,21 @@ def test_nan_at_a_known_step_is_reported_and_dumped(tmp_path):
     session, streams = _streams(tmp_path / "logs")
     for records in streams.values():
         nan = [r for r in records if r["type"] == "nan_detected"]
-        assert nan[0]["step"] == 4 and nan[0]["kind"] == "nan_grad"  # nothing before the injected step
+        # nothing before the injected step; the loss is where the NaN came from
+        assert nan[0]["step"] == 4 and nan[0]["kind"] == "nan_loss"
+        (loss,) = [t for t in nan[0]["tensors"] if t["kind"] == "loss"]
+        assert (loss["name"], loss["shape"], loss["nan_count"], loss["numel"]) == ("loss", [], 1, 1)
+        assert nan[0]["tensors"][0]["kind"] == "loss"  # listed first
         grads = {t["name"]: t for t in nan[0]["tensors"] if t["kind"] == "gradient"}
         assert set(grads) == {"module.0.weight", "module.0.bias", "module.2.weight", "module.2.bias"}
         assert all(t["nan_count"] == t["numel"] for t in grads.values())
         assert grads["module.0.weight"]["shape"] == [256, 32]
         with safe_open(str(session / nan[0]["dump_path"]), framework="pt") as f:
             dumped = f.get_tensor("module.0.weight.grad")
+            dumped_loss = f.get_tensor("loss")
         assert tuple(dumped.shape) == (256, 32) and bool(dumped.isnan().all())
-        anomalies = [r["step"] for r in records if r["type"] == "anomaly" and r["kind"] == "nan_grad"]
+        assert tuple(dumped_loss.shape) == () and bool(dumped_loss.isnan())
+        anomalies = [r["step"] for r in records if r["type"] == "anomaly" and r["kind"] == "nan_loss"]
         assert anomalies[0] == 4
         # training was not stopped: every step is there and the run completed
         assert [r["step"] for r in records if r["type"] == "training_step_complete"] == list(range(1, 9))

@@ -48,6 +48,7 @@ class LogkitCallback(TrainerCallback):
         self.config = config
         self._tokens_seen = 0
         self._model = None
+        self._loss_hook = None
 
     @property
     def session_dir(self):
@@ -72,11 +73,25 @@ class LogkitCallback(TrainerCallback):
         self.logger.start(model=model, model_name=self.model_name, config=config, per_device_batch_size=per_device,
                           gradient_accumulation_steps=accumulation, total_batch_size=per_device * accumulation * world,
                           max_steps=state.max_steps, mixed_precision=precision, dataloader=train_dataloader)
-        end_on_exit(self.logger)
+        end_on_exit(self.logger, "the process exited before training ended (on_train_end never ran)")
         self._model = model
+        if model is not None and hasattr(model, "register_forward_hook"):
+            # the loss tensor of each training micro-batch, by reference (no sync): a NaN/Inf
+            # report then shows the loss itself, not only what it did to the gradients
+            self._loss_hook = model.register_forward_hook(self._note_loss)
         if self.time_communication and model is not None:
             self.logger.attach_model(model)
         self._tokens_seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
+
+    def _note_loss(self, module, args, output) -> None:
+        # a forward hook: it must never raise into the model's forward
+        try:
+            if module.training:
+                loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+                if loss is not None and hasattr(loss, "detach"):
+                    self.logger.note_loss(loss)
+        except Exception:
+            pass
 
     @guarded
     def on_step_begin(self, args, state, control, **kwargs):
@@ -129,6 +144,9 @@ class LogkitCallback(TrainerCallback):
 
     @guarded
     def on_train_end(self, args, state, control, **kwargs):
+        hook, self._loss_hook = self._loss_hook, None
+        if hook is not None:
+            hook.remove()
         self.logger.end(Status.COMPLETED)
 
 

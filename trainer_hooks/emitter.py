@@ -97,6 +97,8 @@ class SessionLogger:
         self.info: RankInfo | None = None
         self.comm = CommTimer()
         self.stop_requested = False  # set on NaN/Inf when settings.stop_on_nan
+        self.ending = False  # end() is writing the last records (a signal then waits for it)
+        self.after_end: list = []  # called when end() is done (a signal deferred meanwhile)
         self._writer: RecordWriter | None = None
         self._sampler = None
         self._started = self._ended = False
@@ -123,6 +125,7 @@ class SessionLogger:
         self._gpu_stats: dict[int, dict[str, list[float]]] = {}
         self._micro = 0
         self._micro_end: float | None = None
+        self._step_losses: list = []  # this step's loss tensors (note_loss), for a NaN/Inf report
         self._model = None  # for the NaN/Inf report when the loss or grad norm says so
 
     # -- plumbing ------------------------------------------------------------------------
@@ -299,6 +302,7 @@ class SessionLogger:
         self._step_begin = time.perf_counter()
         self._micro = 0
         self._micro_end = None
+        self._step_losses = []  # after flush_step: the report of the step before may need them
 
     @guarded
     def micro_batch_end(self) -> None:
@@ -314,9 +318,18 @@ class SessionLogger:
                                     duration_s=round(now - since, 6) if since is not None else None))
 
     @guarded
-    def check_gradients(self, model, step: int | None = None) -> bool:
+    def note_loss(self, loss) -> None:
+        """The loss tensor of a micro-batch of the current step (kept by reference, detached:
+        no device sync), for the NaN/Inf report. The callback feeds it from a forward hook."""
+        if not self._ended and len(self._step_losses) < 64:
+            self._step_losses.append(loss.detach())
+
+    @guarded
+    def check_gradients(self, model, step: int | None = None, losses: list | None = None) -> bool:
         """Before ``optimizer.step()``: NaN/Inf in any gradient (one device sync), and the
-        per-layer norms at ``ultra``. Returns False when a gradient is not finite."""
+        per-layer norms at ``ultra``. Returns False when a gradient is not finite.
+        ``losses``: this step's loss tensors (else those given to ``note_loss``), reported
+        with the gradients when they are not finite."""
         from trainer_hooks.tensors import grad_norms, named_grads
 
         step = self._last_step + 1 if step is None else step
@@ -329,32 +342,46 @@ class SessionLogger:
             for finding in self._grad_watch.check({name: n for (name, _), n in zip(grads, norms, strict=True)}):
                 self._finding(EventType.ANOMALY, finding, step)
         if not finite:
-            self.report_nonfinite(step, "nan_grad", model=model, grads=grads)
+            self.report_nonfinite(step, "nan_grad", model=model, grads=grads,
+                                  losses=self._step_losses if losses is None else losses)
         return finite
 
     @guarded
-    def report_nonfinite(self, step: int, kind: str, model=None, grads=None, loss=None) -> None:
-        """An ``anomaly`` and a ``nan_detected`` record (tensors, counts, a safetensors dump)."""
+    def report_nonfinite(self, step: int, kind: str, model=None, grads=None, loss=None, losses=None) -> None:
+        """An ``anomaly`` and a ``nan_detected`` record: the non-finite tensors (the loss first,
+        then gradients, then parameters) with shape and NaN/Inf counts, and a safetensors dump.
+
+        The loss is the step's loss tensors (``losses``, one per micro-batch) where they hold
+        NaN/Inf, else the logged value ``loss`` when it is not finite (a scalar tensor). Any
+        non-finite loss makes the kind ``nan_loss``: it is where the NaN came from.
+        """
         if step in self._nan_steps:
             return
         self._nan_steps.add(step)
-        self._emit(self._record(EventType.ANOMALY, f"{kind} at step {step}", "ERROR", step, kind=kind,
-                                value=None if loss is None else str(loss)))
+        from trainer_hooks.tensors import dump_tensors, loss_tensors, named_grads, nonfinite_report
+
+        named_losses = loss_tensors(losses or [], loss)
+        tensors = nonfinite_report(named_losses, "loss")
+        if tensors:
+            kind = "nan_loss"
+        loss_text = None if loss is None else str(loss)
+        # value: JSON numbers only (NaN is not one); the logged loss goes as text
+        self._emit(self._record(EventType.ANOMALY, f"{kind} at step {step}", "ERROR", step, kind=kind, value=None,
+                                loss=loss_text))
         if len(self._nan_steps) > MAX_NAN_REPORTS:
             return
-        from trainer_hooks.tensors import dump_tensors, named_grads, nonfinite_report
-
         if grads is None and model is not None:
             grads = named_grads(model)
-        tensors = nonfinite_report(grads or [], "gradient")
+        tensors += nonfinite_report(grads or [], "gradient")
         params = [(n, p) for n, p in model.named_parameters() if p.requires_grad] if model is not None else []
         tensors += nonfinite_report(params, "parameter")
-        fields = {"kind": kind, "loss": None if loss is None else str(loss), "tensors": tensors,
-                  "affected": [t["name"] for t in tensors], "dump_path": None}
+        fields = {"kind": kind, "loss": loss_text, "tensors": tensors, "affected": [t["name"] for t in tensors],
+                  "dump_path": None}
         if tensors and self.folder is not None:
-            wanted = {t["name"] for t in tensors}
-            to_dump = {f"{n}.grad": g for n, g in (grads or []) if n in wanted}
-            to_dump.update({n: p for n, p in params if n in wanted})
+            wanted = {(t["kind"], t["name"]) for t in tensors}
+            to_dump = {n: t for n, t in named_losses if ("loss", n) in wanted}
+            to_dump.update({f"{n}.grad": g for n, g in (grads or []) if ("gradient", n) in wanted})
+            to_dump.update({n: p for n, p in params if ("parameter", n) in wanted})
             path = self.folder / "nan_dumps" / f"rank{self.info.rank if self.info else 0}_step{step}.safetensors"
             dumped = dump_tensors(path, to_dump, self.settings.nan_dump_max_bytes)
             dumped["dump_path"] = str(path.relative_to(self.folder))
@@ -414,7 +441,7 @@ class SessionLogger:
             value = metrics.get(key)
             if value is not None and not math.isfinite(value):
                 self.report_nonfinite(step, "nan_loss" if key == "loss" else "nan_grad", model=self._model,
-                                      loss=metrics.get("loss"))
+                                      loss=metrics.get("loss"), losses=self._step_losses)
         loss = metrics.get("loss")
         if loss is not None and math.isfinite(loss):
             self._final_loss = loss
@@ -475,6 +502,15 @@ class SessionLogger:
         ))
 
     @guarded
+    def end_unfinished(self, reason: str = "the process exited before training ended") -> None:
+        """At exit with the session still open: an ``error`` record and ``session_end`` failed."""
+        if not self._started or self._ended:
+            return
+        self._emit(self._record(EventType.ERROR, f"Session not ended: {reason}", "ERROR", self._last_step or None,
+                                exception_type=None, kind="exit_before_end", traceback=None))
+        self.end(Status.FAILED, reason=reason)
+
+    @guarded
     def end(self, status: str = Status.COMPLETED, *, reason: str | None = None, from_signal: bool = False) -> None:
         """Close the session on this rank: ``session_end``, then rank 0's summary.
 
@@ -486,6 +522,15 @@ class SessionLogger:
         if not self._started or self._ended:
             return
         self._ended = True
+        self.ending = True
+        try:
+            self._end(status, reason, from_signal)
+        finally:
+            self.ending = False
+            for fn in self.after_end:
+                fn()
+
+    def _end(self, status: str, reason: str | None, from_signal: bool) -> None:
         self.flush_step()
         # Only a completed run waits for the GPU to finish its last timed syncs; a failing or
         # signalled one may have a hung collective behind those events.

@@ -8,7 +8,7 @@
             with tlog.step() as step:              # one optimizer step
                 loss = model(**batch).loss
                 accelerator.backward(loss)
-                tlog.check_gradients()             # optional: NaN/Inf report, layer norms
+                tlog.check_gradients(loss)         # optional: NaN/Inf report, layer norms
                 optimizer.step(); optimizer.zero_grad()
                 step.log(loss=loss.item(), learning_rate=scheduler.get_last_lr()[0])
 
@@ -81,7 +81,7 @@ class TrainingLogger:
     def start(self) -> TrainingLogger:
         """Open the session (a collective: every rank calls it, as ``with`` does)."""
         self.logger.start(model=_unwrap(self.model), **self._start_kwargs)
-        end_on_exit(self.logger)
+        end_on_exit(self.logger, "the process exited before training ended (the TrainingLogger was not closed)")
         if self.time_communication and self.model is not None:
             self.logger.attach_model(self.model)
         return self
@@ -108,14 +108,19 @@ class TrainingLogger:
         record at ``ultra``, with its index in the step and its duration."""
         self.logger.micro_batch_end()
 
-    def check_gradients(self) -> bool:
+    def check_gradients(self, loss=None) -> bool:
         """Between backward and ``optimizer.step()``: NaN/Inf in any gradient gives a
         ``nan_detected`` report with a tensor dump; at ``ultra``, per-layer gradient norms.
+        ``loss``: the step's loss tensor (or a list, one per micro-batch): a non-finite one is
+        reported and dumped too, as the NaN's origin (kind ``nan_loss``).
         Returns False when a gradient is not finite (training goes on unless you stop it,
         or ``stop_on_nan=True`` was given: then ``should_stop`` turns True)."""
         if self.model is None:
             return True
-        return self.logger.check_gradients(self.model, self.global_step + 1) is not False
+        losses = None
+        if loss is not None:
+            losses = [t for t in (loss if isinstance(loss, (list, tuple)) else [loss]) if hasattr(t, "detach")]
+        return self.logger.check_gradients(self.model, self.global_step + 1, losses=losses) is not False
 
     @property
     def should_stop(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-__all__ = ["named_grads", "grad_norms", "nonfinite_report", "dump_tensors"]
+__all__ = ["named_grads", "grad_norms", "nonfinite_report", "dump_tensors", "loss_tensors"]
 
 
 def named_grads(model) -> list[tuple[str, object]]:
@@ -30,6 +30,21 @@ def grad_norms(grads: list[tuple[str, object]]) -> list[float]:
     except Exception:  # mixed devices or dtypes the fused kernel does not take
         norms = [t.float().norm() for t in tensors]
     return torch.stack([n.float().to(tensors[0].device) for n in norms]).cpu().tolist()
+
+
+def loss_tensors(losses: list, logged=None) -> list[tuple[str, object]]:
+    """Named loss tensors for a report: the step's micro-batch losses that hold NaN/Inf
+    (``loss``, or ``loss.micro_batch<i>`` when there are several), else the logged value when
+    it is not finite (as a scalar tensor: what the trainer logged)."""
+    import torch
+
+    named = [("loss" if len(losses) == 1 else f"loss.micro_batch{i}", t) for i, t in enumerate(losses, start=1)]
+    bad = [(n, t) for n, t in named if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        return bad
+    if logged is not None and not math.isfinite(float(logged)):
+        return [("loss", torch.tensor(float(logged)))]
+    return []
 
 
 def nonfinite_report(named_tensors: list[tuple[str, object]], kind: str, limit: int = 50) -> list[dict]:
