@@ -40,7 +40,8 @@ def node_with_two_gpus(monkeypatch):
 def _rank(monkeypatch, tmp_path, rank: int, session_id: str | None = None) -> SessionLogger:
     monkeypatch.setattr(emitter_mod, "rank_info",
                         lambda: RankInfo(rank, 2, rank, "nccl", f"cuda:{rank}", "node0"))
-    log = SessionLogger(tmp_path, "high", session_id=session_id, gpu_snapshot_interval=0.2)
+    # GPU memory threshold between the two GPUs' 5% and 10%: the second one is "high"
+    log = SessionLogger(tmp_path, "high", session_id=session_id, gpu_snapshot_interval=0.2, gpu_memory_high_pct=7.5)
     log.start(per_device_batch_size=2, max_steps=40)
     return log
 
@@ -89,6 +90,10 @@ def test_rank0_summary_and_warnings_cover_every_gpu_of_its_node(tmp_path, node_w
     warned = [GPU_UTIL_LOW.parse(p["message"]) for p in lines if p and GPU_UTIL_LOW.parse(p["message"])]
     assert warned == [{"gpu": idle, "utilization_pct": 45.2}] * len(low)
     assert all(p["level"] == "WARNING" for p in lines if p and GPU_UTIL_LOW.parse(p["message"]))
+
+    high = [r for r in stream0 if r["type"] == "resource_warning" and r["kind"] == "gpu_memory_high"]
+    assert high and {(r["gpu"], r["value"], r["threshold"]) for r in high} == {(idle, 10.0, 7.5)}
+    assert (folder / files.performance_log).read_text().count(f"GPU {idle} memory usage high: 10.0%") == len(high)
 
     # rank 1 (local rank 1) samples the host only: its snapshots have no devices, no warnings
     stream1 = read_jsonl(folder / files.rank_jsonl(1))

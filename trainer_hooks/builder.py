@@ -82,7 +82,7 @@ class RecordBuilder:
         out = []
         slow = self._slow.check(step_time)
         if slow is not None:
-            out.append(self._record(EventType.RESOURCE_WARNING, f"Slow training detected: {step_time:.1f}s per step",
+            out.append(self._record(EventType.ANOMALY, f"Slow training detected: {step_time:.1f}s per step",
                                     wall, elapsed, step, "WARNING", **slow))
         loss = metrics.get("loss")
         if loss is not None and math.isfinite(loss):
