@@ -90,4 +90,5 @@ def test_layer_gradients_explode_and_collapse_at_their_steps(run):
     assert vanish == [(DEAD_AT, "0.weight")]  # collapsed to 0 after being clearly non-zero
     assert norms[DEAD_AT]["0.weight"] == 0.0 and norms[DEAD_AT - 1]["0.weight"] > 1e-3
     (finding,) = [r for r in _findings(records, "grad_vanish")]
-    assert finding["value"] == 0.0
+    assert finding["value"] == 0.0 and finding["median"] > 1e-3
+    assert finding["message"].startswith("Gradient norm of 0.weight collapsed to 0")

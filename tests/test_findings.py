@@ -43,6 +43,73 @@ def test_layer_gradients_exploding_and_vanishing():
     assert kinds == {("a", "grad_explode"), ("b", "grad_vanish")}
 
 
+def _kinds(watch, norms):
+    return [(f["tensor"], f["kind"]) for f in watch.check(norms)]
+
+
+def test_a_layer_that_starts_at_zero_is_not_vanishing():
+    # LoRA: B starts at zero, so A's gradient is exactly 0 at step 1, then grows with B
+    watch = GradNormWatch()
+    seen = [_kinds(watch, {"lora_A": a, "lora_B": 0.05}) for a in (0.0, 1e-4, 2e-4, 3e-4, 4e-4, 6e-4, 8e-4)]
+    assert seen == [[]] * 7
+
+
+def test_a_collapse_is_flagged_once_per_episode():
+    watch = GradNormWatch(warmup=3)
+    for norm in (0.01, 0.012, 0.011, 0.01):
+        assert _kinds(watch, {"w": norm}) == []
+    (finding,) = watch.check({"w": 0.0})
+    assert (finding["kind"], finding["value"], finding["median"]) == ("grad_vanish", 0.0, pytest.approx(0.0105))
+    assert "collapsed" in finding["message"]
+    assert _kinds(watch, {"w": 0.0}) == []  # the same episode
+    assert _kinds(watch, {"w": 0.011}) == []  # back: its reference is still the pre-collapse one
+    assert _kinds(watch, {"w": 1e-9}) == [("w", "grad_vanish")]  # a new episode
+    # a tiny-but-alive layer (median under active_abs) is never "collapsed"
+    quiet = GradNormWatch(warmup=3)
+    assert [_kinds(quiet, {"q": v}) for v in (1e-7, 2e-7, 1e-7, 0.0)] == [[]] * 4
+
+
+def test_explode_is_against_the_layers_own_median_only():
+    watch = GradNormWatch(factor=10.0, warmup=3)
+    for _ in range(4):  # a large steady layer and a small one: no absolute threshold
+        assert _kinds(watch, {"big": 5000.0, "small": 1e-3}) == []
+    assert _kinds(watch, {"big": 40000.0, "small": 2e-2}) == [("small", "grad_explode")]  # 8x vs 20x
+    assert _kinds(watch, {"big": 5000.0, "small": 3e-2}) == []  # still exploding: said once
+    assert _kinds(watch, {"big": 5000.0, "small": float("nan")}) == []  # NaN: reported elsewhere
+
+
+def test_no_false_gradient_findings_on_a_real_lora_run_at_ultra(tmp_path):
+    torch = pytest.importorskip("torch")
+    peft = pytest.importorskip("peft")
+    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+    from logkit.schema import SessionFiles
+    from tests.launch import read_jsonl
+    from trainer_hooks import LogkitCallback
+
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=2, num_key_value_heads=2))
+    model = peft.get_peft_model(base, peft.LoraConfig(r=4, lora_alpha=8, task_type="CAUSAL_LM",
+                                                      target_modules=["q_proj", "v_proj", "up_proj", "down_proj"]))
+    data = [{"input_ids": torch.arange(i, i + 16) % 64, "labels": torch.arange(i, i + 16) % 64} for i in range(64)]
+    callback = LogkitCallback(log_dir=str(tmp_path / "logs"), verbosity="ultra", gpu_snapshot_interval=0)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=8, per_device_train_batch_size=4,
+                             learning_rate=2e-3, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
+                             disable_tqdm=True)
+    Trainer(model=model, args=args, train_dataset=data, callbacks=[callback]).train()
+    session = callback.session_dir
+    records = read_jsonl(session / SessionFiles(session.name).rank_jsonl(0))
+    norms = {r["step"]: r["layer_grad_norms"] for r in records if r["type"] == "training_step_complete"}
+    assert sorted(norms) == list(range(1, 9))
+    lora_a = [n for n in norms[1] if "lora_A" in n]
+    assert len(lora_a) == 8  # 4 targets x 2 layers
+    # what used to give a false grad_vanish per LoRA layer: A's gradient is exactly 0 at step 1
+    assert all(norms[1][n] == 0.0 for n in lora_a) and all(norms[2][n] > 0 for n in lora_a)
+    assert all(norms[1][n.replace("lora_A", "lora_B")] > 0 for n in lora_a)
+    assert not [r for r in records if r.get("kind") in ("grad_vanish", "grad_explode")]
+
+
 def test_resource_thresholds():
     usage = {"memory": {"usage_percent": 93.0},
              "gpu": {"devices": [{"index": 0, "memory_usage_percent": 96.5, "utilization_percent": 99.0},

@@ -64,27 +64,52 @@ class LossSpikeDetector:
 
 
 class GradNormWatch:
-    """Per-layer gradient norms that explode (x``factor`` over their own running median,
-    or above ``explode_abs``) or vanish (below ``vanish_abs``) — seed 001's check."""
+    """Per-layer gradient norms that explode or collapse, each against the layer's own history
+    (seed 001's check).
 
-    def __init__(self, factor: float = 10.0, explode_abs: float = 1e3, vanish_abs: float = 1e-8,
+    - explode: a norm above ``factor`` x the median of the layer's last ``window`` norms, once
+      it has ``warmup`` of them;
+    - vanish (a collapse): a norm at or below ``vanish_abs`` in a layer whose median was
+      clearly non-zero (at least ``active_abs``). A layer that starts at zero is not flagged:
+      with LoRA, B starts at zero, so every A gradient is exactly 0 at the first step.
+
+    Norms at zero do not enter the history (a layer's reference stays what it was before the
+    collapse). Each episode is flagged once per layer: a finding again only after the norm came
+    back within bounds. No absolute threshold: gradients read before unscaling (fp16 without
+    clipping) or of very different layers have very different sizes.
+    """
+
+    def __init__(self, factor: float = 10.0, vanish_abs: float = 1e-8, active_abs: float = 1e-6,
                  window: int = 20, warmup: int = 3) -> None:
-        self.factor, self.explode_abs, self.vanish_abs, self.warmup = factor, explode_abs, vanish_abs, warmup
+        self.factor, self.vanish_abs, self.active_abs, self.warmup = factor, vanish_abs, active_abs, warmup
         self._history: dict[str, deque] = {}
+        self._flagged: dict[str, str] = {}  # layer -> the kind of its ongoing episode
         self._window = window
 
     def check(self, norms: dict[str, float]) -> list[dict]:
         findings = []
         for name, norm in norms.items():
-            past = self._history.setdefault(name, deque(maxlen=self._window))
-            if math.isfinite(norm):
-                if norm > self.explode_abs:
-                    findings.append({"kind": "grad_explode", "tensor": name, "value": norm, "threshold": self.explode_abs})
-                elif len(past) >= self.warmup and norm > self.factor * max(statistics.median(past), 1e-12):
-                    findings.append({"kind": "grad_explode", "tensor": name, "value": norm,
-                                     "threshold": self.factor * statistics.median(past)})
-                elif norm < self.vanish_abs:
-                    findings.append({"kind": "grad_vanish", "tensor": name, "value": norm, "threshold": self.vanish_abs})
+            if not math.isfinite(norm):
+                continue  # NaN/Inf have their own report
+            past = self._history.get(name)
+            if past is None:
+                past = self._history[name] = deque(maxlen=self._window)
+            kind = threshold = median = None
+            if len(past) >= self.warmup:
+                median = statistics.median(past)
+                if norm <= self.vanish_abs and median >= self.active_abs:
+                    kind, threshold = "grad_vanish", self.vanish_abs
+                elif norm > self.factor * median:
+                    kind, threshold = "grad_explode", self.factor * median
+            if kind is None:
+                self._flagged.pop(name, None)
+            elif self._flagged.get(name) != kind:
+                self._flagged[name] = kind
+                verb = "collapsed to" if kind == "grad_vanish" else "exploded to"
+                findings.append({"kind": kind, "tensor": name, "value": norm, "threshold": threshold,
+                                 "median": median, "message": f"Gradient norm of {name} {verb} {norm:.3g} "
+                                 f"(its recent median {median:.3g})"})
+            if norm > self.vanish_abs:
                 past.append(norm)
         return findings
 
