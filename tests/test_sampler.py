@@ -347,3 +347,45 @@ def test_resource_usage_for_step_records(monkeypatch):
     assert set(usage) == {"cpu", "memory", "gpu"}
     assert usage["gpu"]["devices"][0]["memory_usage_percent"] == 5.0
     assert len(s.recent(3)) == min(3, s.samples_taken)
+
+
+# -- through the emitter: the interval aggregates reach the stream without a GPU too ----------------
+def test_without_a_gpu_each_interval_still_gives_its_host_mean_min_max(tmp_path, monkeypatch):
+    from logkit.schema import SessionFiles
+    from tests.launch import read_jsonl
+    from trainer_hooks.emitter import SessionLogger
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(count=0))
+    log = SessionLogger(tmp_path, "high", gpu_snapshot_interval=0.25)
+    log.start(per_device_batch_size=2, max_steps=30)
+    for step in range(1, 31):
+        log.step_begin()
+        sum(i * i for i in range(20_000))  # some CPU for the samples to see
+        time.sleep(0.03)
+        log.step_end(step, loss=1.0)
+    sampler = log._sampler
+    log.end()
+    raw = sampler.recent()
+    records = read_jsonl(tmp_path / log.session_id / SessionFiles(log.session_id).rank_jsonl(0))
+    snaps = [r for r in records if r["type"] == "gpu_snapshot"]
+    assert len(snaps) >= 3 and sum(s["samples"] for s in snaps) == len(raw) == sampler.samples_taken
+    assert snaps[0]["message"].startswith("Resource snapshot (no GPU metrics): CPU ")
+    # the intervals cut the raw samples in order: each record is its chunk's mean/min/max
+    start = 0
+    for snap in snaps:
+        assert snap["devices"] == [] and snap["hostname"]
+        chunk = raw[start:start + snap["samples"]]
+        start += snap["samples"]
+        usage = snap["resource_usage"]
+        for group, key in (("cpu", "usage_percent"), ("memory", "usage_percent"), ("memory", "process_rss_gb")):
+            values = [s[group][key] for s in chunk if s[group][key] is not None]
+            got = usage[group]
+            if not values:
+                assert got[key] is None
+                continue
+            assert got[key] == pytest.approx(mean(values), abs=1e-3)
+            assert (got[key + "_min"], got[key + "_max"]) == (pytest.approx(min(values), abs=1e-3),
+                                                              pytest.approx(max(values), abs=1e-3))
+    assert any(s["resource_usage"]["cpu"]["usage_percent_max"] > 0 for s in snaps)
+    notes = [r["message"] for r in records if r.get("kind") == "sampling_degraded"]
+    assert notes == ["no NVIDIA GPU found: GPU metrics off"]
