@@ -15,9 +15,11 @@ import pandas as pd
 from logkit.analysis.communication import (
     COMM_COLUMNS,
     COMMUNICATION_DEFINITIONS,
+    NCCL_TESTS_COLUMNS,
     SYNC_OPS,
     communication_peaks,
     communication_table,
+    nccl_tests_table,
 )
 from logkit.analysis.diagnose import diagnose
 from logkit.analysis.health import HEALTH_DEFINITIONS, loss_parity, session_health
@@ -66,12 +68,13 @@ def plain(value):
 
 @dataclass
 class Analysis:
-    """Results of ``analyze``. Frames: ``communication``, ``communication_peaks``, ``performance``,
-    ``stragglers``, ``gpus``; dicts keyed by session_id: ``mfu``, ``health``; lists:
+    """Results of ``analyze``. Frames: ``communication``, ``nccl_tests``, ``communication_peaks``,
+    ``performance``, ``stragglers``, ``gpus``; dicts keyed by session_id: ``mfu``, ``health``; lists:
     ``loss_parity``, ``findings``; ``scaling`` a dict; ``definitions`` every figure's definition."""
 
     scaling: dict = field(default_factory=dict)
     communication: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COMM_COLUMNS))
+    nccl_tests: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=NCCL_TESTS_COLUMNS))
     communication_peaks: pd.DataFrame = field(default_factory=communication_peaks)
     performance: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STEP_COLUMNS))
     stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -85,7 +88,7 @@ class Analysis:
     def to_dict(self) -> dict:
         """Everything as JSON-able values: frames as lists of row dicts, NaN as None, keys as str."""
         return {k: plain(getattr(self, k)) for k in (
-            "scaling", "communication", "communication_peaks", "performance", "stragglers", "gpus", "mfu",
+            "scaling", "communication", "nccl_tests", "communication_peaks", "performance", "stragglers", "gpus", "mfu",
             "health", "loss_parity", "findings", "definitions")}
 
 
@@ -103,6 +106,7 @@ def analyze(sessions: list) -> Analysis:
     strag = stragglers(perf)
     gpus = _concat([gpu_table(s) for s in sessions], GPU_COLUMNS)
     comm = _concat([communication_table(s) for s in sessions], COMM_COLUMNS)
+    nccl = _concat([nccl_tests_table(s) for s in sessions], NCCL_TESTS_COLUMNS)
     busy, context = {}, {}
     for s in sessions:
         sid = s.meta.get("session_id")
@@ -116,12 +120,12 @@ def analyze(sessions: list) -> Analysis:
                         "straggler": int(st["rank"].iloc[0]) if len(st) else None}
     scaling = scaling_analysis(sessions, context)
     health = {s.meta.get("session_id"): session_health(s) for s in sessions}
-    parity = []
-    index = scaling.get("baseline_index")
-    if index is not None:
-        parity = [loss_parity(sessions[index], s) for i, s in enumerate(sessions) if i != index]
+    by_id = {s.meta.get("session_id"): s for s in sessions}
+    batch = {r["session_id"]: r.get("total_batch_size") for r in scaling["sessions"]}
+    parity = [loss_parity(by_id[c["baseline"]], by_id[c["candidate"]], batch.get(c["baseline"]),
+                          batch.get(c["candidate"])) for c in scaling["comparisons"]]
     result = Analysis(
-        scaling=scaling, communication=comm, performance=perf, stragglers=strag, gpus=gpus,
+        scaling=scaling, communication=comm, nccl_tests=nccl, performance=perf, stragglers=strag, gpus=gpus,
         mfu={s.meta.get("session_id"): mfu(s) for s in sessions}, health=health, loss_parity=parity,
     )
     result.findings = diagnose(sessions, {

@@ -2,9 +2,11 @@
 
 Definitions (``HEALTH_DEFINITIONS``):
 
-- ``nan_steps``: steps whose logged loss or grad_norm is +-inf, steps of ``nan_detected`` events,
-  and steps of ``anomaly`` / ``resource_warning`` events of kind nan_loss / nan_grad / inf_*.
-  (A NaN in a frame also means "not logged", so a NaN loss alone is not counted.)
+- ``nan_steps``: steps of ``nan_detected`` events (the emitter's, and those ingest makes of a loss
+  or grad_norm logged as NaN/Inf, with its file:line), of ``anomaly`` / ``resource_warning``
+  events of kind nan_loss / nan_grad / inf_*, and steps whose loss or grad_norm is +-inf in the
+  frame; one point per rank and step. (A NaN in a frame also means "not logged", so a NaN value
+  of a frame alone is not counted: the event is what says it was logged.)
 - divergence: over the lowest rank's finite losses, smoothed by a running median of
   ``K = clip(n // 10, 3, 100)`` points: the final smoothed loss exceeds the smoothed minimum by
   more than 25% of the drop from the first smoothed value to that minimum (and by more than
@@ -25,7 +27,7 @@ import pandas as pd
 
 __all__ = ["HEALTH_DEFINITIONS", "nan_steps", "divergence", "loss_curve", "session_health", "loss_parity"]
 
-NAN_KINDS = {"nan_loss", "nan_grad", "inf_loss", "inf_grad", "nan", "nan_detected"}
+NAN_KINDS = {"nan_loss", "nan_grad", "nan_grad_norm", "inf_loss", "inf_grad", "inf_grad_norm", "nan", "nan_detected"}
 
 HEALTH_DEFINITIONS: dict[str, str] = {
     "nan_steps": "steps with a logged +-inf loss or grad_norm, a nan_detected event, or a nan_loss/nan_grad "
@@ -47,36 +49,47 @@ def _curve_rows(session) -> pd.DataFrame:
 
 
 def nan_steps(session) -> list[dict]:
-    """[{step, rank, what, source}] of non-finite values (see module doc), sorted by step."""
+    """[{step, rank, what, source}] of non-finite values (see module doc), sorted by step; one entry per
+    rank and step (an event, which names its file and line, wins over the +-inf value of a steps row)."""
     out = []
-    steps = session.steps
-    if not steps.empty:
-        for col in ("loss", "grad_norm"):
-            bad = steps[np.isinf(steps[col].to_numpy(dtype="float64"))]
-            for r, s, v in zip(bad["rank"], bad["step"], bad[col], strict=True):
-                out.append({"step": None if pd.isna(s) else int(s), "rank": None if pd.isna(r) else int(r),
-                            "what": f"{col}={v}", "source": None})
+    seen = set()
     ev = session.events
     if not ev.empty:
         kinds = ev["kind"].astype("object")
         sub = ev["subkind"].astype("object") if "subkind" in ev.columns else pd.Series(None, index=ev.index)
         hit = ev[(kinds == "nan_detected") | sub.isin(NAN_KINDS)]
-        for _, e in hit.iterrows():
-            out.append({"step": None if pd.isna(e["step"]) else int(e["step"]),
-                        "rank": None if pd.isna(e["rank"]) else int(e["rank"]),
-                        "what": e["subkind"] or e["kind"], "source": e["source"]})
+        for k, sk, r, st, src in zip(hit["kind"], hit["subkind"] if "subkind" in hit.columns else [None] * len(hit),
+                                     hit["rank"], hit["step"], hit["source"], strict=True):
+            step = None if pd.isna(st) else int(st)
+            rank = None if pd.isna(r) else int(r)
+            if step is not None and (rank, step) in seen:
+                continue
+            seen.add((rank, step))
+            out.append({"step": step, "rank": rank, "what": sk if isinstance(sk, str) and sk else k,
+                        "source": src if isinstance(src, str) else None})
+    steps = session.steps
+    if not steps.empty:
+        for col in ("loss", "grad_norm"):
+            bad = steps[np.isinf(steps[col].to_numpy(dtype="float64"))]
+            for r, s, v in zip(bad["rank"], bad["step"], bad[col], strict=True):
+                step, rank = None if pd.isna(s) else int(s), None if pd.isna(r) else int(r)
+                if (rank, step) in seen:
+                    continue
+                seen.add((rank, step))
+                out.append({"step": step, "rank": rank, "what": f"{col}={v}", "source": None})
     return sorted(out, key=lambda d: (d["step"] is None, d["step"] or 0, d["rank"] or 0))
 
 
-def loss_curve(session) -> tuple[np.ndarray, np.ndarray, str]:
-    """(x, loss, basis) of the lowest rank: x = samples seen (step x batch) or step."""
+def loss_curve(session, batch_size: int | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+    """(x, loss, basis) of the lowest rank: x = samples seen (step x batch) or step. ``batch_size``: the
+    global batch where the rows lack one (default: meta's total_batch_size)."""
     rows = _curve_rows(session)
     if rows.empty:
         return np.array([]), np.array([]), "samples seen"
     loss = rows["loss"].to_numpy(dtype="float64")
     step = rows["step"].to_numpy(dtype="float64")
     batch = rows["total_batch_size"].astype("float64")
-    default = session.meta.get("total_batch_size")
+    default = batch_size or session.meta.get("total_batch_size")
     if default:
         batch = batch.fillna(float(default))
     ok = np.isfinite(loss)
@@ -120,10 +133,11 @@ def session_health(session) -> dict:
             "points": int(len(loss)), "basis": basis}
 
 
-def loss_parity(base, cand) -> dict:
-    """Loss parity of ``cand`` against ``base`` (see module doc)."""
-    bx, bl, bb = loss_curve(base)
-    cx, cl, cb = loss_curve(cand)
+def loss_parity(base, cand, base_batch: int | None = None, cand_batch: int | None = None) -> dict:
+    """Loss parity of ``cand`` against ``base`` (see module doc); ``*_batch``: global batches where the
+    rows lack them (e.g. derived from the runs' totals)."""
+    bx, bl, bb = loss_curve(base, base_batch)
+    cx, cl, cb = loss_curve(cand, cand_batch)
     basis = "samples seen" if bb == cb == "samples seen" else "steps"
     if basis == "steps" and (bb != "steps" or cb != "steps"):
         # one side lacks batch sizes: fall back to steps on both sides

@@ -3,14 +3,18 @@ confidence interval of the speedup, flags with likely causes, and an Amdahl / Ka
 
 Definitions (``SCALING_DEFINITIONS``, added to ``scaling.DEFINITIONS``):
 
-- ``steady_speedup`` / ``steady_scaling_efficiency``: as speedup / scaling_efficiency, over the
-  steady-state steps only (warm-up steps of each run left out; ``steady.py`` says how).
+- headline ``speedup`` / ``scaling_efficiency`` / ``step_rate_ratio``: on the steady state when
+  both runs have step times (warm-up steps of each run left out; ``steady.py`` says how), else
+  over the whole run (the only figures a run's totals give); ``basis`` says which, and the
+  whole-run figures are kept beside (``whole_run_speedup``, ...).
 - ``speedup_ci``: 95% block-bootstrap interval of ``steady_speedup`` (1000 draws of each run's
   steady throughput, independent seeds; the ratio's 2.5th and 97.5th percentiles).
 - Amdahl: speedup(p) = 1 / (s + (1 - s) / p), p = candidate ranks / baseline ranks, fitted by
-  least squares on 1/speedup - 1/p = s (1 - 1/p) through every comparison (steady speedups
-  where known); Karp-Flatt e(p) = (1/speedup - 1/p) / (1 - 1/p), the mean per world size.
-  Needs three or more distinct world sizes (the baseline's included).
+  least squares on 1/speedup - 1/p = s (1 - 1/p) through every comparison of a group (the
+  headline speedups); Karp-Flatt e(p) = (1/speedup - 1/p) / (1 - 1/p), the mean per world size.
+  Needs three or more distinct world sizes (the baseline's included). No prediction when a point
+  is superlinear (speedup > p: Amdahl's law cannot describe it), when the unclipped serial
+  fraction is negative, or when R² < ``MIN_R2``.
 """
 
 from __future__ import annotations
@@ -19,17 +23,23 @@ import math
 
 import numpy as np
 
-from logkit.analysis.scaling import DEFINITIONS, compare, pick_baseline, session_summary
+from logkit.analysis.scaling import DEFINITIONS, compare, comparison_plan, session_summary
 from logkit.analysis.steady import bootstrap_throughput, steady_state
 
-__all__ = ["SCALING_DEFINITIONS", "scaling_analysis", "amdahl_fit", "samples_seen",
-           "COMM_BOUND_SHARE"]
+__all__ = ["SCALING_DEFINITIONS", "scaling_analysis", "amdahl_fit", "samples_seen", "COMM_BOUND_SHARE", "MIN_R2"]
 
 CI_LEVEL = 0.95
 COMM_BOUND_SHARE = 0.30  # gradient sync >= 30% of step time: communication-bound
+MIN_R2 = 0.9  # an Amdahl fit below this predicts nothing
 
 SCALING_DEFINITIONS: dict[str, str] = {
     **DEFINITIONS,
+    "speedup": "candidate samples/s / baseline samples/s (throughput ratio), on the steady state (warm-up "
+               "left out) when both runs logged step times, else over the whole run; 'basis' says which",
+    "scaling_efficiency": "speedup / (candidate ranks / baseline ranks), on the same basis as speedup",
+    "step_rate_ratio": "candidate steps/s / baseline steps/s, on the same basis as speedup",
+    "whole_run_speedup": "candidate samples/s / baseline samples/s over every step (warm-up included), or from "
+                         "the runs' totals",
     "warmup_steps": "leading steps before the first window of steps whose median step time is within "
                     "max(5%, 3 robust SD) of the median of the run's second half (at most half the run)",
     "steady_samples_per_second": "samples_per_second over the steps after warm-up",
@@ -39,11 +49,13 @@ SCALING_DEFINITIONS: dict[str, str] = {
                   "consecutive steps per run)",
     "samples_seen": "session_end samples_seen, else total_steps x total_batch_size",
     "serial_fraction": "Amdahl fit speedup(p) = 1 / (s + (1 - s) / p), p = ranks / baseline ranks, least "
-                       "squares on 1/speedup - 1/p = s (1 - 1/p); steady speedups where known",
+                       "squares on 1/speedup - 1/p = s (1 - 1/p) over a group's headline speedups",
     "karp_flatt": "experimentally determined serial fraction e = (1/speedup - 1/p) / (1 - 1/p)",
-    "predicted": "Amdahl speedup over the baseline at 2x and 4x the largest world size measured",
+    "predicted": "Amdahl speedup over the baseline at 2x and 4x the largest world size measured; none when a "
+                 f"point is superlinear, the serial fraction comes out negative, or R² < {MIN_R2:g}",
     "r2": "coefficient of determination of the Amdahl fit on the speedups (baseline = 1 included)",
-    "flags": "slowdown: speedup < 1; superlinear: speedup > rank ratio (steady speedup where known)",
+    "flags": "slowdown: speedup < 1; superlinear: speedup > rank ratio (headline speedup); only for more ranks "
+             "than the baseline (runs with equal rank counts are compared, not judged for scaling)",
 }
 
 
@@ -66,14 +78,18 @@ def samples_seen(session, summary: dict) -> float | None:
 
 
 def amdahl_fit(points: list[tuple[int, float, float]], base_ws: int) -> dict | None:
-    """Amdahl fit of ``points`` = [(world_size, rank ratio p, speedup)]; None with < 3 world sizes."""
+    """Amdahl fit of ``points`` = [(world_size, rank ratio p, speedup)]; None with < 3 world sizes.
+
+    ``reliable`` is False (and ``predicted`` None, ``note`` saying why) when a point is
+    superlinear, the unclipped least-squares serial fraction is negative, or R² < ``MIN_R2``."""
     pts = [(ws, p, s) for ws, p, s in points if s and s > 0 and p > 0]
     if len({base_ws} | {ws for ws, _, _ in pts}) < 3:
         return None
     p = np.array([x[1] for x in pts] + [1.0])
     s = np.array([x[2] for x in pts] + [1.0])
     x, y = 1 - 1 / p, 1 / s - 1 / p
-    serial = float(np.clip((x * y).sum() / (x * x).sum(), 0.0, 1.0))
+    raw = float((x * y).sum() / (x * x).sum())
+    serial = float(np.clip(raw, 0.0, 1.0))
     fitted = 1 / (serial + (1 - serial) / p)
     ss_tot = float(((s - s.mean()) ** 2).sum())
     r2 = 1 - float(((s - fitted) ** 2).sum()) / ss_tot if ss_tot > 0 else None
@@ -81,11 +97,23 @@ def amdahl_fit(points: list[tuple[int, float, float]], base_ws: int) -> dict | N
     for ws, pi, si in pts:
         if pi > 1:
             kf.setdefault(ws, []).append((1 / si - 1 / pi) / (1 - 1 / pi))
+    superlinear = sorted({ws for ws, pi, si in pts if si > pi * (1 + 1e-9)})
+    notes = []
+    if superlinear:
+        notes.append(f"superlinear point(s) at {', '.join(map(str, superlinear))} ranks (speedup above the rank "
+                     "ratio): Amdahl's law cannot describe them")
+    if raw < 0:
+        notes.append(f"the least-squares serial fraction is negative ({raw:.3f}, shown clipped to 0)")
+    if r2 is None or r2 < MIN_R2:
+        notes.append(f"poor fit (R² {'n/a' if r2 is None else f'{r2:.2f}'} < {MIN_R2:g})")
+    reliable = not notes
     top = max(ws for ws, _, _ in pts)
-    predicted = {m * top: 1 / (serial + (1 - serial) / (m * top / base_ws)) for m in (2, 4)}
-    return {"model": "amdahl", "serial_fraction": serial, "parallel_fraction": 1 - serial,
+    predicted = {m * top: 1 / (serial + (1 - serial) / (m * top / base_ws)) for m in (2, 4)} if reliable else None
+    note = ("; ".join(notes) + ": no prediction") if notes else None
+    return {"model": "amdahl", "serial_fraction": serial, "serial_fraction_raw": raw, "parallel_fraction": 1 - serial,
             "karp_flatt": {ws: float(np.mean(v)) for ws, v in sorted(kf.items())},
-            "predicted": predicted, "r2": r2, "points": len(pts) + 1, "baseline_world_size": base_ws}
+            "predicted": predicted, "r2": r2, "points": len(pts) + 1, "baseline_world_size": base_ws,
+            "reliable": reliable, "note": note, "superlinear_world_sizes": superlinear}
 
 
 def _causes(kind: str, base: dict, cand: dict, ctx: dict, cand_ctx: dict, base_ctx: dict) -> list[str]:
@@ -93,9 +121,13 @@ def _causes(kind: str, base: dict, cand: dict, ctx: dict, cand_ctx: dict, base_c
     if ctx["regime"] in ("mixed", "unknown"):
         causes.append(f"batch sizes not comparable ({ctx['regime']} regime: global batch "
                       f"{base['total_batch_size']} vs {cand['total_batch_size']})")
-    if ctx.get("samples_ratio") and abs(ctx["samples_ratio"] - 1) > 0.05:
-        causes.append(f"step counts not comparable: the candidate saw {ctx['samples_ratio']:.2f}x the "
-                      "baseline's samples")
+    if ctx.get("basis_mismatch"):
+        causes.append(ctx["basis_mismatch"])
+    ratio = ctx.get("samples_ratio")
+    if not ctx.get("steady") and ratio and abs(ratio - 1) > 0.05:
+        # throughput does not depend on run length, except through the warm-up a whole-run figure includes
+        causes.append(f"whole-run figures include warm-up and the runs differ in length (the candidate saw "
+                      f"{ratio:.2f}x the baseline's samples): warm-up weighs differently in each")
     if kind == "slowdown":
         if cand_ctx.get("busy_gpu"):
             causes.append("one busy GPU: one device does the work while the others idle "
@@ -118,8 +150,14 @@ def _causes(kind: str, base: dict, cand: dict, ctx: dict, cand_ctx: dict, base_c
     return causes
 
 
+def _ratio(a, b):
+    a, b = _f(a), _f(b)
+    return a / b if a is not None and b else None
+
+
 def scaling_analysis(sessions: list, context: dict[str, dict] | None = None) -> dict:
-    """The scaling section for ``sessions``: {"sessions", "comparisons", "fit", "definitions", "baseline"}.
+    """The scaling section for ``sessions``: {"sessions", "comparisons", "groups", "not_compared",
+    "fit", "fits", "definitions", "baseline"}.
 
     ``context`` (optional) maps session_id to facts other analyses found, used for the causes of
     flags: ``sync_share`` (largest gradient-sync share of step time), ``busy_gpu`` (bool),
@@ -131,52 +169,77 @@ def scaling_analysis(sessions: list, context: dict[str, dict] | None = None) -> 
     rows = []
     for summary, state in zip(summaries, states, strict=True):
         rows.append({**summary, "warmup_steps": state.warmup_steps, "steady_steps": state.steady_steps,
-                     "steady_samples_per_second": state.samples_per_second})
-    out = {"sessions": rows, "comparisons": [], "fit": None, "definitions": dict(SCALING_DEFINITIONS),
-           "baseline": None}
-    index = pick_baseline(sessions, summaries)
-    if index is None:
-        return out
-    base, bstate = summaries[index], states[index]
-    out["baseline"], out["baseline_index"] = base["session_id"], index
-    base_seen = samples_seen(sessions[index], base)
-    boots = {}
-    others = [i for i in range(len(sessions)) if i != index]  # compare() keeps the sessions' order
-    points = []
-    base_ws = base["world_size"] or 1
-    for i, comp in zip(others, compare(sessions, summaries), strict=True):
-        cand, cstate = summaries[i], states[i]
+                     "steady_samples_per_second": state.samples_per_second,
+                     "steady_steps_per_second": state.steps_per_second})
+    plan = comparison_plan(sessions, summaries)
+    first = next((g["baseline"] for g in plan["groups"] if g["baseline"] is not None), None)
+    out = {"sessions": rows, "comparisons": [], "groups": plan["groups"], "not_compared": plan["not_compared"],
+           "fit": None, "fits": [], "definitions": dict(SCALING_DEFINITIONS), "baseline": first}
+    if first is not None:
+        out["baseline_index"] = next(i for i, s in enumerate(summaries) if s["session_id"] == first)
+    boots: dict[int, np.ndarray | None] = {}
+    points: dict[str, list] = {}
+    bases: dict[str, int] = {}
+    for (b, c, label), comp in zip(plan["pairs"], compare(sessions, summaries), strict=True):
+        base, cand, bstate, cstate = summaries[b], summaries[c], states[b], states[c]
+        base_ws = base["world_size"] or 1
         ratio = (cand["world_size"] or 1) / base_ws
         steady = bstate.samples_per_second is not None and cstate.samples_per_second is not None
         sp = cstate.samples_per_second / bstate.samples_per_second if steady else None
         ci = None
         if steady:
-            if index not in boots:
-                boots[index] = bootstrap_throughput(bstate, seed=1000 + index)
-            cb = bootstrap_throughput(cstate, seed=1000 + i)
-            if boots[index] is not None and cb is not None:
-                q = np.quantile(cb / boots[index], [(1 - CI_LEVEL) / 2, (1 + CI_LEVEL) / 2])
+            if b not in boots:
+                boots[b] = bootstrap_throughput(bstate, seed=1000 + b)
+            cb = bootstrap_throughput(cstate, seed=1000 + c)
+            if boots[b] is not None and cb is not None:
+                q = np.quantile(cb / boots[b], [(1 - CI_LEVEL) / 2, (1 + CI_LEVEL) / 2])
                 ci = [float(q[0]), float(q[1])]
-        seen = samples_seen(sessions[i], cand)
-        ctx = {"regime": comp["regime"], "steady": steady,
+        seen, base_seen = samples_seen(sessions[c], cand), samples_seen(sessions[b], base)
+        mismatch = None
+        if not steady and base["basis"] != cand["basis"]:
+            mismatch = (f"throughput on different bases: baseline from {base['basis_detail']}, candidate from "
+                        f"{cand['basis_detail']}")
+        ctx = {"regime": comp["regime"], "steady": steady, "basis_mismatch": mismatch,
                "samples_ratio": seen / base_seen if seen and base_seen else None}
-        headline = sp if sp is not None else comp["speedup"]
+        if steady:
+            headline, rate = sp, _ratio(cstate.steps_per_second, bstate.steps_per_second)
+            basis = "steady state"
+            detail = (f"steady state: warm-up left out ({bstate.warmup_steps} step(s) of the baseline, "
+                      f"{cstate.warmup_steps} of the candidate); {bstate.steady_steps} and {cstate.steady_steps} "
+                      "steady steps")
+        else:
+            headline, rate = comp["speedup"], comp["step_rate_ratio"]
+            basis = "whole run"
+            detail = ("whole run: " + (f"baseline {base['basis_detail']}; candidate {cand['basis_detail']}"
+                                       if base["basis"] != "steps" or cand["basis"] != "steps"
+                                       else "every logged step, warm-up included"))
         flags = []
-        if headline is not None:
+        if headline is not None and ratio > 1:  # same rank counts: an A/B comparison, not scaling
             kind = "slowdown" if headline < 1 else "superlinear" if headline > ratio * 1.0 + 1e-9 else None
             if kind:
                 cause = _causes(kind, base, cand, ctx, context.get(cand["session_id"], {}),
                                 context.get(base["session_id"], {}))
                 flags.append({"kind": kind, "cause": "; ".join(cause), "causes": cause,
-                              "speedup": headline, "rank_ratio": ratio,
+                              "speedup": headline, "rank_ratio": ratio, "basis": basis,
                               "significant": bool(ci and (ci[1] < 1 if kind == "slowdown" else ci[0] > ratio))})
         out["comparisons"].append({
-            **comp, "steady_speedup": sp, "steady_scaling_efficiency": sp / ratio if sp is not None else None,
+            "baseline": comp["baseline"], "candidate": comp["candidate"], "speedup": headline,
+            "scaling_efficiency": headline / ratio if headline is not None else None, "regime": comp["regime"],
+            "step_rate_ratio": rate, "basis": basis, "basis_detail": detail, "group": label,
+            "whole_run_speedup": comp["speedup"], "whole_run_scaling_efficiency": comp["scaling_efficiency"],
+            "whole_run_step_rate_ratio": comp["step_rate_ratio"],
+            "steady_speedup": sp, "steady_scaling_efficiency": sp / ratio if sp is not None else None,
             "speedup_ci": ci, "ci_level": CI_LEVEL, "steady_state": steady, "rank_ratio": ratio,
+            "baseline_basis": base["basis_detail"], "candidate_basis": cand["basis_detail"],
             "baseline_samples_seen": base_seen, "candidate_samples_seen": seen,
-            "samples_ratio": ctx["samples_ratio"], "flags": flags,
+            "samples_ratio": ctx["samples_ratio"], "note": mismatch, "flags": flags,
         })
         if headline is not None:
-            points.append((cand["world_size"] or 1, ratio, headline))
-    out["fit"] = amdahl_fit(points, base_ws)
+            points.setdefault(label, []).append((cand["world_size"] or 1, ratio, headline))
+            bases[label] = base_ws
+    for label, pts in points.items():
+        fit = amdahl_fit(pts, bases[label])
+        if fit is not None:
+            out["fits"].append({"group": label, **fit})
+    out["fit"] = out["fits"][0] if out["fits"] else None
     return out

@@ -6,7 +6,8 @@ Definitions:
   reference and opens a window of ``w`` consecutive steps whose median is within it too, where the reference is the median step
   time of the second half of the run, ``tol = max(5% of it, 3 x 1.4826 x MAD)`` over that half,
   and ``w = clip(n // 50, 1, 10)``; never more than half the steps, none when n < 4.
-- steady throughput: sum(total_batch_size) / sum(step_time_s) over the steady steps.
+- steady throughput: sum(total_batch_size) / sum(step_time_s) over the steady steps (and steady
+  step rate: steady steps / their summed time); none with fewer than ``MIN_STEADY_STEPS`` timed steps.
 - bootstrap: the steady steps cut into at most 200 consecutive blocks (keeping the correlation
   of neighbouring steps), blocks drawn with replacement ``n_boot`` times with a fixed seed;
   each draw's throughput = its samples / its time.
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["SteadyState", "warmup_count", "steady_state", "bootstrap_throughput", "main_rank_timed"]
+__all__ = ["SteadyState", "MIN_STEADY_STEPS", "warmup_count", "steady_state", "bootstrap_throughput", "main_rank_timed"]
 
 N_BOOT = 1000
+MIN_STEADY_STEPS = 4  # fewer timed steps (two sampled text lines): no steady-state figures
 MAX_BLOCKS = 200
 SEED = 20241206
 
@@ -33,6 +35,7 @@ class SteadyState:
     warmup_steps: int = 0
     steady_steps: int = 0
     samples_per_second: float | None = None
+    steps_per_second: float | None = None
     batch: np.ndarray | None = None  # per steady step, for the bootstrap
     time: np.ndarray | None = None
 
@@ -78,13 +81,16 @@ def steady_state(session, default_batch: int | None = None) -> SteadyState:
     batch = rows["total_batch_size"].astype("Float64")
     if default_batch is not None:
         batch = batch.fillna(default_batch)
+    if len(times) < MIN_STEADY_STEPS:
+        return SteadyState()
     k = warmup_count(times)
+    rate = float((len(times) - k) / times[k:].sum())
     if batch.isna().any():
-        return SteadyState(warmup_steps=k, steady_steps=len(times) - k)
+        return SteadyState(warmup_steps=k, steady_steps=len(times) - k, steps_per_second=rate)
     batch = batch.to_numpy(dtype="float64")
     b, t = batch[k:], times[k:]
     return SteadyState(warmup_steps=k, steady_steps=len(t), samples_per_second=float(b.sum() / t.sum()),
-                       batch=b, time=t)
+                       steps_per_second=rate, batch=b, time=t)
 
 
 def bootstrap_throughput(state: SteadyState, n_boot: int = N_BOOT, seed: int = SEED) -> np.ndarray | None:
