@@ -6,7 +6,7 @@ import numpy as np
 
 from logkit.ingest.session import Session, make_frame
 
-__all__ = ["session", "step_rows", "comm_rows", "gpu_rows", "event_rows", "noisy"]
+__all__ = ["session", "step_rows", "comm_rows", "gpu_rows", "event_rows", "noisy", "write_jsonl_session"]
 
 
 def step_rows(times, *, rank=0, batch=8, losses=None, data=None, tokens=None, start_step=1) -> list[dict]:
@@ -58,3 +58,56 @@ def noisy(n, mean, sd=0.0, seed=0, warm=()) -> list[float]:
     rng = np.random.default_rng(seed)
     body = mean + sd * rng.standard_normal(n - len(warm))
     return list(warm) + [float(x) for x in body]
+
+
+def write_jsonl_session(root, sid: str, *, world_size: int = 1, step_times=(0.5,) * 20, total_batch_size: int = 8,
+                        tokens_per_step: int | None = None, gpus: list[dict] | None = None,
+                        model_info: dict | None = None, mode: str | None = None, backend: str | None = None,
+                        start: str = "2026-11-22T01:00:00+00:00"):
+    """A logkit session folder on disk, one JSONL stream per rank, with the records LOG_FORMATS.md names:
+    session_start (gpus), model_info (when given), training_step_complete (tokens_per_second when
+    ``tokens_per_step``), session_end. Returns the folder."""
+    from datetime import datetime, timedelta
+    from pathlib import Path
+
+    import orjson
+
+    folder = Path(root) / sid
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = datetime.fromisoformat(start)
+    gpus = gpus or []
+    mode = mode or (("MULTI-GPU" if world_size > 1 else "SINGLE-GPU") if gpus else "CPU")
+    for rank in range(world_size):
+        clock = {"elapsed": 0.0}
+        lines = []
+
+        def rec(type_, message, step=None, _rank=rank, _lines=lines, _clock=clock, **fields):
+            elapsed = _clock["elapsed"]
+            r = {"timestamp": (t0 + timedelta(seconds=elapsed)).isoformat(timespec="microseconds"),
+                 "elapsed_s": round(elapsed, 6), "type": type_, "level": "INFO", "message": message,
+                 "session_id": sid, "rank": _rank, "world_size": world_size}
+            if step is not None:
+                r["step"] = step
+            r.update(fields)
+            _lines.append(orjson.dumps(r))
+
+        rec("session_start", f"Session {sid} started", mode=mode, local_rank=rank, hostname="h", backend=backend,
+            mixed_precision="bf16", model_name="test-model", gpu_count=len(gpus), total_batch_size=total_batch_size,
+            max_steps=len(step_times), config={"seq_len": 2048}, versions={}, gpus=gpus)
+        if model_info is not None:
+            rec("model_info", "Model parameters", **model_info)
+        for i, st in enumerate(step_times):
+            clock["elapsed"] += st
+            tps = round(tokens_per_step / st, 2) if tokens_per_step else None
+            rec("training_step_complete", f"Step {i + 1} completed", step=i + 1, max_steps=len(step_times),
+                epoch=(i + 1) / len(step_times),
+                timing={"step_time_seconds": st, "avg_step_time_seconds": st, "data_time_seconds": None,
+                        "eta_minutes": None, "estimated_completion": None},
+                metrics={"loss": 3.0 - 0.01 * i, "learning_rate": 1e-4, "grad_norm": 1.0,
+                         "samples_per_second": total_batch_size / st, "tokens_per_second": tps,
+                         "total_batch_size": total_batch_size})
+        clock["elapsed"] += 0.5
+        rec("session_end", "Session completed", status="completed", duration_s=clock["elapsed"],
+            total_steps=len(step_times), final_loss=3.0 - 0.01 * (len(step_times) - 1))
+        (folder / f"{sid}_rank{rank}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return folder

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from logkit.analysis.analyze import analyze
 from logkit.analysis.performance import busy_gpu, gpu_table, mfu, slow_step_list, step_stats, stragglers
 from logkit.ingest import load_session
-from tests.analysis_synth import gpu_rows, noisy, session, step_rows
+from tests.analysis_synth import gpu_rows, noisy, session, step_rows, write_jsonl_session
 
 
 def _two_ranks():
@@ -79,7 +83,64 @@ def test_mfu_is_lora_aware():
     assert full["flops_per_token"] == pytest.approx(6 * n)  # trainable unknown: every weight trains
 
 
-def test_mfu_says_what_is_missing():
-    s = load_session("sample_logs/qlora_tiny_cpu/logs/training_20261122_020133")
+H100_DENSE_BF16_TFLOPS = 989.0  # NVIDIA H100 SXM datasheet, dense (no sparsity)
+
+
+def test_mfu_end_to_end_from_files(tmp_path):
+    """A session folder as the emitter writes it: session_start names the GPU, model_info gives the
+    parameter counts, each step logs tokens_per_second. MFU computed here from those numbers."""
+    n, trainable, tokens, st, ranks = 7_615_616_512, 40_370_176, 65_536, 0.8, 2
+    folder = write_jsonl_session(tmp_path, "mfu_run", world_size=ranks, step_times=[st] * 30,
+                                 tokens_per_step=tokens, backend="nccl",
+                                 gpus=[{"index": i, "name": "NVIDIA H100 80GB HBM3"} for i in range(ranks)],
+                                 model_info={"parameters_total": n, "parameters_trainable": trainable,
+                                             "dtypes": {"bfloat16": n}, "quantization": None})
+    s = load_session(folder)
+    assert s.meta["model_info"]["parameters_total"] == n  # ingest keeps the record
+    m = analyze([s]).mfu["mfu_run"]
+    # forward 2N, backward activation gradients 2N, weight gradients 2 N_trainable (LoRA: frozen weights get none)
+    flops_per_token = 2 * n + 2 * n + 2 * trainable
+    tokens_per_s = round(tokens / st, 2)  # the job's tokens/s as each step logs it
+    achieved = flops_per_token * tokens_per_s / ranks
+    assert m["flops_per_token"] == flops_per_token
+    assert m["tokens_per_second"] == pytest.approx(tokens_per_s)
+    assert m["achieved_tflops"] == pytest.approx(achieved / 1e12)
+    assert m["mfu"] == pytest.approx(achieved / (H100_DENSE_BF16_TFLOPS * 1e12))
+    assert m["reason"] is None and m["assumptions"] == [] and m["parameters_from"] == "meta.model_info"
+
+
+def test_mfu_absent_says_exactly_why(tmp_path):
+    gpus = [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]
+    info = {"parameters_total": 1_000_000, "parameters_trainable": 1000}
+    no_tokens = load_session(write_jsonl_session(tmp_path, "a", gpus=gpus, model_info=info))
+    assert mfu(no_tokens)["mfu"] is None
+    assert mfu(no_tokens)["reason"] == "tokens/s not logged (metrics.tokens_per_second of the step records)"
+    no_model = load_session(write_jsonl_session(tmp_path, "b", gpus=gpus, tokens_per_step=1000))
+    assert mfu(no_model)["reason"] == ("model parameter count not logged (a model_info record with "
+                                       "parameters_total)")
+    odd_gpu = load_session(write_jsonl_session(tmp_path, "c", gpus=[{"index": 0, "name": "Imaginary X1"}],
+                                               model_info=info, tokens_per_step=1000))
+    assert mfu(odd_gpu)["reason"] == "GPU model 'Imaginary X1' is not in the peak table (peaks.GPU_PEAK_TFLOPS)"
+    assert mfu(odd_gpu)["achieved_tflops"] is not None  # what can be computed still is
+    no_trainable = load_session(write_jsonl_session(tmp_path, "d", gpus=gpus, tokens_per_step=1000,
+                                                    model_info={"parameters_total": 1_000_000}))
+    m = mfu(no_trainable)
+    assert m["flops_per_token"] == 6 * 1_000_000 and m["mfu"] is not None
+    assert m["assumptions"] == ["parameters_trainable not logged: every weight taken as trainable (6 N per token)"]
+
+
+def test_mfu_of_the_real_cpu_run_says_why():
+    folder = Path("sample_logs/qlora_tiny_cpu/logs/training_20261122_020133")
+    s = load_session(folder)
+    (path,) = folder.glob("*_rank0.jsonl")
+    recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    start = next(r for r in recs if r["type"] == "session_start")
+    expected = []
+    assert start["mode"] in ("CPU", "MULTI-CPU")  # the fixture is a CPU run
+    expected.append("a CPU run: MFU is measured against a GPU's peak FLOP/s")
+    if not any(r["type"] == "model_info" and r.get("parameters_total") for r in recs):
+        expected.append("model parameter count not logged (a model_info record with parameters_total)")
+    if not any(r["type"] == "training_step_complete" and r["metrics"].get("tokens_per_second") for r in recs):
+        expected.append("tokens/s not logged (metrics.tokens_per_second of the step records)")
     m = mfu(s)
-    assert m is None or m["mfu"] is None
+    assert m["mfu"] is None and m["reason"] == "; ".join(expected)

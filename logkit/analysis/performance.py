@@ -182,36 +182,65 @@ def gpu_model(session) -> str | None:
     return None
 
 
-def mfu(session) -> dict | None:
-    """Model FLOPs utilization of ``session`` (see module doc), or None when an input is missing;
-    the dict says which: {mfu, achieved_tflops, peak_tflops, gpu_model, flops_per_token,
-    tokens_per_second, n_gpus, parameters_total, parameters_trainable, parameters_from, definition}."""
+def _tokens_per_second(session) -> tuple[float | None, int]:
+    """Steady tokens/s of the whole job (lowest rank's rows after warm-up, time-weighted), rows used."""
+    rows = main_rank_timed(session.steps)
+    if rows.empty or not rows["tokens_per_s"].notna().any():
+        return None, 0
+    k = warmup_count(rows["step_time_s"].to_numpy(dtype="float64"))
+    steady = rows.iloc[k:]
+    steady = steady[steady["tokens_per_s"].notna()]
+    if steady.empty:
+        return None, 0
+    tokens = (steady["tokens_per_s"] * steady["step_time_s"]).sum()
+    return float(tokens / steady["step_time_s"].sum()), int(len(steady))
+
+
+def mfu(session) -> dict:
+    """Model FLOPs utilization of ``session`` (see module doc): {mfu, achieved_tflops, peak_tflops,
+    gpu_model, gpu_name, flops_per_token, tokens_per_second, n_gpus, parameters_total,
+    parameters_trainable, parameters_from, definition, missing, reason, assumptions}. ``mfu`` is
+    None when an input is missing, and ``reason`` then says exactly which and where it would come from."""
+    from logkit.analysis.groups import session_kind
+
+    meta = session.meta
     total, trainable, src = model_parameters(session)
     name = gpu_model(session)
     peak = peak_tflops_for(name)
-    rows = main_rank_timed(session.steps)
-    tps = None
-    if not rows.empty and rows["tokens_per_s"].notna().any():
-        k = warmup_count(rows["step_time_s"].to_numpy(dtype="float64"))
-        steady = rows.iloc[k:]
-        steady = steady[steady["tokens_per_s"].notna()]
-        tokens = (steady["tokens_per_s"] * steady["step_time_s"]).sum()
-        tps = float(tokens / steady["step_time_s"].sum()) if len(steady) else None
-    if total is None and tps is None and peak is None:
-        return None
-    n_gpus = int(session.meta.get("world_size") or 1)
+    tps, rows = _tokens_per_second(session)
+    mode = str(meta.get("mode") or "").upper()
+    cpu = mode in ("CPU", "MULTI-CPU") or (not name and meta.get("gpu_count") == 0)
+    n_gpus = int(meta.get("world_size") or 1)
     trainable_used = trainable if trainable is not None else total
     fpt = 4 * total + 2 * trainable_used if total else None
     out = {"mfu": None, "achieved_tflops": None, "peak_tflops": peak[1] if peak else None,
-           "gpu_model": peak[0] if peak else name, "flops_per_token": fpt, "tokens_per_second": tps,
-           "n_gpus": n_gpus, "parameters_total": total, "parameters_trainable": trainable,
-           "parameters_from": src, "definition": PERFORMANCE_DEFINITIONS["mfu"], "missing": []}
-    for key, val in (("parameters", total), ("tokens_per_second", tps), ("gpu peak", peak)):
-        if val is None:
-            out["missing"].append(key)
+           "gpu_model": peak[0] if peak else name, "gpu_name": name, "flops_per_token": fpt,
+           "tokens_per_second": tps, "tokens_rows": rows, "n_gpus": n_gpus, "parameters_total": total,
+           "parameters_trainable": trainable, "parameters_from": src, "definition": PERFORMANCE_DEFINITIONS["mfu"],
+           "missing": [], "reason": None, "assumptions": []}
+    reasons = []
+    if session_kind(session) != "training":
+        reasons.append("not a training run")
+    elif cpu:
+        out["missing"].append("gpu")
+        reasons.append("a CPU run: MFU is measured against a GPU's peak FLOP/s")
+    elif name is None:
+        out["missing"].append("gpu model")
+        reasons.append("GPU model not logged (session_start gpus[].name or summary.json gpus[].name)")
+    elif peak is None:
+        out["missing"].append("gpu peak")
+        reasons.append(f"GPU model {name!r} is not in the peak table (peaks.GPU_PEAK_TFLOPS)")
+    if total is None:
+        out["missing"].append("parameters")
+        reasons.append("model parameter count not logged (a model_info record with parameters_total)")
+    if tps is None:
+        out["missing"].append("tokens_per_second")
+        reasons.append("tokens/s not logged (metrics.tokens_per_second of the step records)")
+    if total is not None and trainable is None:
+        out["assumptions"].append("parameters_trainable not logged: every weight taken as trainable (6 N per token)")
     if fpt and tps:
         out["achieved_tflops"] = fpt * tps / n_gpus / 1e12
-        if peak:
+        if peak and not reasons:
             out["mfu"] = out["achieved_tflops"] / peak[1]
+    out["reason"] = "; ".join(reasons) or None
     return out
-
