@@ -59,19 +59,34 @@ def _session_folder(log_dir: Path | None, name: str) -> Path:
 
 
 def _efficiency_gate(analysis, threshold: float) -> int:
-    """Exit status of --fail-under-efficiency: 1 when a comparison's scaling efficiency is below
-    ``threshold`` (each one named on stderr), else 0."""
+    """Exit status of --fail-under-efficiency: 1 when a comparison's headline scaling efficiency (the
+    steady state where both runs logged step times, else the whole run: its basis is named) is below
+    ``threshold`` (each one named on stderr); 2 with one line when there is nothing to judge (no
+    comparison of runs on more ranks than their baseline); else 0."""
     comparisons = analysis.scaling.get("comparisons") or []
-    judged = [c for c in comparisons if c.get("scaling_efficiency") is not None]
+    judged = [c for c in comparisons if c.get("scaling_efficiency") is not None and (c.get("rank_ratio") or 2) > 1]
+    if not judged:
+        click.echo(f"{PROG}: --fail-under-efficiency: nothing to compare (no run on more ranks than a baseline "
+                   "of the same model, both with a throughput)", err=True)
+        return 2
     below = [c for c in judged if c["scaling_efficiency"] < threshold]
     for c in below:
+        whole = c.get("whole_run_scaling_efficiency")
+        beside = f"; whole run {whole * 100:.1f}%" if c.get("basis") == "steady state" and whole is not None else ""
         click.echo(f"{PROG}: scaling efficiency of {c['candidate']} against {c['baseline']} is "
-                   f"{c['scaling_efficiency'] * 100:.1f}%, below --fail-under-efficiency "
-                   f"{threshold:g} ({threshold * 100:.1f}%)", err=True)
-    if not judged:
-        click.echo(f"{PROG}: note: --fail-under-efficiency: no comparison with a scaling efficiency "
-                   "(one session, or throughput missing); nothing to judge", err=True)
+                   f"{c['scaling_efficiency'] * 100:.1f}% ({c.get('basis') or 'whole run'}{beside}), below "
+                   f"--fail-under-efficiency {threshold:g} ({threshold * 100:.1f}%)", err=True)
     return 1 if below else 0
+
+
+def _report_file(path) -> Path:
+    """The file to write: ``path``, or ``path/report.html`` when it is an existing folder or ends with a
+    path separator."""
+    text = str(path)
+    target = Path(text)
+    if text.endswith(("/", "\\")) or target.is_dir():
+        return target / "report.html"
+    return target
 
 
 def _severity_gate(analysis, level: str) -> int:
@@ -108,6 +123,7 @@ def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_
     if report_path is not None:
         from logkit.report.html import write_html
 
+        report_path = _report_file(report_path)
         try:
             written = write_html(analysis, report_path, sessions=sessions)
         except OSError as exc:
@@ -149,8 +165,9 @@ def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_
               help="Print the single- vs multi-process comparison (the default action).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON, and nothing else, on stdout.")
 @click.option("--report", "report_path", is_flag=False, flag_value=DEFAULT_REPORT, default=None,
-              type=click.Path(path_type=Path), metavar="[PATH]",
-              help=f"Write a self-contained HTML report (default path: {DEFAULT_REPORT}).")
+              type=click.Path(), metavar="[PATH]",
+              help=f"Write a self-contained HTML report (default path: {DEFAULT_REPORT}; a folder, or a path "
+                   "ending in /, gets report.html inside).")
 @click.option("--session-id", "session_ids", multiple=True, metavar="ID",
               help="Only this session (repeatable).")
 @click.option("--progress", "progress", is_flag=True, default=None,
@@ -175,7 +192,8 @@ def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_
               help="Write every frame of every session as FORMAT (parquet or csv) under DIR/<session>/, "
                    "and TensorBoard scalars where tensorboard is installed.")
 @click.option("--fail-under-efficiency", "fail_under_efficiency", type=click.FloatRange(min=0), default=None,
-              metavar="X", help="Exit 1 when a comparison's scaling efficiency is below X (e.g. 0.8).")
+              metavar="X", help="Exit 1 when a comparison's scaling efficiency (steady state where step times "
+                                "exist, else whole run) is below X (e.g. 0.8); exit 2 when nothing can be compared.")
 @click.option("--fail-on", "fail_on", type=click.Choice(SEVERITIES), default=None,
               help="Exit 1 when a finding is at this severity or worse.")
 def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids, progress, no_cache,

@@ -8,9 +8,11 @@ import shutil
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from logkit.analysis.steady import warmup_count
 from logkit.cli import analyze_logs
 from logkit.report.plots import PLOTS
 from tests.synth import write_session
@@ -54,10 +56,36 @@ def test_performance_and_diagnose(logs):
     assert r.exit_code == 0, r.output
     assert "  Rank 1: 6 steps, step time p50 0.300s, p95 0.300s, max 0.300s, mean 0.300s" in r.stdout
     assert "🩺 DIAGNOSIS:" in r.stdout
+    # synth writes one resource_warning memory_high (value 91, threshold 90) per rank: three streams
+    streams = sorted(logs.rglob("*_rank*.jsonl"))
+    where = [f"{p.name}:{n}" for p in streams for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if '"kind":"memory_high"' in line.replace(" ", "")]
+    assert len(where) == 3
     doc = json.loads(run(logs, "--diagnose", "--json").stdout)
-    assert isinstance(doc["findings"], list) and "severity" in doc["definitions"]
+    (mem,) = [f for f in doc["findings"] if f["kind"] == "memory_high" and f["session_id"] == "cpu_multi"]
+    assert sorted(mem["evidence"]) == sorted(w for w in where if w.startswith("cpu_multi"))
+    assert "Threshold: 90" in mem["detail"] and "largest value: 91" in mem["detail"]
+    assert "severity" in doc["definitions"]
     doc = json.loads(run(logs, "--performance", "--json").stdout)
     assert {"performance", "stragglers", "gpus", "mfu"} <= set(doc)
+    assert doc["mfu"]["cpu_multi"]["reason"].startswith("a CPU run")
+
+
+def test_diagnose_of_seed000_names_what_its_logs_say():
+    folder = SAMPLES / "seed000_text"
+    r = run(folder, "--diagnose")
+    assert r.exit_code == 0, r.output
+    logs = sorted(folder.rglob("*.log"))
+    hits = {}
+    for p in logs:
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            for key in ("NCCL communication timeout", "utilization low", "Slow training detected"):
+                if key in line and "WARNING" in line:
+                    hits[key] = f"{p.name}:{n}"
+    assert len(hits) == 3
+    for evidence in hits.values():
+        assert f"    evidence: {evidence}" in r.stdout
+    assert "[ERROR] NCCL communication timeout" in r.stdout
 
 
 def test_json_of_everything_is_one_document(logs):
@@ -78,11 +106,53 @@ def test_fail_under_efficiency(logs, threshold, status):
     assert "🚀 Multi-process Speedup" in r.stdout  # the comparison is still printed
 
 
+def _efficiencies(folder: Path) -> tuple[float, float]:
+    """(steady, whole-run) scaling efficiency of the 2-rank fixture run against the 1-rank one, from the
+    JSONL records read here; warm-up by ``steady.warmup_count`` (tested on its own)."""
+    runs = {}
+    for path in folder.rglob("*_rank0.jsonl"):
+        recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+        steps = sorted((r for r in recs if r["type"] == "training_step_complete"), key=lambda r: r["step"])
+        t = np.array([r["timing"]["step_time_seconds"] for r in steps])
+        b = np.array([r["metrics"]["total_batch_size"] for r in steps], dtype=float)
+        runs[recs[0]["world_size"]] = (t, b)
+    (t1, b1), (t2, b2) = runs[1], runs[2]
+    k1, k2 = warmup_count(t1), warmup_count(t2)
+    steady = (b2[k2:].sum() / t2[k2:].sum()) / (b1[k1:].sum() / t1[k1:].sum()) / 2
+    whole = (b2.sum() / t2.sum()) / (b1.sum() / t1.sum()) / 2
+    return steady, whole
+
+
 def test_fail_under_efficiency_on_the_real_runs():
-    r = run(SAMPLES / "qlora_tiny_cpu" / "logs", "--json", "--fail-under-efficiency", "0.8")
-    eff = json.loads(r.stdout)["comparisons"][0]["scaling_efficiency"]
-    assert r.exit_code == (1 if eff < 0.8 else 0)
-    assert r.exit_code == 0 or "below --fail-under-efficiency 0.8 (80.0%)" in r.stderr
+    folder = SAMPLES / "qlora_tiny_cpu" / "logs"
+    steady, whole = _efficiencies(folder)
+    r = run(folder, "--fail-under-efficiency", f"{steady - 0.01:.4f}")
+    assert r.exit_code == 0, r.stderr
+    r = run(folder, "--fail-under-efficiency", f"{steady + 0.01:.4f}")
+    assert r.exit_code == 1
+    assert f"is {steady * 100:.1f}% (steady state; whole run {whole * 100:.1f}%), below" in r.stderr
+    if abs(steady - whole) > 0.004:  # a threshold between the two: the gate follows the steady state
+        between = (steady + whole) / 2
+        assert run(folder, "--fail-under-efficiency", f"{between:.4f}").exit_code == (0 if steady > whole else 1)
+
+
+def test_fail_under_efficiency_with_nothing_to_compare(tmp_path):
+    write_session(tmp_path, "alone", world_size=2, step_times=[0.3] * 6)
+    r = run(tmp_path, "--fail-under-efficiency", "0.8")
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == ["analyze_logs: --fail-under-efficiency: nothing to compare (no run on "
+                                             "more ranks than a baseline of the same model, both with a throughput)"]
+
+
+def test_report_into_a_folder(logs, tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    r = run(logs, "--report", folder)
+    assert r.exit_code == 0, r.output
+    assert (folder / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    r = run(logs, "--report", f"{tmp_path / 'new'}/")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "new" / "report.html").is_file()
 
 
 def test_fail_on_severity():

@@ -59,13 +59,42 @@ def test_list_columns_and_empty_text_survive_csv(tmp_path):
     assert orjson.loads((folder / "meta.json").read_bytes())["session_id"] == "v1/multi_gpu"
 
 
-def test_tensorboard_skipped_with_a_note_or_written(sessions, tmp_path):
+def test_tensorboard_skipped_with_a_note_when_not_installed(sessions, tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
+    assert tensorboard_available() is None
     notes = export_tensorboard(sessions[:2], tmp_path)
-    if tensorboard_available() is None:
-        assert notes == ["TensorBoard scalars skipped: the tensorboard package is not installed "
-                         "(pip install tensorboard)"]
-    else:
-        assert list((tmp_path / "tensorboard").rglob("events.out.tfevents.*"))
+    assert notes == ["TensorBoard scalars skipped: the tensorboard package is not installed "
+                     "(pip install tensorboard)"]
+    assert not (tmp_path / "tensorboard").exists()
+
+
+def test_tensorboard_scalars_read_back(sessions, tmp_path):
+    pytest.importorskip("tensorboard", reason="tensorboard not installed (pip install tensorboard)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    s = next(x for x in sessions if x.session_id.startswith("training_") and x.meta.get("world_size") == 2)
+    export_tensorboard([s], tmp_path)
+    (logdir,) = {p.parent for p in (tmp_path / "tensorboard").rglob("events.out.tfevents.*")}
+    acc = EventAccumulator(str(logdir))
+    acc.Reload()
+    # rank 0's losses and rank 1's step times, read from the JSONL here (json, not logkit)
+    folder = Path(s.meta["folder"])
+    want_loss, want_t1 = {}, {}
+    for rank, target in ((0, want_loss), (1, want_t1)):
+        (path,) = folder.glob(f"*_rank{rank}.jsonl")
+        for line in path.read_text(encoding="utf-8").splitlines():
+            r = orjson.loads(line)
+            if r["type"] == "training_step_complete":
+                target[r["step"]] = r["metrics"]["loss"] if rank == 0 else r["timing"]["step_time_seconds"]
+    loss = {e.step: e.value for e in acc.Scalars("train/loss")}
+    assert set(loss) == set(want_loss)
+    for step, value in want_loss.items():
+        assert loss[step] == pytest.approx(value, rel=1e-6)  # float32 in the event file
+    t1 = {e.step: e.value for e in acc.Scalars("step_time_s/rank1")}
+    assert t1 == {k: pytest.approx(v, rel=1e-6) for k, v in want_t1.items()}
 
 
 def test_unknown_format_is_refused(sessions, tmp_path):

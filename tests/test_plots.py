@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from logkit.ingest import Session, load_sessions
 from logkit.report.plots import MAX_POINTS, PLOTS, render_plots, thin, write_plots
@@ -53,3 +54,67 @@ def test_thin_keeps_at_most_max_points_and_the_mean():
     assert abs(out["loss"].mean() - frame["loss"].mean()) < 1e-3
     small = thin(frame.head(100), "step", "loss")
     assert len(small) == 99  # the NaN row dropped, nothing else
+
+
+def _drawn(ax) -> int:
+    """Artists that carry data on an axes: lines with points, bars, scatter collections, boxes."""
+    lines = sum(1 for line in ax.get_lines() if len(line.get_xdata()) > 0 and line.get_label()[:1] != "_")
+    bars = sum(len(c) for c in ax.containers)
+    scatter = sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets"))
+    return lines + bars + scatter + len(ax.patches)
+
+
+def test_every_plot_has_data_for_the_real_fixtures():
+    from logkit.analysis.analyze import analyze
+    from logkit.report.plots import EMPTY_GID, figures
+
+    sessions = (load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs") + load_sessions(SAMPLES / "nccl_tests")
+                + load_sessions(SAMPLES / "gpu_captures"))
+    figs = figures(sessions, analyze(sessions))
+    assert list(figs) == list(PLOTS)
+    for name, fig in figs.items():
+        axes = [ax for ax in fig.axes if ax.get_gid() != EMPTY_GID or _drawn(ax)]
+        assert not [ax for ax in fig.axes if ax.get_gid() == EMPTY_GID], name  # no "no data" placeholder
+        assert sum(_drawn(ax) for ax in axes) > 0, name
+    training = [s for s in sessions if s.session_id.startswith("training_")]
+    # loss curves: one line per training run, x = samples seen (both runs log their global batch)
+    (ax,) = figs["loss_curves.png"].axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    for s in training:
+        line = lines[f"{s.session_id} train"]
+        rows = s.steps[s.steps["rank"] == s.steps["rank"].min()].sort_values("step")
+        assert list(line.get_xdata()) == list((rows["step"] * rows["total_batch_size"]).astype(float))
+        assert list(line.get_ydata()) == pytest.approx(list(rows["loss"]))
+    assert ax.get_xlabel().startswith("samples seen")
+    # bandwidth against size: the nccl-tests sweep and the 2-rank run's syncs
+    (ax,) = [a for a in figs["bandwidth_vs_size.png"].axes if a.collections]
+    points = sum(len(c.get_offsets()) for c in ax.collections)
+    nccl = next(s for s in sessions if s.session_id.startswith("all_reduce"))
+    multi = next(s for s in training if s.meta["world_size"] == 2)
+
+    def positive(comm):  # a log-log plot: sizes whose median bandwidth is 0 (8 B at 0.00 GB/s) cannot be drawn
+        bw = comm["busbw_mb_s"].fillna(comm["algbw_mb_s"])
+        med = bw.groupby([comm["op"], comm["size_bytes"]]).median()
+        return int((med > 0).sum())
+
+    assert points == positive(nccl.comm) + positive(multi.comm) and positive(nccl.comm) > 10
+    # GPU utilization: one line per GPU of each capture
+    (ax,) = figs["gpu_utilization.png"].axes
+    gpus = sum(s.gpu.groupby(["host", "gpu"], dropna=False).ngroups for s in sessions if not s.gpu.empty)
+    assert len([line for line in ax.get_lines() if line.get_label()[:1] != "_"]) == gpus
+    # the comparison's bars: one per training run, per panel (captures are not training runs)
+    bars = [sum(len(c) for c in a.containers) for a in figs["training_comparison.png"].axes[:3]]
+    assert bars == [len(training)] * 3
+
+
+def test_loss_plot_draws_eval_loss():
+    from logkit.analysis.analyze import analyze
+    from logkit.report.plots import figures
+
+    sessions = load_sessions(SAMPLES / "seed002_sessions")
+    (ax,) = figures(sessions, analyze(sessions), ["loss_curves.png"])["loss_curves.png"].axes
+    labels = {line.get_label(): line for line in ax.get_lines()}
+    for s in sessions:
+        ev = s.evals[s.evals["name"] == "eval_loss"].sort_values("step")
+        line = labels[f"{s.session_id} eval"]
+        assert list(line.get_ydata()) == pytest.approx(list(ev["value"]))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from logkit.analysis.analyze import analyze
+from logkit.analysis.steady import warmup_count
 from logkit.ingest import load_sessions
 from logkit.report.console import (
     render_communication,
@@ -32,8 +35,10 @@ FAKE = {
              "steady_samples_per_second": 12.5},
         ],
         "comparisons": [{"baseline": "training_20241206_140000", "candidate": "training_20241206_143022",
-                         "speedup": 1.8464, "scaling_efficiency": 0.9232, "regime": "strong",
-                         "step_rate_ratio": 1.855, "steady_speedup": 1.9, "steady_scaling_efficiency": 0.95,
+                         "speedup": 1.9, "scaling_efficiency": 0.95, "regime": "strong",
+                         "step_rate_ratio": 1.91, "basis": "steady state", "rank_ratio": 2.0,
+                         "whole_run_speedup": 1.8464, "whole_run_scaling_efficiency": 0.9232,
+                         "steady_speedup": 1.9, "steady_scaling_efficiency": 0.95,
                          "speedup_ci": [1.80, 1.90], "ci_level": 0.95,
                          "flags": [{"kind": "superlinear", "cause": "cache effects"}]}],
         "fit": {"model": "amdahl", "serial_fraction": 0.04, "parallel_fraction": 0.96,
@@ -61,8 +66,9 @@ FAKE = {
     "gpus": [{"session_id": "training_20241206_140000", "host": "n1", "gpu": 0, "avg_util": 85.2, "peak_util": 98.1,
               "avg_memory_pct": 78.3}],
     "mfu": {"training_20241206_143022": {"mfu": 0.352, "achieved_tflops": 348.2, "peak_tflops": 989.0,
-                                         "gpu_model": "H100 SXM", "flops_per_token": 4.2e10, "definition": "MFU def"},
-            "training_20241206_140000": None},
+                                         "gpu_model": "H100 SXM", "flops_per_token": 4.2e10, "definition": "MFU def",
+                                         "tokens_per_second": 16581.0, "n_gpus": 2},
+            "training_20241206_140000": {"mfu": None, "reason": "tokens/s not logged"}},
     "health": {"training_20241206_143022": {"nan_steps": [{"step": 21, "rank": 1, "source": "r1.jsonl:7"}],
                                             "divergence": None, "final_loss": 1.234}},
     "loss_parity": [{"baseline": "training_20241206_140000", "candidate": "training_20241206_143022",
@@ -85,8 +91,9 @@ def test_compare_has_the_seed_lines_ci_steady_fit_and_definitions():
                  "  Duration: 1200.5s (20.0min)", "  Duration: 650.2s (10.8min)", "  GPUs: 2", "  Steps: 1000",
                  "  Final Loss: 1.2345", "  Steps/sec: 0.83",
                  "  GPU 0: 85.2% avg util, 98.1% peak, 78.3% avg memory",
-                 "🚀 Multi-GPU Speedup: 1.85x", "📊 GPU Efficiency: 92.3%",
-                 "  95% CI of the steady-state speedup: [1.80x, 1.90x]", "  Steady state: speedup 1.90x, efficiency 95.0%",
+                 "🚀 Multi-GPU Speedup: 1.90x (steady state)", "📊 GPU Efficiency: 95.0% (steady state)",
+                 "  Whole run (warm-up included): speedup 1.85x, efficiency 92.3%",
+                 "  95% CI of the steady-state speedup: [1.80x, 1.90x]",
                  "  ⚠ superlinear: cache effects", "  Karp-Flatt serial fraction: 2 ranks 0.042",
                  "  Predicted speedup: 4 ranks 3.57x", "  Health: NaN/Inf loss at 1 step(s) (step 21 rank 1 at r1.jsonl:7), no divergence"):
         assert line in out.splitlines(), line
@@ -118,7 +125,9 @@ def test_performance_block():
             "3 slow step(s); data loading 5.0%") in out
     assert "  ⚠ Straggler: rank 1 (median step 0.500s, 1.25x the fastest rank, score 0.25)" in out
     assert "  GPU 0: 85.2% avg util, 98.1% peak, 78.3% avg memory" in out
-    assert "  MFU: 35.2% (348.2 of 989.0 TFLOP/s peak, H100 SXM)" in out
+    assert ("  MFU: 35.2% (348.2 of 989.0 TFLOP/s peak, H100 SXM; 4.2e+10 FLOPs/token x 1.658e+04 tokens/s / "
+            "2 GPU(s))") in out
+    assert "  MFU: n/a (tokens/s not logged)" in out
     assert "mfu: MFU def" in out  # the analysis' own definition wins
 
 
@@ -163,17 +172,27 @@ def test_communication_of_the_real_two_rank_run(qlora):
     assert f"Share of step time: {comm['duration_ms'].sum() / 1e3 / steps['step_time_s'].sum() * 100:.1f}%" in out
 
 
+def _rank0(folder) -> tuple[np.ndarray, np.ndarray]:
+    """Step times and batch sizes of rank 0, read from the JSONL here (json, not logkit)."""
+    (path,) = Path(folder).glob("*_rank0.jsonl")
+    recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    recs = sorted((r for r in recs if r["type"] == "training_step_complete"), key=lambda r: r["step"])
+    return (np.array([r["timing"]["step_time_seconds"] for r in recs]),
+            np.array([r["metrics"]["total_batch_size"] for r in recs], dtype=float))
+
+
 def test_compare_and_performance_of_the_real_runs(qlora):
     sessions, analysis = qlora
     one, two = sorted(sessions, key=lambda s: s.meta["world_size"])
     out = render_compare(analysis, sessions)
-    rate = [len(s.steps[s.steps["rank"] == 0]) / s.steps[s.steps["rank"] == 0]["step_time_s"].sum()
-            for s in (one, two)]
-    batch = [s.steps[s.steps["rank"] == 0]["total_batch_size"].sum() / s.steps[s.steps["rank"] == 0]["step_time_s"].sum()
-             for s in (one, two)]
-    assert f"  Steps/sec: {rate[0]:.2f}" in out and f"  Steps/sec: {rate[1]:.2f}" in out
-    assert f"Speedup: {batch[1] / batch[0]:.2f}x" in out
-    assert f"Scaling Efficiency: {batch[1] / batch[0] / 2 * 100:.1f}%" in out
+    (t1, b1), (t2, b2) = _rank0(one.meta["folder"]), _rank0(two.meta["folder"])
+    assert f"  Steps/sec: {len(t1) / t1.sum():.2f}" in out and f"  Steps/sec: {len(t2) / t2.sum():.2f}" in out
+    whole = (b2.sum() / t2.sum()) / (b1.sum() / t1.sum())
+    k1, k2 = warmup_count(t1), warmup_count(t2)
+    steady = (b2[k2:].sum() / t2[k2:].sum()) / (b1[k1:].sum() / t1[k1:].sum())
+    assert f"Multi-process Speedup: {steady:.2f}x (steady state)" in out
+    assert f"Scaling Efficiency: {steady / 2 * 100:.1f}% (steady state)" in out
+    assert f"  Whole run (warm-up included): speedup {whole:.2f}x, efficiency {whole / 2 * 100:.1f}%" in out
     perf = render_performance(analysis)
     st = two.steps[two.steps["rank"] == 1]["step_time_s"]
     assert f"  Rank 1: {len(st)} steps, step time p50 {st.median():.3f}s" in perf
@@ -199,3 +218,66 @@ def test_the_seeds_example_comparison(tmp_path):
     assert f"{speedup:.2f}x" == "1.85x" and f"{speedup / 2 * 100:.1f}%" == "92.3%"
     assert "🚀 Multi-GPU Speedup: 1.85x" in out and "📊 GPU Efficiency: 92.3%" in out
     assert "  Duration: 1200.5s (20.0min)" in out and "  Duration: 650.2s (10.8min)" in out
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
+SEED000 = SAMPLES / "seed000_text"
+
+
+def test_seed000_compare_shows_the_runs_totals():
+    sessions = load_sessions(SEED000)
+    out = render_compare(analyze(sessions), sessions)
+    (doc,) = [json.loads(p.read_text(encoding="utf-8")) for p in SEED000.rglob("*_summary.json")]
+    for line in (f"  Steps: {doc['total_steps']}", f"  Final Loss: {doc['final_loss']:.4f}",
+                 f"  Steps/sec: {doc['steps_per_second']:.2f}", f"  Samples/sec: {doc['samples_per_second']:.2f}",
+                 f"  GPUs: {doc['gpu_count']}"):
+        assert line in out.splitlines() or any(x.startswith(line + " ") for x in out.splitlines()), line
+    assert "  Figures from: run totals from summary.json (the step lines are sampled" in out
+    assert "Not compared (1):" in out  # one run of its model: nothing to compare it with, and said so
+
+
+def test_seed000_communication_shows_summary_totals_beside_the_sampled_lines():
+    sessions = load_sessions(SEED000)
+    out = render_communication(analyze(sessions))
+    (doc,) = [json.loads(p.read_text(encoding="utf-8")) for p in SEED000.rglob("*_summary.json")]
+    op = doc["communication"]["gradient_sync"]
+    (log,) = SEED000.rglob("*_multigpu.log")
+    sizes = [float(x) for x in re.findall(r"gradient_sync .*Size: ([\d.]+)MB", log.read_text(encoding="utf-8"))]
+    lines = out.splitlines()
+    i = lines.index(f"    gradient_sync: {op['count']} occurrences (run total, summary.json)")
+    assert lines[i + 1] == f"      Avg data size: {op['avg_mb']:.2f}MB"
+    assert lines[i + 2] == f"      Total data: {op['total_mb']:.2f}MB"
+    assert lines[i + 3].startswith(f"      Sampled log lines: {len(sizes)} of them, {sum(sizes):.2f}MB total")
+    bw = float(re.search(r"Bandwidth: ([\d.]+)MB/s", log.read_text(encoding="utf-8"))[1])
+    assert "busbw" in out and "(derived: algbw x 2(n-1)/n = 1 (n = 2))" in out
+    assert "below peak at large messages" in out and "bandwidth-bound" not in out.split("Definitions:")[0]
+    assert f"{min(bw, 3701.46) / 32000 * 100:.1f}% of peak" in out or "11.6% of peak" in out
+
+
+def test_nccl_tests_console_block():
+    folder = SAMPLES / "nccl_tests"
+    sessions = load_sessions(folder)
+    out = render_communication(analyze(sessions))
+    (log,) = folder.glob("*.log")
+    text = log.read_text(encoding="utf-8")
+    ranks = set(re.findall(r"#\s+Rank\s+(\d+) Group.* device\s+\d+", text))
+    assert len(ranks) == 8 and f"  GPUs: {len(ranks)}" in out.splitlines()  # from the header, not "0 (CPU)"
+    avg = [float(x) for x in re.findall(r"# Avg bus bandwidth\s*:\s*([\d.]+)", text)]
+    for a in avg:
+        assert f"      # Avg bus bandwidth (nccl-tests, mean over all sizes): {a:.2f} GB/s" in out
+    last_allreduce = [line.split() for line in text.splitlines()
+                      if line.strip().startswith("134217728")][0]
+    assert f"      busbw at the largest size (134.2 MB): {float(last_allreduce[7]):.2f} GB/s" in out
+    assert f"{float(last_allreduce[7]) / 300 * 100:.1f}% of peak at the largest size" in out  # NVLink 3: 300 GB/s
+    assert "Communication Operations" not in out  # no median over a size sweep
+
+
+def test_captures_are_not_compared_and_unknown_gpu_counts_say_unknown():
+    sessions = load_sessions(SAMPLES / "gpu_captures") + load_sessions(SAMPLES / "console")
+    out = render_compare(analyze(sessions), sessions)
+    head, _, rest = out.partition("🧾 OTHER CAPTURES")
+    for s in sessions:
+        if s.meta.get("formats") and set(s.meta["formats"]) <= {"nvidia_smi_csv", "nvidia_smi_dmon", "gpustat"}:
+            assert f"  Session: {s.session_id}" not in head and f"  {s.session_id}: GPU capture" in rest
+    assert "0 (CPU" not in out  # none of these says it ran on a CPU
+    assert "  GPUs: unknown (2 rank(s))" in out

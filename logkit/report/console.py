@@ -54,7 +54,14 @@ def _is_multi(s: dict) -> bool:
     return (s.get("world_size") or 1) > 1 or (s.get("gpu_count") or 0) > 1
 
 
-def _words(gpu: bool) -> dict[str, str]:
+def _words(gpu: bool | None) -> dict[str, str]:
+    """The seed's GPU words when a run had GPUs; CPU words when every run says it had none; neutral
+    words ("process") when the logs do not say."""
+    if gpu is None:
+        return {"title": "SINGLE-PROCESS vs MULTI-PROCESS COMPARISON", "single": "SINGLE-PROCESS",
+                "multi": "MULTI-PROCESS", "single_avg": "Single-process Average",
+                "multi_avg": "Multi-process Average", "speedup": "Multi-process Speedup",
+                "efficiency": "Scaling Efficiency"}
     if gpu:
         return {"title": "SINGLE GPU vs MULTI-GPU COMPARISON", "single": "SINGLE GPU", "multi": "MULTI-GPU",
                 "single_avg": "Single GPU Average", "multi_avg": "Multi-GPU Average",
@@ -65,14 +72,23 @@ def _words(gpu: bool) -> dict[str, str]:
             "efficiency": "Scaling Efficiency"}
 
 
-def _devices(s: dict, gpu: bool) -> str:
+def _gpu_count_text(gpus, ranks, mode=None) -> str:
+    """"2", "2 (4 ranks)", "0 (CPU, 2 ranks)" when the run says it had none, "unknown" when it does not say."""
+    if gpus is None:
+        cpu = str(mode or "").upper() in ("CPU", "MULTI-CPU")
+        if cpu:
+            return f"0 (CPU, {fmt(ranks, 'd')} rank(s))"
+        return "unknown" + (f" ({ranks} rank(s))" if ranks else "")
+    if gpus == 0:
+        return f"0 (CPU, {fmt(ranks, 'd')} rank(s))"
+    return f"{gpus}" + (f" ({ranks} ranks)" if ranks and ranks != gpus else "")
+
+
+def _devices(s: dict, gpu: bool | None) -> str:
     ranks = s.get("world_size")
-    if not gpu:
+    if gpu is False:
         return f"  Ranks: {fmt(ranks, 'd')}"
-    gpus = s.get("gpu_count")
-    if not gpus:
-        return f"  GPUs: 0 (CPU, {fmt(ranks, 'd')} ranks)"
-    return f"  GPUs: {gpus}" + (f" ({ranks} ranks)" if ranks and ranks != gpus else "")
+    return f"  GPUs: {_gpu_count_text(s.get('gpu_count'), ranks, s.get('mode'))}"
 
 
 def _gpu_lines(view: dict, sid: str, indent: str = "  ") -> list[str]:
@@ -123,11 +139,17 @@ def _session_block(s: dict, view: dict, meta: dict, gpu: bool) -> list[str]:
     duration = f"{fmt(d, '.1f', 's')} ({fmt(d / 60 if d is not None else None, '.1f', 'min')})"
     if m.get("duration_from") == "last record":
         duration += " (to the last record: no session_end)"
+    batch = f"global batch {fmt(s.get('total_batch_size'), 'd')}"
+    if s.get("total_batch_size_from") not in (None, "logged"):
+        batch += f", {s['total_batch_size_from']}"
     lines = [f"  Session: {sid}", f"  Duration: {duration}", _devices(s, gpu),
-             f"  Steps: {fmt(s.get('total_steps'), 'd')}", f"  Final Loss: {fmt(s.get('final_loss'), '.4f')}",
+             f"  Steps: {fmt(s.get('total_steps'), 'd')}", f"  Final Loss: {fmt(s.get('final_loss'), '.4f')}"
+             + (f" (from {s['final_loss_from']})" if s.get("final_loss_from") and s.get("final_loss") is not None
+                else ""),
              f"  Steps/sec: {fmt(s.get('steps_per_second'))}",
-             f"  Samples/sec: {fmt(s.get('samples_per_second'))}"
-             f" (global batch {fmt(s.get('total_batch_size'), 'd')})"]
+             f"  Samples/sec: {fmt(s.get('samples_per_second'))} ({batch})"]
+    if s.get("basis_detail"):
+        lines.append(f"  Figures from: {s['basis_detail']}")
     if s.get("steady_samples_per_second") is not None:
         lines.append(f"  Steady samples/sec: {fmt(s['steady_samples_per_second'])}"
                      f" (after {fmt(s.get('warmup_steps'), 'd')} warm-up steps,"
@@ -168,13 +190,22 @@ def _regime_text(regime: str | None, base: dict, cand: dict) -> str:
 
 
 def _comparison_lines(c: dict, base: dict, cand: dict, w: dict) -> list[str]:
+    steady = c.get("basis") == "steady state"
+    key = "steady_samples_per_second" if steady else "samples_per_second"
+    basis = c.get("basis") or "whole run"
     lines = ["", f"vs {cand.get('session_id', c.get('candidate'))} ({fmt(cand.get('world_size'), 'd')} rank(s)):",
-             f"  Samples/sec: {fmt(base.get('samples_per_second'))} -> {fmt(cand.get('samples_per_second'))}",
-             f"🚀 {w['speedup']}: {fmt(c.get('speedup'), '.2f', 'x')}",
-             f"📊 {w['efficiency']}: {pct(c.get('scaling_efficiency'))}"]
-    if c.get("steady_speedup") is not None:
-        lines.append(f"  Steady state: speedup {fmt(c['steady_speedup'], '.2f', 'x')}, "
-                     f"efficiency {pct(c.get('steady_scaling_efficiency'))}")
+             f"  Samples/sec ({basis}): {fmt(base.get(key))} -> {fmt(cand.get(key))}"]
+    if (c.get("rank_ratio") or 2) > 1:
+        lines += [f"🚀 {w['speedup']}: {fmt(c.get('speedup'), '.2f', 'x')} ({basis})",
+                  f"📊 {w['efficiency']}: {pct(c.get('scaling_efficiency'))} ({basis})"]
+        if steady and c.get("whole_run_speedup") is not None:
+            lines.append(f"  Whole run (warm-up included): speedup {fmt(c['whole_run_speedup'], '.2f', 'x')}, "
+                         f"efficiency {pct(c.get('whole_run_scaling_efficiency'))}")
+    else:
+        lines.append(f"⚖ Relative throughput: {fmt(c.get('speedup'), '.2f', 'x')} ({basis}; the same number of "
+                     "ranks: a comparison of runs, not a scaling measurement)")
+        if steady and c.get("whole_run_speedup") is not None:
+            lines.append(f"  Whole run (warm-up included): {fmt(c['whole_run_speedup'], '.2f', 'x')}")
     ci = c.get("speedup_ci")
     if isinstance(ci, list) and len(ci) == 2 and None not in ci:
         level = c.get("ci_level")
@@ -182,7 +213,11 @@ def _comparison_lines(c: dict, base: dict, cand: dict, w: dict) -> list[str]:
         lines.append(f"  {level_text} CI of the steady-state speedup: "
                      f"[{fmt(ci[0], '.2f', 'x')}, {fmt(ci[1], '.2f', 'x')}]")
     lines += [f"  Regime: {_regime_text(c.get('regime'), base, cand)}",
-              f"  Step-rate ratio: {fmt(c.get('step_rate_ratio'), '.2f', 'x')}"]
+              f"  Step-rate ratio: {fmt(c.get('step_rate_ratio'), '.2f', 'x')} ({basis})"]
+    if c.get("basis_detail"):
+        lines.append(f"  Basis: {c['basis_detail']}")
+    if c.get("note"):
+        lines.append(f"  Note: {c['note']}")
     for f in c.get("flags") or []:
         lines.append(f"  ⚠ {f.get('kind')}: {f.get('cause')}")
     return lines
@@ -191,7 +226,8 @@ def _comparison_lines(c: dict, base: dict, cand: dict, w: dict) -> list[str]:
 def _fit_lines(fit: dict | None) -> list[str]:
     if not isinstance(fit, dict):
         return []
-    lines = ["", f"📈 Scaling fit ({fit.get('model') or 'Amdahl'}): serial fraction "
+    group = f" of {fit['group']}" if fit.get("group") else ""
+    lines = ["", f"📈 Scaling fit{group} ({fit.get('model') or 'Amdahl'}): serial fraction "
                  f"{fmt(fit.get('serial_fraction'), '.3f')}, parallel fraction {fmt(fit.get('parallel_fraction'), '.3f')}"
                  f", R² {fmt(fit.get('r2'), '.3f')}"]
     kf = fit.get("karp_flatt") or {}
@@ -202,6 +238,8 @@ def _fit_lines(fit: dict | None) -> list[str]:
     if pred:
         lines.append("  Predicted speedup: " + ", ".join(
             f"{ws} ranks {fmt(v, '.2f', 'x')}" for ws, v in sorted(pred.items(), key=lambda kv: float(kv[0]))))
+    if fit.get("note"):
+        lines.append(f"  ⚠ {fit['note']}")
     return lines
 
 
@@ -230,17 +268,25 @@ def render_definitions(view: dict, keys: list[str] | tuple[str, ...]) -> list[st
     return ["", "Definitions:"] + [f"  {k}: {defs[k]}" for k in shown]
 
 
+_KIND_WORDS = {"gpu_capture": "GPU capture", "nccl_tests": "nccl-tests benchmark"}
+
+
 def render_compare(analysis, sessions=None) -> str:
     """The comparison (seed 000's ``--compare``) as text (no trailing newline).
 
     ``analysis``: an ``Analysis``, its dict, a view, or a ``ComparisonReport``; ``sessions``
-    (optional) gives each session's status and where its duration came from.
+    (optional) gives each session's status and where its duration came from. Only training runs
+    are listed as single / multi sessions; captures (nvidia-smi, nccl-tests) are named apart and
+    never compared; runs are compared within their group (same model) only.
     """
     view = analysis_view(analysis)
     meta = _meta(sessions)
     scaling = view["scaling"]
-    summaries = scaling["sessions"]
-    gpu = any((s.get("gpu_count") or 0) > 0 for s in summaries)
+    summaries = [s for s in scaling["sessions"] if s.get("kind") in (None, "training")]
+    captures = [s for s in scaling["sessions"] if s.get("kind") not in (None, "training")]
+    gpu = True if any((s.get("gpu_count") or 0) > 0 for s in summaries) else (
+        False if summaries and all(s.get("gpu_count") == 0 or str(s.get("mode") or "").upper() in ("CPU", "MULTI-CPU")
+                                   for s in summaries) else None)
     w = _words(gpu)
     single = [s for s in summaries if not _is_multi(s)]
     multi = [s for s in summaries if _is_multi(s)]
@@ -251,31 +297,55 @@ def render_compare(analysis, sessions=None) -> str:
             if i:
                 lines.append("")
             lines += _session_block(s, view, meta, gpu)
+    if captures:
+        lines += ["", f"🧾 OTHER CAPTURES, NOT TRAINING RUNS ({len(captures)}; never compared):"]
+        for s in captures:
+            lines.append(f"  {s['session_id']}: {_KIND_WORDS.get(s.get('kind'), s.get('kind'))}"
+                         " (see --communication / --performance)")
     lines += ["", "⚡ PERFORMANCE COMPARISON:"]
-    if single:
-        lines += _average_block(w["single_avg"], single, view, gpu) + [""]
-    if multi:
-        lines += _average_block(w["multi_avg"], multi, view, gpu) + [""]
     comparisons = scaling["comparisons"]
-    keys = ["speedup", "scaling_efficiency", "regime", "step_rate_ratio"]
+    by_id = {s["session_id"]: s for s in scaling["sessions"]}
+    keys = ["speedup", "scaling_efficiency", "regime", "step_rate_ratio", "samples_per_second", "final_loss"]
+    groups = scaling.get("groups") or []
     if not comparisons:
         lines.append("Only one session: nothing to compare." if len(summaries) < 2
-                     else "No comparison could be made (throughput missing).")
+                     else "No comparison could be made (see the sessions not compared below).")
     else:
-        by_id = {s["session_id"]: s for s in summaries}
-        baseline = scaling.get("baseline") or comparisons[0].get("baseline")
-        base = by_id.get(baseline, {"session_id": baseline})
-        lines.append(f"Baseline: {baseline} ({fmt(base.get('world_size'), 'd')} rank(s), "
-                     f"{fmt(base.get('samples_per_second'))} samples/s)")
-        for c in comparisons:
-            b = by_id.get(c.get("baseline"), base)
-            lines += _comparison_lines(c, b, by_id.get(c.get("candidate"), {}), w)
+        labels = list(dict.fromkeys(c.get("group") for c in comparisons))
+        for label in labels:
+            mine = [c for c in comparisons if c.get("group") == label]
+            ids = {mine[0].get("baseline")} | {c.get("candidate") for c in mine}
+            members = [by_id[i] for i in ids if i in by_id]
+            if len(labels) > 1 or (label and len(groups) > 1):
+                lines += [f"── Group: {label} ──"] if label else []
+            g_single = [s for s in members if not _is_multi(s)]
+            g_multi = [s for s in members if _is_multi(s)]
+            if g_single:
+                lines += _average_block(w["single_avg"], g_single, view, gpu) + [""]
+            if g_multi:
+                lines += _average_block(w["multi_avg"], g_multi, view, gpu) + [""]
+            baseline = mine[0].get("baseline")
+            base = by_id.get(baseline, {"session_id": baseline})
+            lines.append(f"Baseline: {baseline} ({fmt(base.get('world_size'), 'd')} rank(s), "
+                         f"{fmt(base.get('samples_per_second'))} samples/s)")
+            for c in mine:
+                lines += _comparison_lines(c, by_id.get(c.get("baseline"), base), by_id.get(c.get("candidate"), {}),
+                                           w)
+            lines.append("")
         if any(c.get("speedup_ci") for c in comparisons):
             keys.append("speedup_ci")
         if any(c.get("steady_speedup") is not None for c in comparisons):
-            keys += ["steady_speedup", "steady_scaling_efficiency", "warmup_steps"]
-    lines += _fit_lines(scaling.get("fit"))
-    if scaling.get("fit"):
+            keys += ["whole_run_speedup", "steady_speedup", "steady_scaling_efficiency", "warmup_steps"]
+        keys.append("group")
+    not_compared = [r for r in scaling.get("not_compared") or [] if by_id.get(r.get("session_id"), {}).get(
+        "kind") in (None, "training")]
+    if not_compared:
+        lines += ["", f"Not compared ({len(not_compared)}):"]
+        lines += [f"  {r['session_id']}: {r['reason']}" for r in not_compared]
+    fits = scaling.get("fits") or ([scaling["fit"]] if scaling.get("fit") else [])
+    for fit in fits:
+        lines += _fit_lines(fit)
+    if fits:
         keys += ["serial_fraction", "karp_flatt", "predicted", "r2"]
     lines += _parity_lines(view)
     if view.get("loss_parity"):
@@ -293,13 +363,10 @@ def render_console(report, sessions=None) -> str:
 
 def _session_header(view: dict, sid: str) -> list[str]:
     s = next((x for x in view["scaling"]["sessions"] if x.get("session_id") == sid), {})
-    gpus = s.get("gpu_count")
-    ranks = s.get("world_size")
-    if gpus:
-        devices = f"  GPUs: {gpus}" + (f" ({ranks} ranks)" if ranks and ranks != gpus else "")
-    else:
-        devices = f"  GPUs: 0 (CPU, {fmt(ranks, 'd')} rank(s))" if s else "  GPUs: n/a"
-    return [f"📡 Session: {sid}", devices]
+    kind = _KIND_WORDS.get(s.get("kind"))
+    devices = f"  GPUs: {_gpu_count_text(s.get('gpu_count'), s.get('world_size'), s.get('mode'))}" if s \
+        else "  GPUs: unknown"
+    return [f"📡 Session: {sid}" + (f" ({kind})" if kind else ""), devices]
 
 
 def _session_order(view: dict, *tables: str) -> list[str]:
@@ -313,13 +380,25 @@ def _session_order(view: dict, *tables: str) -> list[str]:
 
 def render_communication(analysis) -> str:
     """Seed 000's ``--communication`` block per session, with latency percentiles, algbw/busbw,
-    share of step time, share of the link's peak and the latency-bound note."""
+    share of step time, share of the link's peak and the verdict; the run's own totals beside
+    sampled lines; for nccl-tests output, per op the bandwidth at the largest message size."""
     view = analysis_view(analysis)
     rows = view["communication"]
+    nccl = view.get("nccl_tests") or []
     lines = ["MULTI-GPU COMMUNICATION ANALYSIS", RULE]
-    for sid in _session_order(view, "communication"):
+    keys = ["count", "total_bytes / mean_bytes", "p50_ms / p95_ms", "algbw_mb_s", "busbw_mb_s",
+            "sync_share_of_step_time", "pct_of_peak", "verdict"]
+    for sid in _session_order(view, "communication", "nccl_tests"):
         mine = [r for r in rows if r.get("session_id") == sid]
+        tests = [r for r in nccl if r.get("session_id") == sid]
+        summary = next((x for x in view["scaling"]["sessions"] if x.get("session_id") == sid), {})
+        if summary.get("kind") == "gpu_capture" and not mine:
+            continue  # a GPU capture has no communication to show
         lines += [""] + _session_header(view, sid)
+        if tests:
+            lines += _nccl_tests_lines(tests)
+            keys += ["busbw_at_max_size_gb_s", "size_at_80pct_bytes", "avg_busbw_gb_s"]
+            continue
         if not mine:
             lines.append("  Communication Operations: none logged (single rank, or communication logging off)")
             continue
@@ -330,7 +409,19 @@ def render_communication(analysis) -> str:
         for op, op_rows in ops.items():
             op_rows = sorted(op_rows, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
             head = op_rows[0]
-            lines.append(f"    {op}: {fmt(head.get('count'), 'd')} occurrences")
+            if head.get("sampled") and head.get("summary_count") is not None:
+                lines.append(f"    {op}: {fmt(head.get('summary_count'), '.0f')} occurrences (run total, "
+                             f"summary.json)")
+                lines.append(f"      Avg data size: {mb(head.get('summary_mean_bytes'))}")
+                lines.append(f"      Total data: {mb(head.get('summary_total_bytes'))}")
+                lines.append(f"      Sampled log lines: {fmt(head.get('count'), 'd')} of them, "
+                             f"{mb(head.get('total_bytes'))} total, {mb(head.get('mean_bytes'))} avg: the figures "
+                             "below are the sampled lines'")
+                keys.append("summary_count")
+            else:
+                lines.append(f"    {op}: {fmt(head.get('count'), 'd')} occurrences")
+                lines += [f"      Avg data size: {mb(head.get('mean_bytes'))}",
+                          f"      Total data: {mb(head.get('total_bytes'))}"]
             lines += _op_detail(head, "      ")
             if len(op_rows) > 1:
                 lines.append(f"      (figures above: rank {fmt(head.get('rank'), 'd')}; other ranks below)")
@@ -339,27 +430,67 @@ def render_communication(analysis) -> str:
                                  f"{mb(r.get('total_bytes'))} total, p50 {fmt(r.get('p50_ms'), '.2f', ' ms')}, "
                                  f"busbw {fmt(r.get('busbw_mb_s'), '.1f', ' MB/s')}, "
                                  f"{pct(r.get('sync_share_of_step_time'))} of step time")
-    lines += render_definitions(view, ["count", "total_bytes / mean_bytes", "p50_ms / p95_ms", "algbw_mb_s", "busbw_mb_s",
-                                       "sync_share_of_step_time", "pct_of_peak", "latency_bound"])
+    lines += render_definitions(view, list(dict.fromkeys(keys)))
     return "\n".join(lines)
 
 
+def _size_text(nbytes) -> str:
+    if not isinstance(nbytes, (int, float)):
+        return "n/a"
+    if nbytes < 1e3:
+        return f"{nbytes:.0f} B"
+    if nbytes < 1e6:
+        return f"{nbytes / 1e3:.3g} kB"
+    return f"{nbytes / 1e6:.4g} MB"
+
+
+def _nccl_tests_lines(tests: list[dict]) -> list[str]:
+    lines = ["  nccl-tests (GB/s = 10^9 bytes/s; busbw at the largest size is the figure to compare):"]
+    for r in tests:
+        where = f" ({r['placement']})" if r.get("placement") else ""
+        lines.append(f"    {r.get('op')}{where}: {fmt(r.get('sizes'), 'd')} sizes, {_size_text(r.get('min_bytes'))}"
+                     f" .. {_size_text(r.get('max_bytes'))}, {fmt(r.get('group_size'), 'd')} ranks")
+        lines.append(f"      busbw at the largest size ({_size_text(r.get('max_bytes'))}): "
+                     f"{fmt(r.get('busbw_at_max_size_gb_s'), '.2f', ' GB/s')} (algbw "
+                     f"{fmt(r.get('algbw_at_max_size_gb_s'), '.2f', ' GB/s')}, "
+                     f"{fmt(r.get('time_at_max_size_us'), '.1f', ' us')})"
+                     + (f" at {r['source']}" if r.get("source") else ""))
+        lines.append(f"      80% of the sweep's max busbw ({fmt(r.get('max_busbw_gb_s'), '.2f', ' GB/s')}) first "
+                     f"reached at {_size_text(r.get('size_at_80pct_bytes'))}")
+        lines.append(f"      # Avg bus bandwidth (nccl-tests, mean over all sizes): "
+                     f"{fmt(r.get('avg_busbw_gb_s'), '.2f', ' GB/s')}")
+        if r.get("peak_busbw_gb_s") is not None:
+            lines.append(f"      Link: {r.get('link')} (peak {fmt(r.get('peak_busbw_gb_s'), '.1f', ' GB/s')} busbw): "
+                         f"{fmt(r.get('pct_of_peak'), '.1f', '%')} of peak at the largest size")
+        elif r.get("link"):
+            lines.append(f"      Link: {r['link']} (no reference peak)")
+        if r.get("note"):
+            lines.append(f"      Verdict: {r['note']}")
+    return lines
+
+
 def _op_detail(r: dict, ind: str) -> list[str]:
-    lines = [f"{ind}Avg data size: {mb(r.get('mean_bytes'))}",
-             f"{ind}Total data: {mb(r.get('total_bytes'))}",
-             f"{ind}Duration p50/p95: {fmt(r.get('p50_ms'), '.2f')} / {fmt(r.get('p95_ms'), '.2f')} ms",
+    bus_from = r.get("busbw_from")
+    lines = [f"{ind}Duration p50/p95: {fmt(r.get('p50_ms'), '.2f')} / {fmt(r.get('p95_ms'), '.2f')} ms",
              f"{ind}Bandwidth: algbw {fmt(r.get('algbw_mb_s'), '.1f', ' MB/s')}, "
-             f"busbw {fmt(r.get('busbw_mb_s'), '.1f', ' MB/s')}",
-             f"{ind}Share of step time: {pct(r.get('sync_share_of_step_time'))}"]
+             f"busbw {fmt(r.get('busbw_mb_s'), '.1f', ' MB/s')}"
+             + (f" ({bus_from})" if bus_from and bus_from != "logged" else "")]
+    matched = r.get("matched_steps")
+    if r.get("sync_share_of_step_time") is not None:
+        lines.append(f"{ind}Share of step time: {pct(r.get('sync_share_of_step_time'))}"
+                     + (f" (over {matched} step(s) with both)" if matched else ""))
+    else:
+        lines.append(f"{ind}Share of step time: n/a (no step logged both this op and a step time)")
     if r.get("peak_busbw_gb_s") is not None:
         lines.append(f"{ind}Link: {r.get('link') or 'unknown'} (peak {fmt(r.get('peak_busbw_gb_s'), '.1f', ' GB/s')}"
                      f" busbw): {fmt(r.get('pct_of_peak'), '.1f', '%')} of peak")
     elif r.get("link"):
         lines.append(f"{ind}Link: {r['link']} (no reference peak)")
-    if r.get("latency_bound"):
-        lines.append(f"{ind}Latency-bound: yes" + (f" ({r['note']})" if r.get("note") else ""))
-    elif r.get("note"):
-        lines.append(f"{ind}Note: {r['note']}")
+    verdict = r.get("verdict")
+    if r.get("note"):
+        lines.append(f"{ind}Verdict: {r['note']}" if verdict else f"{ind}Note: {r['note']}")
+    elif r.get("latency_bound"):
+        lines.append(f"{ind}Latency-bound: yes")
     return lines
 
 
@@ -392,7 +523,13 @@ def render_performance(analysis) -> str:
         m = (view.get("mfu") or {}).get(sid)
         if isinstance(m, dict) and m.get("mfu") is not None:
             lines.append(f"  MFU: {pct(m['mfu'])} ({fmt(m.get('achieved_tflops'), '.1f')} of "
-                         f"{fmt(m.get('peak_tflops'), '.1f')} TFLOP/s peak, {m.get('gpu_model') or 'unknown GPU'})")
+                         f"{fmt(m.get('peak_tflops'), '.1f')} TFLOP/s peak, {m.get('gpu_model') or 'unknown GPU'}"
+                         f"; {fmt(m.get('flops_per_token'), '.3g')} FLOPs/token x "
+                         f"{fmt(m.get('tokens_per_second'), '.4g')} tokens/s / {fmt(m.get('n_gpus'), 'd')} GPU(s))")
+            for a in m.get("assumptions") or []:
+                lines.append(f"    assumed: {a}")
+        elif isinstance(m, dict):
+            lines.append(f"  MFU: n/a ({m.get('reason') or 'an input is missing'})")
         elif sid in (view.get("mfu") or {}):
             lines.append("  MFU: n/a (no GPU model or FLOPs per token known)")
     lines += render_definitions(view, ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score",

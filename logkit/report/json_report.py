@@ -2,8 +2,10 @@
 
 ``analysis_document(analysis, sections)`` picks the sections asked for:
 
-- ``compare``: ``sessions``, ``comparisons``, ``fit``, ``loss_parity``, ``health``, ``gpus``
-- ``communication``: ``communication`` (one row per session, rank and op)
+- ``compare``: ``sessions``, ``comparisons``, ``groups``, ``not_compared``, ``fit``, ``fits``,
+  ``loss_parity``, ``health``, ``gpus``
+- ``communication``: ``communication`` (one row per session, rank and op), ``nccl_tests`` (one row
+  per nccl-tests op and placement)
 - ``performance``: ``performance``, ``stragglers``, ``gpus``, ``mfu``
 - ``diagnose``: ``findings``
 - ``all``: every section
@@ -22,8 +24,8 @@ from logkit.report.view import analysis_view, plain
 __all__ = ["render_json", "analysis_document", "SECTION_KEYS"]
 
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
-    "compare": ("sessions", "comparisons", "fit", "loss_parity", "health", "gpus"),
-    "communication": ("communication",),
+    "compare": ("sessions", "comparisons", "groups", "not_compared", "fit", "fits", "loss_parity", "health", "gpus"),
+    "communication": ("communication", "nccl_tests"),
     "performance": ("performance", "stragglers", "gpus", "mfu"),
     "diagnose": ("findings",),
 }
@@ -62,7 +64,7 @@ def analysis_document(analysis, sections=("all",)) -> dict:
             wanted += SECTION_KEYS[section]
     doc: dict = {}
     for key in dict.fromkeys(wanted):
-        if key in ("sessions", "comparisons", "fit"):
+        if key in ("sessions", "comparisons", "groups", "not_compared", "fit", "fits"):
             doc[key] = view["scaling"].get(key)
         else:
             doc[key] = view.get(key)

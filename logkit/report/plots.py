@@ -21,15 +21,17 @@ from pathlib import Path
 
 from logkit.report.view import analysis_view
 
-__all__ = ["PLOTS", "MAX_POINTS", "render_plots", "write_plots", "thin"]
+__all__ = ["PLOTS", "MAX_POINTS", "EMPTY_GID", "figures", "render_plots", "write_plots", "thin"]
 
 MAX_POINTS = 5000
 DPI = 100
 MAX_PANELS = 6  # step_time_per_rank: one panel per session, at most this many
+EMPTY_GID = "logkit-no-data"  # the gid of an axes that shows the "no data" placeholder
 
 PLOTS: dict[str, str] = {
     "training_comparison.png": "duration, steps/s, final loss per session and speedup per comparison (seed 002)",
-    "loss_curves.png": "training loss against step, lowest rank of each session",
+    "loss_curves.png": "training loss (lines) and eval loss (dashed, markers) of each training run against samples "
+                       "seen (step x global batch) when every run's batch is known, else against step",
     "throughput.png": "samples/s against step (total_batch_size / step_time_s), lowest rank of each session",
     "gpu_utilization.png": "GPU utilization (%) against time since the session's start, per GPU",
     "bandwidth_vs_size.png": "bus bandwidth against message size per op (median per size)",
@@ -68,6 +70,7 @@ def _lowest_rank(frame):
 
 
 def _empty(ax, text: str) -> None:
+    ax.set_gid(EMPTY_GID)
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="#57606a")
     ax.set_xticks([])
     ax.set_yticks([])
@@ -94,8 +97,9 @@ def _training_comparison(sessions, view, Figure, sns):
 
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
-    rows = pd.DataFrame(view["scaling"]["sessions"] or [], columns=[
-        "session_id", "world_size", "duration_s", "steps_per_second", "final_loss"])
+    training = [r for r in view["scaling"]["sessions"] or [] if r.get("kind") in (None, "training")]
+    rows = pd.DataFrame(training, columns=["session_id", "world_size", "duration_s", "steps_per_second",
+                                           "final_loss"])
     rows["ranks"] = rows["world_size"].fillna(1).astype(int).astype(str) + " rank(s)"
     panels = (("duration_s", "Training duration (s)"), ("steps_per_second", "Steps per second"),
               ("final_loss", "Final loss"))
@@ -178,8 +182,60 @@ def _line_plot(sessions, frame_name: str, x: str, y_fn, title: str, ylabel: str,
 
 
 def _loss_curves(sessions, view, Figure, sns):
-    return _line_plot(sessions, "steps", "step", lambda f: f["loss"], "Training loss", "loss", "step",
-                      "loss of each optimizer step as logged by the lowest rank", Figure, sns, "no loss logged")
+    import numpy as np
+    import pandas as pd
+
+    from logkit.analysis.health import loss_curve
+
+    fig = Figure(figsize=(10, 5.5), layout="constrained")
+    ax = fig.subplots()
+    batch = {r["session_id"]: r.get("total_batch_size") for r in view["scaling"]["sessions"] or []}
+    kinds = {r["session_id"]: r.get("kind") for r in view["scaling"]["sessions"] or []}
+    runs = [s for s in sessions if kinds.get(s.session_id) in (None, "training")]
+    curves = {s.session_id: loss_curve(s, batch.get(s.session_id)) for s in runs}
+    curves = {k: v for k, v in curves.items() if len(v[1])}
+    by_samples = bool(curves) and all(basis == "samples seen" for _, _, basis in curves.values())
+    palette = sns.color_palette(n_colors=max(len(runs), 1))
+    thinned = drawn = evals = 0
+    for i, s in enumerate(runs):
+        color = palette[i % len(palette)]
+        b = batch.get(s.session_id) or s.meta.get("total_batch_size")
+        if s.session_id in curves:
+            x, loss, basis = curves[s.session_id]
+            if not by_samples and basis == "samples seen":  # back to steps, as every line must share its axis
+                rows = s.steps[s.steps["rank"] == s.steps["rank"].min()] if s.steps["rank"].notna().any() \
+                    else s.steps
+                rows = rows[rows["step"].notna() & rows["loss"].notna()].sort_values("step", kind="stable")
+                x, loss = rows["step"].to_numpy(dtype="float64"), rows["loss"].to_numpy(dtype="float64")
+                ok = np.isfinite(loss)
+                x, loss = x[ok], loss[ok]
+            pts = thin(pd.DataFrame({"x": x, "y": loss}), "x", "y")
+            thinned |= len(pts) < len(x)
+            ax.plot(pts["x"].to_numpy(), pts["y"].to_numpy(), label=f"{s.session_id} train", color=color, lw=1.2,
+                    marker="o" if len(pts) < 40 else None, ms=3)
+            drawn += 1
+        ev = s.evals
+        if not ev.empty:
+            ev = ev[(ev["name"] == "eval_loss") & ev["step"].notna() & ev["value"].notna()]
+            if len(ev):
+                ex = ev["step"].to_numpy(dtype="float64") * (float(b) if by_samples and b else 1.0)
+                if by_samples and not b:
+                    continue
+                order = np.argsort(ex, kind="stable")
+                ax.plot(ex[order], ev["value"].to_numpy(dtype="float64")[order], ls="--", marker="s", ms=4,
+                        color=color, lw=1.0, label=f"{s.session_id} eval")
+                evals += 1
+    if not drawn and not evals:
+        _empty(ax, "no loss logged")
+    else:
+        ax.legend(fontsize=8, loc="best")
+        ax.set_xlabel("samples seen (step x global batch)" if by_samples else "step")
+        ax.set_ylabel("loss")
+    ax.set_title("Training and eval loss")
+    _caption(fig, "lowest rank's training loss; eval_loss of evaluation records; x = samples seen when every run's "
+                  "global batch is known (runs with different batches line up), else step"
+             + (f"; lines of more than {MAX_POINTS} points drawn as bin means" if thinned else ""))
+    return fig
 
 
 def _throughput_values(frame):
@@ -303,16 +359,23 @@ _MAKERS = {
 }
 
 
-def render_plots(sessions, analysis, names=None) -> dict[str, bytes]:
-    """PNG bytes of each plot in ``names`` (default: every one of ``PLOTS``), in that order."""
+def figures(sessions, analysis, names=None) -> dict:
+    """matplotlib ``Figure`` of each plot in ``names`` (default: every one of ``PLOTS``), in that order;
+    an axes without data has the gid ``EMPTY_GID``."""
     Figure, sns = _mpl()
     view = analysis_view(analysis)
     out = {}
     with sns.axes_style("whitegrid"):
         for name in names or PLOTS:
-            fig = _MAKERS[name](list(sessions), view, Figure, sns)
-            out[name] = _png(fig)
+            out[name] = _MAKERS[name](list(sessions), view, Figure, sns)
     return out
+
+
+def render_plots(sessions, analysis, names=None) -> dict[str, bytes]:
+    """PNG bytes of each plot in ``names`` (default: every one of ``PLOTS``), in that order."""
+    _, sns = _mpl()
+    with sns.axes_style("whitegrid"):
+        return {name: _png(fig) for name, fig in figures(sessions, analysis, names).items()}
 
 
 def write_plots(sessions, analysis, out_dir, names=None) -> list[Path]:

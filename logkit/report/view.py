@@ -21,9 +21,9 @@ __all__ = ["SECTIONS", "TABLES", "FALLBACK_DEFINITIONS", "analysis_view", "plain
            "severity_rank"]
 
 # Keys of the view; the tables among them become lists of row dicts.
-SECTIONS: tuple[str, ...] = ("scaling", "communication", "communication_peaks", "performance", "stragglers", "gpus", "mfu",
-                             "health", "loss_parity", "findings")
-TABLES: tuple[str, ...] = ("communication", "communication_peaks", "performance", "stragglers", "gpus")
+SECTIONS: tuple[str, ...] = ("scaling", "communication", "nccl_tests", "communication_peaks", "performance", "stragglers",
+                             "gpus", "mfu", "health", "loss_parity", "findings")
+TABLES: tuple[str, ...] = ("communication", "nccl_tests", "communication_peaks", "performance", "stragglers", "gpus")
 
 # Definitions of the figures the renderers show, used where the analysis states none of its own
 # (an analysis' own "definitions" always win). They restate the analysis' documented contract.
@@ -136,6 +136,9 @@ def analysis_view(analysis) -> dict:
             scaling.setdefault("sessions", [])
             scaling.setdefault("comparisons", [])
             scaling.setdefault("fit", None)
+            scaling.setdefault("fits", [scaling["fit"]] if scaling.get("fit") else [])
+            scaling.setdefault("groups", [])
+            scaling.setdefault("not_compared", [])
             scaling.setdefault("definitions", {})
             view[key] = scaling
         elif key in ("findings", "loss_parity"):
