@@ -10,7 +10,17 @@ length so that the comparison (steady state, bootstrap CI) is computed too; then
     python benchmarks/report.py --steps 20000       # quicker
     python benchmarks/report.py --no-baseline       # the 8-rank session alone
 
-Ingest is not timed here (benchmarks/ingest.py measures it).
+Ingest is not timed in that mode (benchmarks/ingest.py measures it). ``--e2e`` times what a user
+runs instead: it writes the session's files (8 ranks of JSONL at verbosity "high" plus rank 0's
+text logs, with ``benchmarks/ingest.py``'s generator, sized to ``--steps`` steps per rank), then
+runs ``analyze_logs DIR --report PATH`` twice in a fresh process: first with an empty Parquet
+cache (cold: parse, cache, analyse, render), then again (warm: from the cache), and prints both
+against the 30 s target. It needs several GB of free space in the temp folder and minutes to
+generate the files (not timed).
+
+    python benchmarks/report.py --e2e                      # 8 ranks x 200k steps, files on disk
+    python benchmarks/report.py --e2e --steps 20000        # quicker
+    python benchmarks/report.py --e2e --copies             # ranks 1..7 copies of rank 0 (faster to write)
 """
 
 from __future__ import annotations
@@ -113,13 +123,79 @@ def make_session(sid: str, ranks: int, steps: int, batch_per_rank: int = 8, seed
                    gpu=_frame("gpu", cat(gpu_cols)))
 
 
+def _steps_in(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if b'"training_step_complete"' in line)
+
+
+def _analyze_logs() -> list[str]:
+    """The command a user types: the console script beside this interpreter, else ``python -m logkit.cli``."""
+    script = Path(sys.executable).parent / "analyze_logs"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "logkit.cli"]
+
+
+def end_to_end(steps: int, keep: Path | None, copies: bool) -> int:
+    """Write the files, then time ``analyze_logs DIR --report PATH`` cold and warm; the exit status."""
+    import os
+    import shutil
+    import subprocess
+
+    from benchmarks.ingest import RANKS, generate
+
+    tmp = keep or Path(tempfile.mkdtemp(prefix="logkit-bench-e2e-"))
+    try:
+        # the generator writes until a size is reached: measure its bytes per step on a small session first
+        calib = generate(tmp / "calibrate", 8.0, sid="training_20251122_090000")
+        rank0 = calib / "training_20251122_090000_rank0.jsonl"
+        per_step = rank0.stat().st_size / _steps_in(rank0)
+        shutil.rmtree(tmp / "calibrate")
+        t = time.perf_counter()
+        folder = generate(tmp / "logs", per_step * steps * RANKS / 1e6, copies=copies)
+        gen_s = time.perf_counter() - t
+        files = sorted(folder.iterdir())
+        size = sum(f.stat().st_size for f in files)
+        got = _steps_in(folder / f"{folder.name}_rank0.jsonl")
+        print(f"wrote {len(files)} files, {size / 1e9:.2f} GB: {RANKS} ranks x {got:,} steps at verbosity high"
+              f"{' (ranks 1.. copies of rank 0, no text logs)' if copies else ' + rank 0 text logs'} "
+              f"in {gen_s:.0f} s (not timed)  (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+        env = {**os.environ, "LOGKIT_CACHE_DIR": str(tmp / "cache")}
+        shutil.rmtree(tmp / "cache", ignore_errors=True)
+        cmd = _analyze_logs() + [str(tmp / "logs"), "--report", str(tmp / "report.html")]
+        print("command: " + " ".join(Path(c).name if i == 0 else c for i, c in enumerate(cmd)))
+        times = []
+        for label in ("cold (empty cache: parse, cache, analyse, render)", "warm (Parquet cache)"):
+            t = time.perf_counter()
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            el = time.perf_counter() - t
+            if r.returncode != 0:
+                print(f"analyze_logs failed ({r.returncode}): {r.stderr[-2000:]}")
+                return 2
+            times.append(el)
+            print(f"{label:<52} {el:7.2f} s  ratio to the {TARGET_S:.0f} s target {el / TARGET_S:.2f} "
+                  f"({'PASS' if el < TARGET_S else 'FAIL'})")
+        html = (tmp / "report.html").stat().st_size
+        print(f"report: {html / 1e6:.1f} MB; warm / cold: {times[1] / times[0]:.2f}")
+        return 0 if times[1] < TARGET_S else 1
+    finally:
+        if keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--steps", type=int, default=200_000)
     ap.add_argument("--no-baseline", action="store_true", help="time the multi-rank session alone")
     ap.add_argument("--out", type=Path, default=None, help="where to write the page (default: a temp folder)")
+    ap.add_argument("--e2e", action="store_true",
+                    help="write the session files and time `analyze_logs DIR --report PATH`, cold and warm")
+    ap.add_argument("--copies", action="store_true", help="--e2e: ranks 1.. are copies of rank 0 (faster to write)")
+    ap.add_argument("--keep", type=Path, default=None, help="--e2e: work in this folder and keep it")
     args = ap.parse_args()
+    if args.e2e:
+        if args.ranks != 8:
+            ap.error("--e2e writes 8 ranks (benchmarks/ingest.py's generator)")
+        sys.exit(end_to_end(args.steps, args.keep, args.copies))
 
     t0 = time.perf_counter()
     sessions = []
