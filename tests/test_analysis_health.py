@@ -67,3 +67,19 @@ def test_real_fixture_parity():
     grid = (bx >= cx[0]) & (bx <= min(bx[-1], cx[-1]))
     diff = np.interp(bx[grid], cx, c0) - bl[grid]
     assert p["points"] == grid.sum() and p["max_abs_diff_aligned"] == pytest.approx(np.abs(diff).max())
+
+
+def test_parity_and_health_use_the_runs_final_loss_when_lines_are_sampled():
+    from logkit.analysis.analyze import analyze
+
+    def sampled(sid, ws, final, start):
+        rows = step_rows([0.5] * 4, batch=8 * ws, losses=[3.0, 2.5, 2.2, 2.0])
+        for r, step in zip(rows, (25, 50, 75, 100), strict=True):
+            r["step"] = step
+        return session(sid, world_size=ws, steps=rows, total_steps=1000, final_loss=final, steps_per_second=2.0,
+                       samples_per_second=16.0 * ws, model="m", start_time=start)
+
+    a = analyze([sampled("b", 1, 1.25, "2026-01-01T00:00:00+00:00"), sampled("c", 2, 1.20, "2026-01-01T01:00:00+00:00")])
+    (p,) = a.loss_parity
+    assert p["final_loss_diff"] == pytest.approx(1.20 - 1.25)  # not the last sampled line's 2.0 - 2.0
+    assert a.health["b"]["final_loss"] == 1.25 and "sampled" in a.health["b"]["final_loss_from"]

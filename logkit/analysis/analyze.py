@@ -120,10 +120,20 @@ def analyze(sessions: list) -> Analysis:
                         "straggler": int(st["rank"].iloc[0]) if len(st) else None}
     scaling = scaling_analysis(sessions, context)
     health = {s.meta.get("session_id"): session_health(s) for s in sessions}
+    for row in scaling["sessions"]:  # the run's final loss, as the summary states it (sampled lines: the run's)
+        h = health.get(row["session_id"])
+        if h is not None and row.get("final_loss") is not None:
+            h["final_loss"], h["final_loss_from"] = row["final_loss"], row.get("final_loss_from")
     by_id = {s.meta.get("session_id"): s for s in sessions}
-    batch = {r["session_id"]: r.get("total_batch_size") for r in scaling["sessions"]}
-    parity = [loss_parity(by_id[c["baseline"]], by_id[c["candidate"]], batch.get(c["baseline"]),
-                          batch.get(c["candidate"])) for c in scaling["comparisons"]]
+    rows = {r["session_id"]: r for r in scaling["sessions"]}
+
+    def final(sid):  # the run's own final loss where its step lines are sampled
+        r = rows.get(sid) or {}
+        return r.get("final_loss") if r.get("basis") == "run totals" and r.get("logged_steps") else None
+
+    parity = [loss_parity(by_id[c["baseline"]], by_id[c["candidate"]], rows[c["baseline"]].get("total_batch_size"),
+                          rows[c["candidate"]].get("total_batch_size"), final(c["baseline"]), final(c["candidate"]))
+              for c in scaling["comparisons"]]
     result = Analysis(
         scaling=scaling, communication=comm, nccl_tests=nccl, performance=perf, stragglers=strag, gpus=gpus,
         mfu={s.meta.get("session_id"): mfu(s) for s in sessions}, health=health, loss_parity=parity,

@@ -133,9 +133,11 @@ def session_health(session) -> dict:
             "points": int(len(loss)), "basis": basis}
 
 
-def loss_parity(base, cand, base_batch: int | None = None, cand_batch: int | None = None) -> dict:
+def loss_parity(base, cand, base_batch: int | None = None, cand_batch: int | None = None,
+                base_final: float | None = None, cand_final: float | None = None) -> dict:
     """Loss parity of ``cand`` against ``base`` (see module doc); ``*_batch``: global batches where the
-    rows lack them (e.g. derived from the runs' totals)."""
+    rows lack them (e.g. derived from the runs' totals); ``*_final``: the runs' final losses where the
+    last logged point is not the run's last (sampled step lines; ``scaling.session_summary`` says)."""
     bx, bl, bb = loss_curve(base, base_batch)
     cx, cl, cb = loss_curve(cand, cand_batch)
     basis = "samples seen" if bb == cb == "samples seen" else "steps"
@@ -146,9 +148,12 @@ def loss_parity(base, cand, base_batch: int | None = None, cand_batch: int | Non
     out = {"baseline": base.meta.get("session_id"), "candidate": cand.meta.get("session_id"),
            "final_loss_diff": None, "final_loss_rel_diff": None, "max_abs_diff_aligned": None,
            "mean_abs_diff_aligned": None, "aligned_by": basis, "points": 0, "overlap": None}
+    b_end = base_final if base_final is not None else (float(bl[-1]) if len(bl) else None)
+    c_end = cand_final if cand_final is not None else (float(cl[-1]) if len(cl) else None)
+    if b_end is not None and c_end is not None:
+        out["final_loss_diff"] = c_end - b_end
+        out["final_loss_rel_diff"] = (c_end - b_end) / abs(b_end) if b_end != 0 else None
     if len(bl) and len(cl):
-        out["final_loss_diff"] = float(cl[-1] - bl[-1])
-        out["final_loss_rel_diff"] = float((cl[-1] - bl[-1]) / abs(bl[-1])) if bl[-1] != 0 else None
         lo, hi = max(bx[0], cx[0]), min(bx[-1], cx[-1])
         grid = (bx >= lo) & (bx <= hi)
         if grid.any() and len(cx) >= 1:

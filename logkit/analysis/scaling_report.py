@@ -207,6 +207,11 @@ def scaling_analysis(sessions: list, context: dict[str, dict] | None = None) -> 
             detail = (f"steady state: warm-up left out ({bstate.warmup_steps} step(s) of the baseline, "
                       f"{cstate.warmup_steps} of the candidate); {bstate.steady_steps} and {cstate.steady_steps} "
                       "steady steps")
+            sampled = [f"{who} logs {x['logged_steps']} of {x['total_steps']} steps" for who, x in
+                       (("the baseline", base), ("the candidate", cand))
+                       if x["total_steps"] and x["logged_steps"] and x["logged_steps"] < x["total_steps"]]
+            if sampled:
+                detail += " (from sampled step lines: " + ", ".join(sampled) + ")"
         else:
             headline, rate = comp["speedup"], comp["step_rate_ratio"]
             basis = "whole run"
