@@ -499,14 +499,15 @@ def render_performance(analysis) -> str:
     view = analysis_view(analysis)
     lines = ["PERFORMANCE, STRAGGLERS AND GPUS", RULE]
     for sid in _session_order(view, "performance", "stragglers", "gpus"):
-        lines += ["", f"⏱ Session: {sid}"]
+        kind = next((x.get("kind") for x in view["scaling"]["sessions"] if x.get("session_id") == sid), None)
+        lines += ["", f"⏱ Session: {sid}" + (f" ({_KIND_WORDS[kind]})" if kind in _KIND_WORDS else "")]
         perf = [r for r in view["performance"] if r.get("session_id") == sid]
         for r in sorted(perf, key=lambda r: r.get("rank") or 0):
             lines.append(f"  Rank {fmt(r.get('rank'), 'd')}: {fmt(r.get('steps'), 'd')} steps, step time "
                          f"p50 {fmt(r.get('step_p50_s'), '.3f', 's')}, p95 {fmt(r.get('step_p95_s'), '.3f', 's')}, "
                          f"max {fmt(r.get('step_max_s'), '.3f', 's')}, mean {fmt(r.get('step_mean_s'), '.3f', 's')}; "
                          f"{fmt(r.get('slow_steps'), 'd')} slow step(s); data loading {pct(r.get('data_share'))}")
-        if not perf:
+        if not perf and kind in (None, "training"):
             lines.append("  No step times logged.")
         strag = [r for r in view["stragglers"] if r.get("session_id") == sid]
         flagged = [r for r in strag if r.get("is_straggler")]
@@ -521,6 +522,8 @@ def render_performance(analysis) -> str:
                          f"{fmt(slowest.get('vs_fastest'), '.2f', 'x')} the fastest)")
         lines += _gpu_lines(view, sid)
         m = (view.get("mfu") or {}).get(sid)
+        if kind not in (None, "training"):
+            continue  # a capture: no model, no MFU
         if isinstance(m, dict) and m.get("mfu") is not None:
             lines.append(f"  MFU: {pct(m['mfu'])} ({fmt(m.get('achieved_tflops'), '.1f')} of "
                          f"{fmt(m.get('peak_tflops'), '.1f')} TFLOP/s peak, {m.get('gpu_model') or 'unknown GPU'}"
