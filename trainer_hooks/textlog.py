@@ -38,6 +38,16 @@ def _prefixed_level(line: str) -> int:
     return -1
 
 
+class _Stamp:
+    """A record's local time as the two text-log prefixes write it (made once per second)."""
+
+    __slots__ = ("second", "hms", "full")
+
+    def __init__(self, second: int) -> None:
+        when = datetime.fromtimestamp(second)
+        self.second, self.hms, self.full = second, when.strftime("%H:%M:%S"), when.strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _num(value, default=float("nan")) -> float:
     return default if value is None else float(value)
 
@@ -66,6 +76,7 @@ class TextRenderer:
         self.process = process_name
         self.comm_lines = False
         self._mg_step: int | None = None  # the step of the last Multi-GPU Step line written
+        self._stamp: _Stamp | None = None
         # lowest level written per file (TRAINING_LOG_LEVEL / MULTIGPU_LOG_LEVEL)
         self._min_level = {self.main: LEVELS.get(main_level, 20), self.multigpu: LEVELS.get(multigpu_level, 20),
                            self.performance: 0}
@@ -76,19 +87,22 @@ class TextRenderer:
             return iter(())
         # unprefixed continuation lines carry their record's level
         level = LEVELS.get(str(record.get("level", "INFO")).upper(), 20)
-        return ((path, line) for path, line in handler(record, datetime.fromtimestamp(wall))
+        second = int(wall // 1)
+        if self._stamp is None or self._stamp.second != second:
+            self._stamp = _Stamp(second)
+        return ((path, line) for path, line in handler(record, self._stamp)
                 if level >= self._min_level[path] or _prefixed_level(line) >= self._min_level[path])
 
     # -- line helpers ------------------------------------------------------------------
-    def _main(self, when: datetime, message: str, level: str = "INFO") -> tuple[Path, str]:
-        return self.main, MAIN_LINE.format(time=when.strftime("%H:%M:%S"), level=level, message=message)
+    def _main(self, when: _Stamp, message: str, level: str = "INFO") -> tuple[Path, str]:
+        return self.main, MAIN_LINE.format(time=when.hms, level=level, message=message)
 
-    def _proc(self, path: Path, when: datetime, message: str, level: str = "INFO") -> tuple[Path, str]:
-        return path, PROCESS_LINE.format(datetime=when.strftime("%Y-%m-%d %H:%M:%S"), level=level,
+    def _proc(self, path: Path, when: _Stamp, message: str, level: str = "INFO") -> tuple[Path, str]:
+        return path, PROCESS_LINE.format(datetime=when.full, level=level,
                                          process=self.process, message=message)
 
     # -- record kinds ------------------------------------------------------------------
-    def _session_start(self, r: dict, when: datetime):
+    def _session_start(self, r: dict, when: _Stamp):
         yield self._main(when, "🚀 TRAINING SESSION STARTED")
         for key, value in (("Session ID", r["session_id"]), ("Mode", r.get("mode")),
                            ("GPU Count", r.get("gpu_count")), ("World size", r.get("world_size")),
@@ -119,7 +133,7 @@ class TextRenderer:
                            ("Mode", r.get("mode"))):
             yield self._proc(self.multigpu, when, HEADER_FIELD.format(key=key, value=value))
 
-    def _training_step_complete(self, r: dict, when: datetime):
+    def _training_step_complete(self, r: dict, when: _Stamp):
         step, max_steps = int(r["step"]), int(r.get("max_steps") or r["step"])
         timing, metrics = r.get("timing") or {}, r.get("metrics") or {}
         if step % self.log_interval_steps == 0 or step == max_steps:
@@ -138,12 +152,12 @@ class TextRenderer:
     def _comm_due(self, step: int) -> bool:
         return bool(self.comm_log_interval) and step % self.comm_log_interval == 0
 
-    def _multigpu_step(self, r: dict, step: int, when: datetime) -> tuple[Path, str]:
+    def _multigpu_step(self, r: dict, step: int, when: _Stamp) -> tuple[Path, str]:
         self._mg_step = step
         return self._proc(self.multigpu, when, MULTIGPU_STEP.format(
             step=step, processes=r["world_size"], local_rank=r.get("local_rank", 0), process_index=r["rank"]))
 
-    def _communication(self, r: dict, when: datetime):
+    def _communication(self, r: dict, when: _Stamp):
         step = int(r.get("step") or 0)
         if not self._comm_due(step):
             return
@@ -153,7 +167,7 @@ class TextRenderer:
             op=r["op"], rank=r["rank"], size_mb=r["size_bytes"] / 1e6, duration_ms=r["duration_ms"],
             bandwidth_mb_s=_num(r.get("algbw_mb_s"))))
 
-    def _performance(self, r: dict, when: datetime):
+    def _performance(self, r: dict, when: _Stamp):
         if r.get("throughput_samples_s") is None or r.get("total_batch_size") is None:
             # seed 000's line has no way to say "unknown": the JSONL record keeps the step times
             return
@@ -161,7 +175,7 @@ class TextRenderer:
             step=r["step"], avg_step_time_s=r["avg_step_time_s"], throughput_samples_s=r["throughput_samples_s"],
             total_batch_size=r["total_batch_size"]))
 
-    def _evaluation(self, r: dict, when: datetime):
+    def _evaluation(self, r: dict, when: _Stamp):
         yield self.main, ""
         yield self.main, f"📊 EVALUATION RESULTS (step {r.get('step')}):"
         for key, value in (r.get("metrics") or {}).items():
@@ -169,7 +183,7 @@ class TextRenderer:
             yield self.main, BULLET_LINE.format(key=key, value=text)
         yield self.main, ""
 
-    def _resource_warning(self, r: dict, when: datetime):
+    def _resource_warning(self, r: dict, when: _Stamp):
         kind = r.get("kind")
         if kind == "gpu_util_low":
             message = GPU_UTIL_LOW.format(gpu=r.get("gpu", 0), utilization_pct=r["value"])
@@ -184,7 +198,7 @@ class TextRenderer:
 
     _anomaly = _resource_warning
 
-    def _nan_detected(self, r: dict, when: datetime):
+    def _nan_detected(self, r: dict, when: _Stamp):
         # seed 003's report, in main.log
         tensors = r.get("tensors") or []
         yield self.main, "=" * 80
@@ -199,10 +213,10 @@ class TextRenderer:
             yield self.main, f"  Debug tensors saved: {r['dump_path']} (safetensors)"
         yield self.main, "=" * 80
 
-    def _error(self, r: dict, when: datetime):
+    def _error(self, r: dict, when: _Stamp):
         yield self._main(when, f"❌ {r.get('message', '')}", "ERROR")
 
-    def _session_end(self, r: dict, when: datetime):
+    def _session_end(self, r: dict, when: _Stamp):
         status = str(r.get("status", "")).upper()
         yield self.main, ""
         yield self._main(when, f"🏁 TRAINING SESSION {status}", "INFO" if status == "COMPLETED" else "ERROR")

@@ -1,19 +1,21 @@
 """The writer thread: every file of a session is written here, never on the training thread.
 
-The training thread hands over plain dicts (``put``); this thread serialises them with
-orjson, renders the human-readable text lines from the same records, and writes whole
-lines. Failures of the logger itself go to the errors log, or to stderr when even that
-fails, and are never raised into training.
+The training thread hands over plain dicts (``put``): one append to a deque, no lock, no
+wake-up of this thread (a futex wake per record cost the training thread more than building
+the record did). This thread wakes every ``flush_interval_s``, takes everything handed over,
+serialises it with orjson, renders the human-readable text lines from the same records,
+writes whole lines and flushes them to the OS. Failures of the logger itself go to the errors
+log, or to stderr when even that fails, and are never raised into training.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import sys
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +25,7 @@ import orjson
 __all__ = ["RecordWriter", "iso_timestamp"]
 
 _STOP = object()
+_JSONL_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 
 
 class _Call:
@@ -34,9 +37,26 @@ class _Call:
         self.fn, self.args = fn, args
 
 
+# (whole second, "YYYY-mm-ddTHH:MM:SS"): formatted once per second, not per record; one tuple
+# replaced whole, so threads sharing it never read a mixed pair
+_ISO_SECOND: list = [(None, "")]
+
+
 def iso_timestamp(wall: float) -> str:
-    """ISO 8601 with microseconds and the UTC offset, as LOG_FORMATS.md asks."""
-    return datetime.fromtimestamp(wall, tz=timezone.utc).isoformat(timespec="microseconds")
+    """ISO 8601 with microseconds and the UTC offset, as LOG_FORMATS.md asks.
+
+    >>> iso_timestamp(1733495422.5)
+    '2024-12-06T14:30:22.500000+00:00'
+    """
+    second = int(wall // 1)
+    micro = int(round((wall - second) * 1e6))
+    if micro >= 1_000_000:
+        second, micro = second + 1, micro - 1_000_000
+    cached_second, prefix = _ISO_SECOND[0]
+    if cached_second != second:
+        prefix = datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        _ISO_SECOND[0] = (second, prefix)
+    return f"{prefix}.{micro:06d}+00:00"
 
 
 class RecordWriter:
@@ -52,7 +72,7 @@ class RecordWriter:
         jsonl_path: Path,
         errors_path: Path,
         render: Callable[[dict, float], Iterable[tuple[Path, str]]] | None = None,
-        flush_interval_s: float = 0.5,
+        flush_interval_s: float = 0.25,
         mirror_path: Path | None = None,
         retry_after_s: float = 10.0,
     ) -> None:
@@ -62,7 +82,8 @@ class RecordWriter:
         self._mirror = Path(mirror_path) if mirror_path else None
         self._flush_interval_s = flush_interval_s
         self._retry_after_s = retry_after_s
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._buffer: deque = deque()  # append/popleft are atomic: no lock on either side
+        self._wake = threading.Event()  # close() wakes the thread at once
         self._files: dict[Path, object] = {}
         self._failed_paths: dict[Path, float] = {}  # path -> when it failed (retried later)
         self._stderr_said = False
@@ -72,20 +93,26 @@ class RecordWriter:
 
     # -- training thread -------------------------------------------------------------
     def put(self, record: dict) -> None:
-        """Queue a record; costs one queue append on the caller's thread."""
-        self._queue.put(record)
+        """Hand over a record; costs one deque append on the caller's thread. It reaches the
+        file within ``flush_interval_s``."""
+        self._buffer.append(record)
 
     def put_call(self, fn, *args) -> None:
-        """Queue ``fn(*args)``, run on the writer thread; it returns a list of records."""
-        self._queue.put(_Call(fn, args))
+        """Hand over ``fn(*args)``, run on the writer thread; it returns a list of records."""
+        self._buffer.append(_Call(fn, args))
 
     def put_text(self, path: Path, line: str) -> None:
-        self._queue.put((Path(path), line))
+        self._buffer.append((Path(path), line))
+
+    def pending(self) -> int:
+        """Items handed over and not yet taken by the writer thread."""
+        return len(self._buffer)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Write everything queued, close the files, stop the thread."""
+        """Write everything handed over, close the files, stop the thread."""
         if self._thread.is_alive():
-            self._queue.put(_STOP)
+            self._buffer.append(_STOP)
+            self._wake.set()
             self._thread.join(timeout)
 
     def report_error(self, what: str, exc: BaseException | None = None) -> None:
@@ -93,38 +120,39 @@ class RecordWriter:
         text = what
         if exc is not None:
             text += ": " + "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        self._queue.put((self.errors_path, f"{iso_timestamp(time.time())} | ERROR | {text}"))
+        self._buffer.append((self.errors_path, f"{iso_timestamp(time.time())} | ERROR | {text}"))
 
     # -- writer thread ---------------------------------------------------------------
     def _run(self) -> None:
         last_check = time.monotonic()
         while True:
-            try:
-                item = self._queue.get(timeout=self._flush_interval_s)
-            except queue.Empty:
-                item = None
-            if item is _STOP:
-                self._drain()
+            self._wake.wait(self._flush_interval_s)
+            self._wake.clear()
+            handled = len(self._buffer)
+            stop = self._drain()
+            if handled:  # now in the OS: a kill -9 loses at most the last interval's records
+                self._flush()
+            if stop:
                 self._close_files()
                 return
-            if item is not None:
-                self._handle(item)
-            if self._queue.empty():
-                # everything handed over is now in the OS: a kill -9 loses at most what is queued
-                self._flush()
             now = time.monotonic()
             if now - last_check >= 1.0:
                 self._check_files()
                 last_check = now
 
-    def _drain(self) -> None:
-        while True:
+    def _drain(self) -> bool:
+        """Handle everything handed over; True when ``close`` asked to stop."""
+        buffer = self._buffer
+        while buffer:
+            item = buffer.popleft()
+            if item is _STOP:
+                self._drain()  # whatever other threads added meanwhile
+                return True
             try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if item is not _STOP:
                 self._handle(item)
+            except Exception as exc:  # this thread must outlive any one bad item
+                self._last_resort(f"logkit: writer error: {exc!r}")
+        return False
 
     def _handle(self, item) -> None:
         if isinstance(item, tuple):
@@ -147,14 +175,14 @@ class RecordWriter:
             wall = time.time()
         try:
             item["timestamp"] = iso_timestamp(wall)
-            data = orjson.dumps(item, option=orjson.OPT_SERIALIZE_NUMPY, default=_fallback)
+            data = orjson.dumps(item, option=_JSONL_OPTIONS, default=_fallback)
         except Exception as exc:  # a value orjson cannot take: keep the record, as text
             self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | unserialisable record: {exc}")
-            data = orjson.dumps({k: v if isinstance(v, (int, float, str, bool, type(None))) else _fallback(v) for k, v in item.items()})
-        line = data.decode()
-        self._write(self.jsonl_path, line)
+            data = orjson.dumps({k: v if isinstance(v, (int, float, str, bool, type(None))) else _fallback(v)
+                                 for k, v in item.items()}, option=orjson.OPT_APPEND_NEWLINE)
+        self._write(self.jsonl_path, data)
         if self._mirror is not None:
-            self._write(self._mirror, line)
+            self._write(self._mirror, data)
         self.records_written += 1
         if self._render is not None:
             try:
@@ -163,7 +191,8 @@ class RecordWriter:
             except Exception as exc:
                 self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | text log: {exc!r}")
 
-    def _write(self, path: Path, line: str) -> None:
+    def _write(self, path: Path, line: str | bytes) -> None:
+        """One whole line: a text line (str, no newline) or a JSONL record (bytes, with it)."""
         failed_at = self._failed_paths.get(path)
         if failed_at is not None:
             if time.monotonic() - failed_at < self._retry_after_s:
@@ -173,9 +202,9 @@ class RecordWriter:
             fh = self._files.get(path)
             if fh is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                fh = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 (kept open)
+                fh = open(path, "ab")  # noqa: SIM115 (kept open); bytes: orjson's output as it is
                 self._files[path] = fh
-            fh.write(line + "\n")
+            fh.write(line if isinstance(line, bytes) else (line + "\n").encode("utf-8", "replace"))
         except Exception as exc:
             self._failed_paths[path] = time.monotonic()
             fh = self._files.pop(path, None)
