@@ -150,7 +150,8 @@ def end_to_end(steps: int, keep: Path | None, copies: bool) -> int:
         per_step = rank0.stat().st_size / _steps_in(rank0)
         shutil.rmtree(tmp / "calibrate")
         t = time.perf_counter()
-        folder = generate(tmp / "logs", per_step * steps * RANKS / 1e6, copies=copies)
+        # later steps have longer numbers than the calibration's: 2% more bytes, so that at least ``steps`` are written
+        folder = generate(tmp / "logs", per_step * steps * RANKS * 1.02 / 1e6, copies=copies)
         gen_s = time.perf_counter() - t
         files = sorted(folder.iterdir())
         size = sum(f.stat().st_size for f in files)

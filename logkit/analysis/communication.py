@@ -196,23 +196,50 @@ def _step_times(session) -> pd.DataFrame:
 
 
 def _sync_share(frame: pd.DataFrame, session) -> tuple[pd.Series, pd.Series]:
-    """Per key (rank, op): (share of step time over matched steps, number of matched steps)."""
+    """Per key (rank, op): (share of step time over matched steps, number of matched steps).
+    Integer keys throughout: (rank, op, step) and (rank, step) packed into one int64 each."""
     st = _step_times(session)
-    has = frame["step"].notna() & frame["dur"].notna()
+    has = (frame["step"].notna() & frame["dur"].notna()).to_numpy()
     if st.empty or not has.any():
         return pd.Series(dtype="float64"), pd.Series(dtype="int64")
-    part = frame[has]
-    per_step = part.groupby(["key", "rank_f", "step"], sort=False)["dur"].sum().reset_index()
-    own = st.rename(columns={"rank": "rank_f"})
-    per_step = per_step.merge(own, on=["rank_f", "step"], how="left")
-    lowest = st[st["rank"] == st["rank"].min()][["step", "t"]].rename(columns={"t": "t0"})
-    ranks_with_steps = set(st["rank"].unique())
-    per_step = per_step.merge(lowest, on="step", how="left")
-    no_own = ~per_step["rank_f"].isin(ranks_with_steps)
-    per_step["t"] = per_step["t"].where(~no_own, per_step["t0"])
-    matched = per_step[per_step["t"].notna()]
-    g = matched.groupby("key", sort=True)
-    return g["dur"].sum() / 1000.0 / g["t"].sum(), g.size()
+    key = frame["key"].to_numpy()[has].astype("int64")
+    step = frame["step"].to_numpy()[has].astype("int64")
+    rank = frame["rank_f"].to_numpy()[has].astype("int64")
+    dur = frame["dur"].to_numpy()[has]
+    span = int(max(step.max(), st["step"].max())) + 1
+    # one row per (key, step): the op's summed duration at that step on that rank
+    k3 = key * span + step
+    uniq, first, inverse = np.unique(k3, return_index=True, return_inverse=True)
+    dsum = np.bincount(inverse, weights=dur)
+    u_key, u_step, u_rank = key[first], step[first], rank[first]
+    # the step time of that rank and step; the lowest rank's where the rank logged no steps
+    st_rank = st["rank"].to_numpy().astype("int64")
+    st_step = st["step"].to_numpy().astype("int64")
+    own = pd.Series(st["t"].to_numpy(), index=st_rank * span + st_step)
+    t = own.reindex(u_rank * span + u_step).to_numpy().copy()
+    lowest = int(st_rank.min())
+    no_own = ~np.isin(u_rank, np.unique(st_rank))
+    if no_own.any():
+        base = own.reindex(lowest * span + u_step[no_own]).to_numpy()
+        t[no_own] = base
+    ok = ~np.isnan(t)
+    if not ok.any():
+        return pd.Series(dtype="float64"), pd.Series(dtype="int64")
+    g = pd.DataFrame({"key": u_key[ok], "d": dsum[ok], "t": t[ok]}).groupby("key", sort=True)
+    return g["d"].sum() / 1000.0 / g["t"].sum(), g.size()
+
+
+def _first_last(keys: np.ndarray, values: np.ndarray) -> tuple[dict, dict]:
+    """{key: first non-missing value}, {key: last non-missing value} (values: object array, None = missing)."""
+    present = np.array([v is not None for v in values], dtype=bool) if values.dtype == object else \
+        ~pd.isna(values)
+    if not present.any():
+        return {}, {}
+    k, v = keys[present], values[present]
+    _, first = np.unique(k, return_index=True)
+    _, last_rev = np.unique(k[::-1], return_index=True)
+    last = len(k) - 1 - last_rev
+    return dict(zip(k[first].tolist(), v[first], strict=True)), dict(zip(k[last].tolist(), v[last], strict=True))
 
 
 def _summary_ops(meta: dict) -> dict:
@@ -249,14 +276,13 @@ def communication_table(session) -> pd.DataFrame:
                           "step": comm["step"].astype("float64").to_numpy(), "size": size, "dur": dur, "alg": alg,
                           "bus": bus, "bus_derived": bus_derived, "bus_logged": ~np.isnan(
                               comm["busbw_mb_s"].to_numpy(dtype="float64")), "group": n,
-                          "src": _file_line(comm).to_numpy()})
+                          })
     g = frame.groupby("key", sort=True)
     out = pd.DataFrame({
         "count": g.size(), "total_bytes": g["size"].sum(min_count=1), "mean_bytes": g["size"].mean(),
         "p50_ms": g["dur"].median(), "p95_ms": g["dur"].quantile(0.95),
         "algbw_mb_s": g["alg"].median(), "busbw_mb_s": g["bus"].median(), "total_ms": g["dur"].sum(min_count=1),
         "group_size": g["group"].max(), "n_derived": g["bus_derived"].sum(), "n_logged": g["bus_logged"].sum(),
-        "src_first": g["src"].first(), "src_last": g["src"].last(),
     })
     share, matched = _sync_share(frame, session)
     keys = out.index.to_numpy()
@@ -268,9 +294,10 @@ def communication_table(session) -> pd.DataFrame:
     out.insert(0, "rank", np.where(r < 0, np.nan, r))
     out["busbw_from"] = [_busbw_from(op, nd, nl, gs) for op, nd, nl, gs in
                          zip(out["op"], out["n_derived"], out["n_logged"], out["group_size"], strict=True)]
-    out["sources"] = [None if a is None or a != a else (a if a == b else f"{a} .. {b}")
-                      for a, b in zip(out["src_first"], out["src_last"], strict=True)]
-    out = out.drop(columns=["n_derived", "n_logged", "src_first", "src_last"])
+    firsts, lasts = _first_last(key, _file_line(comm).to_numpy(dtype=object))
+    out["sources"] = [None if k not in firsts else (firsts[k] if firsts[k] == lasts[k] else f"{firsts[k]} .. {lasts[k]}")
+                      for k in keys.tolist()]
+    out = out.drop(columns=["n_derived", "n_logged"])
     ts = comm["timing_source"].dropna()
     out["timing_source"] = ",".join(sorted(set(map(str, ts.unique())))) if len(ts) else None
     link = session_link(session)
@@ -354,12 +381,14 @@ def _placement(comm: pd.DataFrame) -> pd.Series:
 
 
 def _file_line(comm: pd.DataFrame) -> pd.Series:
+    """The comm frame's file:line column (``source``; ``origin`` in older nccl-tests frames), None elsewhere."""
     for col in ("source", "origin"):
-        if col in comm.columns:
-            values = comm[col].astype("object")
-            ok = values.map(lambda v: isinstance(v, str) and bool(_FILE_LINE.match(v)))
-            if ok.any():
-                return values.where(ok, None)
+        if col not in comm.columns or not comm[col].notna().any():
+            continue
+        values = comm[col].astype("string")
+        ok = values.str.contains(r".:\d+$", regex=True).fillna(False).astype(bool)
+        if ok.any():
+            return values.astype(object).where(ok.to_numpy(), None)
     return pd.Series([None] * len(comm), index=comm.index, dtype="object")
 
 
