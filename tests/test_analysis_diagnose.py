@@ -159,7 +159,7 @@ def test_nan_detected_events_are_counted_once_per_step():
                          "source": "y.log:2"})
     h = session_health(session("n", world_size=2, events=events))
     assert [(p["step"], p["rank"], p["source"]) for p in h["nan_steps"]] == [(5, 0, "x.log:9"), (6, 1, "y.log:2")]
-    assert h["nan_count"] == 2
+    assert h["nan_count"] == 2 and h["nan_events"] == 2
 
 
 def test_verbose_fixture_nan_grad_norm_has_its_line():

@@ -123,13 +123,17 @@ def divergence(loss: np.ndarray, x: np.ndarray | None = None) -> dict | None:
 
 
 def session_health(session) -> dict:
-    """{nan_steps, nan_count, divergence, final_loss, points, basis} of one session."""
+    """{nan_steps, nan_count (points: one per rank and step), nan_events (nan_detected events), divergence,
+    final_loss, points, basis} of one session."""
     x, loss, basis = loss_curve(session)
     nans = nan_steps(session)
     final = float(loss[-1]) if len(loss) else session.meta.get("final_loss")
     if final is not None and not math.isfinite(final):
         final = None
-    return {"nan_steps": nans, "nan_count": len(nans), "divergence": divergence(loss, x), "final_loss": final,
+    ev = session.events
+    events = int((ev["kind"].astype("object") == "nan_detected").sum()) if not ev.empty else 0
+    return {"nan_steps": nans, "nan_count": len(nans), "nan_events": events, "divergence": divergence(loss, x),
+            "final_loss": final,
             "points": int(len(loss)), "basis": basis}
 
 
