@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch import read_jsonl
+from tests.launch import analyze_logs, read_jsonl
 
 REPO = Path(__file__).resolve().parent.parent
 SEED_002_KEYS = {"mode", "session", "config", "duration_seconds", "final_loss", "steps_per_second", "total_steps",
@@ -52,3 +52,36 @@ def test_pipeline_small_on_cpu(tmp_path):
     assert speedup and float(speedup.group(1)) > 0
     assert "Speedup:" in (root / "comparison.txt").read_text()
     assert (root / "report.html").stat().st_size > 1000
+
+    # what a user expects of sessions/t1: each run folder (results.json and trainer_state.json
+    # beside logs/<id>/) is ONE session, and the two are compared once
+    analysis = analyze_logs("--compare", "--json", str(root))
+    assert analysis.returncode == 0, analysis.stderr[-3000:]
+    doc = json.loads(analysis.stdout)
+    runs = {}
+    for run, ranks in (("single_gpu", 1), ("multi_gpu", 2)):
+        (session,) = [p for p in (root / run / "logs").iterdir() if p.is_dir()]
+        steps = [r for r in read_jsonl(session / f"{session.name}_rank0.jsonl")
+                 if r["type"] == "training_step_complete"]
+        runs[session.name] = (ranks, steps)
+    assert sorted((s["session_id"], s["world_size"]) for s in doc["sessions"]) == sorted(
+        (sid, ranks) for sid, (ranks, _) in runs.items())
+    (cmp,) = doc["comparisons"]
+    base_id, cand_id = sorted(runs, key=lambda sid: runs[sid][0])
+    assert (cmp["baseline"], cmp["candidate"]) == (base_id, cand_id)
+
+    def throughput(steps):  # samples/s as the definitions say: over rank 0's optimizer steps
+        return sum(r["metrics"]["total_batch_size"] for r in steps) / sum(
+            r["timing"]["step_time_seconds"] for r in steps)
+
+    by_id = {s["session_id"]: s for s in doc["sessions"]}
+    for sid, (_, steps) in runs.items():
+        assert by_id[sid]["samples_per_second"] == pytest.approx(throughput(steps), rel=1e-6)
+    whole = throughput(runs[cand_id][1]) / throughput(runs[base_id][1])
+    assert cmp["whole_run_speedup"] == pytest.approx(whole, rel=1e-6)
+    # the headline speedup is the steady state's: the same sums without each run's warm-up steps
+    assert cmp["basis"] == "steady state"
+    steady = [throughput(runs[sid][1][by_id[sid]["warmup_steps"]:]) for sid in (cand_id, base_id)]
+    assert cmp["speedup"] == pytest.approx(steady[0] / steady[1], rel=1e-6)
+    assert cmp["scaling_efficiency"] == pytest.approx(cmp["speedup"] / 2, rel=1e-6)
+    assert f"Speedup: {cmp['speedup']:.2f}x" in proc.stdout
