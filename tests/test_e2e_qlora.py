@@ -140,8 +140,8 @@ def test_cli_json_compares_the_two_runs(runs):
     by_size = {s["world_size"]: s for s in doc["sessions"]}
     assert set(by_size) == {1, 2}
 
-    def throughput(run):
-        rows = [r for r in _stream(run, 0) if r["type"] == "training_step_complete"]
+    def throughput(run, skip=0):  # samples/s over rank 0's optimizer steps (after ``skip`` warm-up steps)
+        rows = [r for r in _stream(run, 0) if r["type"] == "training_step_complete"][skip:]
         return sum(r["metrics"]["total_batch_size"] for r in rows) / sum(r["timing"]["step_time_seconds"] for r in rows)
 
     for n in (1, 2):
@@ -152,12 +152,20 @@ def test_cli_json_compares_the_two_runs(runs):
         assert s["final_loss"] == [e["loss"] for e in runs[n]["state"]["log_history"] if "loss" in e][-1]
     (cmp,) = doc["comparisons"]
     assert cmp["baseline"] == runs[1]["session"].name and cmp["candidate"] == runs[2]["session"].name
-    speedup = throughput(runs[2]) / throughput(runs[1])
+    assert cmp["whole_run_speedup"] == pytest.approx(throughput(runs[2]) / throughput(runs[1]), rel=1e-6)
+    # the headline figures are the steady state's: the same sums without each run's warm-up steps
+    assert cmp["basis"] == "steady state"
+    speedup = throughput(runs[2], by_size[2]["warmup_steps"]) / throughput(runs[1], by_size[1]["warmup_steps"])
     assert cmp["speedup"] == pytest.approx(speedup, rel=1e-6)
     assert cmp["scaling_efficiency"] == pytest.approx(speedup / 2, rel=1e-6)
     assert cmp["regime"] == "weak"  # same per-device batch, the global batch doubled
+
+    def step_rate(run, skip):
+        rows = [r for r in _stream(run, 0) if r["type"] == "training_step_complete"][skip:]
+        return len(rows) / sum(r["timing"]["step_time_seconds"] for r in rows)
+
     assert math.isfinite(cmp["step_rate_ratio"]) and cmp["step_rate_ratio"] == pytest.approx(
-        by_size[2]["steps_per_second"] / by_size[1]["steps_per_second"], rel=1e-6)
+        step_rate(runs[2], by_size[2]["warmup_steps"]) / step_rate(runs[1], by_size[1]["warmup_steps"]), rel=1e-6)
 
 
 def test_trl_sft_trainer_on_two_ranks(tmp_path, runs):
