@@ -229,17 +229,25 @@ def _sync_share(frame: pd.DataFrame, session) -> tuple[pd.Series, pd.Series]:
     return g["d"].sum() / 1000.0 / g["t"].sum(), g.size()
 
 
-def _first_last(keys: np.ndarray, values: np.ndarray) -> tuple[dict, dict]:
-    """{key: first non-missing value}, {key: last non-missing value} (values: object array, None = missing)."""
-    present = np.array([v is not None for v in values], dtype=bool) if values.dtype == object else \
-        ~pd.isna(values)
-    if not present.any():
-        return {}, {}
-    k, v = keys[present], values[present]
-    _, first = np.unique(k, return_index=True)
-    _, last_rev = np.unique(k[::-1], return_index=True)
-    last = len(k) - 1 - last_rev
-    return dict(zip(k[first].tolist(), v[first], strict=True)), dict(zip(k[last].tolist(), v[last], strict=True))
+def _first_last(keys: np.ndarray, comm: pd.DataFrame) -> tuple[dict, dict]:
+    """{key: file:line of its first record}, {key: ... of its last}: the rows are found by key first, so
+    that only those few values are read (millions of records stay arrow strings)."""
+    _, first = np.unique(keys, return_index=True)
+    _, last_rev = np.unique(keys[::-1], return_index=True)
+    last = len(keys) - 1 - last_rev
+    src = _file_line(comm.iloc[np.concatenate([first, last])])
+    values = src.to_numpy(dtype=object)
+    n = len(first)
+    firsts = {int(keys[i]): v for i, v in zip(first, values[:n], strict=True) if isinstance(v, str)}
+    lasts = {int(keys[i]): v for i, v in zip(last, values[n:], strict=True) if isinstance(v, str)}
+    if len(firsts) < n:  # some first/last record lacks a source: look at every record of those keys
+        for k in set(keys[first].tolist()) - set(firsts):
+            rows = _file_line(comm[keys == k]).dropna()
+            if len(rows):
+                firsts[k], lasts[k] = rows.iloc[0], rows.iloc[-1]
+    for k in firsts:
+        lasts.setdefault(k, firsts[k])
+    return firsts, lasts
 
 
 def _summary_ops(meta: dict) -> dict:
@@ -255,7 +263,11 @@ def communication_table(session) -> pd.DataFrame:
     if comm.empty or session_kind(session) == "nccl_tests":
         return _empty()
     rank = comm["rank"].astype("float64").fillna(-1).to_numpy().astype("int64")  # -1: no rank
-    codes, ops = pd.factorize(comm["op"].astype("object").fillna("unknown"), sort=True)
+    codes, ops = pd.factorize(comm["op"], sort=True)  # arrow strings factorize without a copy to objects
+    ops = [str(o) for o in ops]
+    if (codes < 0).any():
+        ops.append("unknown")
+        codes = np.where(codes < 0, len(ops) - 1, codes)
     key = (rank + 1) * (len(ops) + 1) + codes  # one integer key per (rank, op): fast groupby
     size = comm["size_bytes"].astype("float64").to_numpy()
     dur = comm["duration_ms"].to_numpy(dtype="float64")
@@ -294,7 +306,7 @@ def communication_table(session) -> pd.DataFrame:
     out.insert(0, "rank", np.where(r < 0, np.nan, r))
     out["busbw_from"] = [_busbw_from(op, nd, nl, gs) for op, nd, nl, gs in
                          zip(out["op"], out["n_derived"], out["n_logged"], out["group_size"], strict=True)]
-    firsts, lasts = _first_last(key, _file_line(comm).to_numpy(dtype=object))
+    firsts, lasts = _first_last(key, comm)
     out["sources"] = [None if k not in firsts else (firsts[k] if firsts[k] == lasts[k] else f"{firsts[k]} .. {lasts[k]}")
                       for k in keys.tolist()]
     out = out.drop(columns=["n_derived", "n_logged"])
