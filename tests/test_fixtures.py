@@ -54,16 +54,21 @@ def test_cli_on_the_fixtures(sessions):
     proc = analyze_logs("--json", str(FIXTURE / "logs"))
     assert proc.returncode == 0, proc.stderr
     doc = orjson.loads(proc.stdout)
-    rates = {}
-    for n, s in sessions.items():
-        rank0 = s.steps[s.steps["rank"] == 0]
-        rates[n] = rank0["total_batch_size"].sum() / rank0["step_time_s"].sum()
+    by_size = {s["world_size"]: s for s in doc["sessions"]}
+
+    def rate(n, skip=0):  # samples/s over rank 0's steps, after ``skip`` warm-up steps
+        rank0 = sessions[n].steps[sessions[n].steps["rank"] == 0].iloc[skip:]
+        return rank0["total_batch_size"].sum() / rank0["step_time_s"].sum()
+
     (cmp,) = doc["comparisons"]
-    assert cmp["speedup"] == pytest.approx(rates[2] / rates[1], rel=1e-9)
-    assert cmp["scaling_efficiency"] == pytest.approx(rates[2] / rates[1] / 2, rel=1e-9)
+    assert cmp["whole_run_speedup"] == pytest.approx(rate(2) / rate(1), rel=1e-9)
+    assert cmp["basis"] == "steady state"
+    steady = rate(2, by_size[2]["warmup_steps"]) / rate(1, by_size[1]["warmup_steps"])
+    assert cmp["speedup"] == pytest.approx(steady, rel=1e-9)
+    assert cmp["scaling_efficiency"] == pytest.approx(steady / 2, rel=1e-9)
     assert cmp["regime"] == "weak"
     text = analyze_logs("--compare", str(FIXTURE / "logs")).stdout
-    assert f"Speedup: {rates[2] / rates[1]:.2f}x" in text
+    assert f"Speedup: {steady:.2f}x" in text
 
 
 def test_a_killed_rank_loses_only_its_torn_line(tmp_path, sessions):

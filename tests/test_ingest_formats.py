@@ -237,7 +237,7 @@ def test_a_pipeline_run_folder_and_the_session_inside_it_are_one_session(tmp_pat
     assert [s.meta["run"] for s in sessions] == ["v1/single_gpu", "v1/multi_gpu"]
     assert [s.meta["world_size"] for s in sessions] == [1, 2]
     results = json.loads((real / "outputs" / "ranks2" / "results.json").read_text())
-    assert sessions[1].meta["config"] == results["config"] and sessions[1].meta["session"] == results["session"]
+    assert sessions[1].meta["config_name"] == results["config"] and sessions[1].meta["session"] == results["session"]
     # the streams' rows only: trainer_state.json's log history is not read a second time
     alone = logkit.load_session(real / "logs" / ids[1])
     assert len(sessions[1].steps) == len(alone.steps)
@@ -312,3 +312,20 @@ def test_the_nan_report_and_block_titles_of_main_log_read_without_diagnostics(tm
     assert [(r["rank"], r["step"], r["dump_path"], r["source"]) for r in report] == [
         (1, 21, "nan_dumps/step_21_rank1.safetensors", f"{path.name}:6")]
     assert s.evals[["step", "name", "value"]].values.tolist() == [[21, "eval_loss", 1.8765]]
+
+
+def test_a_run_folder_joins_the_session_its_results_json_names():
+    """The fixtures keep outputs/ranksN/ (results.json, trainer_state.json) beside logs/<id>/:
+    results.json's "logkit_session" names the session, so each run is read once."""
+    root = SAMPLES / "qlora_tiny_cpu"
+    sessions = logkit.load_sessions(root)
+    named = {json.loads((root / "outputs" / r / "results.json").read_text())["logkit_session"].rsplit("/", 1)[-1]: r
+             for r in ("ranks1", "ranks2")}
+    assert {s.session_id: s.meta["run"] for s in sessions} == {sid: f"outputs/{r}" for sid, r in named.items()}
+
+
+def test_files_in_rank_folders_are_cited_with_their_folder():
+    (s,) = logkit.load_sessions(SAMPLES / "seed001_rank_dirs")
+    sources = set(s.events["source"])
+    assert any(x.startswith("rank_0/train.log:") for x in sources)
+    assert any(x.startswith("rank_1/train.log:") for x in sources)

@@ -68,9 +68,12 @@ def seq_len(session) -> int | None:
 
 
 def config_name(session) -> str | None:
-    """A named configuration (seed 002's ``"config": "small"``), or None."""
-    cfg = session.meta.get("config")
-    return cfg.strip() if isinstance(cfg, str) and cfg.strip() else None
+    """A named configuration (seed 002's ``"config": "small"``, or the name a run folder's
+    results.json gives our session), or None."""
+    for cfg in (session.meta.get("config"), session.meta.get("config_name")):
+        if isinstance(cfg, str) and cfg.strip():
+            return cfg.strip()
+    return None
 
 
 def _settle(members: list[int], values: dict[int, object]) -> dict[int, object]:

@@ -3,12 +3,13 @@
 Kept in ``$LOGKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/logkit``, else ``~/.cache/logkit``
 (never beside the logs: log folders are often read-only or shared). An entry is keyed on the
 session's files (real paths) and valid while every file keeps its size and mtime_ns, and
-while logkit's cache format is the same; anything else rebuilds it. A cache that cannot be
+while the readers' code is the same (it is hashed into the key); anything else rebuilds it. A cache that cannot be
 written or read is skipped silently: it only ever saves time.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -23,7 +24,7 @@ from logkit.schema import SCHEMA_VERSION
 
 __all__ = ["cache_dir", "fingerprint", "load_cached", "store", "CACHE_FORMAT"]
 
-CACHE_FORMAT = 1  # bump when what the readers produce changes
+CACHE_FORMAT = 2  # the layout of a cache entry (the readers' code is hashed in as well)
 _FRAMES = tuple(FRAME_DTYPES)
 
 
@@ -47,10 +48,19 @@ def fingerprint(source: SessionSource) -> list[list] | None:
     return out
 
 
-def _entry(source: SessionSource) -> Path:
-    from logkit import __version__
+@functools.lru_cache(maxsize=1)
+def _readers_fingerprint() -> str:
+    """A hash of the code that turns files into frames: a cache written by other readers (an
+    upgrade, a checkout of another commit) is never taken for this code's output."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted([*root.rglob("*.py"), root.parent / "schema.py"]):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
-    ident = orjson.dumps([CACHE_FORMAT, SCHEMA_VERSION, __version__, source.session_id, source.kind,
+
+def _entry(source: SessionSource) -> Path:
+    ident = orjson.dumps([CACHE_FORMAT, SCHEMA_VERSION, _readers_fingerprint(), source.session_id, source.kind,
                           sorted(os.path.realpath(p) for p in source.files)])
     return cache_dir() / "sessions" / hashlib.sha256(ident).hexdigest()[:32]
 

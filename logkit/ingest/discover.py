@@ -7,8 +7,9 @@ Sessions found under a root, in path order:
 - seed 002 run folders: a folder holding ``results.json`` and/or ``trainer_state.json``
   (session id ``<parent>/<folder>``, e.g. ``v1/multi_gpu``); ``checkpoint-N`` copies skipped.
   When the run folder also holds exactly one of our session folders (the pipeline's
-  ``sessions/v1/multi_gpu/logs/<id>/``), they are one run: our session, with the run folder's
-  files as companions (their meta only: the streams already say what they say);
+  ``sessions/v1/multi_gpu/logs/<id>/``), or its results.json names one of ours
+  (``"logkit_session"``), they are one run: our session, with the run folder's files as
+  companions (their meta only: the streams already say what they say);
 - seed 001 rank folders: a folder whose sub-folders are ``rank_0``, ``rank_1``, ...: one
   session, each file read as its folder's rank;
 - loose files (console captures, nccl-tests, GPU captures, verbose JSONL, ...): they join the
@@ -21,6 +22,8 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import orjson
 
 from logkit.schema import RANK_JSONL_RE, SUMMARY_JSON_RE
 
@@ -190,14 +193,30 @@ def discover(root: str | Path) -> list[SessionSource]:
     return _join_runs(out)
 
 
+def _named_session(run: SessionSource) -> str | None:
+    """The session id a run folder's results.json names (``"logkit_session": ".../<id>"``)."""
+    for f in run.extra:
+        if f.format == "results_json":
+            try:
+                doc = orjson.loads(f.path.read_bytes())
+            except (OSError, orjson.JSONDecodeError):
+                return None
+            named = doc.get("logkit_session") if isinstance(doc, dict) else None
+            return Path(named).name if isinstance(named, str) and named.strip() else None
+    return None
+
+
 def _join_runs(sources: list[SessionSource]) -> list[SessionSource]:
-    """A seed 002 run folder and the one session of ours inside it are one session."""
+    """A seed 002 run folder and its session of ours are one session: the one session inside
+    the run folder, else the session its results.json names."""
     ours = [s for s in sources if s.rank_files]
     joined: set[int] = set()
     for run in (s for s in sources if s.kind == "run_folder"):
         inside = [s for s in ours if run.folder in s.folder.parents and s.run is None]
+        if not inside and (named := _named_session(run)) is not None:
+            inside = [s for s in ours if s.session_id == named and s.run is None]
         if len(inside) != 1:
-            continue  # none, or several runs under one folder: nothing says which is which
+            continue  # none, or several: nothing says which is which
         inside[0].companions.extend(run.extra)
         inside[0].run = run.session_id
         joined.add(id(run))

@@ -60,6 +60,7 @@ def _meta_from_records(by_rank: dict[int, list[tuple[int, dict]]]) -> dict:
         "training_time_s": num(end.get("training_time_s")),
         "samples_seen": integer(end.get("samples_seen")),
         "versions": start.get("versions") if isinstance(start.get("versions"), dict) else {},
+        "config": start.get("config") if isinstance(start.get("config"), dict) else None,
         "gpus": start.get("gpus") if isinstance(start.get("gpus"), list) else [],
     })
     # model, data and host facts, as logged (MFU needs the parameter counts)
@@ -107,9 +108,10 @@ def _companion_meta(source: SessionSource, meta: dict) -> None:
     for f in source.companions:
         if f.format != "results_json":
             continue  # trainer_state.json, the console capture: the streams hold the same, exactly
-        for key, value in READERS[f.format](f.path).meta.items():
-            if key in ("config", "session", "optimizations") and value is not None:
-                meta.setdefault(key, value)
+        found = READERS[f.format](f.path).meta
+        for key, name in (("config", "config_name"), ("session", "session"), ("optimizations", "optimizations")):
+            if found.get(key) is not None and meta.get(name) is None:
+                meta[name] = found[key]  # results.json's "config" is a name ("small"), not our config dict
 
 
 def _stamp(value) -> float | None:

@@ -23,6 +23,7 @@ FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events")
 UNMATCHED = "line matches no known grammar"
 
 # CSI sequences (colours, cursor moves) and OSC sequences (window titles, hyperlinks).
+_RANK_DIR = re.compile(r"^rank[_-]?\d+$")  # as discovery names seed 001's rank folders
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
@@ -48,6 +49,13 @@ class Read:
     lines: int = 0
     used: int = 0
 
+    @property
+    def label(self) -> str:
+        """How the file's lines are cited: its name, and its rank folder where it lies in one
+        (seed 001's ``rank_0/train.log`` and ``rank_1/train.log`` are told apart)."""
+        parent = self.path.parent.name
+        return f"{parent}/{self.path.name}" if _RANK_DIR.match(parent) else self.path.name
+
     def note(self, line: int | None, reason: str, text: str = "") -> None:
         self.diagnostics.append(diagnostic(str(self.path), line, reason, text))
 
@@ -55,7 +63,7 @@ class Read:
         self.note(line, UNMATCHED, text)
 
     def event(self, kind: str, line: int | None, **columns) -> dict:
-        source = self.path.name if line is None else f"{self.path.name}:{line}"
+        source = self.label if line is None else f"{self.label}:{line}"
         row = {"time_s": None, "rank": None, "level": None, "kind": kind, "message": None, "source": source,
                **columns}
         self.rows["events"].append(row)

@@ -149,7 +149,7 @@ def read_legacy_summary(path: Path, rank: int | None = None) -> Read:
         read.rows["comm"].append({"rank": integer(item.get("rank")) or 0, "step": integer(item.get("step")),
                                   "op": text(item.get("operation")),
                                   "size_bytes": round(size_mb * 1e6) if size_mb is not None else None,
-                                  "duration_ms": num(item.get("duration_ms")), "source": read.path.name})
+                                  "duration_ms": num(item.get("duration_ms")), "source": read.label})
     return read
 
 

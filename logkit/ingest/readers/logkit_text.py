@@ -85,7 +85,7 @@ def _message(read: Read, number: int, message: str, level: str, t: float | None,
             "rank": v["rank"] if v["rank"] is not None else 0, "op": v["op"],
             "size_bytes": round(v["size_mb"] * MB) if math.isfinite(v["size_mb"]) else None,
             "duration_ms": v["duration_ms"], "algbw_mb_s": v["bandwidth_mb_s"],
-            "source": f"{read.path.name}:{number}", "time_s": t, "step": state.get("multigpu_step"),
+            "source": f"{read.label}:{number}", "time_s": t, "step": state.get("multigpu_step"),
         })
     elif (v := MULTIGPU_STEP.parse(message)) is not None:
         state["multigpu_step"] = v["step"]

@@ -112,7 +112,7 @@ def _row(read: Read, number: int, columns: list[str], fields: list[str], op, gro
             "rank": None, "step": None, "op": row_op, "size_bytes": int(size),
             "duration_ms": t / 1000.0 if t is not None else None,
             "algbw_mb_s": alg * _GB if alg is not None else None, "busbw_mb_s": bus * _GB if bus is not None else None,
-            "group_size": group or None, "source": f"{read.path.name}:{number}", "placement": place,
+            "group_size": group or None, "source": f"{read.label}:{number}", "placement": place,
             "count": int(to_float(first.get("count", "")) or 0) or None, "dtype": first.get("type"),
             "redop": first.get("redop"), "wrong": wrong, "table": table,
         })

@@ -180,7 +180,7 @@ def read_bulk(path: Path, data: bytes, day: date) -> Read | None:
     read = Read(Path(path), "logkit_text")
     lines = _lines(data, read)
     line_text = lines.__getitem__
-    name = read.path.name
+    name = read.label
     n = len(lines)
     taken = np.zeros(n, bool)
     found: dict[str, tuple[np.ndarray, object]] = {}
