@@ -64,11 +64,13 @@ class LossSpikeDetector:
         finding = None
         if len(self._losses) >= self.warmup:
             mid = median(self._losses)
-            mad = median([abs(x - mid) for x in self._losses]) * 1.4826
-            spread = max(mad, 0.05 * abs(mid), 1e-12)
-            threshold = mid + self.factor * spread
-            if loss > threshold:
-                finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": mid}
+            floor = max(0.05 * abs(mid), 1e-12)
+            # the spread is at least ``floor``: below that threshold no MAD can make a spike
+            if loss > mid + self.factor * floor:
+                mad = median([abs(x - mid) for x in self._losses]) * 1.4826
+                threshold = mid + self.factor * max(mad, floor)
+                if loss > threshold:
+                    finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": mid}
         self._losses.append(loss)
         return finding
 
@@ -147,7 +149,10 @@ def resource_findings(usage: dict, memory_high_pct: float, gpu_memory_high_pct: 
 
 def trend(values, current: float | None = None) -> dict | None:
     """Seed 004's trend: current value, mean of the last 5, and the direction."""
-    last5 = [v for v in list(values)[-5:] if v is not None] if None in values else list(values)[-5:]
+    if len(values) <= 5 and None not in values:  # the emitter's windows: deques of 5, no copy
+        last5 = values
+    else:
+        last5 = [v for v in list(values)[-5:] if v is not None]
     if not last5:
         return None
     current = last5[-1] if current is None else current

@@ -24,7 +24,7 @@ class LogSettings:
         and GPU metrics; ``devices: []`` without a GPU). Off at ``low``, where the sampler still
         runs for the findings (memory high, GPU utilization low, ...) and the summary.
     resource_usage_steps: attach ``resource_usage`` to every Nth step record (0: never): the
-        sampler's latest reading (at most ``min(1 s, interval / 5)`` old), a point value; the
+        sampler's latest reading (at most ``min(2 s, interval / 5)`` old), a point value; the
         mean/min/max over each interval are in the ``gpu_snapshot`` records.
     step_records_every: write a ``training_step_complete`` every N steps.
     communication_records: one ``communication`` record per bucket (else summary totals only).

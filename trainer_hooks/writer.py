@@ -2,7 +2,8 @@
 
 The training thread hands over plain dicts (``put``): one append to a deque, no lock, no
 wake-up of this thread (a futex wake per record cost the training thread more than building
-the record did). This thread wakes every ``flush_interval_s``, takes everything handed over,
+the record did). This thread wakes every ``flush_interval_s`` (0.5 s: each wake-up works on
+cold caches, so fewer, larger batches cost less CPU), takes everything handed over,
 serialises it with orjson, renders the human-readable text lines from the same records,
 writes whole lines and flushes them to the OS. Failures of the logger itself go to the errors
 log, or to stderr when even that fails, and are never raised into training.
@@ -72,7 +73,7 @@ class RecordWriter:
         jsonl_path: Path,
         errors_path: Path,
         render: Callable[[dict, float], Iterable[tuple[Path, str]]] | None = None,
-        flush_interval_s: float = 0.25,
+        flush_interval_s: float = 0.5,
         mirror_path: Path | None = None,
         retry_after_s: float = 10.0,
     ) -> None:
