@@ -204,6 +204,8 @@ def measure(step_ms: float, pairs: int, steps_per_block: int, verbosity: str, ch
     out = {"step_ms": step_s * 1e3, "logged_step_ms": statistics.median(logged_times) * 1e3,
            "per_step_us": {k: (None if v is None else v * 1e6) for k, v in per_step.items()},
            "bound_pct": 100 * sum(known) / step_s if len(known) == len(per_step) else None,
+           # the same logger time on the nominal step (the sized model's step lands 1-1.5x above it)
+           "bound_pct_nominal": 100 * sum(known) / (step_ms / 1e3) if len(known) == len(per_step) else None,
            "abba": _summary(ratios), "steps_logged": w.logged_steps, "steps_per_block": steps_per_block}
     if aa:
         out["aa"] = _summary(aa_ratios)
@@ -278,11 +280,12 @@ def main(argv=None) -> int:
     def show(v):
         return "n/a" if v is None else f"{v:.0f} us"
 
-    bound = m["bound_pct"]
-    print(f"upper bound  : logger CPU per {m['step_ms']:.1f} ms step at {args.verbosity!r}: training thread "
+    bound, nominal = m["bound_pct"], m["bound_pct_nominal"]
+    print(f"upper bound  : logger CPU per step at {args.verbosity!r}: training thread "
           f"{show(us['training_thread'])} + writer {show(us['writer'])} + sampler {show(us['sampler'])} = "
           + ("n/a (no per-thread CPU times here)" if bound is None else
-             f"{bound:.3f}% of the step  target <= 0.5% -> {'OK' if bound <= 0.5 else 'ABOVE TARGET'}"))
+             f"{bound:.3f}% of this run's {m['step_ms']:.1f} ms step, {nominal:.3f}% of a {args.step_ms:g} ms step  "
+             f"target <= 0.5% -> {'OK' if max(bound, nominal) <= 0.5 else 'ABOVE TARGET'}"))
     print(f"end to end   : ABBA blocks of {m['steps_per_block']} steps, logged/unlogged step time: "
           f"{_fmt_ratio(m['abba'])}")
     if args.aa:

@@ -38,9 +38,9 @@ class _Call:
         self.fn, self.args = fn, args
 
 
-# (whole second, "YYYY-mm-ddTHH:MM:SS"): formatted once per second, not per record; one tuple
-# replaced whole, so threads sharing it never read a mixed pair
-_ISO_SECOND: list = [(None, "")]
+# whole second -> "YYYY-mm-ddTHH:MM:SS": formatted once per second, not per record (a few
+# seconds kept: a step's own time and its ETA alternate); a dict's get/set are atomic
+_ISO_SECONDS: dict[int, str] = {}
 
 
 def iso_timestamp(wall: float) -> str:
@@ -53,10 +53,11 @@ def iso_timestamp(wall: float) -> str:
     micro = int(round((wall - second) * 1e6))
     if micro >= 1_000_000:
         second, micro = second + 1, micro - 1_000_000
-    cached_second, prefix = _ISO_SECOND[0]
-    if cached_second != second:
-        prefix = datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-        _ISO_SECOND[0] = (second, prefix)
+    prefix = _ISO_SECONDS.get(second)
+    if prefix is None:
+        if len(_ISO_SECONDS) >= 16:
+            _ISO_SECONDS.clear()
+        prefix = _ISO_SECONDS[second] = datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{prefix}.{micro:06d}+00:00"
 
 
