@@ -93,6 +93,8 @@ def main(argv=None) -> int:
                        "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}, f)
     if accelerator.is_main_process:
         print(f"logkit session: {tlog.session_dir}")
+    # tear the process group down before the interpreter does (gloo's threads at exit can abort)
+    accelerator.end_training()
     return 0
 
 
