@@ -112,7 +112,7 @@ def test_seed000_warnings_become_findings_with_their_lines():
 
 @pytest.mark.parametrize("kind,severity", [("slow_step", "warning"), ("gpu_util_low", "warning"),
                                            ("memory_high", "warning"), ("gpu_memory_high", "warning"),
-                                           ("loss_spike", "warning"), ("grad_explode", "error"),
+                                           ("loss_spike", "warning"), ("grad_explode", "warning"),
                                            ("grad_vanish", "warning")])
 def test_emitter_kinds_map_to_findings(kind, severity):
     events = event_rows(*({"kind": "anomaly", "subkind": kind, "value": 10.0 + i, "threshold": 5.0, "rank": i,

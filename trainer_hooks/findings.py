@@ -50,29 +50,48 @@ class SlowStepDetector:
 class LossSpikeDetector:
     """A loss above the recent median by more than ``factor`` robust deviations.
 
-    Deviation = 1.4826 x the median absolute deviation, floored at 5% of the median so that
-    a flat loss curve does not turn noise into spikes. NaN/Inf are reported elsewhere.
+    Positive losses are compared on a log scale: a small batch's loss is right-skewed (a
+    squared error, a cross-entropy near its floor), and on a linear scale its ordinary upper
+    tail reads as spikes (one step in fifty on a healthy regression run). Deviation = 1.4826 x
+    the median absolute deviation, floored at 5% of the median (log 1.05 on the log scale) so
+    that a flat loss curve does not turn noise into spikes. NaN/Inf are reported elsewhere.
     """
 
     def __init__(self, factor: float = 3.0, window: int = 20, warmup: int = 5) -> None:
         self.factor, self.warmup = factor, warmup
         self._losses: deque[float] = deque(maxlen=window)
+        self._nonpositive = 0  # losses <= 0 in the window: the log scale does not apply then
 
     def check(self, loss: float | None) -> dict | None:
         if loss is None or not math.isfinite(loss):
             return None
         finding = None
-        if len(self._losses) >= self.warmup:
-            mid = median(self._losses)
-            floor = max(0.05 * abs(mid), 1e-12)
-            # the spread is at least ``floor``: below that threshold no MAD can make a spike
-            if loss > mid + self.factor * floor:
-                mad = median([abs(x - mid) for x in self._losses]) * 1.4826
-                threshold = mid + self.factor * max(mad, floor)
-                if loss > threshold:
-                    finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": mid}
-        self._losses.append(loss)
+        losses = self._losses
+        if len(losses) >= self.warmup:
+            mid = median(losses)
+            if loss > 0 and mid > 0 and not self._nonpositive:
+                # the spread is at least log(1.05): below that no MAD can make a spike
+                if loss > mid * 1.05 ** self.factor:
+                    log_mid = math.log(mid)
+                    mad = median([abs(math.log(x) - log_mid) for x in losses]) * 1.4826
+                    threshold = mid * math.exp(self.factor * max(mad, _LOG_FLOOR))
+                    if loss > threshold:
+                        finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": mid}
+            else:
+                floor = max(0.05 * abs(mid), 1e-12)
+                if loss > mid + self.factor * floor:
+                    mad = median([abs(x - mid) for x in losses]) * 1.4826
+                    threshold = mid + self.factor * max(mad, floor)
+                    if loss > threshold:
+                        finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": mid}
+        if len(losses) == losses.maxlen and losses[0] <= 0:
+            self._nonpositive -= 1
+        losses.append(loss)
+        self._nonpositive += loss <= 0
         return finding
+
+
+_LOG_FLOOR = math.log(1.05)
 
 
 class GradNormWatch:
@@ -80,7 +99,10 @@ class GradNormWatch:
     (seed 001's check).
 
     - explode: a norm above ``factor`` x the median of the layer's last ``window`` norms, once
-      it has ``warmup`` of them;
+      it has ``warmup`` of them, in a layer that carries at least its share of the step's
+      gradient (its norm at or above the root-mean-square of all layers' norms). A LoRA
+      adapter whose gradient grows tenfold while it is still a few percent of the total (B
+      waking up from zero) is not an explosion; one layer blowing up, or all of them, is;
     - vanish (a collapse): a norm at or below ``vanish_abs`` in a layer whose median was
       clearly non-zero (at least ``active_abs``). A layer that starts at zero is not flagged:
       with LoRA, B starts at zero, so every A gradient is exactly 0 at the first step.
@@ -88,7 +110,7 @@ class GradNormWatch:
     Norms at zero do not enter the history (a layer's reference stays what it was before the
     collapse). Each episode is flagged once per layer: a finding again only after the norm came
     back within bounds. No absolute threshold: gradients read before unscaling (fp16 without
-    clipping) or of very different layers have very different sizes.
+    clipping) or of very different layers have very different sizes; the share is relative.
     """
 
     def __init__(self, factor: float = 10.0, vanish_abs: float = 1e-8, active_abs: float = 1e-6,
@@ -100,6 +122,8 @@ class GradNormWatch:
 
     def check(self, norms: dict[str, float]) -> list[dict]:
         findings = []
+        finite = [v * v for v in norms.values() if math.isfinite(v)]
+        rms = math.sqrt(sum(finite) / len(finite)) if finite else 0.0
         for name, norm in norms.items():
             if not math.isfinite(norm):
                 continue  # NaN/Inf have their own report
@@ -111,7 +135,7 @@ class GradNormWatch:
                 mid = median(past)
                 if norm <= self.vanish_abs and mid >= self.active_abs:
                     kind, threshold = "grad_vanish", self.vanish_abs
-                elif norm > self.factor * mid:
+                elif norm > self.factor * mid and norm >= rms:
                     kind, threshold = "grad_explode", self.factor * mid
             if kind is None:
                 self._flagged.pop(name, None)

@@ -75,8 +75,10 @@ EMITTER_KINDS: dict[str, tuple[str, str, str]] = {
     "gpu_memory_high": ("GPU memory high", "warning", "GPU memory above the threshold: an out-of-memory error "
                                                       "is close (fragmentation, a longer batch)"),
     "loss_spike": ("Loss spikes", "warning", "losses far above the recent median"),
-    "grad_explode": ("Exploding gradients", "error", "gradient norms above the threshold: lower the learning "
-                                                     "rate, clip gradients, check the data"),
+    "grad_explode": ("Exploding gradients", "warning",
+                     "a layer's gradient norm jumped above 10x its recent median while carrying at least its "
+                     "share of the step's gradient: harmless once; when it repeats or the loss follows, lower the "
+                     "learning rate, clip gradients, check the data"),
     "grad_vanish": ("Vanishing gradients", "warning", "gradient norms below the threshold: layers stop learning"),
 }
 NAN_SUBKINDS = {"nan_loss", "nan_grad", "nan_grad_norm", "inf_loss", "inf_grad", "inf_grad_norm", "nan"}
