@@ -6,7 +6,7 @@ nothing about scaling. So sessions are grouped, and each group has its own basel
 
 Definitions (``GROUP_DEFINITIONS``):
 
-- kind: ``gpu_capture`` (nvidia-smi / gpustat captures), ``nccl_tests`` (an nccl-tests
+- kind: ``gpu_capture`` (nvidia-smi / gpustat captures, monitor_gpu samples), ``nccl_tests`` (an nccl-tests
   benchmark), else ``training`` (a training run's logs, complete or not). Only training runs
   enter the single- vs multi-process comparison.
 - group: runs with the same model name (case-insensitive), the same sequence length and the
@@ -28,7 +28,8 @@ SEQ_KEYS = ("seq_len", "max_seq_length", "max_seq_len", "sequence_length", "max_
 GROUP_DEFINITIONS: dict[str, str] = {
     "group": "runs compared with each other: same model name, same sequence length and same named "
              "configuration where logged; each group has its own baseline (fewest ranks, then earliest start)",
-    "kind": "training: a training run's logs; gpu_capture: nvidia-smi/gpustat capture; nccl_tests: an "
+    "kind": "training: a training run's logs; gpu_capture: nvidia-smi/gpustat capture, or GPU samples with no "
+            "training steps (monitor_gpu); nccl_tests: an "
             "nccl-tests benchmark. Only training runs are compared",
 }
 
@@ -41,6 +42,9 @@ def session_kind(session) -> str:
         return "nccl_tests"
     if formats and formats <= CAPTURE_FORMATS:
         return "gpu_capture"
+    if (session.steps.empty and len(session.gpu) > 0 and meta.get("status") is None
+            and not meta.get("total_steps")):
+        return "gpu_capture"  # GPU samples and nothing of a run: monitor_gpu's output
     return "training"
 
 

@@ -270,7 +270,7 @@ def _regime(base: dict, cand: dict) -> str:
     return "mixed"
 
 
-_KIND_REASONS = {"gpu_capture": "a GPU capture (nvidia-smi / gpustat), not a training run",
+_KIND_REASONS = {"gpu_capture": "a GPU capture (nvidia-smi / gpustat / monitor_gpu), not a training run",
                  "nccl_tests": "an nccl-tests benchmark, not a training run"}
 
 
