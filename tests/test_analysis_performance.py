@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from logkit.analysis import performance
 from logkit.analysis.analyze import analyze
 from logkit.analysis.performance import busy_gpu, gpu_table, mfu, slow_step_list, step_stats, stragglers
 from logkit.ingest import load_session
 from tests.analysis_synth import gpu_rows, noisy, session, step_rows, write_jsonl_session
+from tests.launch import fixture_session
 
 
 def _two_ranks():
@@ -114,7 +115,7 @@ def test_mfu_absent_says_exactly_why(tmp_path):
     info = {"parameters_total": 1_000_000, "parameters_trainable": 1000}
     no_tokens = load_session(write_jsonl_session(tmp_path, "a", gpus=gpus, model_info=info))
     assert mfu(no_tokens)["mfu"] is None
-    assert mfu(no_tokens)["reason"] == "tokens/s not logged (metrics.tokens_per_second of the step records)"
+    assert mfu(no_tokens)["reason"] == performance.TOKENS_MISSING
     no_model = load_session(write_jsonl_session(tmp_path, "b", gpus=gpus, tokens_per_step=1000))
     assert mfu(no_model)["reason"] == ("model parameter count not logged (a model_info record with "
                                        "parameters_total)")
@@ -130,7 +131,7 @@ def test_mfu_absent_says_exactly_why(tmp_path):
 
 
 def test_mfu_of_the_real_cpu_run_says_why():
-    folder = Path("sample_logs/qlora_tiny_cpu/logs/training_20261122_020133")
+    folder = fixture_session(1)
     s = load_session(folder)
     (path,) = folder.glob("*_rank0.jsonl")
     recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
@@ -141,6 +142,6 @@ def test_mfu_of_the_real_cpu_run_says_why():
     if not any(r["type"] == "model_info" and r.get("parameters_total") for r in recs):
         expected.append("model parameter count not logged (a model_info record with parameters_total)")
     if not any(r["type"] == "training_step_complete" and r["metrics"].get("tokens_per_second") for r in recs):
-        expected.append("tokens/s not logged (metrics.tokens_per_second of the step records)")
+        expected.append(performance.TOKENS_MISSING)
     m = mfu(s)
     assert m["mfu"] is None and m["reason"] == "; ".join(expected)

@@ -182,6 +182,9 @@ def gpu_model(session) -> str | None:
     return None
 
 
+TOKENS_MISSING = ("tokens/s not logged (metrics.tokens_per_second of the step records: with transformers' Trainer, "
+                  "TrainingArguments(include_num_input_tokens_seen=True); with TrainingLogger, step.log(tokens=...))")
+
 def _tokens_per_second(session) -> tuple[float | None, int]:
     """Steady tokens/s of the whole job (lowest rank's rows after warm-up, time-weighted), rows used."""
     rows = main_rank_timed(session.steps)
@@ -235,7 +238,7 @@ def mfu(session) -> dict:
         reasons.append("model parameter count not logged (a model_info record with parameters_total)")
     if tps is None:
         out["missing"].append("tokens_per_second")
-        reasons.append("tokens/s not logged (metrics.tokens_per_second of the step records)")
+        reasons.append(TOKENS_MISSING)
     if total is not None and trainable is None:
         out["assumptions"].append("parameters_trainable not logged: every weight taken as trainable (6 N per token)")
     if fpt and tps:
