@@ -29,6 +29,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     src.add_argument("--model", help="model name on the hub, or a local folder")
     src.add_argument("--tiny", action="store_true", help="build a tiny Llama locally and train that")
     p.add_argument("--tiny-dir", default=".cache/logkit-tiny-llama", help="where --tiny saves its model")
+    p.add_argument("--tiny-hidden", type=int, default=64,
+                   help="hidden size of the --tiny model (64: CPU-sized; 1024 keeps a GPU busy)")
+    p.add_argument("--tiny-layers", type=int, default=2, help="decoder layers of the --tiny model")
     p.add_argument("--dataset", help="dataset name on the hub, or a local .json/.jsonl/.txt file")
     p.add_argument("--text-field", default="text")
     p.add_argument("--log-dir", default="logs")
@@ -88,7 +91,7 @@ def synthetic_corpus(n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def build_tiny_model(folder: Path, seed: int = 0) -> Path:
+def build_tiny_model(folder: Path, seed: int = 0, hidden: int = 64, layers: int = 2) -> Path:
     """Save a tiny Llama (random weights), a word-level tokenizer and a corpus into ``folder``.
 
     Every rank calls it; a file lock lets the first build it and the others wait.
@@ -99,14 +102,14 @@ def build_tiny_model(folder: Path, seed: int = 0) -> Path:
     with open(folder.parent / (folder.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / "tokenizer.json").exists():
-            _build_tiny_model(folder, seed)
+            _build_tiny_model(folder, seed, hidden, layers)
         corpus = folder / "corpus.jsonl"
         if not corpus.exists():
             corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in synthetic_corpus(4000, seed + 1)))
     return folder
 
 
-def _build_tiny_model(folder: Path, seed: int) -> None:
+def _build_tiny_model(folder: Path, seed: int, hidden: int, layers: int) -> None:
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -117,7 +120,7 @@ def _build_tiny_model(folder: Path, seed: int) -> None:
                             trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<s>", "</s>"]))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
                                         bos_token="<s>", eos_token="</s>")
-    config = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    config = LlamaConfig(vocab_size=64, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                          num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)
@@ -192,7 +195,7 @@ def main(argv=None) -> int:
     rank = int(os.environ.get("RANK", "0"))
 
     if args.tiny:
-        model_name = str(build_tiny_model(Path(args.tiny_dir)))
+        model_name = str(build_tiny_model(Path(args.tiny_dir), hidden=args.tiny_hidden, layers=args.tiny_layers))
         dataset = args.dataset or str(Path(model_name) / "corpus.jsonl")
     else:
         model_name, dataset = args.model, args.dataset
@@ -216,6 +219,7 @@ def main(argv=None) -> int:
         lr_scheduler_type="linear",
         warmup_steps=0,
         logging_steps=1,
+        include_num_input_tokens_seen=True,  # tokens/s in the step records, hence MFU in the report
         save_strategy="no",
         report_to=[],
         seed=args.seed,
