@@ -12,6 +12,19 @@ import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+QLORA_FIXTURE = REPO / "sample_logs" / "qlora_tiny_cpu"
+
+
+def fixture_session(world_size: int) -> Path:
+    """The session folder of the real tiny QLoRA run on ``world_size`` CPU ranks (1 or 2) in
+    sample_logs/qlora_tiny_cpu (its name is the time ``make fixtures`` ran: look it up)."""
+    folders = sorted(p for p in (QLORA_FIXTURE / "logs").iterdir() if p.is_dir())
+    for folder in folders:
+        (stream,) = folder.glob("*_rank0.jsonl")
+        first = orjson.loads(stream.read_bytes().split(b"\n", 1)[0])
+        if first["world_size"] == world_size:
+            return folder
+    raise LookupError(f"no {world_size}-rank session in {QLORA_FIXTURE}")
 
 
 def free_port() -> int:

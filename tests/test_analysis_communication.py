@@ -21,6 +21,7 @@ from logkit.analysis.communication import (
 from logkit.analysis.peaks import COMMUNICATION_PEAKS, half_peak_bytes, link_for
 from logkit.ingest import load_session
 from tests.analysis_synth import comm_rows, session, step_rows
+from tests.launch import fixture_session
 
 H100 = [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -175,7 +176,7 @@ def test_seed000_busbw_derived_and_verdict_from_size_and_bandwidth():
 
 
 def test_real_fixture_comm_bytes():
-    s = load_session(SAMPLES / "qlora_tiny_cpu" / "logs" / "training_20261122_020158")
+    s = load_session(fixture_session(2))
     t = communication_table(s)
     for r, g in s.comm.groupby("rank"):
         row = t[(t["rank"] == r) & (t["op"] == "gradient_sync")].iloc[0]

@@ -10,6 +10,7 @@ import pytest
 from logkit.analysis.health import divergence, loss_parity, session_health
 from logkit.ingest import load_session
 from tests.analysis_synth import event_rows, session, step_rows
+from tests.launch import fixture_session
 
 
 def test_nan_steps_from_inf_and_events():
@@ -57,8 +58,8 @@ def test_loss_parity_aligned_by_samples():
 
 
 def test_real_fixture_parity():
-    b = load_session("sample_logs/qlora_tiny_cpu/logs/training_20261122_020133")
-    c = load_session("sample_logs/qlora_tiny_cpu/logs/training_20261122_020158")
+    b = load_session(fixture_session(1))
+    c = load_session(fixture_session(2))
     p = loss_parity(b, c)
     bl = b.steps.sort_values("step")["loss"].to_numpy()
     c0 = c.steps[c.steps["rank"] == 0].sort_values("step")["loss"].to_numpy()

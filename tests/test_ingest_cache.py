@@ -12,7 +12,7 @@ import pytest
 import logkit
 from logkit.ingest import load as load_module
 from logkit.ingest.aggregate import aggregate_sessions
-from tests.launch import REPO, analyze_logs
+from tests.launch import REPO, analyze_logs, fixture_session
 from tests.synth import append_bytes, rank_file, write_session
 
 FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events", "diagnostics")
@@ -67,10 +67,10 @@ def test_no_cache_means_no_cache_files(tmp_path, cache_dir):
     assert not cache_dir.exists()
 
 
-@pytest.mark.parametrize("folder", ["qlora_tiny_cpu/logs/training_20261122_020158", "synth"])
+@pytest.mark.parametrize("folder", ["qlora_tiny_cpu 2 ranks", "synth"])
 def test_fast_jsonl_path_equals_the_per_line_reader(tmp_path, monkeypatch, folder):
     path = write_session(tmp_path, "s", world_size=2, gpu_count=2, step_times=[0.3] * 6) if folder == "synth" \
-        else SAMPLES / folder
+        else fixture_session(2)
     fast = logkit.load_session(path)
     monkeypatch.setattr(load_module, "FAST_JSONL", False)
     slow = logkit.load_session(path)
