@@ -172,6 +172,22 @@ def test_discovery_of_the_whole_sample_tree_and_gz(tmp_path):
     assert s.session_id == "capture" and len(events(s, "nccl_timeout")) == 2
 
 
+def test_sessions_of_one_name_in_two_folders_stay_apart(tmp_path):
+    csv = (SAMPLES / "gpu_captures" / "nvidia_smi_query.csv").read_bytes()
+    for folder in ("node_a", "node_b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "nvidia_smi_query.csv").write_bytes(csv)
+    (tmp_path / "node_a" / "nvidia_smi_query.log").write_bytes(
+        (SAMPLES / "gpu_captures" / "nvidia_smi_dmon.log").read_bytes())
+    found = {s.session_id: s for s in logkit.load_sessions(tmp_path)}
+    assert sorted(found) == ["node_a/nvidia_smi_query.csv", "node_a/nvidia_smi_query.log",
+                             "node_b/nvidia_smi_query"]
+    assert found["node_a/nvidia_smi_query.log"].meta["formats"] == ["nvidia_smi_dmon"]
+    assert len(found["node_b/nvidia_smi_query"].gpu) == len(found["node_a/nvidia_smi_query.csv"].gpu) > 0
+    # ids that were unique stay as they were
+    assert {s.session_id for s in discover(SAMPLES)} >= {"torchrun_nccl_timeout", "v1/multi_gpu"}
+
+
 def test_unreadable_path_gets_a_clear_error(tmp_path):
     path = tmp_path / "x.log"
     path.write_text("GPU0:INFO | hello\n")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,7 +191,24 @@ def discover(root: str | Path) -> list[SessionSource]:
                 out.append(src)
             dirnames[:] = [d for d in dirnames if not _RANK_DIR.match(d)]
         out.extend(sources_in_folder(folder, filenames))
-    return _join_runs(out)
+    return _unique_ids(_join_runs(out), root)
+
+
+def _unique_ids(sources: list[SessionSource], root: Path) -> list[SessionSource]:
+    """Two sessions of one id (``nvidia_smi_query.csv`` in two folders, a run copied twice) would
+    be merged in reports and plots: each of them gets its folder, relative to ``root``, in front
+    (``gpu/captures/nvidia_smi_query``); loose files of one stem in one folder keep their suffix."""
+    counts = Counter(s.session_id for s in sources)
+    for s in sources:
+        if counts[s.session_id] > 1:
+            rel = Path(os.path.relpath(s.folder, root)).as_posix()
+            s.session_id = s.session_id if rel == "." else f"{rel}/{s.session_id}"
+    counts = Counter(s.session_id for s in sources)
+    for s in sources:
+        if counts[s.session_id] > 1 and s.kind == "file" and s.extra:
+            head, _, _ = s.session_id.rpartition("/")
+            s.session_id = f"{head}/{s.extra[0].path.name}" if head else s.extra[0].path.name
+    return sources
 
 
 def _named_session(run: SessionSource) -> str | None:
