@@ -118,3 +118,22 @@ def test_loss_plot_draws_eval_loss():
         ev = s.evals[s.evals["name"] == "eval_loss"].sort_values("step")
         line = labels[f"{s.session_id} eval"]
         assert list(line.get_ydata()) == pytest.approx(list(ev["value"]))
+
+
+def test_each_comparison_is_drawn_against_its_own_groups_ideal():
+    # two comparison groups with baselines of different sizes: 2 -> 4 ranks (ideal 2), 1 -> 3 (ideal 3)
+    from logkit.report.plots import figures
+
+    sessions = load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs")
+    ranks = {"a2": 2, "b4": 4, "c1": 1, "d3": 3}
+    view = {"scaling": {"baseline": "a2",
+                        "sessions": [{"session_id": k, "world_size": v, "duration_s": 10.0, "steps_per_second": 1.0,
+                                      "final_loss": 1.0} for k, v in ranks.items()],
+                        "comparisons": [{"baseline": "a2", "candidate": "b4", "speedup": 1.8, "scaling_efficiency": 0.9,
+                                         "steady_speedup": 1.9, "speedup_ci": [1.85, 1.95]},
+                                        {"baseline": "c1", "candidate": "d3", "speedup": 2.4, "scaling_efficiency": 0.8,
+                                         "steady_speedup": 2.5, "speedup_ci": [2.3, 2.7]}]}}
+    ax = figures(sessions, view)["training_comparison.png"].axes[3]
+    dashed = [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert dashed == [2.0, 3.0]
+    assert ax.get_ylim()[1] >= 1.2 * 3.0  # room above the tallest of bars, intervals and ideals

@@ -92,10 +92,36 @@ def _caption(fig, text: str) -> None:
     fig.text(0.01, 0.008, text, fontsize=8, color="#57606a", ha="left", va="bottom", wrap=True)
 
 
+def _session_ticks(ax, n: int) -> None:
+    """Session ids under bars: slanted and anchored at their bar's end when there are many."""
+    if n <= 4:
+        ax.tick_params(axis="x", labelrotation=20)
+        return
+    ax.tick_params(axis="x", labelrotation=40, labelsize=8)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
+        label.set_rotation_mode("anchor")
+
+
+def _headroom(ax, top: float) -> None:
+    """Room above the tallest bar for its label (a value, or two lines of speedup and efficiency)."""
+    if top == top and top > 0:
+        ax.set_ylim(top=top * 1.25)
+
+
+def _ideal(by_id: dict, baseline, candidate) -> float | None:
+    """The rank ratio of a comparison (its ideal speedup), when both runs logged their ranks."""
+    base, cand = by_id.get(baseline, {}), by_id.get(candidate, {})
+    if base.get("world_size") and cand.get("world_size"):
+        return cand["world_size"] / base["world_size"]
+    return None
+
+
 def _training_comparison(sessions, view, Figure, sns):
     import pandas as pd
 
-    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    n_training = sum(1 for r in view["scaling"]["sessions"] or [] if r.get("kind") in (None, "training"))
+    fig = Figure(figsize=(11, 7.5 if n_training <= 6 else 9), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
     training = [r for r in view["scaling"]["sessions"] or [] if r.get("kind") in (None, "training")]
     rows = pd.DataFrame(training, columns=["session_id", "world_size", "duration_s", "steps_per_second",
@@ -115,11 +141,12 @@ def _training_comparison(sessions, view, Figure, sns):
                 ax.get_legend().remove()  # one legend (the first panel's) is enough
             ax.set_xlabel("")
             ax.set_ylabel("")
-            ax.tick_params(axis="x", labelrotation=20)
+            _session_ticks(ax, len(data))
+            _headroom(ax, float(data[col].max()))
         ax.set_title(title)
     ax = axes[3]
     comps = pd.DataFrame(view["scaling"]["comparisons"] or [], columns=[
-        "candidate", "speedup", "scaling_efficiency", "steady_speedup", "speedup_ci"])
+        "baseline", "candidate", "speedup", "scaling_efficiency", "steady_speedup", "speedup_ci"])
     comps = comps.dropna(subset=["speedup"])
     if comps.empty:
         _empty(ax, "no comparison (one session, or throughput missing)")
@@ -136,14 +163,15 @@ def _training_comparison(sessions, view, Figure, sns):
             ax.annotate(f"{c.speedup:.2f}x" + (f"\n{eff * 100:.1f}% eff." if eff is not None and eff == eff else ""),
                         (i, c.speedup), ha="center", va="bottom", fontsize=8, xytext=(0, 3),
                         textcoords="offset points")
-            base = by_id.get(view["scaling"].get("baseline") or view["scaling"]["comparisons"][0].get("baseline"))
-            cand = by_id.get(c.candidate, {})
-            if base and base.get("world_size") and cand.get("world_size"):
-                ideal = cand["world_size"] / base["world_size"]
+            ideal = _ideal(by_id, c.baseline, c.candidate)  # each comparison group has its own baseline
+            if ideal is not None:
                 ax.plot([i - 0.4, i + 0.4], [ideal, ideal], ls="--", color="#57606a", lw=1)
         ax.set_xlabel("")
         ax.set_ylabel("speedup (x)")
-        ax.tick_params(axis="x", labelrotation=20)
+        _session_ticks(ax, len(comps))
+        uppers = [c[1] for c in comps["speedup_ci"] if isinstance(c, list) and len(c) == 2 and c[1] is not None]
+        ideals = [_ideal(by_id, c.baseline, c.candidate) or 0 for c in comps.itertuples()]
+        _headroom(ax, max([float(comps["speedup"].max()), *uppers, *ideals]))
     ax.set_title("Speedup vs baseline (dashed: ideal = rank ratio)")
     fig.suptitle("Training comparison")
     _caption(fig, "speedup = candidate samples/s / baseline samples/s; efficiency = speedup / rank ratio; "
