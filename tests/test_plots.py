@@ -137,3 +137,15 @@ def test_each_comparison_is_drawn_against_its_own_groups_ideal():
     dashed = [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert dashed == [2.0, 3.0]
     assert ax.get_ylim()[1] >= 1.2 * 3.0  # room above the tallest of bars, intervals and ideals
+
+
+def test_a_warm_up_max_does_not_flatten_the_step_time_boxes():
+    from logkit.report.plots import figures
+
+    (s,) = [x for x in load_sessions(SAMPLES / "gpu" / "qlora_single_gpu") if not x.steps.empty]
+    times = s.steps["step_time_s"]
+    assert times.max() > 10 * times.quantile(0.95)  # the real H100 run: its first step took seconds
+    (ax,) = [a for a in figures([s], {"scaling": {"sessions": [], "comparisons": []}},
+                                ["step_time_per_rank.png"])["step_time_per_rank.png"].axes]
+    assert ax.get_ylim()[1] == pytest.approx(1.5 * times.quantile(0.95))
+    assert [t.get_text() for t in ax.texts] == [f"max {times.max():.3g} s ↑"]

@@ -362,17 +362,30 @@ def _step_time_per_rank(sessions, view, Figure, sns):
                   "whishi": row[0.95], "fliers": []} for r, row in q.iterrows()]
         ax.bxp(stats, showfliers=False, patch_artist=True,
                boxprops={"facecolor": palette[0], "alpha": 0.5}, medianprops={"color": "black"})
-        ax.scatter(range(1, len(mx) + 1), mx.to_numpy(), marker="o", color=palette[3], s=14, zorder=3,
-                   label="max")
+        # a max far above the spread (the first step: compilation, allocator warm-up) would flatten
+        # the boxes: the axis stops at 1.5x the highest p95 and such a max is written at the top
+        top = 1.5 * float(q[0.95].max())
+        low = min(0.0, float(q[0.05].min()))
+        inside = mx <= top
+        ax.scatter([i + 1 for i, ok in enumerate(inside) if ok], mx[inside].to_numpy(), marker="o",
+                   color=palette[3], s=14, zorder=3, label="max")
+        for i, (ok, value) in enumerate(zip(inside, mx.to_numpy(), strict=True)):
+            if not ok:
+                ax.annotate(f"max {value:.3g} s ↑", (i + 1, top), xytext=(0, -2), textcoords="offset points",
+                            ha="center", va="top", fontsize=8, color=palette[3])
+        if top > 0:
+            ax.set_ylim(low, top)
         ax.set_title(str(s.session_id), fontsize=10)
         ax.set_xlabel("rank")
         ax.set_ylabel("step time (s)")
-        ax.legend(fontsize=8, loc="upper right")
+        if inside.any():
+            ax.legend(fontsize=8, loc="upper left")
     if not shown:
         _empty(axes[0], "no step times logged")
     fig.suptitle("Step time per rank")
     more = len(with_steps) - len(shown)
-    _caption(fig, "box: p25-p75 of step_time_s, line: p50, whiskers: p5-p95, dot: max"
+    _caption(fig, "box: p25-p75 of step_time_s, line: p50, whiskers: p5-p95, dot: max (written at the top when "
+                  "above 1.5x the p95)"
              + (f"; {more} more session(s) not shown" if more > 0 else ""))
     return fig
 
