@@ -149,3 +149,20 @@ def test_a_warm_up_max_does_not_flatten_the_step_time_boxes():
                                 ["step_time_per_rank.png"])["step_time_per_rank.png"].axes]
     assert ax.get_ylim()[1] == pytest.approx(1.5 * times.quantile(0.95))
     assert [t.get_text() for t in ax.texts] == [f"max {times.max():.3g} s ↑"]
+
+
+def test_loss_curves_over_two_decades_get_a_log_axis():
+    from logkit.report.plots import figures
+
+    def loss_axis(folder):
+        sessions = [s for s in load_sessions(folder) if not s.steps.empty]
+        (ax,) = figures(sessions, {"scaling": {"sessions": [], "comparisons": []}}, ["loss_curves.png"])[
+            "loss_curves.png"].axes
+        return ax, sessions
+
+    ax, sessions = loss_axis(SAMPLES / "gpu" / "loop_monitored")  # a real regression: 54 down to 0.005
+    losses = sessions[0].steps["loss"]
+    assert losses.max() / losses.min() > 100 and ax.get_yscale() == "log"
+    ax, sessions = loss_axis(SAMPLES / "qlora_tiny_cpu" / "logs")
+    assert all(s.steps["loss"].max() / s.steps["loss"].min() < 100 for s in sessions)
+    assert ax.get_yscale() == "linear"

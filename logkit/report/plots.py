@@ -253,15 +253,25 @@ def _loss_curves(sessions, view, Figure, sns):
                 ax.plot(ex[order], ev["value"].to_numpy(dtype="float64")[order], ls="--", marker="s", ms=4,
                         color=color, lw=1.0, label=f"{s.session_id} eval")
                 evals += 1
+    log_y = False
     if not drawn and not evals:
         _empty(ax, "no loss logged")
     else:
         ax.legend(fontsize=8, loc="best")
         ax.set_xlabel("samples seen (step x global batch)" if by_samples else "step")
         ax.set_ylabel("loss")
+        ys = np.concatenate([line.get_ydata() for line in ax.get_lines()]).astype("float64")
+        ys = ys[np.isfinite(ys)]
+        # losses over two decades (runs of different tasks, a first step far above the rest): a
+        # linear axis would flatten every curve but one
+        if len(ys) and ys.min() > 0 and ys.max() / ys.min() > 100:
+            ax.set_yscale("log")
+            ax.set_ylabel("loss (log scale)")
+            log_y = True
     ax.set_title("Training and eval loss")
     _caption(fig, "lowest rank's training loss; eval_loss of evaluation records; x = samples seen when every run's "
                   "global batch is known (runs with different batches line up), else step"
+             + ("; log y: losses span > 2 decades" if log_y else "")
              + (f"; lines of more than {MAX_POINTS} points drawn as bin means" if thinned else ""))
     return fig
 
