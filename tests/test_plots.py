@@ -166,3 +166,14 @@ def test_loss_curves_over_two_decades_get_a_log_axis():
     ax, sessions = loss_axis(SAMPLES / "qlora_tiny_cpu" / "logs")
     assert all(s.steps["loss"].max() / s.steps["loss"].min() < 100 for s in sessions)
     assert ax.get_yscale() == "linear"
+
+
+def test_throughput_of_runs_two_decades_apart_gets_a_log_axis():
+    from logkit.report.plots import figures
+
+    sessions = [s for s in load_sessions(SAMPLES / "gpu") if not s.steps.empty]  # QLoRA ~130/s, the MLP ~19k/s
+    rates = [float((s.steps["total_batch_size"] / s.steps["step_time_s"]).median()) for s in sessions]
+    assert max(rates) / min(rates) > 100
+    (ax,) = figures(sessions, {"scaling": {"sessions": [], "comparisons": []}}, ["throughput.png"])[
+        "throughput.png"].axes
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "samples/s (log scale)"

@@ -179,6 +179,26 @@ def _training_comparison(sessions, view, Figure, sns):
     return fig
 
 
+def _log_y_if_wide(ax, ylabel: str) -> bool:
+    """A log y axis when the positive values drawn span more than two decades (runs of different
+    sizes or tasks, a first step far above the rest): a linear axis would flatten all curves but one."""
+    import numpy as np
+
+    lines = [line.get_ydata() for line in ax.get_lines() if len(line.get_ydata())]
+    if not lines:
+        return False
+    ys = np.concatenate(lines).astype("float64")
+    ys = ys[np.isfinite(ys)]
+    if len(ys) and ys.min() > 0 and ys.max() / ys.min() > 100:
+        ax.set_yscale("log")
+        ax.set_ylabel(f"{ylabel} (log scale)")
+        return True
+    return False
+
+
+_LOG_NOTE = "; log y: values span > 2 decades"
+
+
 def _line_plot(sessions, frame_name: str, x: str, y_fn, title: str, ylabel: str, xlabel: str, caption: str,
                Figure, sns, empty_text: str):
     fig = Figure(figsize=(10, 5.5), layout="constrained")
@@ -198,14 +218,17 @@ def _line_plot(sessions, frame_name: str, x: str, y_fn, title: str, ylabel: str,
         ax.plot(pts[x].to_numpy(), pts["_y"].to_numpy(), label=str(s.session_id), color=palette[i % len(palette)],
                 lw=1.2, marker="o" if len(pts) < 40 else None, ms=3)
         drawn += 1
+    log_y = False
     if not drawn:
         _empty(ax, empty_text)
     else:
         ax.legend(fontsize=8, loc="best")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
+        log_y = _log_y_if_wide(ax, ylabel)
     ax.set_title(title)
-    _caption(fig, caption + (f"; lines of more than {MAX_POINTS} points drawn as bin means" if thinned else ""))
+    _caption(fig, caption + (_LOG_NOTE if log_y else "")
+             + (f"; lines of more than {MAX_POINTS} points drawn as bin means" if thinned else ""))
     return fig
 
 
@@ -260,18 +283,11 @@ def _loss_curves(sessions, view, Figure, sns):
         ax.legend(fontsize=8, loc="best")
         ax.set_xlabel("samples seen (step x global batch)" if by_samples else "step")
         ax.set_ylabel("loss")
-        ys = np.concatenate([line.get_ydata() for line in ax.get_lines()]).astype("float64")
-        ys = ys[np.isfinite(ys)]
-        # losses over two decades (runs of different tasks, a first step far above the rest): a
-        # linear axis would flatten every curve but one
-        if len(ys) and ys.min() > 0 and ys.max() / ys.min() > 100:
-            ax.set_yscale("log")
-            ax.set_ylabel("loss (log scale)")
-            log_y = True
+        log_y = _log_y_if_wide(ax, "loss")
     ax.set_title("Training and eval loss")
     _caption(fig, "lowest rank's training loss; eval_loss of evaluation records; x = samples seen when every run's "
                   "global batch is known (runs with different batches line up), else step"
-             + ("; log y: losses span > 2 decades" if log_y else "")
+             + (_LOG_NOTE if log_y else "")
              + (f"; lines of more than {MAX_POINTS} points drawn as bin means" if thinned else ""))
     return fig
 
