@@ -52,15 +52,15 @@ class LossSpikeDetector:
 
     Positive losses are compared on a log scale: a small batch's loss is right-skewed (a
     squared error, a cross-entropy near its floor), and on a linear scale its ordinary upper
-    tail reads as spikes (one step in fifty on a healthy regression run). Deviation = 1.4826 x
-    the median absolute deviation, floored at 5% of the median (log 1.05 on the log scale) so
-    that a flat loss curve does not turn noise into spikes. NaN/Inf are reported elsewhere.
+    tail reads as spikes (one step in fifty on a healthy regression run). A window holding a
+    loss <= 0, or ``log_scale=False``, uses the linear scale. Deviation = 1.4826 x the median
+    absolute deviation, floored at 5% of the median (log 1.05 on the log scale) so that a flat
+    loss curve does not turn noise into spikes. NaN/Inf are reported elsewhere.
     """
 
-    def __init__(self, factor: float = 3.0, window: int = 20, warmup: int = 5) -> None:
-        self.factor, self.warmup = factor, warmup
+    def __init__(self, factor: float = 3.0, window: int = 20, warmup: int = 5, log_scale: bool = True) -> None:
+        self.factor, self.warmup, self.log_scale = factor, warmup, log_scale
         self._losses: deque[float] = deque(maxlen=window)
-        self._nonpositive = 0  # losses <= 0 in the window: the log scale does not apply then
 
     def check(self, loss: float | None) -> dict | None:
         if loss is None or not math.isfinite(loss):
@@ -69,29 +69,27 @@ class LossSpikeDetector:
         losses = self._losses
         if len(losses) >= self.warmup:
             mid = median(losses)
-            if loss > 0 and mid > 0 and not self._nonpositive:
-                # the spread is at least log(1.05): below that no MAD can make a spike
-                if loss > mid * 1.05 ** self.factor:
-                    log_mid = math.log(mid)
-                    mad = median([abs(math.log(x) - log_mid) for x in losses]) * 1.4826
-                    threshold = mid * math.exp(self.factor * max(mad, _LOG_FLOOR))
-                    if loss > threshold:
-                        finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": mid}
+            if self.log_scale and loss > 0 and min(losses) > 0:
+                scale, center, floor = math.log, math.log(mid), _LOG_FLOOR
             else:
-                floor = max(0.05 * abs(mid), 1e-12)
-                if loss > mid + self.factor * floor:
-                    mad = median([abs(x - mid) for x in losses]) * 1.4826
-                    threshold = mid + self.factor * max(mad, floor)
-                    if loss > threshold:
-                        finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": mid}
-        if len(losses) == losses.maxlen and losses[0] <= 0:
-            self._nonpositive -= 1
+                scale, center, floor = _identity, mid, max(0.05 * abs(mid), 1e-12)
+            x = scale(loss)
+            # the spread is at least ``floor``: below that no MAD can make a spike
+            if x > center + self.factor * floor:
+                mad = median([abs(scale(v) - center) for v in losses]) * 1.4826
+                limit = center + self.factor * max(mad, floor)
+                if x > limit:
+                    threshold = math.exp(limit) if scale is math.log else limit
+                    finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": mid}
         losses.append(loss)
-        self._nonpositive += loss <= 0
         return finding
 
 
 _LOG_FLOOR = math.log(1.05)
+
+
+def _identity(x: float) -> float:
+    return x
 
 
 class GradNormWatch:

@@ -185,6 +185,7 @@ def gpu_model(session) -> str | None:
 TOKENS_MISSING = ("tokens/s not logged (metrics.tokens_per_second of the step records: with transformers' Trainer, "
                   "TrainingArguments(include_num_input_tokens_seen=True); with TrainingLogger, step.log(tokens=...))")
 
+
 def _tokens_per_second(session) -> tuple[float | None, int]:
     """Steady tokens/s of the whole job (lowest rank's rows after warm-up, time-weighted), rows used."""
     rows = main_rank_timed(session.steps)

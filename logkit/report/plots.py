@@ -120,10 +120,9 @@ def _ideal(by_id: dict, baseline, candidate) -> float | None:
 def _training_comparison(sessions, view, Figure, sns):
     import pandas as pd
 
-    n_training = sum(1 for r in view["scaling"]["sessions"] or [] if r.get("kind") in (None, "training"))
-    fig = Figure(figsize=(11, 7.5 if n_training <= 6 else 9), layout="constrained")
-    axes = fig.subplots(2, 2).ravel()
     training = [r for r in view["scaling"]["sessions"] or [] if r.get("kind") in (None, "training")]
+    fig = Figure(figsize=(11, 7.5 if len(training) <= 6 else 9), layout="constrained")
+    axes = fig.subplots(2, 2).ravel()
     rows = pd.DataFrame(training, columns=["session_id", "world_size", "duration_s", "steps_per_second",
                                            "final_loss"])
     rows["ranks"] = rows["world_size"].fillna(1).astype(int).astype(str) + " rank(s)"
@@ -152,6 +151,7 @@ def _training_comparison(sessions, view, Figure, sns):
         _empty(ax, "no comparison (one session, or throughput missing)")
     else:
         by_id = {s["session_id"]: s for s in view["scaling"]["sessions"]}
+        ideals = [_ideal(by_id, c.baseline, c.candidate) for c in comps.itertuples()]  # each group's own baseline
         sns.barplot(data=comps, x="candidate", y="speedup", ax=ax, color=sns.color_palette()[2])
         for i, c in enumerate(comps.itertuples()):
             ci, steady = c.speedup_ci, c.steady_speedup
@@ -163,15 +163,13 @@ def _training_comparison(sessions, view, Figure, sns):
             ax.annotate(f"{c.speedup:.2f}x" + (f"\n{eff * 100:.1f}% eff." if eff is not None and eff == eff else ""),
                         (i, c.speedup), ha="center", va="bottom", fontsize=8, xytext=(0, 3),
                         textcoords="offset points")
-            ideal = _ideal(by_id, c.baseline, c.candidate)  # each comparison group has its own baseline
-            if ideal is not None:
-                ax.plot([i - 0.4, i + 0.4], [ideal, ideal], ls="--", color="#57606a", lw=1)
+            if ideals[i] is not None:
+                ax.plot([i - 0.4, i + 0.4], [ideals[i], ideals[i]], ls="--", color="#57606a", lw=1)
         ax.set_xlabel("")
         ax.set_ylabel("speedup (x)")
         _session_ticks(ax, len(comps))
         uppers = [c[1] for c in comps["speedup_ci"] if isinstance(c, list) and len(c) == 2 and c[1] is not None]
-        ideals = [_ideal(by_id, c.baseline, c.candidate) or 0 for c in comps.itertuples()]
-        _headroom(ax, max([float(comps["speedup"].max()), *uppers, *ideals]))
+        _headroom(ax, max([float(comps["speedup"].max()), *uppers, *(v for v in ideals if v is not None)]))
     ax.set_title("Speedup vs baseline (dashed: ideal = rank ratio)")
     fig.suptitle("Training comparison")
     _caption(fig, "speedup = candidate samples/s / baseline samples/s; efficiency = speedup / rank ratio; "
@@ -391,7 +389,6 @@ def _step_time_per_rank(sessions, view, Figure, sns):
         # a max far above the spread (the first step: compilation, allocator warm-up) would flatten
         # the boxes: the axis stops at 1.5x the highest p95 and such a max is written at the top
         top = 1.5 * float(q[0.95].max())
-        low = min(0.0, float(q[0.05].min()))
         inside = mx <= top
         ax.scatter([i + 1 for i, ok in enumerate(inside) if ok], mx[inside].to_numpy(), marker="o",
                    color=palette[3], s=14, zorder=3, label="max")
@@ -400,7 +397,7 @@ def _step_time_per_rank(sessions, view, Figure, sns):
                 ax.annotate(f"max {value:.3g} s ↑", (i + 1, top), xytext=(0, -2), textcoords="offset points",
                             ha="center", va="top", fontsize=8, color=palette[3])
         if top > 0:
-            ax.set_ylim(low, top)
+            ax.set_ylim(0, top)  # step times are positive (filtered above)
         ax.set_title(str(s.session_id), fontsize=10)
         ax.set_xlabel("rank")
         ax.set_ylabel("step time (s)")
