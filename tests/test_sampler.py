@@ -122,8 +122,9 @@ def test_host_sampling_values_in_range():
     s = ResourceSampler(interval_s=None, gpu=False)
     first = s.sample_once()
     assert first["cpu"]["usage_percent"] is None or 0 <= first["cpu"]["usage_percent"] <= 100  # None: no tick yet
-    sum(i * i for i in range(200_000))  # some CPU time for this process to show
-    time.sleep(0.05)
+    spent = time.process_time()
+    while time.process_time() - spent < 0.05:  # CPU time for this process to show, whatever the load
+        sum(i * i for i in range(10_000))
     sample = s.sample_once()
     cpu, mem = sample["cpu"], sample["memory"]
     assert 0.0 <= cpu["usage_percent"] <= 100.0
