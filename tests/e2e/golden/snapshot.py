@@ -1,0 +1,63 @@
+"""The golden snapshot of ``analyze_logs --json`` over every folder of ``sample_logs/``.
+
+Taken before the redesign of the contract and results (the house moved; the figures must not):
+``python tests/golden/snapshot.py`` writes one ``<name>.json`` per folder, holding the command,
+its exit code, its JSON document, and the exit codes of the two gates. ``test_golden.py``
+runs the same commands and compares. Regenerate only when a figure is meant to change, and
+say which in the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent
+SAMPLES = "sample_logs"
+# every folder of sample_logs/ that holds logs (its sub-folders are read again one level down)
+FOLDERS = (
+    ".", "console", "gpu", "gpu/captures", "gpu/loop_monitored", "gpu/qlora_single_gpu", "gpu/qlora_ultra",
+    "gpu_captures", "legacy_summary", "nccl_tests", "qlora_tiny_cpu", "seed000_text", "seed001_rank_dirs",
+    "seed002_sessions", "verbose_jsonl",
+)
+SECTIONS = ("--compare", "--communication", "--performance", "--diagnose")
+# each gate alone, so that one's exit status never hides another's
+GATES = (("--fail-on", "warning"), ("--fail-on", "error"), ("--fail-under-efficiency", "0.9"),
+         ("--fail-under-efficiency", "0.5"))
+
+
+def name_of(folder: str) -> str:
+    return "root" if folder == "." else folder.replace("/", "__")
+
+
+def run(args: list[str], cache_dir: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LOGKIT_CACHE_DIR": cache_dir, "PYTHONHASHSEED": "0"}
+    return subprocess.run([sys.executable, "-m", "logkit.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def take(folder: str, cache_dir: str) -> dict:
+    path = SAMPLES if folder == "." else f"{SAMPLES}/{folder}"
+    args = [path, "--json", *SECTIONS, "--no-cache"]
+    proc = run(args, cache_dir)
+    gates = [{"args": [path, "--json", "--no-cache", *gate], "exit_code": run([path, "--json", "--no-cache", *gate],
+                                                                             cache_dir).returncode} for gate in GATES]
+    return {"args": args, "exit_code": proc.returncode, "document": json.loads(proc.stdout) if proc.stdout else None,
+            "gates": gates}
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        for folder in FOLDERS:
+            snap = take(folder, cache)
+            (HERE / f"{name_of(folder)}.json").write_text(json.dumps(snap, indent=1, sort_keys=False) + "\n")
+            print(folder, snap["exit_code"], [g["exit_code"] for g in snap["gates"]])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""``analyze_logs`` run as a user runs it: a subprocess, real folders, stdout/stderr/exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from logkit.analysis.scaling import COMPARISON_KEYS, SUMMARY_KEYS
+from tests.support.synth import append_bytes, rank_file, write_session
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "logkit.cli", *map(str, args)], capture_output=True,
+                          text=True, encoding="utf-8", cwd=cwd, timeout=120)
+
+
+@pytest.fixture
+def logs(tmp_path):
+    root = tmp_path / "logs"
+    write_session(root, "cpu_single", world_size=1, step_times=[0.5] * 6, total_batch_size=8,
+                  start="2026-11-22T01:00:00+00:00")
+    write_session(root, "cpu_multi", world_size=2, step_times=[0.3] * 6, total_batch_size=8,
+                  start="2026-11-22T02:00:00+00:00")
+    return root
+
+
+def test_compare_prints_the_seed_style_comparison(logs):
+    r = run(logs, "--compare")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.startswith("SINGLE-PROCESS vs MULTI-PROCESS COMPARISON (CPU)\n" + "=" * 60)
+    assert "📱 SINGLE-PROCESS SESSIONS (1):" in out and "🔗 MULTI-PROCESS SESSIONS (1):" in out
+    assert "  Session: cpu_single" in out and "  Ranks: 2" in out
+    assert "  Duration: 4.5s (0.1min)" in out
+    speedup = (8 / 0.3) / (8 / 0.5)
+    assert f"Speedup: {speedup:.2f}x" in out
+    assert f"Scaling Efficiency: {speedup / 2 * 100:.1f}%" in out
+    assert "Regime: strong scaling" in out
+    assert "throughput ratio" in out and r.stderr == ""
+
+
+def test_default_action_and_default_folder(logs):
+    r = run(cwd=logs.parent)  # no arguments: ./logs, compare
+    assert r.returncode == 0, r.stderr
+    assert "⚡ PERFORMANCE COMPARISON:" in r.stdout
+    assert run("--log-dir", logs).stdout == r.stdout
+
+
+def test_gpu_sessions_use_gpu_words(tmp_path):
+    write_session(tmp_path, "g1", world_size=1, gpu_count=1, gpu_util=(80.0, 100.0))
+    write_session(tmp_path, "g2", world_size=2, gpu_count=2, step_times=[0.3] * 10,
+                  start="2026-11-22T03:00:00+00:00")
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("SINGLE GPU vs MULTI-GPU COMPARISON")
+    assert "📱 SINGLE GPU SESSIONS (1):" in r.stdout and "🔗 MULTI-GPU SESSIONS (1):" in r.stdout
+    assert "  GPU 0: 90.0% avg util, 100.0% peak, 50.0% avg memory" in r.stdout
+    assert "🚀 Multi-GPU Speedup: 1.67x" in r.stdout and "📊 GPU Efficiency: 83.3%" in r.stdout
+
+
+def test_json_is_the_only_stdout(logs):
+    r = run(logs, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert {"sessions", "comparisons", "definitions"} <= set(doc)
+    assert [tuple(s)[: len(SUMMARY_KEYS)] for s in doc["sessions"]] == [SUMMARY_KEYS, SUMMARY_KEYS]
+    (c,) = doc["comparisons"]
+    assert tuple(c)[: len(COMPARISON_KEYS)] == COMPARISON_KEYS
+    assert c["speedup"] == pytest.approx((8 / 0.3) / (8 / 0.5))
+    assert c["regime"] == "strong"
+
+
+def test_session_id_filter(logs):
+    r = run(logs, "--json", "--session-id", "cpu_multi")
+    assert [s["session_id"] for s in json.loads(r.stdout)["sessions"]] == ["cpu_multi"]
+    assert json.loads(r.stdout)["comparisons"] == []
+    r = run(logs, "--session-id", "nope")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "nope" in r.stderr
+
+
+def test_missing_folder_one_line_exit_2(tmp_path):
+    r = run(tmp_path / "nope")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"analyze_logs: no such folder: {tmp_path / 'nope'}"]
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    r = run(cwd=tmp_path)  # default ./logs, absent
+    assert r.returncode == 2 and r.stderr.strip() == "analyze_logs: no such folder: logs"
+
+
+def test_empty_folder_one_line_exit_2(tmp_path):
+    (tmp_path / "x.txt").write_text("hello", encoding="utf-8")
+    r = run(tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"analyze_logs: no logkit sessions found under {tmp_path}"]
+    assert "Traceback" not in r.stderr
+
+
+def test_torn_line_is_a_note_and_the_run_goes_on(logs):
+    path = rank_file(logs / "cpu_multi", "cpu_multi", 1)
+    n = len(path.read_bytes().splitlines())
+    append_bytes(path, b'{"type": "training_step_comp')
+    r = run(logs, "--json")
+    assert r.returncode == 0
+    assert r.stderr.strip().splitlines() == [f"note: {path}:{n + 1}: torn last line (no newline; the writer was cut off)"]
+    assert len(json.loads(r.stdout)["comparisons"]) == 1
+
+
+def test_notes_are_capped(logs):
+    append_bytes(rank_file(logs / "cpu_single", "cpu_single", 0), b"garbage\n" * 30)
+    r = run(logs)
+    notes = r.stderr.strip().splitlines()
+    assert r.returncode == 0 and len(notes) == 21
+    assert notes[-1] == "note: ... and 10 more parse diagnostics (see --report)"
+
+
+def test_report_default_path_and_explicit_path(logs):
+    r = run(logs, "--report", cwd=logs.parent)
+    assert r.returncode == 0, r.stderr
+    assert (logs.parent / "logkit_report.html").is_file() and "logkit_report.html" in r.stdout
+    out = logs.parent / "sub" / "r.html"
+    r = run(logs, "--json", f"--report={out}")
+    assert r.returncode == 0 and out.is_file()
+    json.loads(r.stdout)  # the report's message went to stderr
+    assert str(out) in r.stderr
+
+
+def test_two_different_folders_is_an_error(logs, tmp_path):
+    r = run(logs, "--log-dir", tmp_path)
+    assert r.returncode == 2 and "give one" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_console_script_next_to_the_interpreter(logs):
+    script = Path(sys.executable).parent / "analyze_logs"
+    if not script.exists():
+        pytest.skip("console script not installed next to this interpreter")
+    r = subprocess.run([str(script), str(logs), "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and {"sessions", "comparisons"} <= set(json.loads(r.stdout))

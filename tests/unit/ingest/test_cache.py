@@ -1,0 +1,146 @@
+"""The Parquet cache of parsed sessions, the fast JSONL path against the per-line reader, the
+progress bar, and aggregates read in chunks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pandas as pd
+import pytest
+
+import logkit
+from logkit.ingest import load as load_module
+from logkit.ingest.aggregate import aggregate_sessions
+from tests.support.launch import REPO, analyze_logs, fixture_session
+from tests.support.synth import append_bytes, rank_file, write_session
+
+FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events", "diagnostics")
+SAMPLES = REPO / "sample_logs"
+
+
+def assert_same(a, b):
+    for name in FRAMES:
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_dtype=True)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOGKIT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def count_builds(monkeypatch):
+    calls = []
+    real = load_module.build_session
+
+    def counting(source):
+        calls.append(source.session_id)
+        return real(source)
+
+    monkeypatch.setattr(load_module, "build_session", counting)
+    return calls
+
+
+def test_second_load_reads_the_cache_and_a_changed_file_invalidates_it(tmp_path, cache_dir, count_builds):
+    logs = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "qlora_tiny_cpu" / "logs", logs)
+    shutil.copytree(SAMPLES / "console", logs / "console")
+    first = logkit.load_sessions(logs, cache=True)
+    assert len(count_builds) == len(first) == 5
+    second = logkit.load_sessions(logs, cache=True)
+    assert len(count_builds) == 5  # nothing parsed again
+    for a, b in zip(first, second, strict=True):
+        assert_same(a, b)
+        assert {k: v for k, v in a.meta.items() if k != "cache"} == {k: v for k, v in b.meta.items() if k != "cache"}
+    sid = first[1].session_id
+    stream = logs / sid / f"{sid}_rank1.jsonl"
+    append_bytes(stream, b'{"type": "training_ste')  # the file changes: size and mtime
+    third = logkit.load_sessions(logs, cache=True)
+    assert count_builds[5:] == [sid]  # only that session is parsed again
+    assert len(third[1].diagnostics) == 1
+
+
+def test_no_cache_means_no_cache_files(tmp_path, cache_dir):
+    logkit.load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs")
+    assert not cache_dir.exists()
+
+
+@pytest.mark.parametrize("folder", ["qlora_tiny_cpu 2 ranks", "synth"])
+def test_fast_jsonl_path_equals_the_per_line_reader(tmp_path, monkeypatch, folder):
+    path = write_session(tmp_path, "s", world_size=2, gpu_count=2, step_times=[0.3] * 6) if folder == "synth" \
+        else fixture_session(2)
+    fast = logkit.load_session(path)
+    monkeypatch.setattr(load_module, "FAST_JSONL", False)
+    slow = logkit.load_session(path)
+    assert_same(fast, slow)
+    assert fast.meta == slow.meta
+
+
+def test_a_stream_the_fast_path_cannot_take_falls_back_per_file(tmp_path):
+    folder = write_session(tmp_path, "mix", world_size=2, step_times=[0.5] * 3, summary=False)
+    append_bytes(rank_file(folder, "mix", 1), b'{"type": "performance", "step": "three"}\n\n')
+    s = logkit.load_session(folder)
+    assert len(s.steps) == 6 and list(s.steps["rank"]) == [0, 0, 0, 1, 1, 1]
+    assert list(s.perf["step"].isna()) == [False, False, True]  # the odd value is NA, not an error
+
+
+def test_progress_bar_on_request(tmp_path, capsys):
+    logkit.load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs", progress=True)
+    assert "reading logs" in capsys.readouterr().err
+    proc = analyze_logs("--progress", "--no-cache", str(SAMPLES / "qlora_tiny_cpu" / "logs"))
+    assert proc.returncode == 0 and "reading logs" in proc.stderr
+
+
+def test_aggregates_in_chunks_equal_the_frames(tmp_path):
+    folder = write_session(tmp_path, "agg", world_size=2, gpu_count=2, step_times=[0.25, 0.5, 0.75] * 20,
+                           total_batch_size=16)
+    (agg,) = aggregate_sessions(tmp_path, chunk_bytes=4096)  # many chunks, lines cut at their edges
+    s = logkit.load_session(folder)
+    rank0 = s.steps[s.steps["rank"] == 0]
+    assert agg["session_id"] == "agg" and agg["steps"] == len(s.steps)
+    assert agg["step_time_s"] == pytest.approx(rank0["step_time_s"].sum())
+    assert agg["samples_per_second"] == pytest.approx(rank0["total_batch_size"].sum() / rank0["step_time_s"].sum())
+    assert agg["comm"]["gradient_sync"]["bytes"] == s.comm["size_bytes"].sum()
+    assert agg["comm"]["gradient_sync"]["count"] == len(s.comm)
+    assert agg["final_loss"] == rank0["loss"].iloc[-1] and agg["records"] > 0
+
+
+def test_cache_dir_from_environment(monkeypatch, tmp_path):
+    from logkit.ingest.cache import cache_dir
+
+    monkeypatch.setenv("LOGKIT_CACHE_DIR", str(tmp_path / "x"))
+    assert cache_dir() == tmp_path / "x"
+    monkeypatch.delenv("LOGKIT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "logkit"
+    assert os.fspath(cache_dir())
+
+
+def test_fast_jsonl_path_in_small_chunks_equals_the_per_line_reader(tmp_path, monkeypatch):
+    from logkit.ingest import arrow_jsonl
+
+    path = write_session(tmp_path, "s", world_size=2, gpu_count=2, step_times=[0.3] * 40)
+    monkeypatch.setattr(arrow_jsonl, "CHUNK_BYTES", 1000)  # many chunks, lines cut at their edges
+    fast = logkit.load_session(path)
+    monkeypatch.setattr(load_module, "FAST_JSONL", False)
+    slow = logkit.load_session(path)
+    assert_same(fast, slow)
+    assert fast.meta == slow.meta
+
+
+def test_a_stream_refused_after_some_chunks_leaves_no_rows_behind(tmp_path, monkeypatch):
+    """Rank 1's stream turns out unreadable by the fast path only in a late chunk: the rows its
+    earlier chunks gave are taken back, and the per-line reader reads it (with a diagnostic)."""
+    from logkit.ingest import arrow_jsonl
+
+    path = write_session(tmp_path, "s", world_size=2, gpu_count=2, step_times=[0.3] * 40)
+    append_bytes(rank_file(path, "s", 1), b'{"type": "training_step_complete", "step": 41, "rank": 1, "elapsed\n')
+    monkeypatch.setattr(arrow_jsonl, "CHUNK_BYTES", 2000)
+    fast = logkit.load_session(path)
+    monkeypatch.setattr(load_module, "FAST_JSONL", False)
+    slow = logkit.load_session(path)
+    assert_same(fast, slow)
+    assert (fast.steps["rank"] == 1).sum() == 40 and (fast.steps["rank"] == 0).sum() == 40
+    assert fast.diagnostics["line"].notna().all() and len(fast.diagnostics) == 1

@@ -1,0 +1,179 @@
+"""PNG plots: every file written, a valid PNG of the expected size; long lines thinned."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from logkit.ingest import Session, load_sessions
+from logkit.report.plots import MAX_POINTS, PLOTS, render_plots, thin, write_plots
+from tests.support.launch import REPO
+
+SAMPLES = REPO / "sample_logs"
+
+
+def _size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    return struct.unpack(">II", png[16:24])
+
+
+def test_write_plots_on_real_runs(tmp_path):
+    sessions = load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs") + load_sessions(SAMPLES / "legacy_summary" / "logs")
+    analysis = {"scaling": {"sessions": [{"session_id": s.session_id, "world_size": s.meta["world_size"],
+                                          "duration_s": s.meta["duration_s"], "steps_per_second": 1.0,
+                                          "final_loss": 2.0} for s in sessions],
+                            "comparisons": [{"baseline": sessions[0].session_id, "candidate": sessions[1].session_id,
+                                             "speedup": 1.3, "scaling_efficiency": 0.65, "steady_speedup": 1.6,
+                                             "speedup_ci": [1.5, 1.7]}]}}
+    # the interval is the steady-state speedup's: it need not contain the whole-run speedup
+    paths = write_plots(sessions, analysis, tmp_path / "plots")
+    assert [p.name for p in paths] == list(PLOTS)
+    assert "training_comparison.png" in PLOTS  # the seed-002 file name
+    for p in paths:
+        w, h = _size(p.read_bytes())
+        assert w >= 800 and h >= 400 and p.stat().st_size > 5000, p.name
+
+
+def test_plots_without_data_still_written():
+    out = render_plots([Session.empty({"session_id": "empty"})], {"scaling": {"sessions": [], "comparisons": []}})
+    assert list(out) == list(PLOTS)
+    for png in out.values():
+        assert _size(png)[0] >= 800
+
+
+def test_thin_keeps_at_most_max_points_and_the_mean():
+    n = 200_003
+    frame = pd.DataFrame({"step": np.arange(n, dtype=float), "loss": np.linspace(3, 1, n)})
+    frame.loc[5, "loss"] = np.nan
+    out = thin(frame, "step", "loss")
+    assert len(out) <= MAX_POINTS
+    assert out["step"].is_monotonic_increasing
+    assert abs(out["loss"].mean() - frame["loss"].mean()) < 1e-3
+    small = thin(frame.head(100), "step", "loss")
+    assert len(small) == 99  # the NaN row dropped, nothing else
+
+
+def _drawn(ax) -> int:
+    """Artists that carry data on an axes: lines with points, bars, scatter collections, boxes."""
+    lines = sum(1 for line in ax.get_lines() if len(line.get_xdata()) > 0 and line.get_label()[:1] != "_")
+    bars = sum(len(c) for c in ax.containers)
+    scatter = sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets"))
+    return lines + bars + scatter + len(ax.patches)
+
+
+def test_every_plot_has_data_for_the_real_fixtures():
+    from logkit.analysis.analyze import analyze
+    from logkit.report.plots import EMPTY_GID, figures
+
+    sessions = (load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs") + load_sessions(SAMPLES / "nccl_tests")
+                + load_sessions(SAMPLES / "gpu_captures"))
+    figs = figures(sessions, analyze(sessions))
+    assert list(figs) == list(PLOTS)
+    for name, fig in figs.items():
+        axes = [ax for ax in fig.axes if ax.get_gid() != EMPTY_GID or _drawn(ax)]
+        assert not [ax for ax in fig.axes if ax.get_gid() == EMPTY_GID], name  # no "no data" placeholder
+        assert sum(_drawn(ax) for ax in axes) > 0, name
+    training = [s for s in sessions if s.session_id.startswith("training_")]
+    # loss curves: one line per training run, x = samples seen (both runs log their global batch)
+    (ax,) = figs["loss_curves.png"].axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    for s in training:
+        line = lines[f"{s.session_id} train"]
+        rows = s.steps[s.steps["rank"] == s.steps["rank"].min()].sort_values("step")
+        assert list(line.get_xdata()) == list((rows["step"] * rows["total_batch_size"]).astype(float))
+        assert list(line.get_ydata()) == pytest.approx(list(rows["loss"]))
+    assert ax.get_xlabel().startswith("samples seen")
+    # bandwidth against size: the nccl-tests sweep and the 2-rank run's syncs
+    (ax,) = [a for a in figs["bandwidth_vs_size.png"].axes if a.collections]
+    points = sum(len(c.get_offsets()) for c in ax.collections)
+    nccl = next(s for s in sessions if s.session_id.startswith("all_reduce"))
+    multi = next(s for s in training if s.meta["world_size"] == 2)
+
+    def positive(comm):  # a log-log plot: sizes whose median bandwidth is 0 (8 B at 0.00 GB/s) cannot be drawn
+        bw = comm["busbw_mb_s"].fillna(comm["algbw_mb_s"])
+        med = bw.groupby([comm["op"], comm["size_bytes"]]).median()
+        return int((med > 0).sum())
+
+    assert points == positive(nccl.comm) + positive(multi.comm) and positive(nccl.comm) > 10
+    # GPU utilization: one line per GPU of each capture
+    (ax,) = figs["gpu_utilization.png"].axes
+    gpus = sum(s.gpu.groupby(["host", "gpu"], dropna=False).ngroups for s in sessions if not s.gpu.empty)
+    assert len([line for line in ax.get_lines() if line.get_label()[:1] != "_"]) == gpus
+    # the comparison's bars: one per training run, per panel (captures are not training runs)
+    bars = [sum(len(c) for c in a.containers) for a in figs["training_comparison.png"].axes[:3]]
+    assert bars == [len(training)] * 3
+
+
+def test_loss_plot_draws_eval_loss():
+    from logkit.analysis.analyze import analyze
+    from logkit.report.plots import figures
+
+    sessions = load_sessions(SAMPLES / "seed002_sessions")
+    (ax,) = figures(sessions, analyze(sessions), ["loss_curves.png"])["loss_curves.png"].axes
+    labels = {line.get_label(): line for line in ax.get_lines()}
+    for s in sessions:
+        ev = s.evals[s.evals["name"] == "eval_loss"].sort_values("step")
+        line = labels[f"{s.session_id} eval"]
+        assert list(line.get_ydata()) == pytest.approx(list(ev["value"]))
+
+
+def test_each_comparison_is_drawn_against_its_own_groups_ideal():
+    # two comparison groups with baselines of different sizes: 2 -> 4 ranks (ideal 2), 1 -> 3 (ideal 3)
+    from logkit.report.plots import figures
+
+    sessions = load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs")
+    ranks = {"a2": 2, "b4": 4, "c1": 1, "d3": 3}
+    view = {"scaling": {"baseline": "a2",
+                        "sessions": [{"session_id": k, "world_size": v, "duration_s": 10.0, "steps_per_second": 1.0,
+                                      "final_loss": 1.0} for k, v in ranks.items()],
+                        "comparisons": [{"baseline": "a2", "candidate": "b4", "speedup": 1.8, "scaling_efficiency": 0.9,
+                                         "steady_speedup": 1.9, "speedup_ci": [1.85, 1.95]},
+                                        {"baseline": "c1", "candidate": "d3", "speedup": 2.4, "scaling_efficiency": 0.8,
+                                         "steady_speedup": 2.5, "speedup_ci": [2.3, 2.7]}]}}
+    ax = figures(sessions, view)["training_comparison.png"].axes[3]
+    dashed = [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert dashed == [2.0, 3.0]
+    assert ax.get_ylim()[1] >= 1.2 * 3.0  # room above the tallest of bars, intervals and ideals
+
+
+def test_a_warm_up_max_does_not_flatten_the_step_time_boxes():
+    from logkit.report.plots import figures
+
+    (s,) = [x for x in load_sessions(SAMPLES / "gpu" / "qlora_single_gpu") if not x.steps.empty]
+    times = s.steps["step_time_s"]
+    assert times.max() > 10 * times.quantile(0.95)  # the real H100 run: its first step took seconds
+    (ax,) = [a for a in figures([s], {"scaling": {"sessions": [], "comparisons": []}},
+                                ["step_time_per_rank.png"])["step_time_per_rank.png"].axes]
+    assert ax.get_ylim()[1] == pytest.approx(1.5 * times.quantile(0.95))
+    assert [t.get_text() for t in ax.texts] == [f"max {times.max():.3g} s ↑"]
+
+
+def test_loss_curves_over_two_decades_get_a_log_axis():
+    from logkit.report.plots import figures
+
+    def loss_axis(folder):
+        sessions = [s for s in load_sessions(folder) if not s.steps.empty]
+        (ax,) = figures(sessions, {"scaling": {"sessions": [], "comparisons": []}}, ["loss_curves.png"])[
+            "loss_curves.png"].axes
+        return ax, sessions
+
+    ax, sessions = loss_axis(SAMPLES / "gpu" / "loop_monitored")  # a real regression: 54 down to 0.005
+    losses = sessions[0].steps["loss"]
+    assert losses.max() / losses.min() > 100 and ax.get_yscale() == "log"
+    ax, sessions = loss_axis(SAMPLES / "qlora_tiny_cpu" / "logs")
+    assert all(s.steps["loss"].max() / s.steps["loss"].min() < 100 for s in sessions)
+    assert ax.get_yscale() == "linear"
+
+
+def test_throughput_of_runs_two_decades_apart_gets_a_log_axis():
+    from logkit.report.plots import figures
+
+    sessions = [s for s in load_sessions(SAMPLES / "gpu") if not s.steps.empty]  # QLoRA ~130/s, the MLP ~19k/s
+    rates = [float((s.steps["total_batch_size"] / s.steps["step_time_s"]).median()) for s in sessions]
+    assert max(rates) / min(rates) > 100
+    (ax,) = figures(sessions, {"scaling": {"sessions": [], "comparisons": []}}, ["throughput.png"])[
+        "throughput.png"].axes
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "samples/s (log scale)"
