@@ -157,7 +157,7 @@ class RecordBuilder:
         stats = self.comm_stats.setdefault(op, [0, 0.0, 0.0, 0.0, 0.0])
         for step, bucket, size, seconds in items:
             algbw = bandwidth_mb_s(size, seconds)
-            busbw = algbw * factor
+            busbw = algbw * factor if factor is not None else math.nan
             stats[0] += 1
             stats[1] += size
             stats[2] += algbw if math.isfinite(algbw) else 0.0

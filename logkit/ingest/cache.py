@@ -54,7 +54,7 @@ def _readers_fingerprint() -> str:
     upgrade, a checkout of another commit) is never taken for this code's output."""
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for path in sorted([*root.rglob("*.py"), root.parent / "schema.py"]):
+    for path in sorted([*root.rglob("*.py"), *(root.parent / "schema").rglob("*.py")]):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

@@ -8,57 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from logkit.schema import FRAME_COLUMNS
+from logkit.schema import FRAME_DTYPES
 
 __all__ = ["Session", "FRAME_DTYPES", "make_frame", "concat_frames", "categorical"]
-
-# Column dtypes of every frame: the contract's columns (schema.FRAME_COLUMNS) first, then
-# extras. "Int64" is pandas' nullable integer (a missing step stays <NA>, not a float);
-# "float64" carries NaN for absent values; "object" holds text (None where absent). The big
-# frame's repeated text is compact: "category" (few distinct values, categories sorted) and
-# "str" (pandas' arrow-backed strings); absent values of both read as NaN.
-FRAME_DTYPES: dict[str, dict[str, str]] = {
-    "steps": {
-        "rank": "Int64", "step": "Int64", "time_s": "float64", "loss": "float64",
-        "learning_rate": "float64", "grad_norm": "float64", "step_time_s": "float64",
-        "samples_per_s": "float64", "tokens_per_s": "float64", "total_batch_size": "Int64",
-        "epoch": "float64", "data_time_s": "float64",
-    },
-    "comm": {
-        "rank": "Int64", "step": "Int64", "op": "str", "size_bytes": "Int64",
-        "duration_ms": "float64", "algbw_mb_s": "float64", "busbw_mb_s": "float64",
-        "group_size": "Int64", "source": "str", "bucket": "Int64", "timing_source": "category",
-        "time_s": "float64",
-    },
-    "perf": {
-        "rank": "Int64", "step": "Int64", "avg_step_time_s": "float64",
-        "throughput_samples_s": "float64", "total_batch_size": "Int64", "window_steps": "Int64",
-        "time_s": "float64",
-    },
-    "gpu": {
-        "time_s": "float64", "host": "category", "gpu": "Int64", "utilization_pct": "float64",
-        "memory_used_mb": "float64", "memory_total_mb": "float64", "power_w": "float64",
-        "temperature_c": "float64", "rank": "Int64", "memory_usage_pct": "float64",
-        "sm_clock_mhz": "float64",
-    },
-    "evals": {"step": "Int64", "name": "object", "value": "float64", "rank": "Int64", "time_s": "float64"},
-    "events": {
-        "time_s": "float64", "rank": "Int64", "level": "object", "kind": "object",
-        "message": "object", "source": "object", "step": "Int64", "subkind": "object",
-        "value": "float64", "threshold": "float64",
-        # kind-specific columns (LOG_FORMATS.md, event kinds of logs we did not write)
-        "host": "object", "op": "object", "seq": "Int64", "numel": "Int64", "timeout_ms": "float64",
-        "elapsed_ms": "float64", "nranks": "Int64", "comm_id": "object", "network": "object",
-        "ranks": "object", "ops": "object", "requested_gib": "float64", "capacity_gib": "float64",
-        "free_gib": "float64", "local_rank": "Int64", "exitcode": "Int64", "signal": "object",
-    },
-    "diagnostics": {"file": "object", "line": "Int64", "reason": "object", "text": "object"},
-}
-
-# The contract's columns must lead each frame, in its order.
-for _name, _cols in FRAME_COLUMNS.items():
-    assert tuple(FRAME_DTYPES[_name])[: len(_cols)] == _cols, _name
-
 
 _STR = pd.StringDtype("pyarrow", na_value=np.nan)  # pandas' default "str"
 

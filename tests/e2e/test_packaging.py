@@ -14,7 +14,7 @@ def test_wheel_holds_both_packages_and_the_templates(tmp_path):
                    check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("logkit-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"logkit/schema.py", "logkit/cli.py", "trainer_hooks/callback.py",
+    assert {"logkit/schema/records.py", "logkit/cli.py", "trainer_hooks/callback.py",
             "logkit/templates/report.html.j2"} <= names
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "analyze_logs = logkit.cli:main" in meta

@@ -1,0 +1,341 @@
+"""The JSONL event stream: one ``RecordSpec`` per event type, one ``RecordField`` per key.
+
+A field says once where a value lives in a record (``raw``, a key path: ``("timing",
+"step_time_seconds")``), what logkit calls it (``name``: a frame column or a meta key, its unit
+in the suffix), its type and unit. Everything else is derived from these declarations:
+
+- the emitter lays out its records with ``spec.build(**values)`` (``trainer_hooks``);
+- the fast JSONL reader's Arrow schema, the per-line reader's repair of a record and the
+  mapping of both to frames (``logkit.ingest``) walk ``spec.frame_fields``;
+- the frames' columns and dtypes (``logkit.schema.frames``);
+- meta from ``session_start`` / ``session_end`` (``spec.read(record)``).
+
+So a key renamed here is renamed on both halves, and a name used by hand elsewhere fails a test.
+
+    >>> TRAINING_STEP.build(step=3, step_time_s=0.5, loss=1.25)
+    {'step': 3, 'timing': {'step_time_seconds': 0.5}, 'metrics': {'loss': 1.25}}
+    >>> TRAINING_STEP.read({"timing": {"step_time_seconds": 0.5}, "metrics": "oops"})["loss"] is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from logkit.schema.values import as_float, as_int, as_text
+
+__all__ = [
+    "SCHEMA_VERSION", "EventType", "EVENT_TYPES", "REQUIRED_KEYS", "Mode", "Status", "RecordField", "F",
+    "RecordSpec", "COMMON", "SESSION_START", "SESSION_END", "SYSTEM_INFO", "MODEL_INFO", "DATASET_INFO",
+    "TRAINING_STEP", "COMMUNICATION", "PERFORMANCE", "GPU_SNAPSHOT", "GPU_DEVICE", "EVALUATION", "ANOMALY",
+    "RESOURCE_WARNING", "NAN_DETECTED", "CHECKPOINT_SAVED", "EPOCH_COMPLETE", "ERROR", "BATCH_COMPLETE",
+    "TRAINER_LOG", "EVENT", "RECORD_SPECS", "FRAME_SPECS", "UNITS",
+]
+
+SCHEMA_VERSION = 1
+
+
+class EventType:
+    """The ``type`` of a JSONL record."""
+
+    SESSION_START = "session_start"
+    SYSTEM_INFO = "system_info"
+    MODEL_INFO = "model_info"
+    DATASET_INFO = "dataset_info"
+    TRAINING_STEP = "training_step_complete"
+    COMMUNICATION = "communication"
+    PERFORMANCE = "performance"
+    GPU_SNAPSHOT = "gpu_snapshot"
+    EVALUATION = "evaluation"
+    RESOURCE_WARNING = "resource_warning"
+    ANOMALY = "anomaly"
+    NAN_DETECTED = "nan_detected"
+    CHECKPOINT_SAVED = "checkpoint_saved"
+    EPOCH_COMPLETE = "epoch_complete"
+    ERROR = "error"
+    SESSION_END = "session_end"
+    # verbosity "ultra": every micro-batch of gradient accumulation, every log dict the trainer gives
+    BATCH_COMPLETE = "batch_complete"
+    TRAINER_LOG = "trainer_log"
+
+
+EVENT_TYPES: tuple[str, ...] = tuple(
+    v for k, v in vars(EventType).items() if not k.startswith("_") and isinstance(v, str)
+)
+
+
+class Mode:
+    SINGLE_GPU = "SINGLE-GPU"
+    MULTI_GPU = "MULTI-GPU"
+    CPU = "CPU"
+    MULTI_CPU = "MULTI-CPU"
+
+
+class Status:
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+_READ = {float: as_float, int: as_int, str: as_text}
+_DTYPES = {float: "float64", int: "Int64"}
+
+
+@dataclass(frozen=True)
+class RecordField:
+    """One key of a record: ``raw`` its path in the JSON object, ``name`` what logkit calls it.
+
+    ``frame``: the value is a column of its record's frame (False: it stays in the stream and in
+    meta, e.g. the ETA). ``store``: how a text column is held in the frame ("object", "str":
+    pandas' arrow strings, "category": few distinct values). ``type`` ``dict``/``list``/``object``:
+    kept as written (a config, a version table).
+    """
+
+    name: str
+    raw: tuple[str, ...]
+    type: type = float
+    unit: str = ""
+    doc: str = ""
+    frame: bool = True
+    store: str = "object"
+
+    @property
+    def dtype(self) -> str:
+        """The frame dtype of the column."""
+        return _DTYPES.get(self.type, self.store)
+
+    def get(self, record: dict):
+        """The raw value at ``raw`` (None where a group is missing or not an object)."""
+        value = record
+        for key in self.raw:
+            if not isinstance(value, dict):
+                return None
+            value = value.get(key)
+        return value
+
+    def read(self, record: dict):
+        """The value, as its type reads it (a wrong type is None, never an error)."""
+        value = self.get(record)
+        convert = _READ.get(self.type)
+        if convert is not None:
+            return convert(value)
+        if self.type in (dict, list):
+            return value if isinstance(value, self.type) else None
+        return value
+
+
+def F(name: str, raw: str | tuple[str, ...] | None = None, type: type = float, unit: str = "", doc: str = "",
+      frame: bool = True, store: str = "object") -> RecordField:  # noqa: A002 - reads as the declaration
+    """A ``RecordField``; ``raw`` defaults to the name, a dotted string is a nested path."""
+    path = (name,) if raw is None else tuple(raw.split(".")) if isinstance(raw, str) else raw
+    return RecordField(name, path, type, unit, doc, frame, store)
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    """The fields of one event type (after the ``COMMON`` ones every record has), and the frame its
+    records go to (``None``: the events frame; ``"meta"``: session meta; ``"evals"``: one row per
+    metric). ``items``: the spec of the objects of a list field (``gpu_snapshot``'s devices)."""
+
+    type: str
+    frame: str | None
+    fields: tuple[RecordField, ...]
+    doc: str = ""
+    items: RecordSpec | None = None
+    items_key: str | None = None
+    _by_name: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.all_fields]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.type}: a field name is declared twice")
+        self._by_name.update({f.name: f for f in self.all_fields})
+
+    @property
+    def all_fields(self) -> tuple[RecordField, ...]:
+        own = {f.name for f in self.fields}
+        return tuple(f for f in COMMON if f.name not in own) + self.fields if self.type else self.fields
+
+    @property
+    def frame_fields(self) -> tuple[RecordField, ...]:
+        return tuple(f for f in self.all_fields if f.frame)
+
+    def __getitem__(self, name: str) -> RecordField:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[RecordField]:
+        return iter(self.all_fields)
+
+    def build(self, **values) -> dict:
+        """A record (or its part) laid out from field names: each value at its field's key path,
+        in the order given. A name the spec does not declare is an error: the contract is here."""
+        out: dict = {}
+        for name, value in values.items():
+            try:
+                path = self._by_name[name].raw
+            except KeyError:
+                raise KeyError(f"{self.type or 'record'} has no field {name!r}") from None
+            target = out
+            for key in path[:-1]:
+                target = target.setdefault(key, {})
+            target[path[-1]] = value
+        return out
+
+    def read(self, record: dict) -> dict:
+        """Every field of the spec, by name, as its type reads it."""
+        return {f.name: f.read(record) for f in self.all_fields}
+
+
+# ---------------------------------------------------------------------------------------
+# The keys every record carries (``step`` where a step applies)
+# ---------------------------------------------------------------------------------------
+COMMON: tuple[RecordField, ...] = (
+    F("timestamp", type=str, unit="ISO 8601", doc="wall clock, microseconds and UTC offset", frame=False),
+    F("time_s", "elapsed_s", float, "s", "monotonic seconds since the rank started logging (durations "
+                                          "come from it, never from wall clocks of two hosts)"),
+    F("type", type=str, doc="the event type", frame=False),
+    F("level", type=str, doc="DEBUG, INFO, WARNING, ERROR"),
+    F("message", type=str, doc="one line for a person"),
+    F("session_id", type=str, frame=False),
+    F("rank", type=int, doc="global rank of the writing process"),
+    F("world_size", type=int, frame=False),
+    F("step", type=int, doc="optimizer step, where a step applies"),
+)
+REQUIRED_KEYS: tuple[str, ...] = tuple(f.raw[0] for f in COMMON if f.name != "step")
+
+# ---------------------------------------------------------------------------------------
+# Event types
+# ---------------------------------------------------------------------------------------
+_X = dict(frame=False)  # in the record, not a frame column
+
+SESSION_START = RecordSpec(EventType.SESSION_START, "meta", (
+    F("mode", type=str, doc="SINGLE-GPU, MULTI-GPU, CPU, MULTI-CPU"),
+    F("local_rank", type=int), F("hostname", type=str), F("pid", type=int), F("backend", type=str),
+    F("device", type=str), F("mixed_precision", type=str),
+    F("model", "model_name", str, doc="the model's name or path"),
+    F("gpu_count", type=int), F("per_device_batch_size", type=int), F("gradient_accumulation_steps", type=int),
+    F("total_batch_size", type=int, doc="samples per optimizer step, all ranks and accumulation together"),
+    F("max_steps", type=int), F("verbosity", type=str), F("settings", type=dict), F("config", type=dict),
+    F("versions", type=dict, doc="python, torch, accelerate, transformers, cuda, nccl"),
+    F("gpus", type=list, doc="[{index, name, uuid, memory_total_mb}]"),
+), "one per rank, first: who, where, with what")
+
+SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (
+    F("status", type=str, doc="completed, failed, interrupted"),
+    F("duration_s", unit="s", doc="from the rank's first record to its end"),
+    F("total_steps", type=int), F("steps_logged", type=int), F("final_loss"),
+    F("training_time_s", unit="s", doc="sum of optimizer-step times"),
+    F("samples_seen", type=int), F("reason", type=str), F("comm_timings_dropped", type=int),
+), "one per rank, last")
+
+SYSTEM_INFO = RecordSpec(EventType.SYSTEM_INFO, "meta", (), "host facts (platform, CPUs, memory, disk)")
+MODEL_INFO = RecordSpec(EventType.MODEL_INFO, "meta", (
+    F("parameters_total", type=int), F("parameters_trainable", type=int),
+), "parameter counts, size estimate, dtypes, quantization")
+DATASET_INFO = RecordSpec(EventType.DATASET_INFO, "meta", (), "dataset size and sample shape")
+
+TRAINING_STEP = RecordSpec(EventType.TRAINING_STEP, "steps", (
+    F("max_steps", type=int, **_X),
+    F("epoch"),
+    F("local_rank", type=int, **_X),
+    F("step_time_s", "timing.step_time_seconds", unit="s",
+      doc="wall time of one optimizer step, previous step end to this step end"),
+    F("avg_step_time_s", "timing.avg_step_time_seconds", unit="s", doc="mean step time so far", **_X),
+    F("data_time_s", "timing.data_time_seconds", unit="s",
+      doc="previous step end to this step's start (data loading and host work)"),
+    F("eta_minutes", "timing.eta_minutes", unit="min", **_X),
+    F("estimated_completion", "timing.estimated_completion", str, "ISO 8601", **_X),
+    F("loss", "metrics.loss"),
+    F("learning_rate", "metrics.learning_rate"),
+    F("grad_norm", "metrics.grad_norm"),
+    F("samples_per_s", "metrics.samples_per_second", unit="samples/s",
+      doc="whole job (all ranks): total_batch_size / step_time"),
+    F("tokens_per_s", "metrics.tokens_per_second", unit="tokens/s", doc="whole job"),
+    F("total_batch_size", "metrics.total_batch_size", int, "samples",
+      doc="samples per optimizer step, all ranks and accumulation steps together"),
+    F("resource_usage", type=dict, doc="cpu{}, memory{}, gpu{devices[]}: the sampler's latest reading", **_X),
+    F("trends", type=dict, doc="loss, step time and memory: current, mean of the last 5, direction", **_X),
+    F("layer_grad_norms", type=dict, doc="per layer (ultra)", **_X),
+), "one per optimizer step")
+
+COMMUNICATION = RecordSpec(EventType.COMMUNICATION, "comm", (
+    F("op", type=str, doc="gradient_sync, allreduce, broadcast, allgather, reduce_scatter, ...", store="str"),
+    F("size_bytes", type=int, unit="bytes"),
+    F("duration_ms", unit="ms"),
+    F("algbw_mb_s", unit="MB/s", doc="10^6 bytes/s: bytes moved by one rank / duration"),
+    F("busbw_mb_s", unit="MB/s", doc="algbw x the op's bus factor (2(n-1)/n for all-reduce)"),
+    F("group_size", type=int, doc="ranks in the collective"),
+    F("bucket", type=int, doc="DDP bucket index"),
+    F("timing_source", type=str, doc="cuda_event or wall", store="category"),
+    F("local_rank", type=int, **_X),
+), "one per gradient-sync bucket (or collective)")
+
+PERFORMANCE = RecordSpec(EventType.PERFORMANCE, "perf", (
+    F("window_steps", type=int),
+    F("avg_step_time_s", unit="s"),
+    F("throughput_samples_s", unit="samples/s"),
+    F("total_batch_size", type=int),
+), "over the last window of steps")
+
+GPU_DEVICE = RecordSpec("", "gpu", (
+    F("gpu", "index", int, doc="CUDA ordinal"),
+    F("utilization_pct", "utilization_percent", unit="%"),
+    F("memory_used_mb", unit="MB", doc="10^6 bytes"),
+    F("memory_total_mb", unit="MB"),
+    F("power_w", unit="W"),
+    F("temperature_c", unit="°C"),
+    F("memory_usage_pct", "memory_usage_percent", unit="%"),
+    F("sm_clock_mhz", unit="MHz"),
+), "one device of a gpu_snapshot (interval means; _min and _max beside each)")
+
+GPU_SNAPSHOT = RecordSpec(EventType.GPU_SNAPSHOT, "gpu", (
+    F("host", "hostname", str, store="category"),
+    F("devices", type=list, **_X),
+    F("interval_s", unit="s", **_X),
+    F("samples", type=int, **_X),
+    F("resource_usage", type=dict, **_X),
+), "one per sampler interval: a row per device", items=GPU_DEVICE, items_key="devices")
+
+EVALUATION = RecordSpec(EventType.EVALUATION, "evals", (
+    F("metrics", type=dict, doc="{eval_loss, eval_perplexity, ...}: one evals row per metric", **_X),
+), "an evaluation's metrics")
+
+_FINDING = (
+    F("subkind", "kind", str, doc="memory_high, gpu_util_low, slow_step, loss_spike, nan_loss, ..."),
+    F("value", doc="the measured value"),
+    F("threshold", doc="the limit it crossed"),
+)
+ANOMALY = RecordSpec(EventType.ANOMALY, None, _FINDING, "a finding of the emitter's checks")
+RESOURCE_WARNING = RecordSpec(EventType.RESOURCE_WARNING, None, _FINDING, "a finding about resources")
+NAN_DETECTED = RecordSpec(EventType.NAN_DETECTED, None, (
+    F("subkind", "kind", str), F("tensors", type=list, doc="[{name, kind, shape, nan_count, inf_count, numel}]", **_X),
+    F("dump_path", type=str, **_X),
+), "the non-finite tensors of a step, and where they were dumped")
+CHECKPOINT_SAVED = RecordSpec(EventType.CHECKPOINT_SAVED, None, (
+    F("path", type=str, **_X), F("size_bytes", type=int, unit="bytes", **_X)))
+EPOCH_COMPLETE = RecordSpec(EventType.EPOCH_COMPLETE, None, (F("epoch", **_X),))
+ERROR = RecordSpec(EventType.ERROR, None, (
+    F("exception_type", type=str, **_X), F("traceback", type=str, **_X), F("subkind", "kind", str)))
+BATCH_COMPLETE = RecordSpec(EventType.BATCH_COMPLETE, None, (
+    F("micro_batch", type=int, **_X), F("duration_s", unit="s", **_X)))
+TRAINER_LOG = RecordSpec(EventType.TRAINER_LOG, None, (F("logs", type=dict, **_X),))
+# Any other record goes to the events frame as this (its ``type`` is the event's kind).
+EVENT = RecordSpec("", None, (
+    F("time_s", "elapsed_s"), F("rank", type=int), F("level", type=str),
+    F("kind", "type", str, doc="the record's type"), F("message", type=str), F("step", type=int), *_FINDING,
+), "a row of the events frame")
+
+RECORD_SPECS: dict[str, RecordSpec] = {s.type: s for s in (
+    SESSION_START, SESSION_END, SYSTEM_INFO, MODEL_INFO, DATASET_INFO, TRAINING_STEP, COMMUNICATION,
+    PERFORMANCE, GPU_SNAPSHOT, EVALUATION, ANOMALY, RESOURCE_WARNING, NAN_DETECTED, CHECKPOINT_SAVED,
+    EPOCH_COMPLETE, ERROR, BATCH_COMPLETE, TRAINER_LOG)}
+# The records that fill a frame of their own, by frame (every other record is an event).
+FRAME_SPECS: dict[str, RecordSpec] = {"steps": TRAINING_STEP, "comm": COMMUNICATION, "perf": PERFORMANCE,
+                                      "gpu": GPU_SNAPSHOT}
+
+# Units of every field that has one, by its JSONL key (the contract's prose form).
+UNITS: dict[str, str] = {
+    f.raw[-1]: f"{f.unit}: {f.doc}" if f.doc else f.unit
+    for spec in (*RECORD_SPECS.values(), GPU_DEVICE) for f in spec.all_fields if f.unit
+}
