@@ -238,9 +238,7 @@ def session_summary(session) -> dict:
 
 
 def _start_key(session) -> tuple:
-    from logkit.ingest.load import start_sort_key
-
-    return start_sort_key(session.meta)
+    return session.start_key()
 
 
 def _ranks(summary: dict) -> int:

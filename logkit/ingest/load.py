@@ -17,7 +17,7 @@ from logkit.ingest.session import Session, concat_frames, make_frame
 from logkit.ingest.summary import read_summary, summary_meta
 from logkit.schema import REQUIRED_KEYS, EventType
 
-__all__ = ["load_session", "load_sessions", "build_session", "start_sort_key", "FAST_JSONL"]
+__all__ = ["load_session", "load_sessions", "build_session", "FAST_JSONL"]
 
 PROGRESS_MIN_BYTES = 64_000_000
 # The pyarrow path for our JSONL streams (arrow_jsonl); False forces the per-line reader everywhere.
@@ -280,19 +280,6 @@ def build_session(source: SessionSource) -> Session:
     return Session(meta=meta, **frames)
 
 
-def start_sort_key(meta: dict) -> tuple:
-    """Sort key: start time (sessions without one last), then session id."""
-    start = meta.get("start_time")
-    stamp = None
-    if isinstance(start, str):
-        try:
-            # A naive timestamp is read as local time (LOG_FORMATS.md, Units).
-            stamp = datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            stamp = None
-    return (stamp is None, stamp or 0.0, meta.get("session_id") or "", meta.get("folder") or "")
-
-
 def _check_readable(path: Path) -> None:
     """A path that exists but cannot be read is the user's to fix: say so plainly."""
     try:
@@ -330,7 +317,7 @@ def load_session(path: str | Path) -> Session:
     named = [s for s in sources if s.session_id == path.name]
     if named or len(sources) == 1:
         return build_session((named or sources)[0])
-    sessions = sorted((build_session(s) for s in sources), key=lambda s: start_sort_key(s.meta))
+    sessions = sorted((build_session(s) for s in sources), key=Session.start_key)
     chosen = sessions[0]
     others = ", ".join(s.session_id for s in sessions[1:])
     note = diagnostic(str(path), None, f"folder holds {len(sessions)} sessions; loaded the earliest, "
@@ -391,7 +378,7 @@ def build_sessions(sources: list[SessionSource], cache: bool = False, progress: 
             bar.update(_source_bytes(src))
     if bar is not None:
         bar.close()
-    return sorted(sessions, key=lambda s: start_sort_key(s.meta))
+    return sorted(sessions, key=Session.start_key)
 
 
 def load_sessions(root: str | Path, cache: bool = False, progress: bool | None = None) -> list[Session]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -98,6 +99,19 @@ def concat_frames(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
     return _conform(pd.concat(frames, ignore_index=True), name)
 
 
+def start_key(meta: dict) -> tuple:
+    """Sort key of a session's ``meta``: start time (sessions without one last), then session id and
+    folder. A naive timestamp is read as local time of the machine that wrote it."""
+    start = meta.get("start_time")
+    stamp = None
+    if isinstance(start, str):
+        try:
+            stamp = datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            stamp = None
+    return (stamp is None, stamp or 0.0, meta.get("session_id") or "", meta.get("folder") or "")
+
+
 @dataclass
 class Session:
     """One training session.
@@ -125,6 +139,26 @@ class Session:
     @property
     def session_id(self) -> str | None:
         return self.meta.get("session_id")
+
+    def main_rank_steps(self) -> pd.DataFrame:
+        """The step rows of the lowest rank that logged steps (rank 0's, as a rule): the rank whose
+        steps stand for the job's (every rank takes part in each optimizer step)."""
+        steps = self.steps
+        ranks = steps["rank"].dropna()
+        return steps if ranks.empty else steps[steps["rank"] == ranks.min()]
+
+    def timed_steps(self, main_rank: bool = False) -> pd.DataFrame:
+        """Step rows with a positive ``step_time_s``: every rank's, or (``main_rank``) the lowest
+        rank's, ordered by step. The rows every time-based figure is computed over."""
+        steps = self.main_rank_steps() if main_rank else self.steps
+        rows = steps[steps["step_time_s"].notna() & (steps["step_time_s"] > 0)]
+        if main_rank and rows["step"].notna().all() and not rows["step"].is_monotonic_increasing:
+            rows = rows.sort_values("step", kind="stable")
+        return rows
+
+    def start_key(self) -> tuple:
+        """Sort key: start time (sessions without one last), then session id and folder."""
+        return start_key(self.meta)
 
     def __repr__(self) -> str:
         return (f"Session({self.session_id!r}, world_size={self.meta.get('world_size')}, "

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["as_float", "as_int", "as_text", "to_float", "to_int"]
+__all__ = ["as_float", "as_int", "as_text", "to_float", "to_int", "per_second"]
 
 
 def as_float(value, finite: bool = False) -> float | None:
@@ -62,3 +62,17 @@ def to_int(value) -> int | None:
     """An integral value (``to_float`` of it is a whole, finite number) as int, else None."""
     out = to_float(value, finite=True)
     return int(out) if out is not None and out.is_integer() else None
+
+
+def per_second(amount, seconds) -> float | None:
+    """A rate: ``amount`` / ``seconds`` (samples/s = samples / their step time, steps/s = steps /
+    their time); None when either is unknown or the time is not positive. The one definition
+    of every throughput figure, on both halves.
+
+    >>> per_second(64, 8.0), per_second(64, 0.0), per_second(None, 1.0)
+    (8.0, None, None)
+    """
+    amount, seconds = to_float(amount, finite=True), to_float(seconds, finite=True)
+    if amount is None or seconds is None or seconds <= 0:
+        return None
+    return amount / seconds
