@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 __all__ = ["Severity", "SEVERITIES", "FindingKind", "EMITTER_KINDS", "NONFINITE_KINDS", "SLOW_STEP",
            "GPU_UTIL_LOW", "MEMORY_HIGH", "GPU_MEMORY_HIGH", "LOSS_SPIKE", "GRAD_EXPLODE", "GRAD_VANISH",
-           "NAN_LOSS", "NAN_GRAD", "SAMPLING_DEGRADED", "COMM_TIMINGS_DROPPED", "EXIT_BEFORE_END"]
+           "NAN_LOSS", "NAN_GRAD", "SAMPLING_DEGRADED", "COMM_TIMINGS_DROPPED", "COMM_NOT_TIMED",
+           "EXIT_BEFORE_END"]
 
 
 class Severity(enum.Enum):
@@ -104,4 +105,5 @@ NONFINITE_KINDS: frozenset[str] = frozenset(
 # Notes the emitter writes about itself (``resource_warning`` / ``error`` kinds), not findings of the run.
 SAMPLING_DEGRADED = "sampling_degraded"
 COMM_TIMINGS_DROPPED = "comm_timings_dropped"
+COMM_NOT_TIMED = "comm_not_timed"
 EXIT_BEFORE_END = "exit_before_end"

@@ -257,6 +257,8 @@ TRAINING_STEP = RecordSpec(EventType.TRAINING_STEP, "steps", (
     F("resource_usage", type=dict, doc="cpu{}, memory{}, gpu{devices[]}: the sampler's latest reading", **_X),
     F("trends", type=dict, doc="loss, step time and memory: current, mean of the last 5, direction", **_X),
     F("layer_grad_norms", type=dict, doc="per layer (ultra)", **_X),
+    F("metrics", type=dict, doc="the group of the metrics.* fields, with any other number the trainer logged "
+                                "(under the trainer's name)", **_X),
 ), "one per optimizer step")
 
 COMMUNICATION = RecordSpec(EventType.COMMUNICATION, "comm", (
@@ -295,6 +297,7 @@ GPU_SNAPSHOT = RecordSpec(EventType.GPU_SNAPSHOT, "gpu", (
     F("interval_s", unit="s", **_X),
     F("samples", type=int, **_X),
     F("resource_usage", type=dict, **_X),
+    F("notes", type=list, doc="monitor_gpu: what degraded in sampling, each said once", **_X),
 ), "one per sampler interval: a row per device", items=GPU_DEVICE, items_key="devices")
 
 EVALUATION = RecordSpec(EventType.EVALUATION, "evals", (
@@ -306,17 +309,27 @@ _FINDING = (
     F("value", doc="the measured value"),
     F("threshold", doc="the limit it crossed"),
 )
-ANOMALY = RecordSpec(EventType.ANOMALY, None, _FINDING, "a finding of the emitter's checks")
-RESOURCE_WARNING = RecordSpec(EventType.RESOURCE_WARNING, None, _FINDING, "a finding about resources")
+_FINDING_DETAIL = (
+    F("median", doc="the recent median the value was compared with", **_X),
+    F("gpu", type=int, doc="CUDA ordinal of the GPU the finding is about", **_X),
+    F("tensor", type=str, doc="the parameter whose gradient norm it is", **_X),
+    F("loss", type=str, doc="the logged loss, as text (NaN and Inf are no JSON numbers)", **_X),
+)
+ANOMALY = RecordSpec(EventType.ANOMALY, None, _FINDING + _FINDING_DETAIL, "a finding of the emitter's checks")
+RESOURCE_WARNING = RecordSpec(EventType.RESOURCE_WARNING, None, _FINDING + _FINDING_DETAIL,
+                              "a finding about resources")
 NAN_DETECTED = RecordSpec(EventType.NAN_DETECTED, None, (
     F("subkind", "kind", str), F("tensors", type=list, doc="[{name, kind, shape, nan_count, inf_count, numel}]", **_X),
     F("dump_path", type=str, **_X),
+    F("loss", type=str, doc="the logged loss, as text", **_X), F("affected", type=list, doc="the tensors' names", **_X),
+    F("dump_truncated", type=bool, **_X), F("dump_bytes", type=int, unit="bytes", **_X),
 ), "the non-finite tensors of a step, and where they were dumped")
 CHECKPOINT_SAVED = RecordSpec(EventType.CHECKPOINT_SAVED, None, (
     F("path", type=str, **_X), F("size_bytes", type=int, unit="bytes", **_X)))
 EPOCH_COMPLETE = RecordSpec(EventType.EPOCH_COMPLETE, None, (F("epoch", **_X),))
 ERROR = RecordSpec(EventType.ERROR, None, (
-    F("exception_type", type=str, **_X), F("traceback", type=str, **_X), F("subkind", "kind", str)))
+    F("exception_type", type=str, **_X), F("traceback", type=str, **_X), F("subkind", "kind", str),
+    F("signal", type=str, doc="the signal that ended the process (SIGTERM, SIGINT)", **_X)))
 BATCH_COMPLETE = RecordSpec(EventType.BATCH_COMPLETE, None, (
     F("micro_batch", type=int, **_X), F("duration_s", unit="s", **_X)))
 TRAINER_LOG = RecordSpec(EventType.TRAINER_LOG, None, (F("logs", type=dict, **_X),))
