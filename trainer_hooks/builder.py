@@ -1,30 +1,36 @@
 """The writer-thread half of the emitter: compact measurements in, full records out.
 
-The training thread hands over a few floats per step and per gradient-sync bucket; this
-class, called on the writer thread, rounds them, derives the figures (averages, ETA,
-throughput, bandwidth), keeps the performance window, the trends and the findings that
-need history (slow steps, loss spikes), and returns the records to write. Its state is
-touched by the writer thread only.
+The training thread hands over a ``PendingStep`` per step and a few tuples per gradient-sync
+bucket; this class, called on the writer thread, rounds them, derives the figures (averages,
+ETA, throughput, bandwidth), keeps the performance window, the trends and the findings that
+need history (slow steps, loss spikes), and returns the records to write, laid out by layouts
+compiled from their specs. Its state is touched by the writer thread only.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from types import MappingProxyType
 
-from logkit.schema import EventType, bandwidth_mb_s, busbw_factor
+from logkit.schema import bandwidth_mb_s, busbw_factor
+from logkit.schema.records import ANOMALY, COMMUNICATION, PERFORMANCE, TRAINING_STEP
+from logkit.schema.values import per_second, to_float
 from trainer_hooks.findings import LossSpikeDetector, SlowStepDetector, trend
+from trainer_hooks.layout import HEADER, layout, top_key
 from trainer_hooks.settings import LogSettings
+from trainer_hooks.steps import PendingStep
 from trainer_hooks.writer import iso_timestamp
 
-__all__ = ["RecordBuilder"]
+__all__ = ["RecordBuilder", "CommStats"]
+
+_NO_METRICS = MappingProxyType({})
+# keys a step record gets only where the settings ask for them, after the others
+_USAGE, _TRENDS, _LAYER_NORMS = (top_key(TRAINING_STEP, n) for n in ("resource_usage", "trends", "layer_grad_norms"))
 
 
-def _finite(value):
-    """JSON has no NaN/Inf: they are written as null and reported by their own records."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def _rounded(value, digits: int):
+    return None if value is None else round(value, digits)
 
 
 class _Window:
@@ -48,85 +54,116 @@ class _Window:
             self.unknown_batches += 1
 
 
+class CommStats:
+    """One collective's totals for the summary. A bandwidth that is not known (no duration, an
+    op without a bus factor) is left out of its average, never counted as 0."""
+
+    __slots__ = ("count", "bytes", "seconds", "algbw_sum", "algbw_n", "busbw_sum", "busbw_n")
+
+    def __init__(self) -> None:
+        self.count = self.bytes = self.algbw_n = self.busbw_n = 0
+        self.seconds = self.algbw_sum = self.busbw_sum = 0.0
+
+    def add(self, size: int, seconds: float, algbw: float | None, busbw: float | None) -> None:
+        self.count += 1
+        self.bytes += size
+        self.seconds += seconds
+        if algbw is not None:
+            self.algbw_sum += algbw
+            self.algbw_n += 1
+        if busbw is not None:
+            self.busbw_sum += busbw
+            self.busbw_n += 1
+
+
 class RecordBuilder:
-    """Builds step, communication and performance records for one rank's stream."""
+    """Builds step, communication and performance records for one rank's stream.
+
+    ``header``: the fields every record of this rank carries (``session_id``, ``rank``,
+    ``world_size``, ``local_rank``), by field name.
+    """
 
     def __init__(self, settings: LogSettings, header: dict, max_steps: int | None,
                  total_batch_size: int | None, sampler=None) -> None:
         self.settings = settings
-        self.header = header  # session_id, rank, world_size
         self.max_steps = max_steps
         self.total_batch_size = total_batch_size
         self.sampler = sampler
-        self.comm_stats: dict[str, list[float]] = {}
+        self.comm_stats: dict[str, CommStats] = {}
         self._window = _Window()
         self._slow = SlowStepDetector(settings.slow_step_factor)
         self._spike = LossSpikeDetector(settings.loss_spike_factor)
         self._recent = {"loss": deque(maxlen=5), "step_time": deque(maxlen=5), "memory": deque(maxlen=5)}
         self._last_step = 0
-
-    def _record(self, type_: str, message: str, wall: float, elapsed: float, step=None, level="INFO",
-                **fields) -> dict:
-        record = {"timestamp": wall, "elapsed_s": round(elapsed, 6), "type": type_, "level": level,
-                  "message": message, **self.header}
-        if step is not None:
-            record["step"] = step
-        record.update(fields)
-        return record
+        rank = {k: header[k] for k in ("session_id", "rank", "world_size")}
+        self._step_record = layout(
+            TRAINING_STEP, f"{HEADER} max_steps epoch local_rank step_time_s avg_step_time_s data_time_s eta_minutes "
+            "estimated_completion loss learning_rate grad_norm **metrics samples_per_s tokens_per_s total_batch_size",
+            type=TRAINING_STEP.type, level="INFO", max_steps=max_steps, local_rank=header["local_rank"], **rank)
+        self._comm_record = layout(
+            COMMUNICATION, f"{HEADER} op size_bytes duration_ms algbw_mb_s busbw_mb_s group_size bucket timing_source "
+            "local_rank", type=COMMUNICATION.type, level="INFO", local_rank=header["local_rank"], **rank)
+        self._perf_record = layout(PERFORMANCE, f"{HEADER} window_steps avg_step_time_s throughput_samples_s "
+                                   "total_batch_size", type=PERFORMANCE.type, level="INFO", **rank)
+        self._anomaly = layout(ANOMALY, HEADER, type=ANOMALY.type, level="WARNING", **rank)
 
     # -- steps -----------------------------------------------------------------------------
-    def step(self, wall: float, elapsed: float, step: int, epoch, step_time: float, data_time, batch, tokens,
-             metrics: dict, avg_step_time: float, local_rank: int, layer_norms) -> list[dict]:
+    def step(self, p: PendingStep) -> list[dict]:
         s = self.settings
+        step, step_time, batch = p.step, p.step_time, p.batch
         self._last_step = step
         out = []
         slow = self._slow.check(step_time)
         if slow is not None:
-            out.append(self._record(EventType.ANOMALY, f"Slow training detected: {step_time:.1f}s per step",
-                                    wall, elapsed, step, "WARNING", **slow))
-        loss = metrics.get("loss")
+            out.append(self._finding(slow, f"Slow training detected: {step_time:.1f}s per step", p, step))
+        loss = p.loss
         if loss is not None and math.isfinite(loss):
             self._recent["loss"].append(loss)
             spike = self._spike.check(loss)
             if spike is not None:
-                out.append(self._record(EventType.ANOMALY, f"Loss spike at step {step}: {loss:.4f} "
-                                        f"(recent median {spike['median']:.4f})", wall, elapsed, step, "WARNING",
-                                        **spike))
+                median = ANOMALY["median"].get(spike)
+                out.append(self._finding(spike, f"Loss spike at step {step}: {loss:.4f} (recent median {median:.4f})",
+                                         p, step))
         self._recent["step_time"].append(step_time)
         remaining = (self.max_steps - step) if self.max_steps else None
-        eta_min = avg_step_time * remaining / 60.0 if remaining is not None else None
-        timing = {
-            "step_time_seconds": round(step_time, 6),
-            "avg_step_time_seconds": round(avg_step_time, 6),
-            "data_time_seconds": round(data_time, 6) if data_time is not None else None,
-            "eta_minutes": round(eta_min, 3) if eta_min is not None else None,
-            "estimated_completion": iso_timestamp(wall + eta_min * 60) if eta_min is not None else None,
-        }
-        values = {k: _finite(v) for k, v in metrics.items()}
-        values["samples_per_second"] = round(batch / step_time, 4) if batch and step_time > 0 else None
-        values["tokens_per_second"] = round(tokens / step_time, 2) if tokens and step_time > 0 else None
-        values["total_batch_size"] = batch
-        message = f"Step {step} completed" + (f" - Loss: {loss:.6f}" if loss is not None else "")
-        record = self._record(EventType.TRAINING_STEP, message, wall, elapsed, step, max_steps=self.max_steps,
-                              epoch=epoch, local_rank=local_rank, timing=timing, metrics=values)
+        eta_min = p.avg_step_time * remaining / 60.0 if remaining is not None else None
+        extra = p.extra_metrics
+        record = self._step_record(
+            timestamp=p.wall, time_s=round(p.elapsed, 6), step=step, epoch=p.epoch,
+            message=f"Step {step} completed" + (f" - Loss: {loss:.6f}" if loss is not None else ""),
+            step_time_s=round(step_time, 6), avg_step_time_s=round(p.avg_step_time, 6),
+            data_time_s=_rounded(p.data_time, 6), eta_minutes=_rounded(eta_min, 3),
+            estimated_completion=iso_timestamp(p.wall + eta_min * 60) if eta_min is not None else None,
+            # JSON has no NaN/Inf: they are written as null and reported by their own records
+            loss=to_float(loss, finite=True), learning_rate=to_float(p.learning_rate, finite=True),
+            grad_norm=to_float(p.grad_norm, finite=True),
+            metrics={k: to_float(v, finite=True) for k, v in extra.items()} if extra else _NO_METRICS,
+            samples_per_s=_rounded(per_second(batch or None, step_time), 4),
+            tokens_per_s=_rounded(per_second(p.tokens or None, step_time), 2), total_batch_size=batch)
         if s.resource_usage_steps and step % s.resource_usage_steps == 0 and self.sampler is not None:
             usage = self.sampler.resource_usage()
-            record["resource_usage"] = usage
+            record[_USAGE] = usage
             self._recent["memory"].append((usage.get("memory") or {}).get("usage_percent"))
         if s.trends:
-            record["trends"] = {k: t for k, t in (
+            record[_TRENDS] = {k: t for k, t in (
                 ("loss_trend", trend(self._recent["loss"])),
                 ("step_time_trend", trend(self._recent["step_time"])),
                 ("memory_usage_trend", trend(self._recent["memory"])),
             ) if t is not None}
-        if layer_norms is not None:
-            record["layer_grad_norms"] = layer_norms
+        if p.layer_norms is not None:
+            record[_LAYER_NORMS] = p.layer_norms
         if step % s.step_records_every == 0 or step == self.max_steps:
             out.insert(0, record)
         self._window.add(step_time, batch)
         if s.performance_log_steps and self._window.steps >= s.performance_log_steps:
-            out.extend(self.performance(wall, elapsed, step))
+            out.extend(self.performance(p.wall, p.elapsed, step))
         return out
+
+    def _finding(self, finding: dict, message: str, p: PendingStep, step: int) -> dict:
+        """An ``anomaly`` record: this rank's header, then the finding (laid out by its spec already)."""
+        record = self._anomaly(timestamp=p.wall, time_s=round(p.elapsed, 6), message=message, step=step)
+        record.update(finding)
+        return record
 
     def performance(self, wall: float, elapsed: float, step: int | None = None) -> list[dict]:
         """A ``performance`` record over the steps since the last one (``performance_log_steps``
@@ -139,35 +176,35 @@ class RecordBuilder:
         if not w.steps:
             return []
         known = w.unknown_batches == 0
-        batch = next(iter(w.batches)) if known and len(w.batches) == 1 else None
-        return [self._record(
-            EventType.PERFORMANCE, f"Performance over {w.steps} steps", wall, elapsed,
-            step if step is not None else self._last_step, window_steps=w.steps,
+        return [self._perf_record(
+            timestamp=wall, time_s=round(elapsed, 6), message=f"Performance over {w.steps} steps",
+            step=step if step is not None else self._last_step, window_steps=w.steps,
             avg_step_time_s=round(w.time / w.steps, 6),
-            throughput_samples_s=round(w.samples / w.time, 4) if known and w.time > 0 else None,
-            total_batch_size=batch,
+            throughput_samples_s=_rounded(per_second(w.samples, w.time), 4) if known else None,
+            total_batch_size=next(iter(w.batches)) if known and len(w.batches) == 1 else None,
         )]
 
     # -- communication ------------------------------------------------------------------------
     def comm(self, wall: float, elapsed: float, items: list, timing_source: str, group_size: int,
-             local_rank: int, op: str = "gradient_sync") -> list[dict]:
-        """One ``communication`` record per bucket: ``items`` are (step, bucket, bytes, seconds)."""
+             op: str = "gradient_sync") -> list[dict]:
+        """One ``communication`` record per bucket: ``items`` are (step, bucket, bytes, seconds).
+        busbw is null where the op has no bus factor (it is not algbw)."""
         out = []
         factor = busbw_factor(op, group_size)
-        stats = self.comm_stats.setdefault(op, [0, 0.0, 0.0, 0.0, 0.0])
+        stats = self.comm_stats.get(op)
+        if stats is None:
+            stats = self.comm_stats[op] = CommStats()
+        records = self.settings.communication_records
+        time_s = round(elapsed, 6)
         for step, bucket, size, seconds in items:
             algbw = bandwidth_mb_s(size, seconds)
-            busbw = algbw * factor if factor is not None else math.nan
-            stats[0] += 1
-            stats[1] += size
-            stats[2] += algbw if math.isfinite(algbw) else 0.0
-            stats[3] += busbw if math.isfinite(busbw) else 0.0
-            stats[4] += seconds
-            if self.settings.communication_records:
-                out.append(self._record(
-                    EventType.COMMUNICATION, f"{op} bucket {bucket}: {size} bytes in {seconds * 1e3:.3f} ms",
-                    wall, elapsed, step, op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6),
-                    algbw_mb_s=round(algbw, 4), busbw_mb_s=round(busbw, 4), group_size=group_size,
-                    bucket=bucket, timing_source=timing_source, local_rank=local_rank,
-                ))
+            algbw = algbw if math.isfinite(algbw) else None
+            busbw = algbw * factor if algbw is not None and factor is not None else None
+            stats.add(size, seconds, algbw, busbw)
+            if records:
+                out.append(self._comm_record(
+                    timestamp=wall, time_s=time_s, step=step,
+                    message=f"{op} bucket {bucket}: {size} bytes in {seconds * 1e3:.3f} ms",
+                    op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6), algbw_mb_s=_rounded(algbw, 4),
+                    busbw_mb_s=_rounded(busbw, 4), group_size=group_size, bucket=bucket, timing_source=timing_source))
         return out

@@ -5,7 +5,7 @@
 Every rank runs it: rank 0 picks the session id and writes the text logs and the summary,
 every rank writes its own JSONL stream, and gradient synchronisation is timed by a DDP
 communication hook installed on the Trainer's DDP wrapper (nothing else to write).
-``VerboseLoggingCallback`` keeps seed 004's name and arguments.
+``VerboseLoggingCallback`` keeps its earlier name and arguments.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from logkit.schema import Status
-from trainer_hooks.emitter import SessionLogger, guarded
+from trainer_hooks.guard import guarded
 from trainer_hooks.lifecycle import end_on_exit
+from trainer_hooks.session import SessionLogger
 
 __all__ = ["LogkitCallback", "VerboseLoggingCallback"]
 
@@ -29,11 +30,11 @@ class LogkitCallback(TrainerCallback):
 
     Args:
         log_dir: the folder that receives the session folder.
-        verbosity: ``low | medium | high | ultra`` (seed 004).
+        verbosity: ``low | medium | high | ultra`` (see ``trainer_hooks.settings``).
         time_communication: install the DDP hook that times gradient synchronisation.
         model_name, config: recorded in ``session_start`` (config is any JSON-able dict).
         session_id: use this id instead of ``training_<timestamp>``.
-        **settings: any field of ``trainer_hooks.settings.LogSettings``, e.g. seed 000's
+        **settings: any field of ``trainer_hooks.settings.LogSettings``, e.g.
             ``log_interval_steps``, ``performance_log_steps``, ``gpu_snapshot_interval``,
             ``detailed_communication_logs``; or ``stop_on_nan=True``.
     """
@@ -151,7 +152,7 @@ class LogkitCallback(TrainerCallback):
 
 
 class VerboseLoggingCallback(LogkitCallback):
-    """Seed 004's callback, kept by name: ``VerboseLoggingCallback(verbosity_level="high",
+    """The verbose callback, kept by name: ``VerboseLoggingCallback(verbosity_level="high",
     log_file="verbose_training_logs.jsonl")``. The session folder is written as usual (under
     ``log_dir``), and rank 0's JSONL stream is also written to ``log_file``."""
 

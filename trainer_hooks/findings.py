@@ -1,14 +1,18 @@
 """Findings while training, decided from numbers the emitter already has.
 
 Pure Python, cheap per call: running medians over short windows, and threshold checks.
-Each detector returns a finding (a dict for an ``anomaly`` / ``resource_warning`` record)
-or None.
+Each detector returns a finding, or None: the finding's part of an ``anomaly`` /
+``resource_warning`` record, laid out by that record's spec (its ``kind`` one of the kinds
+``logkit.schema.findings`` declares), with a ``message`` where the default one says too little.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+
+from logkit.schema import findings as kinds
+from logkit.schema.records import ANOMALY, GPU_DEVICE, RESOURCE_WARNING
 
 __all__ = ["SlowStepDetector", "LossSpikeDetector", "GradNormWatch", "resource_findings", "trend", "median"]
 
@@ -41,8 +45,8 @@ class SlowStepDetector:
         if self._seen > self.warmup and len(self._times) >= self.warmup:
             mid = median(self._times)
             if mid > 0 and step_time > self.factor * mid:
-                finding = {"kind": "slow_step", "value": round(step_time, 6),
-                           "threshold": round(self.factor * mid, 6), "median": round(mid, 6)}
+                finding = ANOMALY.build(subkind=kinds.SLOW_STEP.name, value=round(step_time, 6),
+                                        threshold=round(self.factor * mid, 6), median=round(mid, 6))
         self._times.append(step_time)
         return finding
 
@@ -80,7 +84,7 @@ class LossSpikeDetector:
                 limit = center + self.factor * max(mad, floor)
                 if x > limit:
                     threshold = math.exp(limit) if scale is math.log else limit
-                    finding = {"kind": "loss_spike", "value": loss, "threshold": threshold, "median": mid}
+                    finding = ANOMALY.build(subkind=kinds.LOSS_SPIKE.name, value=loss, threshold=threshold, median=mid)
         losses.append(loss)
         return finding
 
@@ -93,8 +97,7 @@ def _identity(x: float) -> float:
 
 
 class GradNormWatch:
-    """Per-layer gradient norms that explode or collapse, each against the layer's own history
-    (seed 001's check).
+    """Per-layer gradient norms that explode or collapse, each against the layer's own history.
 
     - explode: a norm above ``factor`` x the median of the layer's last ``window`` norms, once
       it has ``warmup`` of them, in a layer that carries at least its share of the step's
@@ -132,17 +135,17 @@ class GradNormWatch:
             if len(past) >= self.warmup:
                 mid = median(past)
                 if norm <= self.vanish_abs and mid >= self.active_abs:
-                    kind, threshold = "grad_vanish", self.vanish_abs
+                    kind, threshold = kinds.GRAD_VANISH.name, self.vanish_abs
                 elif norm > self.factor * mid and norm >= rms:
-                    kind, threshold = "grad_explode", self.factor * mid
+                    kind, threshold = kinds.GRAD_EXPLODE.name, self.factor * mid
             if kind is None:
                 self._flagged.pop(name, None)
             elif self._flagged.get(name) != kind:
                 self._flagged[name] = kind
-                verb = "collapsed to" if kind == "grad_vanish" else "exploded to"
-                findings.append({"kind": kind, "tensor": name, "value": norm, "threshold": threshold,
-                                 "median": mid, "message": f"Gradient norm of {name} {verb} {norm:.3g} "
-                                 f"(its recent median {mid:.3g})"})
+                verb = "collapsed to" if kind == kinds.GRAD_VANISH.name else "exploded to"
+                findings.append(ANOMALY.build(subkind=kind, tensor=name, value=norm, threshold=threshold, median=mid,
+                                              message=f"Gradient norm of {name} {verb} {norm:.3g} "
+                                              f"(its recent median {mid:.3g})"))
             if norm > self.vanish_abs:
                 past.append(norm)
         return findings
@@ -154,23 +157,25 @@ def resource_findings(usage: dict, memory_high_pct: float, gpu_memory_high_pct: 
     findings = []
     mem = (usage.get("memory") or {}).get("usage_percent")
     if mem is not None and mem > memory_high_pct:
-        findings.append({"kind": "memory_high", "value": mem, "threshold": memory_high_pct,
-                         "message": f"Host memory usage high: {mem:.1f}%"})
+        findings.append(RESOURCE_WARNING.build(subkind=kinds.MEMORY_HIGH.name, value=mem, threshold=memory_high_pct,
+                                               message=f"Host memory usage high: {mem:.1f}%"))
     for dev in (usage.get("gpu") or {}).get("devices") or []:
-        index = dev.get("index", 0)
-        gmem = dev.get("memory_usage_percent")
+        index = GPU_DEVICE["gpu"].get(dev) or 0
+        gmem = GPU_DEVICE["memory_usage_pct"].get(dev)
         if gmem is not None and gmem > gpu_memory_high_pct:
-            findings.append({"kind": "gpu_memory_high", "gpu": index, "value": gmem, "threshold": gpu_memory_high_pct,
-                             "message": f"GPU {index} memory usage high: {gmem:.1f}%"})
-        util = dev.get("utilization_percent")
+            findings.append(RESOURCE_WARNING.build(
+                subkind=kinds.GPU_MEMORY_HIGH.name, gpu=index, value=gmem, threshold=gpu_memory_high_pct,
+                message=f"GPU {index} memory usage high: {gmem:.1f}%"))
+        util = GPU_DEVICE["utilization_pct"].get(dev)
         if util is not None and util < gpu_util_low_pct:
-            findings.append({"kind": "gpu_util_low", "gpu": index, "value": util, "threshold": gpu_util_low_pct,
-                             "message": f"GPU {index} utilization low: {util:.1f}%"})
+            findings.append(RESOURCE_WARNING.build(
+                subkind=kinds.GPU_UTIL_LOW.name, gpu=index, value=util, threshold=gpu_util_low_pct,
+                message=f"GPU {index} utilization low: {util:.1f}%"))
     return findings
 
 
 def trend(values, current: float | None = None) -> dict | None:
-    """Seed 004's trend: current value, mean of the last 5, and the direction."""
+    """A series' trend for a step record's ``trends``: current value, mean of the last 5, and the direction."""
     if len(values) <= 5 and None not in values:  # the emitter's windows: deques of 5, no copy
         last5 = values
     else:

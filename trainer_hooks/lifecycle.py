@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 
-from logkit.schema import Status
+from logkit.schema import EventType, Status
 
 __all__ = ["end_on_exit"]
 
@@ -63,7 +63,7 @@ def _chain_signal(sig: int, logger) -> None:
             logger.after_end.append(lambda: os.kill(os.getpid(), signum))
             return
         name = signal.Signals(signum).name
-        logger.event("error", f"Received {name}", "ERROR", signal=name)
+        logger.event(EventType.ERROR, f"Received {name}", "ERROR", signal=name)
         logger.end(Status.INTERRUPTED, reason=f"received {name}", from_signal=True)
         if callable(previous):
             previous(signum, frame)  # e.g. Python's SIGINT handler raises KeyboardInterrupt

@@ -21,8 +21,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from logkit.schema import Status
-from trainer_hooks.emitter import SessionLogger, guarded
+from trainer_hooks.guard import guarded
 from trainer_hooks.lifecycle import end_on_exit
+from trainer_hooks.session import SessionLogger
 
 __all__ = ["TrainingLogger", "StepMetrics"]
 

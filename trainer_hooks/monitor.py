@@ -1,6 +1,6 @@
 """``monitor_gpu``: sample GPUs and the host while something runs, one record per interval.
 
-Seed 000's commands::
+Usage::
 
     monitor_gpu --output current_training.jsonl
     monitor_gpu --monitor-training 'accelerate launch train.py' --interval 10
@@ -8,7 +8,7 @@ Seed 000's commands::
 Output: with a ``.json`` name, one JSON document written when monitoring ends
 (``{"session_id", "command", "exit_code", "interval_s", "hostname", "notes", "records": [...]}``);
 with any other name (``.jsonl`` advised), ``gpu_snapshot`` records appended as they come,
-one JSON object per line, with the required keys of LOG_FORMATS.md plus ``devices[]``
+one JSON object per line, with the keys every record has plus ``devices[]``
 (mean, min and max over the interval) and the host's ``resource_usage``.
 
 With ``--monitor-training CMD`` the command runs as a child (its own process group, so a
@@ -32,13 +32,15 @@ from pathlib import Path
 import click
 import orjson
 
-from logkit.schema import EventType
-from trainer_hooks.sampler import ResourceSampler, snapshot_message
+from logkit.schema.records import GPU_SNAPSHOT
+from trainer_hooks.layout import top_key
+from trainer_hooks.sampling import ResourceSampler, snapshot_message
 from trainer_hooks.writer import RecordWriter, iso_timestamp
 
 __all__ = ["main", "monitor_gpu", "Monitor"]
 
 PROG = "monitor_gpu"
+_TIMESTAMP = top_key(GPU_SNAPSHOT, "timestamp")
 
 
 class Monitor:
@@ -64,27 +66,19 @@ class Monitor:
 
     def _on_interval(self, snap: dict) -> None:
         # Called on the sampler thread (and once on the main thread at stop).
-        now = time.perf_counter()
-        record = {
-            "timestamp": self._wall0 + (now - self._t0),
-            "elapsed_s": round(now - self._t0, 6),
-            "type": EventType.GPU_SNAPSHOT,
-            "level": "INFO",
-            "message": snapshot_message(snap),
-            "session_id": self.session_id,
-            "rank": 0,
-            "world_size": 1,
-            "hostname": self.hostname,
-            **snap,
-        }
+        elapsed = time.perf_counter() - self._t0
+        record = GPU_SNAPSHOT.build(timestamp=self._wall0 + elapsed, time_s=round(elapsed, 6), type=GPU_SNAPSHOT.type,
+                                    level="INFO", message=snapshot_message(snap), session_id=self.session_id, rank=0,
+                                    world_size=1, host=self.hostname)
+        record.update(snap)  # the sampler lays out its part by the same spec
         notes = self.sampler.take_notes()
         if notes:
-            record["notes"] = notes
+            record.update(GPU_SNAPSHOT.build(notes=notes))
         self.count += 1
         if self._writer is not None:
             self._writer.put(record)
         else:
-            record["timestamp"] = iso_timestamp(record["timestamp"])
+            record[_TIMESTAMP] = iso_timestamp(record[_TIMESTAMP])
             self.records.append(record)
 
     def start(self) -> None:
@@ -115,7 +109,7 @@ def _exit_status(returncode: int) -> int:
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("gpu_monitor.jsonl"),
               show_default=True, help="JSONL stream of gpu_snapshot records; a .json name gets one document at the end.")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=10.0, show_default=True,
-              help="Seconds per record (seed 000's gpu_snapshot_interval).")
+              help="Seconds per record (as the emitter's gpu_snapshot_interval).")
 @click.option("--sample-every", type=click.FloatRange(min=0.01), default=None,
               help="Seconds between samples within an interval [default: min(1, interval/2)].")
 @click.option("--duration", type=click.FloatRange(min=0.0), default=None,

@@ -1,5 +1,5 @@
-"""What gets logged, how often: verbosity levels (seed 004), seed 000's settings and its
-environment variables, resolved once into one ``LogSettings``."""
+"""What gets logged, how often: the verbosity levels, the settings and their environment
+variables, resolved once into one ``LogSettings``."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ class LogSettings:
         mean/min/max over each interval are in the ``gpu_snapshot`` records.
     step_records_every: write a ``training_step_complete`` every N steps.
     communication_records: one ``communication`` record per bucket (else summary totals only).
-    detailed_communication_logs: the seed-000 line per sync in multigpu.log.
+    detailed_communication_logs: the ``Communication`` line per sync in multigpu.log.
     comm_log_interval: that line every N steps.
-    trends: attach seed 004's ``trends`` to step records.
+    trends: attach ``trends`` (loss, step time, memory) to step records.
     grad_check: read every gradient before each optimizer step for NaN/Inf (a pass over the
         gradients and one device sync per step: on for ``ultra``, opt-in otherwise). Without it
         a non-finite loss or grad norm still gives the report, from the parameters.
@@ -39,7 +39,7 @@ class LogSettings:
     trainer_logs: every trainer log as a ``trainer_log`` record (``ultra``).
     batch_records: a ``batch_complete`` record per micro-batch (``ultra``).
     system_state: the sampler also reads disk and network I/O and host temperatures, so every
-        step's ``resource_usage`` carries them (``ultra``: seed 004's complete system state).
+        step's ``resource_usage`` carries them (``ultra``: the complete system state).
     main_level / multigpu_level: lowest level written to main.log / multigpu.log
         (``TRAINING_LOG_LEVEL`` / ``MULTIGPU_LOG_LEVEL``; DEBUG in multigpu.log logs every sync).
     """

@@ -1,7 +1,8 @@
 """Rank 0's human-readable logs, rendered from the same records as the JSONL stream.
 
 Runs on the writer thread. Every line shape comes from ``logkit.schema`` (template beside
-pattern), so what is written here is what the parsers read.
+pattern), so what is written here is what the parsers read; record values are read through
+their specs (``logkit.schema.records``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,23 @@ from logkit.schema import (
     STEP_LINE,
     SessionFiles,
 )
+from logkit.schema import findings as kinds
+from logkit.schema.records import (
+    ANOMALY,
+    COMMON,
+    ERROR,
+    EVALUATION,
+    NAN_DETECTED,
+    RESOURCE_WARNING,
+    SESSION_END,
+    SESSION_START,
+    TRAINING_STEP,
+    RecordSpec,
+)
+from logkit.schema.records import COMMUNICATION as COMM_RECORD
+from logkit.schema.records import PERFORMANCE as PERF_RECORD
+from logkit.schema.values import per_second, to_float
+from trainer_hooks.layout import values_of
 from trainer_hooks.settings import LEVELS
 
 __all__ = ["TextRenderer"]
@@ -48,15 +66,20 @@ class _Stamp:
         self.second, self.hms, self.full = second, when.strftime("%H:%M:%S"), when.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _num(value, default=float("nan")) -> float:
-    return default if value is None else float(value)
+def _num(value, default=math.nan) -> float:
+    """A figure for a line: unknown reads as ``default`` (NaN: the lines write "nan")."""
+    number = to_float(value)
+    return default if number is None else number
+
+
+_TYPE, _LEVEL = (next(f for f in COMMON if f.name == name) for name in ("type", "level"))
 
 
 class TextRenderer:
     """Maps a record to ``(path, line)`` pairs for main, multigpu and performance logs.
 
     ``log_interval_steps``: a step line in main.log every N steps (the final step always).
-    ``comm_log_interval``: the seed-000 ``Multi-GPU Step`` line, followed by that step's
+    ``comm_log_interval``: the ``Multi-GPU Step`` line, followed by that step's
     ``Communication`` lines, in multigpu.log every N steps; 0 turns them off
     (``detailed_communication_logs=False``). Readers attach a Communication line to the
     Multi-GPU Step line above it, so the two are written together: when communication
@@ -82,11 +105,11 @@ class TextRenderer:
                            self.performance: 0}
 
     def __call__(self, record: dict, wall: float) -> Iterator[tuple[Path, str]]:
-        handler = getattr(self, "_" + str(record.get("type")), None)
+        handler = getattr(self, "_" + str(_TYPE.get(record)), None)
         if handler is None:
             return iter(())
         # unprefixed continuation lines carry their record's level
-        level = LEVELS.get(str(record.get("level", "INFO")).upper(), 20)
+        level = LEVELS.get(str(_LEVEL.get(record) or "INFO").upper(), 20)
         second = int(wall // 1)
         if self._stamp is None or self._stamp.second != second:
             self._stamp = _Stamp(second)
@@ -103,125 +126,132 @@ class TextRenderer:
 
     # -- record kinds ------------------------------------------------------------------
     def _session_start(self, r: dict, when: _Stamp):
+        v = values_of(SESSION_START, r)
         yield self._main(when, "🚀 TRAINING SESSION STARTED")
-        for key, value in (("Session ID", r["session_id"]), ("Mode", r.get("mode")),
-                           ("GPU Count", r.get("gpu_count")), ("World size", r.get("world_size")),
-                           ("Model", r.get("model_name"))):
+        for key, value in (("Session ID", v["session_id"]), ("Mode", v["mode"]), ("GPU Count", v["gpu_count"]),
+                           ("World size", v["world_size"]), ("Model", v["model"])):
             yield self._main(when, HEADER_FIELD.format(key=key, value=value))
-        if (r.get("config") or {}).get("force_single_gpu"):
+        if (v["config"] or {}).get("force_single_gpu"):
             yield self._main(when, "FORCED SINGLE GPU MODE - Using GPU 0 only", "WARN")
         yield self.main, ""
-        yield self.main, "📡 MULTI-GPU CONFIGURATION:" if r.get("world_size", 1) > 1 else "🖥️ CONFIGURATION:"
+        yield self.main, "📡 MULTI-GPU CONFIGURATION:" if (v["world_size"] or 1) > 1 else "🖥️ CONFIGURATION:"
         items = [
-            ("Accelerator processes", r.get("world_size")),
-            ("Current process rank", r.get("rank")),
-            ("Distributed backend", r.get("backend") or "none"),
-            ("Mixed precision", r.get("mixed_precision")),
-            ("Per-device batch size", r.get("per_device_batch_size")),
-            ("Gradient accumulation steps", r.get("gradient_accumulation_steps")),
-            ("Total batch size", r.get("total_batch_size")),
+            ("Accelerator processes", v["world_size"]),
+            ("Current process rank", v["rank"]),
+            ("Distributed backend", v["backend"] or "none"),
+            ("Mixed precision", v["mixed_precision"]),
+            ("Per-device batch size", v["per_device_batch_size"]),
+            ("Gradient accumulation steps", v["gradient_accumulation_steps"]),
+            ("Total batch size", v["total_batch_size"]),
         ]
         items += [(f"GPU {g['index']}", f"{g.get('name')} ({_num(g.get('memory_total_mb'), 0) / 1000:.1f}GB)")
-                  for g in r.get("gpus") or []]
+                  for g in v["gpus"] or []]
         for key, value in items:
             yield self.main, BULLET_LINE.format(key=key, value=value)
         yield self.main, ""
         for path in (self.multigpu, self.performance):
-            yield self._proc(path, when, HEADER_FIELD.format(key="Session ID", value=r["session_id"]))
-        for key, value in (("Distributed backend", r.get("backend") or "none"), ("World size", r.get("world_size")),
-                           ("Local rank", r.get("local_rank")), ("Process index", r.get("rank")),
-                           ("Mode", r.get("mode"))):
+            yield self._proc(path, when, HEADER_FIELD.format(key="Session ID", value=v["session_id"]))
+        for key, value in (("Distributed backend", v["backend"] or "none"), ("World size", v["world_size"]),
+                           ("Local rank", v["local_rank"]), ("Process index", v["rank"]), ("Mode", v["mode"])):
             yield self._proc(self.multigpu, when, HEADER_FIELD.format(key=key, value=value))
 
     def _training_step_complete(self, r: dict, when: _Stamp):
-        step, max_steps = int(r["step"]), int(r.get("max_steps") or r["step"])
-        timing, metrics = r.get("timing") or {}, r.get("metrics") or {}
+        spec = TRAINING_STEP
+        step = int(spec["step"].get(r))
+        max_steps = int(spec["max_steps"].get(r) or step)
         if step % self.log_interval_steps == 0 or step == max_steps:
-            avg = _num(timing.get("avg_step_time_seconds"))
+            steps_per_second = per_second(1.0, spec["avg_step_time_s"].get(r))
             yield self.main, STEP_LINE.format(
                 step=step, max_steps=max_steps, percent=100.0 * step / max(max_steps, 1),
-                loss=_num(metrics.get("loss")), learning_rate=_num(metrics.get("learning_rate")),
-                steps_per_second=1.0 / avg if avg and avg > 0 else float("nan"),
-                eta_minutes=_num(timing.get("eta_minutes")),
+                loss=_num(spec["loss"].get(r)), learning_rate=_num(spec["learning_rate"].get(r)),
+                steps_per_second=_num(steps_per_second), eta_minutes=_num(spec["eta_minutes"].get(r)),
             )
-            yield self.main, METRICS_LINE.format(step_duration=_num(timing.get("step_time_seconds")),
-                                                 samples_per_second=_num(metrics.get("samples_per_second")))
-        if r.get("world_size", 1) > 1 and not self.comm_lines and self._comm_due(step):
-            yield self._multigpu_step(r, step, when)
+            yield self.main, METRICS_LINE.format(step_duration=_num(spec["step_time_s"].get(r)),
+                                                 samples_per_second=_num(spec["samples_per_s"].get(r)))
+        if (spec["world_size"].get(r) or 1) > 1 and not self.comm_lines and self._comm_due(step):
+            yield self._multigpu_step(spec, r, step, when)
 
     def _comm_due(self, step: int) -> bool:
         return bool(self.comm_log_interval) and step % self.comm_log_interval == 0
 
-    def _multigpu_step(self, r: dict, step: int, when: _Stamp) -> tuple[Path, str]:
+    def _multigpu_step(self, spec: RecordSpec, r: dict, step: int, when: _Stamp) -> tuple[Path, str]:
         self._mg_step = step
         return self._proc(self.multigpu, when, MULTIGPU_STEP.format(
-            step=step, processes=r["world_size"], local_rank=r.get("local_rank", 0), process_index=r["rank"]))
+            step=step, processes=spec["world_size"].get(r), local_rank=spec["local_rank"].get(r) or 0,
+            process_index=spec["rank"].get(r)))
 
     def _communication(self, r: dict, when: _Stamp):
-        step = int(r.get("step") or 0)
+        spec = COMM_RECORD
+        step = int(spec["step"].get(r) or 0)
         if not self._comm_due(step):
             return
         if self._mg_step != step:
-            yield self._multigpu_step(r, step, when)
+            yield self._multigpu_step(spec, r, step, when)
         yield self._proc(self.multigpu, when, COMMUNICATION.format(
-            op=r["op"], rank=r["rank"], size_mb=r["size_bytes"] / 1e6, duration_ms=r["duration_ms"],
-            bandwidth_mb_s=_num(r.get("algbw_mb_s"))))
+            op=spec["op"].get(r), rank=spec["rank"].get(r), size_mb=spec["size_bytes"].get(r) / 1e6,
+            duration_ms=spec["duration_ms"].get(r), bandwidth_mb_s=_num(spec["algbw_mb_s"].get(r))))
 
     def _performance(self, r: dict, when: _Stamp):
-        if r.get("throughput_samples_s") is None or r.get("total_batch_size") is None:
-            # seed 000's line has no way to say "unknown": the JSONL record keeps the step times
+        v = values_of(PERF_RECORD, r)
+        if v["throughput_samples_s"] is None or v["total_batch_size"] is None:
+            # the performance line has no way to say "unknown": the JSONL record keeps the step times
             return
         yield self._proc(self.performance, when, PERFORMANCE.format(
-            step=r["step"], avg_step_time_s=r["avg_step_time_s"], throughput_samples_s=r["throughput_samples_s"],
-            total_batch_size=r["total_batch_size"]))
+            step=v["step"], avg_step_time_s=v["avg_step_time_s"], throughput_samples_s=v["throughput_samples_s"],
+            total_batch_size=v["total_batch_size"]))
 
     def _evaluation(self, r: dict, when: _Stamp):
         yield self.main, ""
-        yield self.main, f"📊 EVALUATION RESULTS (step {r.get('step')}):"
-        for key, value in (r.get("metrics") or {}).items():
+        yield self.main, f"📊 EVALUATION RESULTS (step {EVALUATION['step'].get(r)}):"
+        for key, value in (EVALUATION["metrics"].get(r) or {}).items():
             text = f"{value:.4f}" if isinstance(value, float) and math.isfinite(value) else value
             yield self.main, BULLET_LINE.format(key=key, value=text)
         yield self.main, ""
 
-    def _resource_warning(self, r: dict, when: _Stamp):
-        kind = r.get("kind")
-        if kind == "gpu_util_low":
-            message = GPU_UTIL_LOW.format(gpu=r.get("gpu", 0), utilization_pct=r["value"])
-        elif kind == "slow_step":
-            message = SLOW_STEP.format(step_time_s=r["value"])
+    def _finding(self, spec: RecordSpec, r: dict, when: _Stamp):
+        v = values_of(spec, r)
+        if v["subkind"] == kinds.GPU_UTIL_LOW.name:
+            message = GPU_UTIL_LOW.format(gpu=v["gpu"] or 0, utilization_pct=v["value"])
+        elif v["subkind"] == kinds.SLOW_STEP.name:
+            message = SLOW_STEP.format(step_time_s=v["value"])
         else:
-            message = r.get("message", "")
-        level = "ERROR" if r.get("level") == "ERROR" else "WARNING"
+            message = v["message"] or ""
+        level = "ERROR" if v["level"] == "ERROR" else "WARNING"
         yield self._proc(self.performance, when, message, level)
         if level == "ERROR":
             yield self._main(when, f"⚠️ {message}", "ERROR")
 
-    _anomaly = _resource_warning
+    def _resource_warning(self, r: dict, when: _Stamp):
+        return self._finding(RESOURCE_WARNING, r, when)
+
+    def _anomaly(self, r: dict, when: _Stamp):
+        return self._finding(ANOMALY, r, when)
 
     def _nan_detected(self, r: dict, when: _Stamp):
-        # seed 003's report, in main.log
-        tensors = r.get("tensors") or []
+        # the NaN/Inf report, in main.log
+        v = values_of(NAN_DETECTED, r)
+        tensors = v["tensors"] or []
         yield self.main, "=" * 80
-        yield self._main(when, f"NaN/Inf DETECTED [rank {r.get('rank')}] at step {r.get('step')} ({r.get('kind')})",
-                         "ERROR")
+        yield self._main(when, f"NaN/Inf DETECTED [rank {v['rank']}] at step {v['step']} ({v['subkind']})", "ERROR")
         for t in tensors[:10]:
             yield self.main, (f"  • {t['name']} ({t['kind']}, shape {t['shape']}): NaN {t['nan_count']}/{t['numel']}, "
                               f"Inf {t['inf_count']}/{t['numel']}")
         if len(tensors) > 10:
             yield self.main, f"  ... and {len(tensors) - 10} more tensors"
-        if r.get("dump_path"):
-            yield self.main, f"  Debug tensors saved: {r['dump_path']} (safetensors)"
+        if v["dump_path"]:
+            yield self.main, f"  Debug tensors saved: {v['dump_path']} (safetensors)"
         yield self.main, "=" * 80
 
     def _error(self, r: dict, when: _Stamp):
-        yield self._main(when, f"❌ {r.get('message', '')}", "ERROR")
+        yield self._main(when, f"❌ {ERROR['message'].get(r) or ''}", "ERROR")
 
     def _session_end(self, r: dict, when: _Stamp):
-        status = str(r.get("status", "")).upper()
+        v = values_of(SESSION_END, r)
+        status = str(v["status"] or "").upper()
         yield self.main, ""
         yield self._main(when, f"🏁 TRAINING SESSION {status}", "INFO" if status == "COMPLETED" else "ERROR")
-        for key, value in (("Duration", f"{_num(r.get('duration_s')):.1f}s"), ("Total steps", r.get("total_steps")),
-                           ("Final loss", r.get("final_loss"))):
+        for key, value in (("Duration", f"{_num(v['duration_s']):.1f}s"), ("Total steps", v["total_steps"]),
+                           ("Final loss", v["final_loss"])):
             yield self._main(when, HEADER_FIELD.format(key=key, value=value))
         for path in (self.multigpu, self.performance):
-            yield self._proc(path, when, HEADER_FIELD.format(key="Session status", value=r.get("status")))
+            yield self._proc(path, when, HEADER_FIELD.format(key="Session status", value=v["status"]))

@@ -23,9 +23,13 @@ from pathlib import Path
 
 import orjson
 
+from logkit.schema.records import COMMON
+
 __all__ = ["RecordWriter", "iso_timestamp"]
 
 _STOP = object()
+# a record's wall-clock time: a float when handed over, written as ISO 8601 here
+_TIMESTAMP = next(f.raw[0] for f in COMMON if f.name == "timestamp")
 _JSONL_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 
 
@@ -44,7 +48,7 @@ _ISO_SECONDS: dict[int, str] = {}
 
 
 def iso_timestamp(wall: float) -> str:
-    """ISO 8601 with microseconds and the UTC offset, as LOG_FORMATS.md asks.
+    """ISO 8601 with microseconds and the UTC offset: a record's ``timestamp``.
 
     >>> iso_timestamp(1733495422.5)
     '2024-12-06T14:30:22.500000+00:00'
@@ -172,11 +176,11 @@ class RecordWriter:
         self._handle_record(item)
 
     def _handle_record(self, item: dict) -> None:
-        wall = item.get("timestamp")
+        wall = item.get(_TIMESTAMP)
         if not isinstance(wall, float):
             wall = time.time()
         try:
-            item["timestamp"] = iso_timestamp(wall)
+            item[_TIMESTAMP] = iso_timestamp(wall)
             data = orjson.dumps(item, option=_JSONL_OPTIONS, default=_fallback)
         except Exception as exc:  # a value orjson cannot take: keep the record, as text
             self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | unserialisable record: {exc}")

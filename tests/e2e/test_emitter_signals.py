@@ -18,9 +18,9 @@ from tests.support.launch import REPO, read_jsonl
 PRELUDE = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {repo!r})
-    from trainer_hooks import emitter as emitter_mod
+    from trainer_hooks import session as session_mod
     from trainer_hooks.distributed import RankInfo
-    from trainer_hooks.emitter import SessionLogger
+    from trainer_hooks.session import SessionLogger
     from trainer_hooks.lifecycle import end_on_exit
 
     class HungEvent:
@@ -35,9 +35,9 @@ PRELUDE = textwrap.dedent("""
         def synchronize(self): pass
         def elapsed_time(self, end): return end.ms - self.ms
 
-    emitter_mod.rank_info = lambda: RankInfo(0, 2, 0, "nccl", "cpu", "testhost")
-    emitter_mod.find_ddp = lambda m: m
-    emitter_mod.install_comm_hook = lambda ddp, timer: None
+    session_mod.rank_info = lambda: RankInfo(0, 2, 0, "nccl", "cpu", "testhost")
+    session_mod.find_ddp = lambda m: m
+    session_mod.install_comm_hook = lambda ddp, timer: None
     log = SessionLogger({log_dir!r}, gpu_snapshot_interval=0)
     log.start(per_device_batch_size=2, max_steps=100)
     end_on_exit(log)

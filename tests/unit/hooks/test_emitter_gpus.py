@@ -13,11 +13,11 @@ import pytest
 from logkit.schema import GPU_UTIL_LOW, PROCESS_LINE, SessionFiles
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_sampler import fake_pynvml
-from trainer_hooks import emitter as emitter_mod
-from trainer_hooks import sampler as sampler_mod
+from trainer_hooks import session as session_mod
 from trainer_hooks import sysinfo
 from trainer_hooks.distributed import RankInfo
-from trainer_hooks.emitter import SessionLogger
+from trainer_hooks.sampling import nvml as nvml_mod
+from trainer_hooks.session import SessionLogger
 
 UTIL = {0: 92.0, 1: 45.2}  # NVML index -> utilization %: the second GPU is under the 50% threshold
 MEM_PCT = {0: 5.0, 1: 10.0}  # the fake's 4 GB and 8 GB used of 80 GB
@@ -32,13 +32,13 @@ def node_with_two_gpus(monkeypatch):
     monkeypatch.setattr(sysinfo, "gpu_list", lambda: [
         {"index": i, "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-fake-{i}", "memory_total_mb": 80000.0}
         for i in (0, 1)])
-    sampler_mod._reset_nvml()
+    nvml_mod.reset_nvml()
     yield monkeypatch
-    sampler_mod._reset_nvml()
+    nvml_mod.reset_nvml()
 
 
 def _rank(monkeypatch, tmp_path, rank: int, session_id: str | None = None) -> SessionLogger:
-    monkeypatch.setattr(emitter_mod, "rank_info",
+    monkeypatch.setattr(session_mod, "rank_info",
                         lambda: RankInfo(rank, 2, rank, "nccl", f"cuda:{rank}", "node0"))
     # GPU memory threshold between the two GPUs' 5% and 10%: the second one is "high"
     log = SessionLogger(tmp_path, "high", session_id=session_id, gpu_snapshot_interval=0.2, gpu_memory_high_pct=7.5)

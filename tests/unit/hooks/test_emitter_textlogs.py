@@ -10,9 +10,9 @@ import pytest
 from logkit.schema import COMMUNICATION, MULTIGPU_STEP, PROCESS_LINE, STEP_LINE, SessionFiles
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_findings import _FakeEvent
-from trainer_hooks import emitter as emitter_mod
+from trainer_hooks import session as session_mod
 from trainer_hooks.distributed import RankInfo
-from trainer_hooks.emitter import SessionLogger
+from trainer_hooks.session import SessionLogger
 
 BUCKET_BYTES = (3_000_000, 1_000_000)
 
@@ -20,9 +20,9 @@ BUCKET_BYTES = (3_000_000, 1_000_000)
 @pytest.fixture
 def two_ranks(monkeypatch):
     """Rank 0 of a 2-process CPU job, with the gradient-sync hook 'installed' on a stand-in."""
-    monkeypatch.setattr(emitter_mod, "rank_info", lambda: RankInfo(0, 2, 0, "gloo", "cpu", "testhost"))
-    monkeypatch.setattr(emitter_mod, "find_ddp", lambda model: model)
-    monkeypatch.setattr(emitter_mod, "install_comm_hook", lambda ddp, timer: None)
+    monkeypatch.setattr(session_mod, "rank_info", lambda: RankInfo(0, 2, 0, "gloo", "cpu", "testhost"))
+    monkeypatch.setattr(session_mod, "find_ddp", lambda model: model)
+    monkeypatch.setattr(session_mod, "install_comm_hook", lambda ddp, timer: None)
 
 
 def _run(tmp_path, steps: int, late: dict | None = None, **settings) -> tuple[SessionLogger, SessionFiles]:

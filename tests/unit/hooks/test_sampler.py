@@ -10,17 +10,17 @@ from statistics import mean
 
 import pytest
 
-from trainer_hooks import sampler as sampler_mod
-from trainer_hooks.sampler import GPU_METRICS, IntervalStats, ResourceSampler, snapshot_message
+from trainer_hooks.sampling import GPU_METRICS, IntervalStats, ResourceSampler, snapshot_message
+from trainer_hooks.sampling import nvml as nvml_mod
 
 
 @pytest.fixture(autouse=True)
 def fresh_nvml(monkeypatch):
     """Every test decides which pynvml it sees: forget the process-wide NVML state."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    sampler_mod._reset_nvml()
+    nvml_mod.reset_nvml()
     yield
-    sampler_mod._reset_nvml()
+    nvml_mod.reset_nvml()
 
 
 # -- a fake pynvml: two GPUs with known, changing values ---------------------------------------
@@ -331,7 +331,7 @@ def test_cuda_visible_devices_maps_ordinals_to_nvml(monkeypatch):
     (dev,) = s.sample_once()["gpu"]["devices"]
     assert (dev["index"], dev["nvml_index"], dev["uuid"]) == (1, 3, "GPU-fake-3")  # torch's cuda:1
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    sampler_mod._reset_nvml()
+    nvml_mod.reset_nvml()
     s = ResourceSampler(interval_s=None)
     s.sample_once()
     assert s.notes == ["no NVIDIA GPU visible (CUDA_VISIBLE_DEVICES): GPU metrics off"]
@@ -354,7 +354,7 @@ def test_resource_usage_for_step_records(monkeypatch):
 def test_without_a_gpu_each_interval_still_gives_its_host_mean_min_max(tmp_path, monkeypatch):
     from logkit.schema import SessionFiles
     from tests.support.launch import read_jsonl
-    from trainer_hooks.emitter import SessionLogger
+    from trainer_hooks.session import SessionLogger
 
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(count=0))
     log = SessionLogger(tmp_path, "high", gpu_snapshot_interval=0.25)

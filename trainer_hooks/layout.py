@@ -1,0 +1,113 @@
+"""Record layouts compiled once from the schema's specs, for the records written every step.
+
+``RecordSpec.build`` walks each field's key path on every call (about 5 us for a step
+record, against 0.5 us for a literal dict). ``layout`` walks them once: it compiles a
+function that returns the record as one nested dict literal, so the writer thread pays what a
+hand-written dict costs while every key still comes from ``logkit.schema.records``.
+
+    >>> from logkit.schema.records import PERFORMANCE
+    >>> perf = layout(PERFORMANCE, "step window_steps avg_step_time_s", window_steps=10)
+    >>> perf(step=3, avg_step_time_s=0.5)
+    {'step': 3, 'window_steps': 10, 'avg_step_time_s': 0.5}
+    >>> perf(step=3, avg_step_time_s=0.5) == PERFORMANCE.build(step=3, window_steps=10, avg_step_time_s=0.5)
+    True
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Callable
+
+from logkit.schema.records import COMMON, RecordSpec
+
+__all__ = ["layout", "top_key", "values_of", "HEADER"]
+
+# The keys every record starts with, in their order (``step`` where a step applies).
+HEADER = " ".join(f.name for f in COMMON)
+
+
+class _Splice:
+    """A free-form mapping spliced into a group at its place (a dict field's content)."""
+
+    __slots__ = ("expr",)
+
+    def __init__(self, expr: str) -> None:
+        self.expr = expr
+
+
+def layout(spec: RecordSpec, names: str, **constants) -> Callable[..., dict]:
+    """A compiled builder of ``spec``'s records (or parts of them) with the fields in ``names``.
+
+    ``names``: field names, space-separated, in the order their keys are written. ``**name``
+    splices the mapping given for the dict field ``name`` into its group at that place (a
+    group holding declared keys and free-form ones: a step's metrics and the other numbers a
+    trainer logged). ``constants``: fields whose value is the same in every record built
+    (a rank's session id), bound once. The function takes every other field by keyword and
+    returns the dict ``spec.build`` would; its ``source`` attribute shows the code.
+    """
+    tree: dict = {}
+    params: list[str] = []
+    env: dict = {}
+    for token in names.split():
+        splice = token.startswith("**")
+        name = token[2:] if splice else token
+        field = spec[name]  # KeyError: the spec does not declare it
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(f"{spec.type}: field name {name!r} cannot be a parameter")
+        if name in constants:
+            expr = f"_c_{name}"
+            env[expr] = constants.pop(name)
+        else:
+            expr = name
+            params.append(name)
+        if splice:
+            if field.type is not dict:
+                raise ValueError(f"{spec.type}: only a dict field can be spliced ({name!r} is not)")
+            _group(tree, field.raw, spec)[_Splice(expr)] = None
+        else:
+            node = _group(tree, field.raw[:-1], spec)
+            if field.raw[-1] in node:
+                raise ValueError(f"{spec.type}: key {'.'.join(field.raw)} laid out twice")
+            node[field.raw[-1]] = expr
+    if constants:
+        raise KeyError(f"{spec.type}: constants for fields not in the layout: {sorted(constants)}")
+    signature = f"*, {', '.join(params)}" if params else ""
+    source = f"def build({signature}):\n    return {_render(tree)}\n"
+    exec(compile(source, f"<layout of {spec.type or 'a record part'}>", "exec"), env)  # the keys are repr()'d, the names identifiers
+    build = env["build"]
+    build.source = source
+    return build
+
+
+def top_key(spec: RecordSpec, name: str) -> str:
+    """The key of a field that sits at the top of its record (one a record gets only sometimes)."""
+    raw = spec[name].raw
+    if len(raw) != 1:
+        raise ValueError(f"{spec.type}: {name!r} is nested ({'.'.join(raw)})")
+    return raw[0]
+
+
+def values_of(spec: RecordSpec, record: dict) -> dict:
+    """Every field of ``spec`` in ``record``, by name, as written (None where absent)."""
+    return {f.name: f.get(record) for f in spec}
+
+
+def _group(tree: dict, path: tuple[str, ...], spec: RecordSpec) -> dict:
+    node = tree
+    for key in path:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"{spec.type}: {key!r} is both a value and a group")
+    return node
+
+
+def _render(node: dict) -> str:
+    parts = []
+    for key, value in node.items():
+        if isinstance(key, _Splice):
+            parts.append(f"**{key.expr}")
+        elif isinstance(value, dict):
+            parts.append(f"{key!r}: {_render(value)}")
+        else:
+            parts.append(f"{key!r}: {value}")
+    return "{" + ", ".join(parts) + "}"

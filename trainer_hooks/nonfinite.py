@@ -1,0 +1,189 @@
+"""NaN/Inf: the gradient check before the optimizer step, and the report of a step's
+non-finite tensors (the loss first, then gradients, then parameters) with a safetensors dump.
+
+torch is imported only where training has it. The per-step check costs one device sync: the
+norms of all gradients are computed with one ``torch._foreach_norm`` and read back together.
+The detailed report (which tensors, how many NaN/Inf values) runs only when that check or the
+logged loss says something is wrong, and only for the first ``MAX_NAN_REPORTS`` steps, so a
+diverged run does not fill the disk.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from logkit.schema import findings as kinds
+from logkit.schema.records import ANOMALY, NAN_DETECTED
+from trainer_hooks.findings import GradNormWatch
+from trainer_hooks.guard import guarded
+
+__all__ = ["NonFiniteChecks", "MAX_NAN_REPORTS", "named_grads", "grad_norms", "nonfinite_report", "dump_tensors",
+           "loss_tensors"]
+
+# NaN/Inf reports with tensor dumps: the first few only.
+MAX_NAN_REPORTS = 3
+
+
+class NonFiniteChecks:
+    """The NaN/Inf methods of ``SessionLogger`` (mixed into it: the session's records, writer
+    and settings are its own)."""
+
+    def _init_nonfinite(self) -> None:
+        self.stop_requested = False  # set on NaN/Inf when settings.stop_on_nan
+        self._grad_watch = GradNormWatch()
+        self._layer_norms: tuple[int, dict] | None = None  # (step, norms) from check_gradients
+        self._nan_steps: set[int] = set()
+        self._step_losses: list = []  # this step's loss tensors (note_loss), for a NaN/Inf report
+        self._model = None  # for the NaN/Inf report when the loss or grad norm says so
+
+    @guarded
+    def note_loss(self, loss) -> None:
+        """The loss tensor of a micro-batch of the current step (kept by reference, detached:
+        no device sync), for the NaN/Inf report. The callback feeds it from a forward hook."""
+        if not self._ended and len(self._step_losses) < 64:
+            self._step_losses.append(loss.detach())
+
+    @guarded
+    def check_gradients(self, model, step: int | None = None, losses: list | None = None) -> bool:
+        """Before ``optimizer.step()``: NaN/Inf in any gradient (one device sync), and the
+        per-layer norms at ``ultra``. Returns False when a gradient is not finite.
+        ``losses``: this step's loss tensors (else those given to ``note_loss``), reported
+        with the gradients when they are not finite."""
+        step = self._last_step + 1 if step is None else step
+        grads = named_grads(model)
+        norms = grad_norms(grads)
+        finite = all(math.isfinite(n) for n in norms)
+        if self.settings.layer_grad_norms:
+            self._layer_norms = (step, {name: round(n, 6) if math.isfinite(n) else None
+                                        for (name, _), n in zip(grads, norms, strict=True)})
+            for finding in self._grad_watch.check({name: n for (name, _), n in zip(grads, norms, strict=True)}):
+                self._finding(ANOMALY, finding, step)
+        if not finite:
+            self.report_nonfinite(step, kinds.NAN_GRAD, model=model, grads=grads,
+                                  losses=self._step_losses if losses is None else losses)
+        return finite
+
+    @guarded
+    def report_nonfinite(self, step: int, kind: str, model=None, grads=None, loss=None, losses=None) -> None:
+        """An ``anomaly`` and a ``nan_detected`` record: the non-finite tensors (the loss first,
+        then gradients, then parameters) with shape and NaN/Inf counts, and a safetensors dump.
+
+        The loss is the step's loss tensors (``losses``, one per micro-batch) where they hold
+        NaN/Inf, else the logged value ``loss`` when it is not finite (a scalar tensor). Any
+        non-finite loss makes the kind ``nan_loss``: it is where the NaN came from.
+        """
+        if step in self._nan_steps:
+            return
+        self._nan_steps.add(step)
+        named_losses = loss_tensors(losses or [], loss)
+        tensors = nonfinite_report(named_losses, "loss")
+        if tensors:
+            kind = kinds.NAN_LOSS
+        loss_text = None if loss is None else str(loss)
+        # value: JSON numbers only (NaN is not one); the logged loss goes as text
+        self._emit(self._record(ANOMALY, f"{kind} at step {step}", "ERROR", step, subkind=kind, value=None,
+                                loss=loss_text))
+        if len(self._nan_steps) > MAX_NAN_REPORTS:
+            return
+        if grads is None and model is not None:
+            grads = named_grads(model)
+        tensors += nonfinite_report(grads or [], "gradient")
+        params = [(n, p) for n, p in model.named_parameters() if p.requires_grad] if model is not None else []
+        tensors += nonfinite_report(params, "parameter")
+        fields = dict(subkind=kind, loss=loss_text, tensors=tensors, affected=[t["name"] for t in tensors],
+                      dump_path=None)
+        if tensors and self.folder is not None:
+            wanted = {(t["kind"], t["name"]) for t in tensors}
+            to_dump = {n: t for n, t in named_losses if ("loss", n) in wanted}
+            to_dump.update({f"{n}.grad": g for n, g in (grads or []) if ("gradient", n) in wanted})
+            to_dump.update({n: p for n, p in params if ("parameter", n) in wanted})
+            path = self.folder / "nan_dumps" / f"rank{self.info.rank if self.info else 0}_step{step}.safetensors"
+            truncated, size = dump_tensors(path, to_dump, self.settings.nan_dump_max_bytes)
+            fields.update(dump_path=str(path.relative_to(self.folder)), dump_truncated=truncated, dump_bytes=size)
+        self._emit(self._record(NAN_DETECTED, f"NaN/Inf detected at step {step} in {len(tensors)} tensors",
+                                "ERROR", step, **fields))
+        if self.settings.stop_on_nan:
+            self.stop_requested = True
+
+
+# -- tensors (torch imported here only) --------------------------------------------------------
+def named_grads(model) -> list[tuple[str, object]]:
+    """(name, grad) of the trainable parameters that have a gradient now."""
+    return [(n, p.grad) for n, p in model.named_parameters() if p.requires_grad and p.grad is not None]
+
+
+def grad_norms(grads: list[tuple[str, object]]) -> list[float]:
+    """The L2 norm of every gradient, read back in one transfer."""
+    import torch
+
+    if not grads:
+        return []
+    tensors = [g.detach() for _, g in grads]
+    try:
+        norms = torch._foreach_norm(tensors)
+    except Exception:  # mixed devices or dtypes the fused kernel does not take
+        norms = [t.float().norm() for t in tensors]
+    return torch.stack([n.float().to(tensors[0].device) for n in norms]).cpu().tolist()
+
+
+def loss_tensors(losses: list, logged=None) -> list[tuple[str, object]]:
+    """Named loss tensors for a report: the step's micro-batch losses that hold NaN/Inf
+    (``loss``, or ``loss.micro_batch<i>`` when there are several), else the logged value when
+    it is not finite (as a scalar tensor: what the trainer logged)."""
+    import torch
+
+    named = [("loss" if len(losses) == 1 else f"loss.micro_batch{i}", t) for i, t in enumerate(losses, start=1)]
+    bad = [(n, t) for n, t in named if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        return bad
+    if logged is not None and not math.isfinite(float(logged)):
+        return [("loss", torch.tensor(float(logged)))]
+    return []
+
+
+def nonfinite_report(named_tensors: list[tuple[str, object]], kind: str, limit: int = 50) -> list[dict]:
+    """Tensors holding NaN or Inf: name, shape, counts and the first values (the NaN/Inf report)."""
+    import torch
+
+    out = []
+    for name, t in named_tensors:
+        t = t.detach()
+        if not t.is_floating_point():
+            continue
+        nan = int(torch.isnan(t).sum())
+        inf = int(torch.isinf(t).sum())
+        if nan or inf:
+            head = t.flatten()[:5].float().cpu().tolist()
+            out.append({"name": name, "kind": kind, "shape": list(t.shape), "numel": t.numel(),
+                        "nan_count": nan, "inf_count": inf,
+                        "values_head": ["NaN" if math.isnan(v) else ("Inf" if math.isinf(v) else v) for v in head]})
+            if len(out) >= limit:
+                break
+    return out
+
+
+def dump_tensors(path: Path, tensors: dict[str, object], max_bytes: int) -> tuple[bool, int]:
+    """Save tensors with safetensors (no pickle: safe to open from anyone's log folder);
+    returns (truncated, the file's size in bytes).
+
+    Tensors are written whole while the total stays under ``max_bytes``; past that, each is
+    cut to its first elements and the result says so.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    truncated = total > max_bytes
+    out = {}
+    for name, t in tensors.items():
+        t = t.detach().cpu().contiguous()
+        if truncated:
+            keep = max(1, max_bytes // max(1, len(tensors)) // t.element_size())
+            t = t.flatten()[:keep].clone()
+        if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) if hasattr(torch, "float8_e4m3fn") else False:
+            t = t.float()
+        out[name] = t
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(out, str(path), metadata={"truncated": str(truncated), "format": "logkit-nan-dump-v1"})
+    return truncated, path.stat().st_size

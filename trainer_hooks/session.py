@@ -1,0 +1,378 @@
+"""The session logger shared by the transformers callback and the accelerate-loop helper.
+
+``SessionLogger`` is one rank's session: ``start`` opens it (session id, files, the first
+records, the resource sampler), the event methods write what is not a step, ``end`` closes it
+(``session_end``, then rank 0's summary). The per-step methods are in ``steps``, the NaN/Inf
+checks in ``nonfinite``. Records are laid out by their specs (``logkit.schema.records``) and
+handed to the writer thread; analysis is left to ``logkit``, and what is decided here
+(findings) are threshold checks on numbers the logger already holds. Every public method is
+guarded: a fault of the logger goes to the errors log, never into training.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+
+import orjson
+
+from logkit.schema import Mode, SessionFiles, Status
+from logkit.schema import findings as kinds
+from logkit.schema.records import (
+    CHECKPOINT_SAVED,
+    DATASET_INFO,
+    EPOCH_COMPLETE,
+    ERROR,
+    EVALUATION,
+    GPU_SNAPSHOT,
+    MODEL_INFO,
+    RECORD_SPECS,
+    RESOURCE_WARNING,
+    SESSION_END,
+    SESSION_START,
+    SYSTEM_INFO,
+    TRAINER_LOG,
+    RecordSpec,
+)
+from logkit.schema.values import to_float
+from trainer_hooks import sysinfo
+from trainer_hooks.builder import RecordBuilder
+from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
+from trainer_hooks.distributed import RankInfo, agree_session_id, rank_info
+from trainer_hooks.findings import resource_findings
+from trainer_hooks.guard import guarded
+from trainer_hooks.nonfinite import NonFiniteChecks
+from trainer_hooks.settings import VERBOSITY_LEVELS, LogSettings, resolve_settings
+from trainer_hooks.steps import StepLogging
+from trainer_hooks.summary import GpuStats, build_summary, summary_text
+from trainer_hooks.textlog import TextRenderer
+from trainer_hooks.writer import RecordWriter
+
+__all__ = ["SessionLogger", "VERBOSITY_LEVELS", "guarded"]
+
+
+class SessionLogger(StepLogging, NonFiniteChecks):
+    """One rank's view of a logged training session.
+
+    Typical use (what the callback and ``TrainingLogger`` do)::
+
+        log = SessionLogger(log_dir="logs", verbosity="high")
+        log.start(model=model, total_batch_size=32, max_steps=1000)   # every rank
+        log.attach_model(ddp_model)                                    # times gradient sync
+        for step in ...:
+            log.step_begin()
+            ...backward...
+            log.check_gradients(model)                                 # before optimizer.step()
+            log.step_end(step, loss=..., learning_rate=..., grad_norm=...)
+        log.end()                                                      # every rank
+
+    Settings (see ``trainer_hooks.settings.LogSettings``) come from ``verbosity``, then the
+    environment (``TRAINING_LOG_LEVEL``, ``MULTIGPU_LOG_LEVEL``), then keyword arguments.
+    """
+
+    def __init__(self, log_dir: str | Path = "logs", verbosity: str = "high", session_id: str | None = None,
+                 mirror_jsonl: str | Path | None = None, **settings) -> None:
+        self.settings: LogSettings = resolve_settings(verbosity, **settings)
+        self.log_dir = Path(log_dir)
+        self.verbosity = verbosity
+        self.requested_session_id = session_id
+        self.mirror_jsonl = Path(mirror_jsonl) if mirror_jsonl else None
+        self.session_id: str | None = None
+        self.folder: Path | None = None
+        self.info: RankInfo | None = None
+        self.comm = CommTimer()
+        self.ending = False  # end() is writing the last records (a signal then waits for it)
+        self.after_end: list = []  # called when end() is done (a signal deferred meanwhile)
+        self._writer: RecordWriter | None = None
+        self._sampler = None
+        self._started = self._ended = False
+        self._t0 = time.perf_counter()
+        self._wall0 = time.time()
+        self._render: TextRenderer | None = None
+        self._max_steps: int | None = None
+        self._total_batch_size: int | None = None
+        self._builder: RecordBuilder | None = None
+        self._start_record: dict = {}
+        self._gpu_stats = GpuStats()
+        self._init_steps()
+        self._init_nonfinite()
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _fault(self, what: str, exc: BaseException) -> None:
+        if self._writer is not None:
+            self._writer.report_error(what, exc)
+        else:
+            print(f"logkit: {what}: {exc!r} (logging degraded, training goes on)", file=sys.stderr)
+
+    def _record(self, spec: RecordSpec, message: str, level: str = "INFO", step: int | None = None, **fields) -> dict:
+        """A record of ``spec``: the keys every record has, then ``fields`` (by field name)."""
+        elapsed = time.perf_counter() - self._t0
+        info = self.info
+        common = dict(timestamp=self._wall0 + elapsed, time_s=round(elapsed, 6), type=spec.type, level=level,
+                      message=message, session_id=self.session_id, rank=info.rank if info else 0,
+                      world_size=info.world_size if info else 1)
+        if step is not None:
+            common["step"] = step
+        return spec.build(**common, **fields)
+
+    def _emit(self, record: dict) -> None:
+        if self._writer is not None:
+            self._writer.put(record)
+
+    def _finding(self, spec: RecordSpec, finding: dict, step: int | None = None) -> None:
+        """A finding of ``findings`` (laid out by ``spec`` already), with its own message if it has one."""
+        record = self._record(spec, f"{spec['subkind'].get(finding)}: {spec['value'].get(finding)}", "WARNING", step)
+        record.update(finding)
+        self._emit(record)
+
+    @property
+    def is_main(self) -> bool:
+        return self.info is None or self.info.rank == 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @guarded
+    def start(self, *, model=None, model_name: str | None = None, config: dict | None = None,
+              per_device_batch_size: int | None = None, gradient_accumulation_steps: int = 1,
+              total_batch_size: int | None = None, max_steps: int | None = None,
+              mixed_precision: str | None = None, dataset=None, dataloader=None) -> None:
+        """Open the session on this rank (a collective: every rank calls it)."""
+        if self._started:
+            return
+        self._started = True
+        self.info = info = rank_info()
+        self.session_id = agree_session_id(self.log_dir, info, self.requested_session_id)
+        self.folder = self.log_dir / self.session_id
+        self._open_files()
+        if total_batch_size is None and per_device_batch_size is not None:
+            total_batch_size = per_device_batch_size * max(1, gradient_accumulation_steps) * info.world_size
+        self._total_batch_size = total_batch_size
+        self._max_steps = max_steps
+        cuda = info.device.startswith("cuda")
+        gpu_count = max(info.world_size, sysinfo.model_gpu_count(model)) if cuda else 0
+        if cuda:
+            mode = Mode.MULTI_GPU if gpu_count > 1 else Mode.SINGLE_GPU
+        else:
+            mode = Mode.MULTI_CPU if info.world_size > 1 else Mode.CPU
+        if model_name is None and model is not None:
+            model_name = sysinfo.model_name(model)
+        self._start_record = self._record(
+            SESSION_START, f"Session {self.session_id} started on rank {info.rank}/{info.world_size} ({mode})",
+            mode=mode, local_rank=info.local_rank, hostname=info.hostname, pid=os.getpid(), backend=info.backend,
+            device=info.device, mixed_precision=mixed_precision, model=model_name, gpu_count=gpu_count,
+            per_device_batch_size=per_device_batch_size, gradient_accumulation_steps=gradient_accumulation_steps,
+            total_batch_size=total_batch_size, max_steps=max_steps, verbosity=self.verbosity,
+            settings=asdict(self.settings), config=dict(config or {}), versions=sysinfo.versions(),
+            gpus=sysinfo.gpu_list(),
+        )
+        self._emit(self._start_record)
+        # host, model and data facts: free-form beyond the keys every record has (kept whole as meta)
+        self._emit(self._record(SYSTEM_INFO, "System information") | sysinfo.system_info(self.log_dir))
+        if model is not None:
+            self._model = model
+            self._emit(self._record(MODEL_INFO, "Model parameters") | sysinfo.model_info(model))
+        if dataset is not None or dataloader is not None:
+            self._emit(self._record(DATASET_INFO, "Training data") | sysinfo.dataset_info(dataset, dataloader))
+        self._start_sampler()
+        self._builder = RecordBuilder(self.settings, dict(session_id=self.session_id, rank=info.rank,
+                                                          world_size=info.world_size, local_rank=info.local_rank),
+                                      max_steps, total_batch_size, self._sampler)
+        self._last_step_end = time.perf_counter()
+
+    def _open_files(self) -> None:
+        """The writer thread and its files: this rank's stream, and rank 0's text logs."""
+        info, files, s = self.info, SessionFiles(self.session_id), self.settings
+        render = None
+        if info.is_main:
+            render = TextRenderer(self.folder, files, s.log_interval_steps,
+                                  s.comm_log_interval if s.detailed_communication_logs else 0,
+                                  main_level=s.main_level, multigpu_level=s.multigpu_level)
+        self._render = render
+        self._writer = RecordWriter(self.folder / files.rank_jsonl(info.rank), self.folder / files.errors_log,
+                                    render, mirror_path=self.mirror_jsonl if info.is_main else None)
+
+    def _start_sampler(self) -> None:
+        interval = self.settings.gpu_snapshot_interval
+        if interval <= 0:
+            return
+        try:
+            from trainer_hooks.sampling import ResourceSampler
+        except ImportError:
+            return
+        # five samples per interval (mean/min/max of something), at most one every 2 s (each
+        # costs ~0.5 ms of CPU in psutil and NVML)
+        self._sampler = ResourceSampler(interval_s=interval, sample_every_s=min(2.0, max(0.05, interval / 5)),
+                                        on_interval=self._on_snapshot, gpu=self._samples_gpus(),
+                                        system_state=self.settings.system_state)
+        self._sampler.start()
+        self._sampler_notes()
+
+    def _sampler_notes(self) -> None:
+        # each degradation (no pynvml, no driver, a metric failing) is said once; the builder
+        # keeps the sampler after end() let go of it (its last interval is delivered then)
+        sampler = self._sampler or (self._builder.sampler if self._builder is not None else None)
+        for note in sampler.take_notes() if sampler is not None else []:
+            self._emit(self._record(RESOURCE_WARNING, note, "INFO", subkind=kinds.SAMPLING_DEGRADED))
+
+    def _samples_gpus(self) -> bool:
+        """The local-rank-0 process of each node samples every GPU visible on its node
+        (``CUDA_VISIBLE_DEVICES`` applies, mapped to NVML by index or UUID); the other ranks
+        sample the host only. So one stream per node holds that node's ``gpu_snapshot``
+        devices, and rank 0's summary and performance.log cover the GPUs of node 0 (on several
+        nodes, each node's local rank 0 stream has its own node's)."""
+        return self.info is None or self.info.local_rank == 0
+
+    def _on_snapshot(self, snapshot: dict) -> None:
+        """Sampler thread: one ``gpu_snapshot`` per interval (mean/min/max over it, host and
+        GPUs; ``devices: []`` where no GPU is sampled), and the findings on those means."""
+        if self.settings.snapshot_records:
+            from trainer_hooks.sampling import snapshot_message
+
+            record = self._record(GPU_SNAPSHOT, snapshot_message(snapshot), step=self._last_step or None,
+                                  host=self.info.hostname if self.info else None)
+            record.update(snapshot)  # the sampler lays out its part by the same spec
+            self._emit(record)
+        self._gpu_stats.add(GPU_SNAPSHOT["devices"].get(snapshot) or [])
+        self._sampler_notes()
+        s = self.settings
+        usage = GPU_SNAPSHOT["resource_usage"].get(snapshot) or {}
+        for finding in resource_findings(usage, s.memory_high_pct, s.gpu_memory_high_pct, s.gpu_util_low_pct):
+            self._finding(RESOURCE_WARNING, finding, self._last_step or None)
+
+    @guarded
+    def attach_model(self, model) -> bool:
+        """Time gradient synchronisation of ``model`` (a DDP wrapper, or the model it wraps)."""
+        if self.info is None or self.info.world_size <= 1:
+            return False
+        ddp = find_ddp(model)
+        why = install_comm_hook(ddp, self.comm) if ddp is not None else \
+            "No DistributedDataParallel wrapper found: gradient synchronisation is not timed"
+        if why is not None:
+            self._emit(self._record(RESOURCE_WARNING, why, "WARNING", subkind=kinds.COMM_NOT_TIMED))
+            return False
+        self._comm_timed = True
+        if self._render is not None and self.settings.communication_records:
+            # multigpu.log: each Multi-GPU Step line is written with its step's Communication lines
+            self._render.comm_lines = True
+        return True
+
+    # -- other events --------------------------------------------------------------------------
+    @guarded
+    def evaluation(self, step: int, metrics: dict) -> None:
+        values = {k: v for k, v in ((k, to_float(v)) for k, v in metrics.items()) if v is not None}
+        if "eval_loss" in values and "eval_perplexity" not in values:
+            values["eval_perplexity"] = math.exp(values["eval_loss"]) if values["eval_loss"] < 700 else math.inf
+        # JSON has no NaN/Inf: they are written as null
+        values = {k: to_float(v, finite=True) for k, v in values.items()}
+        self._emit(self._record(EVALUATION, f"Evaluation at step {step}", step=step, metrics=values))
+
+    @guarded
+    def trainer_log(self, step: int, logs: dict) -> None:
+        """Every trainer log, as it came (``ultra``)."""
+        if self.settings.trainer_logs:
+            clean = {k: (to_float(v, finite=True) if isinstance(v, float) else v) for k, v in logs.items()}
+            self._emit(self._record(TRAINER_LOG, f"Trainer log at step {step}", "DEBUG", step, logs=clean))
+
+    @guarded
+    def checkpoint(self, step: int, path: str | Path) -> None:
+        size = sysinfo.folder_size(Path(path)) if self.is_main else None
+        self._emit(self._record(CHECKPOINT_SAVED, f"Checkpoint saved at step {step}: {path}", step=step,
+                                path=str(path), size_bytes=size))
+
+    @guarded
+    def epoch_end(self, step: int, epoch: float | None) -> None:
+        self._emit(self._record(EPOCH_COMPLETE, f"Epoch {epoch:.2f} ended" if epoch is not None else "Epoch ended",
+                                step=step, epoch=epoch))
+
+    @guarded
+    def event(self, type_: str, message: str, level: str = "INFO", step: int | None = None, **fields) -> None:
+        """A record of a declared type, its fields by name (``logkit.schema.records``: an
+        undeclared one is an error, the contract is there); a type of your own takes any fields."""
+        spec = RECORD_SPECS.get(type_)
+        if spec is not None:
+            self._emit(self._record(spec, message, level, step, **fields))
+        else:
+            self._emit(self._record(RecordSpec(type_, None, ()), message, level, step) | fields)
+
+    @guarded
+    def error(self, exc: BaseException) -> None:
+        self._emit(self._record(
+            ERROR, f"{type(exc).__name__}: {exc}", "ERROR", step=self._last_step or None,
+            exception_type=type(exc).__name__,
+            traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        ))
+
+    @guarded
+    def end_unfinished(self, reason: str = "the process exited before training ended") -> None:
+        """At exit with the session still open: an ``error`` record and ``session_end`` failed."""
+        if not self._started or self._ended:
+            return
+        self._emit(self._record(ERROR, f"Session not ended: {reason}", "ERROR", self._last_step or None,
+                                exception_type=None, subkind=kinds.EXIT_BEFORE_END, traceback=None))
+        self.end(Status.FAILED, reason=reason)
+
+    @guarded
+    def end(self, status: str = Status.COMPLETED, *, reason: str | None = None, from_signal: bool = False) -> None:
+        """Close the session on this rank: ``session_end``, then rank 0's summary.
+
+        ``reason``: why a session that did not complete ended (written into ``session_end``).
+        ``from_signal``: called from a signal handler: nothing here may wait on the device
+        (a hung NCCL kernel would block the handler and ``session_end`` would never be written),
+        and the threads get short joins.
+        """
+        if not self._started or self._ended:
+            return
+        self._ended = True
+        self.ending = True
+        try:
+            self._end(status, reason, from_signal)
+        finally:
+            self.ending = False
+            for fn in self.after_end:
+                fn()
+
+    def _end(self, status: str, reason: str | None, from_signal: bool) -> None:
+        self.flush_step()
+        # Only a completed run waits for the GPU to finish its last timed syncs; a failing or
+        # signalled one may have a hung collective behind those events.
+        dropped = self._end_comm(wait_device=status == Status.COMPLETED and not from_signal)
+        if self._writer is not None and self._builder is not None:
+            elapsed = time.perf_counter() - self._t0
+            self._writer.put_call(self._builder.performance, self._wall0 + elapsed, elapsed)
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.stop(timeout=1.0 if from_signal else 5.0)
+        duration = time.perf_counter() - self._t0
+        message = f"Session {self.session_id} {status} after {duration:.1f}s"
+        fields = {}
+        if reason:
+            message += f": {reason}"
+            fields["reason"] = reason
+        if dropped:
+            fields["comm_timings_dropped"] = dropped
+        end = self._record(
+            SESSION_END, message, "INFO" if status == Status.COMPLETED else "ERROR",
+            status=status, duration_s=round(duration, 6), total_steps=self._last_step, steps_logged=self._steps_done,
+            final_loss=self._final_loss, training_time_s=round(self._step_time_sum, 6), samples_seen=self._samples,
+            **fields,
+        )
+        self._emit(end)
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close(timeout=5.0 if from_signal else 10.0)
+        if self.is_main and self.folder is not None:
+            self._write_summary(end)
+
+    def _write_summary(self, end: dict) -> None:
+        files = SessionFiles(self.session_id)
+        comm_stats = self._builder.comm_stats if self._builder is not None else {}
+        summary = build_summary(self._start_record, end, self._step_time_sum, comm_stats, self._gpu_stats)
+        try:
+            (self.folder / files.summary_json).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+            (self.folder / files.summary_txt).write_text(summary_text(summary), encoding="utf-8")
+        except OSError as exc:
+            print(f"logkit: cannot write the summary of {self.session_id}: {exc}", file=sys.stderr)
