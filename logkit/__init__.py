@@ -5,19 +5,29 @@ used, and torch never does.
 
     >>> import logkit
     >>> sessions = logkit.load_sessions("logs")          # doctest: +SKIP
-    >>> sessions[0].steps[["rank", "step", "loss"]]      # doctest: +SKIP
+    >>> analysis = logkit.analyze(sessions)              # doctest: +SKIP
+    >>> analysis.scaling.comparisons[0].speedup          # doctest: +SKIP
+    >>> logkit.report.write_html(analysis, "report.html")  # doctest: +SKIP
+
+The public API is what ``__all__`` names here and in ``logkit.report``; every other module
+is internal.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "load_session", "load_sessions", "Session"]
+__all__ = ["__version__", "load_session", "load_sessions", "Session", "analyze", "Analysis", "report"]
+
+_LAZY = {"load_session": "logkit.ingest", "load_sessions": "logkit.ingest", "Session": "logkit.ingest",
+         "analyze": "logkit.analysis", "Analysis": "logkit.analysis"}
 
 
 def __getattr__(name: str):
     # Lazy: the training side imports logkit.schema and must not pay for pandas.
-    if name in ("load_session", "load_sessions", "Session"):
-        from logkit import ingest
+    import importlib
 
-        return getattr(ingest, name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "report":
+        return importlib.import_module("logkit.report")
     raise AttributeError(f"module 'logkit' has no attribute {name!r}")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from logkit.schema.findings import SEVERITIES
+
 __all__ = ["main", "analyze_logs"]
 
 PROG = "analyze_logs"
@@ -18,7 +20,6 @@ DEFAULT_LOG_DIR = "logs"
 DEFAULT_REPORT = "logkit_report.html"
 DEFAULT_PLOT_DIR = "plots"
 MAX_NOTES = 20
-SEVERITIES = ("critical", "error", "warning", "info")
 
 
 def _fail(message: str) -> None:
@@ -27,16 +28,16 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def _notes(report) -> None:
-    """Parse diagnostics on stderr, at most ``MAX_NOTES`` of them: from a report's
-    ``diagnostics`` list, or from the ``diagnostics`` frames of a list of sessions."""
-    if isinstance(report, list):
-        from logkit.report.view import records
+def _plain(frame):
+    from logkit.analysis.results import plain
 
-        diags = [d for s in report for d in records(s.diagnostics)]
-    else:
-        diags = report.diagnostics
-    for d in diags[:MAX_NOTES]:
+    return plain(frame)
+
+
+def _notes(analysis) -> None:
+    """Parse diagnostics on stderr, at most ``MAX_NOTES`` of them (the rest are in --report and --json)."""
+    diags = analysis.diagnostics
+    for d in _plain(diags.head(MAX_NOTES)):
         where = d["file"] if d.get("line") is None else f"{d['file']}:{d['line']}"
         click.echo(f"note: {where}: {d['reason']}", err=True)
     if len(diags) > MAX_NOTES:
@@ -58,27 +59,6 @@ def _session_folder(log_dir: Path | None, name: str) -> Path:
           + (f"; sessions found: {', '.join(found)}" if found else ""))
 
 
-def _efficiency_gate(analysis, threshold: float) -> int:
-    """Exit status of --fail-under-efficiency: 1 when a comparison's headline scaling efficiency (the
-    steady state where both runs logged step times, else the whole run: its basis is named) is below
-    ``threshold`` (each one named on stderr); 2 with one line when there is nothing to judge (no
-    comparison of runs on more ranks than their baseline); else 0."""
-    comparisons = analysis.scaling.get("comparisons") or []
-    judged = [c for c in comparisons if c.get("scaling_efficiency") is not None and (c.get("rank_ratio") or 2) > 1]
-    if not judged:
-        click.echo(f"{PROG}: --fail-under-efficiency: nothing to compare (no run on more ranks than a baseline "
-                   "of the same model, both with a throughput)", err=True)
-        return 2
-    below = [c for c in judged if c["scaling_efficiency"] < threshold]
-    for c in below:
-        whole = c.get("whole_run_scaling_efficiency")
-        beside = f"; whole run {whole * 100:.1f}%" if c.get("basis") == "steady state" and whole is not None else ""
-        click.echo(f"{PROG}: scaling efficiency of {c['candidate']} against {c['baseline']} is "
-                   f"{c['scaling_efficiency'] * 100:.1f}% ({c.get('basis') or 'whole run'}{beside}), below "
-                   f"--fail-under-efficiency {threshold:g} ({threshold * 100:.1f}%)", err=True)
-    return 1 if below else 0
-
-
 def _report_file(path) -> Path:
     """The file to write: ``path``, or ``path/report.html`` when it is an existing folder or ends with a
     path separator."""
@@ -89,25 +69,23 @@ def _report_file(path) -> Path:
     return target
 
 
-def _severity_gate(analysis, level: str) -> int:
-    """Exit status of --fail-on: 1 when a finding is at ``level`` or more severe."""
-    worse = set(SEVERITIES[: SEVERITIES.index(level) + 1])
-    hits = [f for f in analysis.findings if str(f.get("severity")).lower() in worse]
-    for f in hits[:MAX_NOTES]:
-        click.echo(f"{PROG}: {f['severity']} finding in {f.get('session_id')}: {f.get('title')}", err=True)
-    return 1 if hits else 0
+def _gate(result) -> int:
+    for message in result.messages:
+        click.echo(f"{PROG}: {message}", err=True)
+    return result.status
 
 
 def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_diagnose, report_path,
          plot_dir, export, fail_under_efficiency, fail_on) -> int:
     """Analyse ``sessions`` once and hand the results to each renderer asked for; the exit status."""
-    from logkit.analysis.analyze import analyze
+    from logkit.analysis import analyze
 
     analysis = analyze(sessions)
+    _notes(analysis)
     sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
                                       ("performance", do_performance), ("diagnose", do_diagnose)) if on]
     if not sections and report_path is None and plot_dir is None and export is None:
-        sections = ["compare"]  # the seed's tool: with no flag, the comparison
+        sections = ["compare"]  # with no flag, the comparison (what analyze_logs is first for)
     if as_json:
         from logkit.report.json_report import analysis_document, render_json
 
@@ -115,7 +93,7 @@ def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_
     elif sections:
         from logkit.report import console
 
-        renderers = {"compare": lambda: console.render_compare(analysis, sessions),
+        renderers = {"compare": lambda: console.render_compare(analysis),
                      "communication": lambda: console.render_communication(analysis),
                      "performance": lambda: console.render_performance(analysis),
                      "diagnose": lambda: console.render_diagnose(analysis)}
@@ -125,7 +103,7 @@ def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_
 
         report_path = _report_file(report_path)
         try:
-            written = write_html(analysis, report_path, sessions=sessions)
+            written = write_html(analysis, report_path)
         except OSError as exc:
             _fail(f"cannot write the report to {report_path}: {exc.strerror or exc}")
         # stderr when stdout carries JSON, so that stdout stays one document
@@ -134,7 +112,7 @@ def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_
         from logkit.report.plots import write_plots
 
         try:
-            paths = write_plots(sessions, analysis, plot_dir)
+            paths = write_plots(analysis, plot_dir)
         except OSError as exc:
             _fail(f"cannot write the plots to {plot_dir}: {exc.strerror or exc}")
         click.echo(f"{len(paths)} plots written to {plot_dir}: {', '.join(p.name for p in paths)}", err=as_json)
@@ -149,11 +127,13 @@ def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_
         click.echo(f"{len(folders)} session(s) exported as {fmt} to {out_dir}", err=as_json)
         for note in notes:
             click.echo(f"note: {note}", err=True)
+    from logkit.analysis.gates import efficiency_gate, severity_gate
+
     status = 0
     if fail_under_efficiency is not None:
-        status = max(status, _efficiency_gate(analysis, fail_under_efficiency))
+        status = max(status, _gate(efficiency_gate(analysis, fail_under_efficiency)))
     if fail_on is not None:
-        status = max(status, _severity_gate(analysis, fail_on))
+        status = max(status, _gate(severity_gate(analysis, fail_on)))
     return status
 
 
@@ -229,7 +209,6 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
             _fail(f"no session {', '.join(missing)} under {log_dir} (found: {found})")
         sessions = [s for s in sessions if s.session_id in wanted]
 
-    _notes(sessions)
     status = _run(sessions, as_json=as_json, do_compare=do_compare, do_communication=do_communication,
                   do_performance=do_performance, do_diagnose=do_diagnose, report_path=report_path,
                   plot_dir=plot_dir, export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on)
@@ -239,7 +218,7 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    # Emoji in the seed-style output must not crash a console that cannot show them.
+    # Emoji in the output must not crash a console that cannot show them.
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.reconfigure(errors="replace")

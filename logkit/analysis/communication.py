@@ -1,7 +1,7 @@
 """Communication: per session, rank and operation, how much moved, how fast, and against what peak;
 and, for nccl-tests output, per op the bandwidth at the largest message size.
 
-Definitions (``COMMUNICATION_DEFINITIONS``):
+Definitions (``definitions.COMMUNICATION``):
 
 - ``count``: records of the op on the rank; ``total_bytes`` / ``mean_bytes``: sum / mean of
   size_bytes (MB in renderers = 10^6 bytes).
@@ -27,104 +27,39 @@ Definitions (``COMMUNICATION_DEFINITIONS``):
   ``unknown`` without a peak or a bandwidth. ``latency_bound`` is verdict == latency-bound.
 - ``summary_count`` / ``summary_total_bytes``: the run's own totals per op (summary.json) where
   the log lines are a sample of the operations (``sampled``).
-- nccl-tests (``nccl_tests_table``): per op and placement (out-of-place / in-place), the busbw at
-  the largest message size of the sweep, the smallest size where busbw first reaches 80% of the
-  sweep's maximum, nccl-tests' own "# Avg bus bandwidth" (the mean over every size of the table),
-  and busbw at the largest size / the link's peak. A median over a size sweep means nothing.
+Output of nccl-tests is summarised by ``nccl_tests.py`` instead: a median over a size sweep means nothing.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pandas as pd
 
 from logkit.analysis.groups import session_kind
-from logkit.analysis.peaks import COMMUNICATION_PEAKS, CPU_LINK, GLOO_LINK, half_peak_bytes, link_for
-from logkit.analysis.performance import gpu_model
-
-__all__ = ["COMMUNICATION_DEFINITIONS", "COMM_COLUMNS", "NCCL_TESTS_COLUMNS", "SYNC_OPS", "NEAR_PEAK", "bus_factor",
-           "session_link", "communication_table", "communication_peaks", "nccl_tests_table", "verdict"]
+from logkit.analysis.peaks import (
+    COMMUNICATION_PEAKS,
+    CPU_LINK,
+    GLOO_LINK,
+    gpu_model,
+    half_peak_bytes,
+    link_for,
+)
+from logkit.analysis.thresholds import NEAR_PEAK
+from logkit.schema.collectives import bus_factor_rule, bus_factor_text
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")
-NEAR_PEAK = 0.60  # busbw at or above 60% of the link's peak: bandwidth-bound
-REACH = 0.80  # nccl-tests: the size at which busbw first reaches 80% of the sweep's max
 COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes", "p50_ms", "p95_ms",
                 "algbw_mb_s", "busbw_mb_s", "busbw_from", "total_ms", "sync_share_of_step_time", "matched_steps",
                 "group_size", "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes",
                 "latency_bound", "verdict", "note", "sampled", "summary_count", "summary_total_bytes",
                 "summary_mean_bytes", "sources"]
-NCCL_TESTS_COLUMNS = ["session_id", "op", "placement", "group_size", "sizes", "min_bytes", "max_bytes",
-                      "busbw_at_max_size_gb_s", "algbw_at_max_size_gb_s", "time_at_max_size_us",
-                      "max_busbw_gb_s", "size_at_80pct_bytes", "avg_busbw_gb_s", "link", "peak_busbw_gb_s",
-                      "pct_of_peak", "verdict", "note", "source"]
-
-_ALL_REDUCE = {"gradient_sync", "allreduce", "all_reduce"}
-_N_MINUS_1 = {"allgather", "all_gather", "reduce_scatter", "reducescatter", "alltoall", "all_to_all"}
-_ONE = {"broadcast", "reduce", "sendrecv", "send_recv", "hypercube"}
-
-COMMUNICATION_DEFINITIONS: dict[str, str] = {
-    "count": "communication records of that op on that rank",
-    "total_bytes / mean_bytes": "sum / mean of size_bytes per op on the rank; MB = 10^6 bytes",
-    "p50_ms / p95_ms": "median / 95th percentile of duration_ms",
-    "algbw_mb_s": "median over records of bytes moved by one rank / duration (MB/s, SI)",
-    "busbw_mb_s": "median over records of algbw x 2(n-1)/n (all-reduce, gradient_sync), (n-1)/n (all-gather, "
-                  "reduce-scatter, all-to-all), 1 (broadcast, reduce); derived from algbw where not logged "
-                  "(busbw_from), n = ranks in the collective",
-    "sync_share_of_step_time": "over steps with both this op and a step time on the rank: sum of the op's "
-                               "durations / sum of those steps' step_time_s; gradient buckets overlap backward "
-                               "compute, so this is an upper bound of exposed communication",
-    "pct_of_peak": "busbw / the link's reference peak bus bandwidth x 100 (peaks.COMMUNICATION_PEAKS)",
-    "latency_bound": "mean message smaller than alpha x peak (where the link's alpha-beta model "
-                     "t(m) = alpha + m / peak reaches half of peak) and busbw below "
-                     f"{NEAR_PEAK:.0%} of peak",
-    "verdict": f"bandwidth-bound: busbw >= {NEAR_PEAK:.0%} of the link's peak; latency-bound: small messages "
-               "(< alpha x peak) and below that; below peak: large messages yet below that (topology, PCIe, "
-               "NCCL settings); no reference: no peak for this link (gloo, CPU, several hosts)",
-    "summary_count": "the run's own count of the op (summary.json) where the log lines sample the operations",
-    "busbw_at_max_size_gb_s": "nccl-tests: busbw (GB/s) at the largest message size of the sweep",
-    "size_at_80pct_bytes": f"nccl-tests: the smallest message size at which busbw reaches {REACH:.0%} of the "
-                           "sweep's maximum",
-    "avg_busbw_gb_s": "nccl-tests' own '# Avg bus bandwidth': the mean busbw over every size of its table "
-                      "(small sizes included, so far below the large-message figure)",
-}
-
-
-def bus_factor(op: str | None, n: int | float | None) -> float | None:
-    """The busbw / algbw factor of ``op`` over ``n`` ranks (nccl-tests' definitions), or None."""
-    if op is None or n is None or not n or n != n:
-        return None
-    name = str(op).lower()
-    if name in _ALL_REDUCE:
-        return 2 * (n - 1) / n
-    if name in _N_MINUS_1:
-        return (n - 1) / n
-    if name in _ONE:
-        return 1.0
-    return None
 
 
 def _factor_array(op: str, n: np.ndarray) -> np.ndarray:
-    """``bus_factor`` over an array of rank counts (NaN where n is unknown or the op has no factor)."""
+    """The bus factor of ``op`` over an array of rank counts (NaN where n is unknown or the op has none)."""
     n = np.where(n > 0, n, np.nan)
-    name = str(op).lower()
-    if name in _ALL_REDUCE:
-        return 2 * (n - 1) / n
-    if name in _N_MINUS_1:
-        return (n - 1) / n
-    if name in _ONE:
-        return np.where(np.isnan(n), np.nan, 1.0)
-    return np.full(len(n), np.nan)
-
-
-def _factor_text(op: str, n: int) -> str:
-    name = str(op).lower()
-    if name in _ALL_REDUCE:
-        return f"2(n-1)/n = {2 * (n - 1) / n:g}"
-    if name in _N_MINUS_1:
-        return f"(n-1)/n = {(n - 1) / n:g}"
-    return "1"
+    rule = bus_factor_rule(op)
+    return rule(n) if rule is not None else np.full(len(n), np.nan)
 
 
 def session_link(session) -> dict | None:
@@ -184,11 +119,10 @@ def _group_n(comm: pd.DataFrame, meta: dict) -> np.ndarray:
 
 def _step_times(session) -> pd.DataFrame:
     """(rank, step, t) of timed steps, one row per rank and step."""
-    steps = session.steps
-    if steps.empty:
+    rows = session.timed_steps()
+    rows = rows[rows["step"].notna()]
+    if rows.empty:
         return pd.DataFrame(columns=["rank", "step", "t"])
-    ok = steps["step_time_s"].notna() & (steps["step_time_s"] > 0) & steps["step"].notna()
-    rows = steps[ok]
     out = pd.DataFrame({"rank": rows["rank"].astype("float64").fillna(0).to_numpy(),
                         "step": rows["step"].astype("float64").to_numpy(),
                         "t": rows["step_time_s"].to_numpy(dtype="float64")})
@@ -235,14 +169,14 @@ def _first_last(keys: np.ndarray, comm: pd.DataFrame) -> tuple[dict, dict]:
     _, first = np.unique(keys, return_index=True)
     _, last_rev = np.unique(keys[::-1], return_index=True)
     last = len(keys) - 1 - last_rev
-    src = _file_line(comm.iloc[np.concatenate([first, last])])
+    src = file_line(comm.iloc[np.concatenate([first, last])])
     values = src.to_numpy(dtype=object)
     n = len(first)
     firsts = {int(keys[i]): v for i, v in zip(first, values[:n], strict=True) if isinstance(v, str)}
     lasts = {int(keys[i]): v for i, v in zip(last, values[n:], strict=True) if isinstance(v, str)}
     if len(firsts) < n:  # some first/last record lacks a source: look at every record of those keys
         for k in set(keys[first].tolist()) - set(firsts):
-            rows = _file_line(comm[keys == k]).dropna()
+            rows = file_line(comm[keys == k]).dropna()
             if len(rows):
                 firsts[k], lasts[k] = rows.iloc[0], rows.iloc[-1]
     for k in firsts:
@@ -333,7 +267,7 @@ def communication_table(session) -> pd.DataFrame:
 def _busbw_from(op, n_derived, n_logged, group) -> str | None:
     if n_derived and not n_logged:
         n = int(group) if group == group else None
-        return f"derived: algbw x {_factor_text(op, n)} (n = {n})" if n else "derived"
+        return f"derived: algbw x {bus_factor_text(op, n)} (n = {n})" if n else "derived"
     if n_derived:
         return "logged, derived where missing"
     return "logged" if n_logged else None
@@ -379,20 +313,7 @@ def communication_peaks() -> pd.DataFrame:
                                "match"]]
 
 
-_PLACEMENTS = ("out-of-place", "in-place")
-_FILE_LINE = re.compile(r".+:\d+$")
-
-
-def _placement(comm: pd.DataFrame) -> pd.Series:
-    for col in ("placement", "source", "origin"):
-        if col in comm.columns:
-            values = comm[col].astype("object")
-            if values.isin(_PLACEMENTS).any():
-                return values.where(values.isin(_PLACEMENTS), None)
-    return pd.Series([None] * len(comm), index=comm.index, dtype="object")
-
-
-def _file_line(comm: pd.DataFrame) -> pd.Series:
+def file_line(comm: pd.DataFrame) -> pd.Series:
     """The comm frame's file:line column (``source``; ``origin`` in older nccl-tests frames), None elsewhere."""
     for col in ("source", "origin"):
         if col not in comm.columns or not comm[col].notna().any():
@@ -402,69 +323,3 @@ def _file_line(comm: pd.DataFrame) -> pd.Series:
         if ok.any():
             return values.astype(object).where(ok.to_numpy(), None)
     return pd.Series([None] * len(comm), index=comm.index, dtype="object")
-
-
-def _avg_busbw(meta: dict, op: str, table) -> float | None:
-    tables = meta.get("nccl_tests")
-    if not isinstance(tables, list):
-        return None
-    hits = [t for t in tables if isinstance(t, dict) and t.get("op") == op]
-    if table is not None and table == table:
-        exact = [t for t in hits if t.get("table") == table]
-        hits = exact or hits
-    for t in hits:
-        v = t.get("avg_busbw_gb_s")
-        if isinstance(v, (int, float)):
-            return float(v)
-    return None
-
-
-def nccl_tests_table(session) -> pd.DataFrame:
-    """Per op and placement of an nccl-tests session: ``NCCL_TESTS_COLUMNS`` (see module doc)."""
-    comm = session.comm
-    if comm.empty or session_kind(session) != "nccl_tests":
-        return pd.DataFrame(columns=NCCL_TESTS_COLUMNS)
-    frame = pd.DataFrame({
-        "op": comm["op"].astype("object").fillna("unknown"), "placement": _placement(comm),
-        "table": comm["table"] if "table" in comm.columns else np.nan,
-        "size": comm["size_bytes"].astype("float64"), "bus": comm["busbw_mb_s"].astype("float64") / 1000.0,
-        "alg": comm["algbw_mb_s"].astype("float64") / 1000.0, "us": comm["duration_ms"].astype("float64") * 1000.0,
-        "group": comm["group_size"].astype("float64"), "src": _file_line(comm),
-    })
-    link = session_link(session)
-    peak = link.get("peak_busbw_gb_s") if link else None
-    rows = []
-    for (op, table, placement), g in frame.groupby(["op", "table", "placement"], sort=False, dropna=False):
-        g = g.dropna(subset=["size"]).sort_values("size", kind="stable")
-        if g.empty:
-            continue
-        last = g.iloc[-1]
-        top = g["bus"].max()
-        reach = g[g["bus"] >= REACH * top]["size"] if top == top and top > 0 else pd.Series(dtype="float64")
-        bus_last = float(last["bus"])
-        pct = bus_last / peak * 100.0 if peak else None
-        if link is None:
-            v, note = "unknown", "GPU model unknown: no reference peak"
-        elif not peak:
-            v, note = "no reference", link["source"]
-        elif pct >= NEAR_PEAK * 100:
-            v, note = "bandwidth-bound", (f"{pct:.0f}% of the {link['link']} peak of {peak:g} GB/s at "
-                                          f"{last['size'] / 1e6:.4g} MB: the link is the limit")
-        else:
-            v, note = "below peak", (f"below peak at large messages: {pct:.1f}% of the {link['link']} peak of "
-                                     f"{peak:g} GB/s at {last['size'] / 1e6:.4g} MB: check the topology (nvidia-smi "
-                                     "topo -m), NVLink/PCIe health and NCCL settings")
-        at_top = len(reach) and reach.iloc[0] == last["size"]
-        if at_top and len(g) > 1:
-            note += "; busbw still rising at the largest size: the sweep may end before the link saturates"
-        rows.append({
-            "session_id": session.meta.get("session_id"), "op": op, "placement": placement,
-            "group_size": None if last["group"] != last["group"] else int(last["group"]), "sizes": int(len(g)),
-            "min_bytes": float(g["size"].iloc[0]), "max_bytes": float(last["size"]),
-            "busbw_at_max_size_gb_s": bus_last, "algbw_at_max_size_gb_s": float(last["alg"]),
-            "time_at_max_size_us": float(last["us"]), "max_busbw_gb_s": float(top),
-            "size_at_80pct_bytes": float(reach.iloc[0]) if len(reach) else None,
-            "avg_busbw_gb_s": _avg_busbw(session.meta, op, table), "link": link["link"] if link else None,
-            "peak_busbw_gb_s": peak, "pct_of_peak": pct, "verdict": v, "note": note, "source": last["src"],
-        })
-    return pd.DataFrame(rows, columns=NCCL_TESTS_COLUMNS)

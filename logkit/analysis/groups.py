@@ -4,7 +4,7 @@ A comparison of throughput means something only between runs of the same model o
 data shape: a tiny CPU model against a 7B model on GPUs gives a "speedup" of 0.10x that says
 nothing about scaling. So sessions are grouped, and each group has its own baseline.
 
-Definitions (``GROUP_DEFINITIONS``):
+Definitions (``definitions.SCALING``: kind, group):
 
 - kind: ``gpu_capture`` (nvidia-smi / gpustat captures, monitor_gpu samples), ``nccl_tests`` (an nccl-tests
   benchmark), else ``training`` (a training run's logs, complete or not). Only training runs
@@ -18,20 +18,9 @@ Definitions (``GROUP_DEFINITIONS``):
 
 from __future__ import annotations
 
-__all__ = ["GROUP_DEFINITIONS", "CAPTURE_FORMATS", "session_kind", "model_name", "seq_len", "config_name",
-           "group_sessions"]
-
 CAPTURE_FORMATS = frozenset({"nvidia_smi_csv", "nvidia_smi_dmon", "gpustat"})
 SEQ_KEYS = ("seq_len", "max_seq_length", "max_seq_len", "sequence_length", "max_length", "block_size",
             "context_length")
-
-GROUP_DEFINITIONS: dict[str, str] = {
-    "group": "runs compared with each other: same model name, same sequence length and same named "
-             "configuration where logged; each group has its own baseline (fewest ranks, then earliest start)",
-    "kind": "training: a training run's logs; gpu_capture: nvidia-smi/gpustat capture, or GPU samples with no "
-            "training steps (monitor_gpu); nccl_tests: an "
-            "nccl-tests benchmark. Only training runs are compared",
-}
 
 
 def session_kind(session) -> str:
@@ -72,7 +61,7 @@ def seq_len(session) -> int | None:
 
 
 def config_name(session) -> str | None:
-    """A named configuration (seed 002's ``"config": "small"``, or the name a run folder's
+    """A named configuration (a results.json's ``"config": "small"``, or the name a run folder's
     results.json gives our session), or None."""
     for cfg in (session.meta.get("config"), session.meta.get("config_name")):
         if isinstance(cfg, str) and cfg.strip():

@@ -1,6 +1,6 @@
 """Training health: NaN/Inf, divergence, and loss parity between compared runs.
 
-Definitions (``HEALTH_DEFINITIONS``):
+Definitions (``definitions.HEALTH``):
 
 - ``nan_steps``: steps of ``nan_detected`` events (the emitter's, and those ingest makes of a loss
   or grad_norm logged as NaN/Inf, with its file:line), of ``anomaly`` / ``resource_warning``
@@ -20,36 +20,24 @@ Definitions (``HEALTH_DEFINITIONS``):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
-__all__ = ["HEALTH_DEFINITIONS", "nan_steps", "divergence", "loss_curve", "session_health", "loss_parity"]
+from logkit.analysis.results import Divergence, Health, LossParity, NanPoint
+from logkit.schema.findings import NONFINITE_KINDS
+from logkit.schema.records import EventType
+from logkit.schema.values import to_float
 
-NAN_KINDS = {"nan_loss", "nan_grad", "nan_grad_norm", "inf_loss", "inf_grad", "inf_grad_norm", "nan", "nan_detected"}
-
-HEALTH_DEFINITIONS: dict[str, str] = {
-    "nan_steps": "steps with a logged +-inf loss or grad_norm, a nan_detected event, or a nan_loss/nan_grad "
-                 "anomaly",
-    "divergence": "smoothed final loss above the smoothed minimum by > 25% of the run's drop (and > 1% of the "
-                  "minimum), or the last K losses all rising (K = clip(n/10, 3, 100))",
-    "loss_parity": "curves aligned by samples seen (step x total_batch_size), candidate interpolated onto the "
-                   "baseline's points in the overlap; final_loss_diff = candidate - baseline",
-}
+NAN_KINDS = NONFINITE_KINDS | {EventType.NAN_DETECTED}
 
 
 def _curve_rows(session) -> pd.DataFrame:
-    steps = session.steps
-    if steps.empty:
-        return steps
-    ranks = steps["rank"].dropna()
-    rows = steps[steps["rank"] == ranks.min()] if not ranks.empty else steps
+    rows = session.main_rank_steps()
     return rows[rows["step"].notna()]
 
 
-def nan_steps(session) -> list[dict]:
-    """[{step, rank, what, source}] of non-finite values (see module doc), sorted by step; one entry per
+def nan_steps(session) -> tuple[NanPoint, ...]:
+    """The points of non-finite values (see module doc), sorted by step; one entry per
     rank and step (an event, which names its file and line, wins over the +-inf value of a steps row)."""
     out = []
     seen = set()
@@ -57,7 +45,7 @@ def nan_steps(session) -> list[dict]:
     if not ev.empty:
         kinds = ev["kind"].astype("object")
         sub = ev["subkind"].astype("object") if "subkind" in ev.columns else pd.Series(None, index=ev.index)
-        hit = ev[(kinds == "nan_detected") | sub.isin(NAN_KINDS)]
+        hit = ev[(kinds == EventType.NAN_DETECTED) | sub.isin(NAN_KINDS)]
         for k, sk, r, st, src in zip(hit["kind"], hit["subkind"] if "subkind" in hit.columns else [None] * len(hit),
                                      hit["rank"], hit["step"], hit["source"], strict=True):
             step = None if pd.isna(st) else int(st)
@@ -65,8 +53,8 @@ def nan_steps(session) -> list[dict]:
             if step is not None and (rank, step) in seen:
                 continue
             seen.add((rank, step))
-            out.append({"step": step, "rank": rank, "what": sk if isinstance(sk, str) and sk else k,
-                        "source": src if isinstance(src, str) else None})
+            out.append(NanPoint(step, rank, sk if isinstance(sk, str) and sk else k,
+                                src if isinstance(src, str) else None))
     steps = session.steps
     if not steps.empty:
         for col in ("loss", "grad_norm"):
@@ -76,8 +64,8 @@ def nan_steps(session) -> list[dict]:
                 if (rank, step) in seen:
                     continue
                 seen.add((rank, step))
-                out.append({"step": step, "rank": rank, "what": f"{col}={v}", "source": None})
-    return sorted(out, key=lambda d: (d["step"] is None, d["step"] or 0, d["rank"] or 0))
+                out.append(NanPoint(step, rank, f"{col}={v}", None))
+    return tuple(sorted(out, key=lambda d: (d.step is None, d.step or 0, d.rank or 0)))
 
 
 def loss_curve(session, batch_size: int | None = None) -> tuple[np.ndarray, np.ndarray, str]:
@@ -101,7 +89,7 @@ def loss_curve(session, batch_size: int | None = None) -> tuple[np.ndarray, np.n
     return x[ok][order], loss[ok][order], basis
 
 
-def divergence(loss: np.ndarray, x: np.ndarray | None = None) -> dict | None:
+def divergence(loss: np.ndarray, x: np.ndarray | None = None) -> Divergence | None:
     """The divergence finding for a loss curve (see module doc), or None."""
     n = len(loss)
     if n < 10:
@@ -116,32 +104,31 @@ def divergence(loss: np.ndarray, x: np.ndarray | None = None) -> dict | None:
     rising = bool(np.all(np.diff(tail) > 0)) and tail[-1] - tail[0] > 0.01 * abs(lo)
     if (rise > 0.25 * drop and rise > 0.01 * abs(lo) and rise > 0) or rising:
         at = x[i_min] if x is not None else i_min
-        return {"kind": "rising_tail" if rising else "above_minimum", "min_loss": float(lo),
-                "min_at": float(at), "final_loss_smoothed": float(last), "rise": float(rise),
-                "rise_over_drop": float(rise / drop) if drop > 0 else None, "window": k}
+        return Divergence("rising_tail" if rising else "above_minimum", float(lo), float(at), float(last),
+                          float(rise), float(rise / drop) if drop > 0 else None, k)
     return None
 
 
-def session_health(session) -> dict:
-    """{nan_steps, nan_count (points: one per rank and step), nan_events (nan_detected events), divergence,
-    final_loss, points, basis} of one session."""
+def session_health(session, final_loss: float | None = None, final_loss_from: str | None = None) -> Health:
+    """NaN/Inf points (one per rank and step), ``nan_detected`` events, divergence and final loss of one
+    session. ``final_loss``: the run's own, where the summary states it (sampled step lines: the run's,
+    not the last line's)."""
     x, loss, basis = loss_curve(session)
-    nans = nan_steps(session)
-    final = float(loss[-1]) if len(loss) else session.meta.get("final_loss")
-    if final is not None and not math.isfinite(final):
-        final = None
+    final = float(loss[-1]) if len(loss) else to_float(session.meta.get("final_loss"), finite=True)
+    if final_loss is not None:
+        final = final_loss
     ev = session.events
-    events = int((ev["kind"].astype("object") == "nan_detected").sum()) if not ev.empty else 0
-    return {"nan_steps": nans, "nan_count": len(nans), "nan_events": events, "divergence": divergence(loss, x),
-            "final_loss": final,
-            "points": int(len(loss)), "basis": basis}
+    events = int((ev["kind"].astype("object") == EventType.NAN_DETECTED).sum()) if not ev.empty else 0
+    return Health(nan_steps=nan_steps(session), nan_events=events, divergence=divergence(loss, x),
+                  final_loss=final, points=int(len(loss)), basis=basis,
+                  final_loss_from=final_loss_from if final_loss is not None else None)
 
 
 def loss_parity(base, cand, base_batch: int | None = None, cand_batch: int | None = None,
-                base_final: float | None = None, cand_final: float | None = None) -> dict:
+                base_final: float | None = None, cand_final: float | None = None) -> LossParity:
     """Loss parity of ``cand`` against ``base`` (see module doc); ``*_batch``: global batches where the
     rows lack them (e.g. derived from the runs' totals); ``*_final``: the runs' final losses where the
-    last logged point is not the run's last (sampled step lines; ``scaling.session_summary`` says)."""
+    last logged point is not the run's last (sampled step lines; ``summary.session_summary`` says)."""
     bx, bl, bb = loss_curve(base, base_batch)
     cx, cl, cb = loss_curve(cand, cand_batch)
     basis = "samples seen" if bb == cb == "samples seen" else "steps"
@@ -149,9 +136,7 @@ def loss_parity(base, cand, base_batch: int | None = None, cand_batch: int | Non
         # one side lacks batch sizes: fall back to steps on both sides
         bx, bl, _ = _by_step(base)
         cx, cl, _ = _by_step(cand)
-    out = {"baseline": base.meta.get("session_id"), "candidate": cand.meta.get("session_id"),
-           "final_loss_diff": None, "final_loss_rel_diff": None, "max_abs_diff_aligned": None,
-           "mean_abs_diff_aligned": None, "aligned_by": basis, "points": 0, "overlap": None}
+    out = {"baseline": base.meta.get("session_id"), "candidate": cand.meta.get("session_id"), "aligned_by": basis}
     b_end = base_final if base_final is not None else (float(bl[-1]) if len(bl) else None)
     c_end = cand_final if cand_final is not None else (float(cl[-1]) if len(cl) else None)
     if b_end is not None and c_end is not None:
@@ -163,8 +148,8 @@ def loss_parity(base, cand, base_batch: int | None = None, cand_batch: int | Non
         if grid.any() and len(cx) >= 1:
             diff = np.interp(bx[grid], cx, cl) - bl[grid]
             out.update(max_abs_diff_aligned=float(np.abs(diff).max()), mean_abs_diff_aligned=float(
-                np.abs(diff).mean()), points=int(grid.sum()), overlap=[float(lo), float(hi)])
-    return out
+                np.abs(diff).mean()), points=int(grid.sum()), overlap=(float(lo), float(hi)))
+    return LossParity(**out)
 
 
 def _by_step(session):

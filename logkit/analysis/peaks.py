@@ -13,7 +13,7 @@ the alpha-beta model t(m) = alpha + m / peak reaches half the peak bandwidth).
 
 from __future__ import annotations
 
-__all__ = ["COMMUNICATION_PEAKS", "CPU_LINK", "GLOO_LINK", "GPU_PEAK_TFLOPS", "link_for", "peak_tflops_for",
+__all__ = ["COMMUNICATION_PEAKS", "CPU_LINK", "GLOO_LINK", "GPU_PEAK_TFLOPS", "link_for", "peak_tflops_for", "gpu_model",
            "half_peak_bytes"]
 
 _NV = "NVIDIA datasheet"
@@ -113,3 +113,20 @@ def half_peak_bytes(link: dict | None) -> float | None:
     if not link or link.get("peak_busbw_gb_s") is None or link.get("alpha_us") is None:
         return None
     return link["alpha_us"] * 1e-6 * link["peak_busbw_gb_s"] * 1e9
+
+
+def gpu_model(session) -> str | None:
+    """The GPU's name as the session logs it: session_start's gpus, summary.json's gpus, or the gpu
+    frame's gpu_name (a GPU capture)."""
+    for g in session.meta.get("gpus") or []:
+        if isinstance(g, dict) and g.get("name"):
+            return str(g["name"])
+    doc = session.meta.get("summary")
+    for g in (doc.get("gpus") or []) if isinstance(doc, dict) else []:
+        if isinstance(g, dict) and g.get("name"):
+            return str(g["name"])
+    if "gpu_name" in session.gpu.columns:
+        names = session.gpu["gpu_name"].dropna()
+        if not names.empty:
+            return str(names.iloc[0])
+    return None

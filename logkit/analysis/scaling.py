@@ -1,264 +1,66 @@
-"""Scaling: per-session throughput figures, and speedup / efficiency of runs against a baseline.
+"""Scaling: who is compared with whom, speedup and efficiency of each run against its baseline, on
+the steady state with a bootstrap interval, flags with their likely causes, and an Amdahl fit.
 
-Definitions (reported to users; every renderer repeats them):
+Definitions (``definitions.SCALING``):
 
-- ``samples_per_second``: sum(total_batch_size) / sum(step_time_s) over rank 0's optimizer
-  steps: training throughput of the whole job, all ranks together, excluding set-up time.
-  When the step lines are sampled (fewer logged steps than the run did: a log interval > 1,
-  text-only logs) and the run's own totals are known (summary.json, results.json), the
-  totals are used instead; ``basis`` says which (``steps``, ``run totals``, ``sampled steps``).
-- ``steps_per_second``: number of optimizer steps / sum(step_time_s) over the same rows (or the
-  run's total, as above).
-- ``final_loss``: the last logged loss (by step), or the run's final loss when the step lines
-  are sampled or no loss was logged.
-- ``total_batch_size``: the most common logged global batch; else the run's; else derived as
-  samples/s / steps/s when both are known (``total_batch_size_from`` says so).
-- ``speedup``: candidate samples_per_second / baseline samples_per_second (a throughput
-  ratio; never a ratio of step rates, which mislead when the global batch grows with ranks).
-- ``scaling_efficiency``: speedup / (candidate world_size / baseline world_size).
+- ``speedup``: candidate samples/s / baseline samples/s (a throughput ratio; never a ratio of
+  step rates, which mislead when the global batch grows with ranks); ``scaling_efficiency`` =
+  speedup / (candidate world_size / baseline world_size); ``step_rate_ratio`` = candidate
+  steps/s / baseline steps/s.
+- headline figures: on the steady state when both runs have step times (warm-up steps of each
+  run left out; ``throughput.py`` says how), else over the whole run (the only figures a run's
+  totals give); ``basis`` says which, and the whole-run figures are kept beside.
+- ``speedup_ci``: 95% block-bootstrap interval of the steady speedup (1000 draws of each run's
+  steady throughput, independent seeds; the ratio's 2.5th and 97.5th percentiles).
 - ``regime``: "strong" when the global batch is the same, "weak" when the per-rank batch
   (total_batch_size / world_size) is the same, "mixed" otherwise, "unknown" without batch sizes.
 - Only runs of one comparison group are compared (``groups``: same model, same sequence length
-  and configuration where logged); each group has its own baseline: the fewest ranks, ties broken
-  by the earliest start.
+  and configuration where logged); each group has its own baseline: the fewest ranks, ties
+  broken by the earliest start; runs with a throughput first.
+- flags: a headline speedup below 1 (slowdown) or above the rank ratio (superlinear), for
+  candidates with more ranks than the baseline, with the likely causes the other analyses found.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 
-from logkit.analysis.groups import GROUP_DEFINITIONS, group_sessions, session_kind
+import numpy as np
 
-__all__ = ["SUMMARY_KEYS", "COMPARISON_KEYS", "DEFINITIONS", "session_summary", "compare", "pick_baseline",
-           "comparison_plan", "run_totals"]
+from logkit.analysis.amdahl import amdahl_fit
+from logkit.analysis.groups import group_sessions
+from logkit.analysis.results import Comparison, Flag, Group, NotCompared, Ratios, Scaling, SessionSummary
+from logkit.analysis.summary import samples_seen, session_summary
+from logkit.analysis.throughput import SteadyState, bootstrap_throughput, steady_state
+from logkit.analysis.thresholds import CI_LEVEL, COMM_BOUND_SHARE, SAMPLES_RATIO_TOLERANCE
+from logkit.schema.values import to_float
 
-SUMMARY_KEYS: tuple[str, ...] = (
-    "session_id", "mode", "world_size", "gpu_count", "duration_s", "total_steps",
-    "steps_per_second", "samples_per_second", "total_batch_size", "final_loss",
-    "basis", "basis_detail", "logged_steps", "total_batch_size_from", "final_loss_from", "kind",
-)
-COMPARISON_KEYS: tuple[str, ...] = (
-    "baseline", "candidate", "speedup", "scaling_efficiency", "regime", "step_rate_ratio",
-)
-DEFINITIONS: dict[str, str] = {
-    "samples_per_second": "sum of total_batch_size / sum of step_time_s over rank 0's optimizer steps "
-                          "(whole-job training throughput, set-up excluded); the run's totals (summary.json, "
-                          "results.json) when the step lines are sampled; 'basis' says which",
-    "steps_per_second": "optimizer steps / sum of step_time_s over rank 0's steps (or the run's totals, as for "
-                        "samples_per_second)",
-    "final_loss": "the last logged loss (by step); the run's final loss when the step lines are sampled",
-    "total_batch_size": "the logged global batch (samples per optimizer step); derived as samples/s / steps/s "
-                        "when only those are known",
-    "speedup": "candidate samples/s / baseline samples/s (throughput ratio)",
-    "scaling_efficiency": "speedup / (candidate ranks / baseline ranks)",
-    "regime": "strong: same global batch; weak: same per-rank batch; mixed: neither",
-    "step_rate_ratio": "candidate steps/s / baseline steps/s",
-    **GROUP_DEFINITIONS,
-}
-
-
-def _finite(value) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _int(value) -> int | None:
-    v = _finite(value)
-    return int(v) if v is not None and v.is_integer() else None
-
-
-def _isna(value) -> bool:
-    try:
-        return bool(value is None or value != value or str(value) == "<NA>")
-    except TypeError:
-        return True
+_KIND_REASONS = {"gpu_capture": "a GPU capture (nvidia-smi / gpustat / monitor_gpu), not a training run",
+                 "nccl_tests": "an nccl-tests benchmark, not a training run"}
 
 
 def _ratio(num, den) -> float | None:
-    num, den = _finite(num), _finite(den)
-    if num is None or den is None or den == 0:
-        return None
-    return num / den
+    num, den = to_float(num, finite=True), to_float(den, finite=True)
+    return num / den if num is not None and den else None
 
 
-def _main_rank_steps(session):
-    steps = session.steps
-    if steps.empty:
-        return steps
-    ranks = steps["rank"].dropna()
-    if ranks.empty:
-        return steps
-    return steps[steps["rank"] == ranks.min()]
+def _ranks(summary: SessionSummary) -> int:
+    return summary.world_size or 1
 
 
-def run_totals(session) -> dict:
-    """The run's own totals, as the run wrote them at its end: {source, total_steps, final_loss,
-    steps_per_second, samples_per_second, total_batch_size} (None where not written)."""
-    meta = session.meta
-    doc = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
-    formats = set(meta.get("formats") or [])
-
-    def pick(key):
-        value = doc.get(key)
-        return value if value is not None else meta.get(key)
-
-    if doc:
-        source = "summary.json"
-    elif "results_json" in formats or meta.get("duration_from") == "results.json":
-        source = "results.json"
-    elif "trainer_state" in formats:
-        source = "trainer_state.json"
-    elif "legacy_summary" in formats:
-        source = "summary.json (first version)"
-    elif meta.get("duration_from") == "session_end":
-        source = "session_end"
-    else:
-        source = "the run's logged totals"
-    return {"source": source, "total_steps": _int(pick("total_steps")), "final_loss": _finite(pick("final_loss")),
-            "steps_per_second": _finite(pick("steps_per_second")),
-            "samples_per_second": _finite(pick("samples_per_second")),
-            "total_batch_size": _int(pick("total_batch_size"))}
-
-
-def _logged_steps(steps) -> int:
-    if steps.empty:
-        return 0
-    numbered = steps["step"].dropna()
-    return int(numbered.nunique()) if len(numbered) == len(steps) else len(steps)
-
-
-def _last_loss(steps) -> tuple[float | None, int | None]:
-    """The last logged finite loss (by step; in log order where steps are not numbered) and its step."""
-    if steps.empty:
-        return None, None
-    rows = steps[steps["loss"].notna()]
-    if rows.empty:
-        return None, None
-    if rows["step"].notna().all():
-        rows = rows.sort_values("step", kind="stable")
-    last = rows.iloc[-1]
-    step = _int(last["step"]) if not _isna(last["step"]) else None
-    return float(last["loss"]), step
-
-
-def _derive_batch(samples_per_second, steps_per_second) -> int | None:
-    ratio = _ratio(samples_per_second, steps_per_second)
-    if ratio is None or ratio < 0.5:
-        return None
-    return max(1, int(round(ratio)))
-
-
-def session_summary(session) -> dict:
-    """Headline figures of one session, with exactly the keys of ``SUMMARY_KEYS`` (see module doc).
-
-    ``basis``: ``steps`` (rank 0's timed step rows cover the run), ``run totals`` (the run's own
-    summary: no step times, or step lines that are sampled), ``sampled steps`` (sampled step lines
-    and no run totals: the figures estimate the run from the lines), or None (nothing logged);
-    ``basis_detail`` says it in a sentence. ``logged_steps``: step rows of rank 0.
-    """
-    meta = session.meta
-    out = dict.fromkeys(SUMMARY_KEYS)
-    out.update({
-        "session_id": meta.get("session_id"),
-        "mode": meta.get("mode"),
-        "world_size": _int(meta.get("world_size")),
-        "gpu_count": _int(meta.get("gpu_count")),
-        "duration_s": _finite(meta.get("duration_s")),
-        "kind": session_kind(session),
-    })
-    steps = _main_rank_steps(session)
-    run = run_totals(session)
-    logged = _logged_steps(steps)
-    out["logged_steps"] = logged
-    timed = steps[steps["step_time_s"].notna() & (steps["step_time_s"] > 0)] if not steps.empty else steps
-    max_step = _int(steps["step"].max()) if not steps.empty and steps["step"].notna().any() else None
-    last_loss, last_step = _last_loss(steps)
-    sampled = bool(logged) and run["total_steps"] is not None and logged < run["total_steps"]
-    rank = _int(steps["rank"].min()) if not steps.empty and steps["rank"].notna().any() else 0
-
-    batch_rows = timed["total_batch_size"].astype("Float64") if not timed.empty else None
-    common = batch_rows.dropna().mode() if batch_rows is not None else []
-    batch = int(common.min()) if len(common) else (run["total_batch_size"] or _int(meta.get("total_batch_size")))
-    out["total_batch_size"] = batch
-    out["total_batch_size_from"] = "logged" if batch is not None else None
-
-    def from_rows():
-        b = batch_rows.fillna(batch) if batch is not None else batch_rows
-        total_time = float(timed["step_time_s"].sum())
-        out["steps_per_second"] = len(timed) / total_time
-        out["samples_per_second"] = float(b.sum()) / total_time if b.notna().all() else None
-
-    if not timed.empty and not sampled:
-        from_rows()
-        out["basis"] = "steps"
-        out["basis_detail"] = f"rank {rank}'s {len(timed)} timed step(s): sum of batch sizes / sum of step times"
-        out["total_steps"] = max_step if max_step is not None else run["total_steps"]
-    else:
-        out["total_steps"] = run["total_steps"] if run["total_steps"] is not None else max_step
-        out["steps_per_second"] = run["steps_per_second"]
-        out["samples_per_second"] = run["samples_per_second"]
-        if out["samples_per_second"] is None and out["total_steps"] and batch:
-            out["samples_per_second"] = _ratio(out["total_steps"] * batch, out["duration_s"])
-        if out["steps_per_second"] is None:
-            out["steps_per_second"] = _ratio(out["total_steps"], out["duration_s"])
-        have_run = out["samples_per_second"] is not None or out["steps_per_second"] is not None
-        if sampled and not have_run and not timed.empty:
-            from_rows()
-            out["basis"] = "sampled steps"
-            out["basis_detail"] = (f"{len(timed)} sampled step line(s) of {run['total_steps']} steps: "
-                                   "sum of batch sizes / sum of their step times (an estimate)")
-        elif have_run:
-            out["basis"] = "run totals"
-            why = (f"the step lines are sampled: {logged} of {run['total_steps']} steps logged" if sampled
-                   else "no step times logged")
-            out["basis_detail"] = f"run totals from {run['source']} ({why})"
-        elif not timed.empty:  # step times, but more steps than the header claims: use them
-            from_rows()
-            out["basis"] = "steps"
-            out["basis_detail"] = f"rank {rank}'s {len(timed)} timed step(s): sum of batch sizes / sum of step times"
-    if out["total_batch_size"] is None:
-        derived = _derive_batch(out["samples_per_second"], out["steps_per_second"])
-        if derived is not None:
-            out["total_batch_size"] = derived
-            out["total_batch_size_from"] = "derived: samples/s / steps/s"
-    if sampled and run["final_loss"] is not None:
-        out["final_loss"], out["final_loss_from"] = run["final_loss"], f"{run['source']}; the step lines are sampled"
-    elif last_loss is not None:
-        out["final_loss"] = last_loss
-        out["final_loss_from"] = f"last logged loss, step {last_step}" if last_step is not None \
-            else "last logged loss"
-    elif run["final_loss"] is not None:
-        out["final_loss"], out["final_loss_from"] = run["final_loss"], run["source"]
-    return out
-
-
-def _start_key(session) -> tuple:
-    return session.start_key()
-
-
-def _ranks(summary: dict) -> int:
-    return summary["world_size"] if summary["world_size"] else 1
-
-
-def pick_baseline(sessions: list, summaries: list[dict] | None = None, members=None) -> int | None:
-    """Index of the baseline among ``members`` (default: all sessions): fewest ranks (world_size),
-    ties broken by the earliest start; sessions with a throughput figure (samples_per_second)
-    first, so a GPU capture or an nccl-tests table never becomes the baseline of training runs."""
-    members = list(range(len(sessions)) if members is None else members)
+def pick_baseline(sessions: list, summaries: list[SessionSummary], members) -> int | None:
+    """Index of the baseline among ``members``: fewest ranks (world_size), ties broken by the earliest
+    start; sessions with a throughput figure (samples_per_second) first, so a GPU capture or an
+    nccl-tests table never becomes the baseline of training runs."""
+    members = list(members)
     if not members:
         return None
-    summaries = summaries or [session_summary(s) for s in sessions]
-    return min(members, key=lambda i: (summaries[i]["samples_per_second"] is None, summaries[i]["kind"] != "training",
-                                       _ranks(summaries[i]), _start_key(sessions[i])))
+    return min(members, key=lambda i: (summaries[i].samples_per_second is None, summaries[i].kind != "training",
+                                       _ranks(summaries[i]), sessions[i].start_key()))
 
 
-def _regime(base: dict, cand: dict) -> str:
-    b, c = base["total_batch_size"], cand["total_batch_size"]
+def _regime(base: SessionSummary, cand: SessionSummary) -> str:
+    b, c = base.total_batch_size, cand.total_batch_size
     if not b or not c:
         return "unknown"
     if b == c:
@@ -268,61 +70,157 @@ def _regime(base: dict, cand: dict) -> str:
     return "mixed"
 
 
-_KIND_REASONS = {"gpu_capture": "a GPU capture (nvidia-smi / gpustat / monitor_gpu), not a training run",
-                 "nccl_tests": "an nccl-tests benchmark, not a training run"}
-
-
-def comparison_plan(sessions: list, summaries: list[dict] | None = None) -> dict:
-    """Who is compared with whom: {"groups": [{key, label, members (session ids), baseline}],
-    "pairs": [(baseline index, candidate index, group label)], "not_compared": [{session_id, reason}]}."""
-    summaries = summaries or [session_summary(s) for s in sessions]
+def comparison_plan(sessions: list, summaries: list[SessionSummary]):
+    """Who is compared with whom: (groups, pairs [(baseline index, candidate index, group label)],
+    sessions not compared and why)."""
     groups, pairs, not_compared = [], [], []
     for s in summaries:
-        if s["kind"] in _KIND_REASONS:
-            not_compared.append({"session_id": s["session_id"], "reason": _KIND_REASONS[s["kind"]]})
+        if s.kind in _KIND_REASONS:
+            not_compared.append(NotCompared(s.session_id, _KIND_REASONS[s.kind]))
     for g in group_sessions(sessions):
         members = g["members"]
-        with_tput = [i for i in members if summaries[i]["samples_per_second"] is not None]
-        for i in members:
-            if summaries[i]["samples_per_second"] is None:
-                not_compared.append({"session_id": summaries[i]["session_id"],
-                                     "reason": "no throughput logged (no step times, no samples/s in a summary)"})
-        base = pick_baseline(sessions, summaries, with_tput) if with_tput else None
-        entry = {"key": g["key"], "label": g["label"], "members": [summaries[i]["session_id"] for i in members],
-                 "baseline": summaries[base]["session_id"] if base is not None else None}
-        groups.append(entry)
+        with_tput = [i for i in members if summaries[i].samples_per_second is not None]
+        not_compared += [NotCompared(summaries[i].session_id, "no throughput logged (no step times, no samples/s "
+                                                              "in a summary)")
+                         for i in members if summaries[i].samples_per_second is None]
+        base = pick_baseline(sessions, summaries, with_tput)
+        groups.append(Group(g["key"], g["label"], tuple(summaries[i].session_id for i in members),
+                            summaries[base].session_id if base is not None else None))
         if len(with_tput) == 1:
-            not_compared.append({"session_id": summaries[base]["session_id"],
-                                 "reason": f"no other run of {g['label']} with a throughput to compare with"})
-        for i in with_tput:
-            if i != base:
-                pairs.append((base, i, g["label"]))
-    order = {s["session_id"]: k for k, s in enumerate(summaries)}
-    not_compared.sort(key=lambda r: order.get(r["session_id"], 0))
-    return {"groups": groups, "pairs": pairs, "not_compared": not_compared}
+            not_compared.append(NotCompared(summaries[base].session_id,
+                                            f"no other run of {g['label']} with a throughput to compare with"))
+        pairs += [(base, i, g["label"]) for i in with_tput if i != base]
+    order = {s.session_id: k for k, s in enumerate(summaries)}
+    not_compared.sort(key=lambda r: order.get(r.session_id, 0))
+    return tuple(groups), pairs, tuple(not_compared)
 
 
-def compare(sessions: list, summaries: list[dict] | None = None) -> list[dict]:
-    """Each compared run against its group's baseline (``comparison_plan``); keys ``COMPARISON_KEYS``
-    first, then ``group`` and ``basis`` ("whole run": these figures include warm-up).
+def _causes(kind: str, base: SessionSummary, cand: SessionSummary, ctx: dict, cand_ctx: dict,
+            base_ctx: dict) -> list[str]:
+    causes = []
+    if ctx["regime"] in ("mixed", "unknown"):
+        causes.append(f"batch sizes not comparable ({ctx['regime']} regime: global batch "
+                      f"{base.total_batch_size} vs {cand.total_batch_size})")
+    if ctx.get("basis_mismatch"):
+        causes.append(ctx["basis_mismatch"])
+    ratio = ctx.get("samples_ratio")
+    if not ctx.get("steady") and ratio and abs(ratio - 1) > SAMPLES_RATIO_TOLERANCE:
+        # throughput does not depend on run length, except through the warm-up a whole-run figure includes
+        causes.append(f"whole-run figures include warm-up and the runs differ in length (the candidate saw "
+                      f"{ratio:.2f}x the baseline's samples): warm-up weighs differently in each")
+    if kind == "slowdown":
+        if cand_ctx.get("busy_gpu"):
+            causes.append("one busy GPU: one device does the work while the others idle "
+                          "(device_map=\"auto\" / model parallel rather than data parallel)")
+        share = cand_ctx.get("sync_share")
+        if share is not None and share >= COMM_BOUND_SHARE:
+            causes.append(f"communication-bound: gradient sync takes {share:.0%} of step time")
+        if cand_ctx.get("straggler") is not None:
+            causes.append(f"straggler: rank {cand_ctx['straggler']} is the slowest")
+    else:
+        if base_ctx.get("busy_gpu"):
+            causes.append("the baseline had one busy GPU and others idle")
+        if not ctx.get("steady"):
+            causes.append("warm-up not left out: a short baseline is dominated by its first steps")
+        if ctx["regime"] == "strong":
+            causes.append("smaller per-rank batch fits caches / avoids memory pressure the baseline had "
+                          "(e.g. offloading or gradient checkpointing in the single run)")
+    return causes or ["no cause found in the logs: compare per-rank step times and data loading"]
 
-    ``speedup`` = candidate samples_per_second / baseline samples_per_second;
-    ``scaling_efficiency`` = speedup / (candidate world_size / baseline world_size);
-    ``step_rate_ratio`` = candidate steps_per_second / baseline steps_per_second.
+
+def _interval(bstate: SteadyState, cstate: SteadyState, b: int, c: int, boots: dict) -> tuple[float, float] | None:
+    if b not in boots:
+        boots[b] = bootstrap_throughput(bstate, seed=1000 + b)
+    cb = bootstrap_throughput(cstate, seed=1000 + c)
+    if boots[b] is None or cb is None:
+        return None
+    q = np.quantile(cb / boots[b], [(1 - CI_LEVEL) / 2, (1 + CI_LEVEL) / 2])
+    return float(q[0]), float(q[1])
+
+
+def _steady_detail(base: SessionSummary, cand: SessionSummary, bstate: SteadyState, cstate: SteadyState) -> str:
+    detail = (f"steady state: warm-up left out ({bstate.warmup_steps} step(s) of the baseline, "
+              f"{cstate.warmup_steps} of the candidate); {bstate.steady_steps} and {cstate.steady_steps} "
+              "steady steps")
+    sampled = [f"{who} logs {x.logged_steps} of {x.total_steps} steps" for who, x in
+               (("the baseline", base), ("the candidate", cand))
+               if x.total_steps and x.logged_steps and x.logged_steps < x.total_steps]
+    return detail + (" (from sampled step lines: " + ", ".join(sampled) + ")" if sampled else "")
+
+
+def _flag(headline: float | None, ratio: float, ci, basis: str, base, cand, ctx: dict, context: dict) -> tuple:
+    if headline is None or ratio <= 1:  # same rank counts: an A/B comparison, not scaling
+        return ()
+    kind = "slowdown" if headline < 1 else "superlinear" if headline > ratio * 1.0 + 1e-9 else None
+    if kind is None:
+        return ()
+    causes = _causes(kind, base, cand, ctx, context.get(cand.session_id, {}), context.get(base.session_id, {}))
+    significant = bool(ci and (ci[1] < 1 if kind == "slowdown" else ci[0] > ratio))
+    return (Flag(kind, "; ".join(causes), tuple(causes), headline, ratio, basis, significant),)
+
+
+def _compare(sessions, summaries, states, b: int, c: int, label: str, boots: dict, context: dict) -> Comparison:
+    base, cand, bstate, cstate = summaries[b], summaries[c], states[b], states[c]
+    ratio = _ranks(cand) / _ranks(base)
+    whole_speedup = _ratio(cand.samples_per_second, base.samples_per_second)
+    whole = Ratios(whole_speedup, _ratio(whole_speedup, ratio),
+                   _ratio(cand.steps_per_second, base.steps_per_second))
+    steady = None
+    if bstate.samples_per_second is not None and cstate.samples_per_second is not None:
+        sp = cstate.samples_per_second / bstate.samples_per_second
+        steady = Ratios(sp, sp / ratio, _ratio(cstate.steps_per_second, bstate.steps_per_second))
+    ci = _interval(bstate, cstate, b, c, boots) if steady else None
+    seen, base_seen = samples_seen(sessions[c], cand), samples_seen(sessions[b], base)
+    mismatch = None
+    if steady is None and base.basis != cand.basis:
+        mismatch = (f"throughput on different bases: baseline from {base.basis_detail}, candidate from "
+                    f"{cand.basis_detail}")
+    ctx = {"regime": _regime(base, cand), "steady": steady is not None, "basis_mismatch": mismatch,
+           "samples_ratio": seen / base_seen if seen and base_seen else None}
+    if steady is not None:
+        headline, basis, detail = steady, "steady state", _steady_detail(base, cand, bstate, cstate)
+        tputs = (bstate.samples_per_second, cstate.samples_per_second)
+    else:
+        headline, basis = whole, "whole run"
+        detail = "whole run: " + (f"baseline {base.basis_detail}; candidate {cand.basis_detail}"
+                                  if base.basis != "steps" or cand.basis != "steps"
+                                  else "every logged step, warm-up included")
+        tputs = (base.samples_per_second, cand.samples_per_second)
+    headline = dataclasses.replace(headline, scaling_efficiency=(headline.speedup / ratio
+                                                                 if headline.speedup is not None else None))
+    return Comparison(
+        baseline=base.session_id, candidate=cand.session_id, group=label, regime=ctx["regime"], basis=basis,
+        basis_detail=detail, headline=headline, whole_run=whole, steady=steady, speedup_ci=ci, ci_level=CI_LEVEL,
+        rank_ratio=ratio, baseline_samples_per_second=tputs[0], candidate_samples_per_second=tputs[1],
+        baseline_basis=base.basis_detail, candidate_basis=cand.basis_detail, baseline_samples_seen=base_seen,
+        candidate_samples_seen=seen, samples_ratio=ctx["samples_ratio"], note=mismatch,
+        flags=_flag(headline.speedup, ratio, ci, basis, base, cand, ctx, context))
+
+
+def scaling_analysis(sessions: list, context: dict[str, dict] | None = None) -> Scaling:
+    """The scaling section for ``sessions`` (in the order given).
+
+    ``context`` (optional) maps session_id to facts other analyses found, used for the causes of
+    flags: ``sync_share`` (largest gradient-sync share of step time), ``busy_gpu`` (bool),
+    ``straggler`` (rank or None).
     """
-    summaries = summaries or [session_summary(s) for s in sessions]
-    out = []
-    for b, c, label in comparison_plan(sessions, summaries)["pairs"]:
-        base, cand = summaries[b], summaries[c]
-        speedup = _ratio(cand["samples_per_second"], base["samples_per_second"])
-        out.append({
-            "baseline": base["session_id"],
-            "candidate": cand["session_id"],
-            "speedup": speedup,
-            "scaling_efficiency": _ratio(speedup, _ranks(cand) / _ranks(base)),
-            "regime": _regime(base, cand),
-            "step_rate_ratio": _ratio(cand["steps_per_second"], base["steps_per_second"]),
-            "group": label,
-            "basis": "whole run",
-        })
-    return out
+    context = context or {}
+    headline = [session_summary(s) for s in sessions]
+    states = [steady_state(s, headline[i].total_batch_size) for i, s in enumerate(sessions)]
+    summaries = [dataclasses.replace(s, warmup_steps=st.warmup_steps, steady_steps=st.steady_steps,
+                                     steady_samples_per_second=st.samples_per_second,
+                                     steady_steps_per_second=st.steps_per_second)
+                 for s, st in zip(headline, states, strict=True)]
+    groups, pairs, not_compared = comparison_plan(sessions, summaries)
+    boots: dict = {}
+    comparisons = [_compare(sessions, summaries, states, b, c, label, boots, context) for b, c, label in pairs]
+    points: dict[str, list] = {}
+    bases: dict[str, int] = {}
+    for (b, c, label), comp in zip(pairs, comparisons, strict=True):
+        if comp.speedup is not None:
+            points.setdefault(label, []).append((summaries[c].world_size or 1, comp.rank_ratio, comp.speedup))
+            bases[label] = summaries[b].world_size or 1
+    fits = tuple(f for label, pts in points.items() if (f := amdahl_fit(pts, bases[label], label)) is not None)
+    return Scaling(sessions=tuple(summaries), comparisons=tuple(comparisons), groups=groups,
+                   not_compared=not_compared, fits=fits,
+                   baseline=next((g.baseline for g in groups if g.baseline is not None), None))

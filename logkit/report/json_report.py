@@ -1,9 +1,9 @@
 """JSON documents of the analyses: one document per run of the CLI, NaN and infinities as null.
 
-``analysis_document(analysis, sections)`` picks the sections asked for:
+``analysis_document(analysis, sections)`` picks the sections asked for from ``Analysis.to_dict()``:
 
 - ``compare``: ``sessions``, ``comparisons``, ``groups``, ``not_compared``, ``fit``, ``fits``,
-  ``loss_parity``, ``health``, ``gpus``
+  ``loss_parity``, ``health``, ``gpus`` (and ``baseline``)
 - ``communication``: ``communication`` (one row per session, rank and op), ``nccl_tests`` (one row
   per nccl-tests op and placement)
 - ``performance``: ``performance``, ``stragglers``, ``gpus``, ``mfu``
@@ -15,13 +15,9 @@ and always adds ``definitions`` (the definition of every figure).
 
 from __future__ import annotations
 
-import math
-
 import orjson
 
-from logkit.report.view import analysis_view, plain
-
-__all__ = ["render_json", "analysis_document", "SECTION_KEYS"]
+from logkit.analysis.results import Analysis, plain
 
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "compare": ("sessions", "comparisons", "groups", "not_compared", "fit", "fits", "loss_parity", "health", "gpus"),
@@ -29,55 +25,26 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "performance": ("performance", "stragglers", "gpus", "mfu"),
     "diagnose": ("findings",),
 }
+_SCALING_KEYS = ("sessions", "comparisons", "groups", "not_compared", "fit", "fits")
 
 
-def _default(value):
-    # pandas' <NA> and other stray scalars: null, or their plain value.
-    if hasattr(value, "item"):
-        return value.item()
-    try:
-        if value != value:  # NA-like values are not equal to themselves
-            return None
-    except TypeError:
-        return None
-    return str(value)
-
-
-def _nan_to_none(obj):
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _nan_to_none(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_nan_to_none(v) for v in obj]
-    return obj
-
-
-def analysis_document(analysis, sections=("all",)) -> dict:
+def analysis_document(analysis: Analysis, sections=("all",)) -> dict:
     """The JSON document (a dict of plain values) of ``sections`` of ``analysis``."""
-    view = analysis_view(analysis)
+    whole = analysis.to_dict()
     wanted: list[str] = []
     for section in sections:
-        if section == "all":
-            wanted += [k for keys in SECTION_KEYS.values() for k in keys]
-        else:
-            wanted += SECTION_KEYS[section]
+        wanted += [k for keys in SECTION_KEYS.values() for k in keys] if section == "all" else SECTION_KEYS[section]
     doc: dict = {}
     for key in dict.fromkeys(wanted):
-        if key in ("sessions", "comparisons", "groups", "not_compared", "fit", "fits"):
-            doc[key] = view["scaling"].get(key)
-        else:
-            doc[key] = view.get(key)
-    if view["scaling"].get("baseline") is not None and "sessions" in doc:
-        doc["baseline"] = view["scaling"]["baseline"]
-    doc["definitions"] = view["definitions"]
+        doc[key] = whole["scaling"][key] if key in _SCALING_KEYS else whole[key]
+    if whole["scaling"]["baseline"] is not None and "sessions" in doc:
+        doc["baseline"] = whole["scaling"]["baseline"]
+    doc["definitions"] = whole["definitions"]
     return doc
 
 
-def render_json(report) -> str:
-    """``report`` (a dict, or an object with ``to_dict()``) as indented JSON text; NaN and
-    infinities become null."""
-    doc = report if isinstance(report, dict) else report.to_dict()
-    doc = _nan_to_none(plain(doc))
-    return orjson.dumps(doc, default=_default,
-                        option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+def render_json(document) -> str:
+    """``document`` (a dict, or an ``Analysis``: all of it) as indented JSON text; NaN and infinities
+    become null."""
+    doc = document.to_dict() if isinstance(document, Analysis) else document
+    return orjson.dumps(plain(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()

@@ -1,11 +1,11 @@
-"""PNG plots (matplotlib Agg + seaborn) of sessions and their analysis.
+"""PNG plots (matplotlib Agg + seaborn) of an analysis.
 
-    >>> from logkit.report.plots import write_plots                  # doctest: +SKIP
-    >>> write_plots(sessions, analysis, "plots")                     # doctest: +SKIP
+    >>> from logkit.report import write_plots                        # doctest: +SKIP
+    >>> write_plots(analysis, "plots")                               # doctest: +SKIP
     [PosixPath('plots/training_comparison.png'), ...]
 
-``PLOTS`` names every file and what it shows. Plots read Session frames (``steps``,
-``gpu``, ``comm``) and the analysis' view; they compute no figure of their own beyond
+``PLOTS`` names every file and what it shows. Plots draw the analysis' results (its scaling
+section, performance table and ``curves``); they compute no figure of their own beyond
 thinning long lines for drawing: a line of more than ``MAX_POINTS`` points is drawn as the
 means of consecutive equal-sized bins (its caption says so). A plot without data is still
 written, saying what is missing, so that a caller always finds every file.
@@ -19,9 +19,7 @@ import math
 import sys
 from pathlib import Path
 
-from logkit.report.view import analysis_view
-
-__all__ = ["PLOTS", "MAX_POINTS", "EMPTY_GID", "figures", "render_plots", "write_plots", "thin"]
+from logkit.analysis.results import Analysis, plain
 
 MAX_POINTS = 5000
 DPI = 100
@@ -63,12 +61,6 @@ def thin(frame, x: str, y: str, max_points: int = MAX_POINTS):
     return part.groupby(np.arange(n) // k, sort=True).mean()
 
 
-def _lowest_rank(frame):
-    if frame.empty or "rank" not in frame or frame["rank"].dropna().empty:
-        return frame
-    return frame[frame["rank"] == frame["rank"].min()]
-
-
 def _empty(ax, text: str) -> None:
     ax.set_gid(EMPTY_GID)
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="#57606a")
@@ -80,10 +72,6 @@ def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
-
-
-def _labels(sessions) -> dict[str, str]:
-    return {s.session_id: str(s.session_id) for s in sessions}
 
 
 def _caption(fig, text: str) -> None:
@@ -109,18 +97,16 @@ def _headroom(ax, top: float) -> None:
         ax.set_ylim(top=top * 1.25)
 
 
-def _ideal(by_id: dict, baseline, candidate) -> float | None:
+def _ideal(analysis: Analysis, c) -> float | None:
     """The rank ratio of a comparison (its ideal speedup), when both runs logged their ranks."""
-    base, cand = by_id.get(baseline, {}), by_id.get(candidate, {})
-    if base.get("world_size") and cand.get("world_size"):
-        return cand["world_size"] / base["world_size"]
-    return None
+    base, cand = analysis.scaling.summary(c.baseline), analysis.scaling.summary(c.candidate)
+    return c.rank_ratio if base and cand and base.world_size and cand.world_size else None
 
 
-def _training_comparison(sessions, view, Figure, sns):
+def _training_comparison(analysis: Analysis, Figure, sns):
     import pandas as pd
 
-    training = [r for r in view["scaling"]["sessions"] or [] if r.get("kind") in (None, "training")]
+    training = plain(analysis.scaling.training)
     fig = Figure(figsize=(11, 7.5 if len(training) <= 6 else 9), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
     rows = pd.DataFrame(training, columns=["session_id", "world_size", "duration_s", "steps_per_second",
@@ -144,14 +130,13 @@ def _training_comparison(sessions, view, Figure, sns):
             _headroom(ax, float(data[col].max()))
         ax.set_title(title)
     ax = axes[3]
-    comps = pd.DataFrame(view["scaling"]["comparisons"] or [], columns=[
-        "baseline", "candidate", "speedup", "scaling_efficiency", "steady_speedup", "speedup_ci"])
-    comps = comps.dropna(subset=["speedup"])
+    drawn = [c for c in analysis.scaling.comparisons if c.speedup is not None]
+    comps = pd.DataFrame(plain(drawn), columns=["baseline", "candidate", "speedup", "scaling_efficiency",
+                                                 "steady_speedup", "speedup_ci"])
     if comps.empty:
         _empty(ax, "no comparison (one session, or throughput missing)")
     else:
-        by_id = {s["session_id"]: s for s in view["scaling"]["sessions"]}
-        ideals = [_ideal(by_id, c.baseline, c.candidate) for c in comps.itertuples()]  # each group's own baseline
+        ideals = [_ideal(analysis, c) for c in drawn]  # each comparison against its own group's baseline
         sns.barplot(data=comps, x="candidate", y="speedup", ax=ax, color=sns.color_palette()[2])
         for i, c in enumerate(comps.itertuples()):
             ci, steady = c.speedup_ci, c.steady_speedup
@@ -197,27 +182,22 @@ def _log_y_if_wide(ax, ylabel: str) -> bool:
 _LOG_NOTE = "; log y: values span > 2 decades"
 
 
-def _line_plot(sessions, frame_name: str, x: str, y_fn, title: str, ylabel: str, xlabel: str, caption: str,
-               Figure, sns, empty_text: str):
+def _series_plot(frame, x: str, y: str, title: str, ylabel: str, xlabel: str, caption: str, Figure, sns,
+                 empty_text: str, label_suffix: str = "", marker_under: int = 40):
+    """One line per session of ``frame`` (session_id, x, y), thinned to ``MAX_POINTS``."""
     fig = Figure(figsize=(10, 5.5), layout="constrained")
     ax = fig.subplots()
-    palette = sns.color_palette(n_colors=max(len(sessions), 1))
+    ids = list(dict.fromkeys(frame["session_id"]))
+    palette = sns.color_palette(n_colors=max(len(ids), 1))
     thinned = False
-    drawn = 0
-    for i, s in enumerate(sessions):
-        frame = _lowest_rank(getattr(s, frame_name))
-        if frame.empty:
-            continue
-        part = frame.assign(_y=y_fn(frame))
-        if part["_y"].notna().sum() == 0:
-            continue
-        pts = thin(part, x, "_y")
-        thinned |= len(pts) < part["_y"].notna().sum()
-        ax.plot(pts[x].to_numpy(), pts["_y"].to_numpy(), label=str(s.session_id), color=palette[i % len(palette)],
-                lw=1.2, marker="o" if len(pts) < 40 else None, ms=3)
-        drawn += 1
+    for i, sid in enumerate(ids):
+        part = frame[frame["session_id"] == sid]
+        pts = thin(part, x, y)
+        thinned |= len(pts) < len(part)
+        ax.plot(pts[x].to_numpy(), pts[y].to_numpy(), label=f"{sid}{label_suffix}", color=palette[i % len(palette)],
+                lw=1.2, marker="o" if len(pts) < marker_under else None, ms=3)
     log_y = False
-    if not drawn:
+    if not ids:
         _empty(ax, empty_text)
     else:
         ax.legend(fontsize=8, loc="best")
@@ -227,55 +207,33 @@ def _line_plot(sessions, frame_name: str, x: str, y_fn, title: str, ylabel: str,
     ax.set_title(title)
     _caption(fig, caption + (_LOG_NOTE if log_y else "")
              + (f"; lines of more than {MAX_POINTS} points drawn as bin means" if thinned else ""))
-    return fig
+    return fig, ax
 
 
-def _loss_curves(sessions, view, Figure, sns):
-    import numpy as np
-    import pandas as pd
-
-    from logkit.analysis.health import loss_curve
-
+def _loss_curves(analysis: Analysis, Figure, sns):
+    curves = analysis.curves
+    by_samples = curves.loss_axis == "samples seen"
     fig = Figure(figsize=(10, 5.5), layout="constrained")
     ax = fig.subplots()
-    batch = {r["session_id"]: r.get("total_batch_size") for r in view["scaling"]["sessions"] or []}
-    kinds = {r["session_id"]: r.get("kind") for r in view["scaling"]["sessions"] or []}
-    runs = [s for s in sessions if kinds.get(s.session_id) in (None, "training")]
-    curves = {s.session_id: loss_curve(s, batch.get(s.session_id)) for s in runs}
-    curves = {k: v for k, v in curves.items() if len(v[1])}
-    by_samples = bool(curves) and all(basis == "samples seen" for _, _, basis in curves.values())
-    palette = sns.color_palette(n_colors=max(len(runs), 1))
-    thinned = drawn = evals = 0
-    for i, s in enumerate(runs):
+    ids = list(dict.fromkeys([*curves.loss["session_id"], *curves.eval_loss["session_id"]]))
+    order = [s.session_id for s in analysis.scaling.training if s.session_id in ids]
+    order += [i for i in ids if i not in order]
+    palette = sns.color_palette(n_colors=max(len(analysis.scaling.training), 1))
+    thinned = False
+    for i, sid in enumerate(order):
         color = palette[i % len(palette)]
-        b = batch.get(s.session_id) or s.meta.get("total_batch_size")
-        if s.session_id in curves:
-            x, loss, basis = curves[s.session_id]
-            if not by_samples and basis == "samples seen":  # back to steps, as every line must share its axis
-                rows = s.steps[s.steps["rank"] == s.steps["rank"].min()] if s.steps["rank"].notna().any() \
-                    else s.steps
-                rows = rows[rows["step"].notna() & rows["loss"].notna()].sort_values("step", kind="stable")
-                x, loss = rows["step"].to_numpy(dtype="float64"), rows["loss"].to_numpy(dtype="float64")
-                ok = np.isfinite(loss)
-                x, loss = x[ok], loss[ok]
-            pts = thin(pd.DataFrame({"x": x, "y": loss}), "x", "y")
-            thinned |= len(pts) < len(x)
-            ax.plot(pts["x"].to_numpy(), pts["y"].to_numpy(), label=f"{s.session_id} train", color=color, lw=1.2,
+        part = curves.loss[curves.loss["session_id"] == sid]
+        if len(part):
+            pts = thin(part, "x", "loss")
+            thinned |= len(pts) < len(part)
+            ax.plot(pts["x"].to_numpy(), pts["loss"].to_numpy(), label=f"{sid} train", color=color, lw=1.2,
                     marker="o" if len(pts) < 40 else None, ms=3)
-            drawn += 1
-        ev = s.evals
-        if not ev.empty:
-            ev = ev[(ev["name"] == "eval_loss") & ev["step"].notna() & ev["value"].notna()]
-            if len(ev):
-                ex = ev["step"].to_numpy(dtype="float64") * (float(b) if by_samples and b else 1.0)
-                if by_samples and not b:
-                    continue
-                order = np.argsort(ex, kind="stable")
-                ax.plot(ex[order], ev["value"].to_numpy(dtype="float64")[order], ls="--", marker="s", ms=4,
-                        color=color, lw=1.0, label=f"{s.session_id} eval")
-                evals += 1
+        ev = curves.eval_loss[curves.eval_loss["session_id"] == sid]
+        if len(ev):
+            ax.plot(ev["x"].to_numpy(), ev["value"].to_numpy(), ls="--", marker="s", ms=4, color=color, lw=1.0,
+                    label=f"{sid} eval")
     log_y = False
-    if not drawn and not evals:
+    if not order:
         _empty(ax, "no loss logged")
     else:
         ax.legend(fontsize=8, loc="best")
@@ -290,33 +248,29 @@ def _loss_curves(sessions, view, Figure, sns):
     return fig
 
 
-def _throughput_values(frame):
-    derived = frame["total_batch_size"].astype("float64") / frame["step_time_s"].where(frame["step_time_s"] > 0)
-    return frame["samples_per_s"].astype("float64").fillna(derived)
+def _throughput(analysis: Analysis, Figure, sns):
+    fig, _ = _series_plot(analysis.curves.throughput, "step", "samples_per_s", "Training throughput", "samples/s",
+                          "step", "samples/s per optimizer step: logged samples_per_s, else total_batch_size / "
+                          "step_time_s (lowest rank)", Figure, sns, "no step times logged")
+    return fig
 
 
-def _throughput(sessions, view, Figure, sns):
-    return _line_plot(sessions, "steps", "step", _throughput_values, "Training throughput", "samples/s", "step",
-                      "samples/s per optimizer step: logged samples_per_s, else total_batch_size / step_time_s "
-                      "(lowest rank)", Figure, sns, "no step times logged")
-
-
-def _gpu_utilization(sessions, view, Figure, sns):
+def _gpu_utilization(analysis: Analysis, Figure, sns):
     fig = Figure(figsize=(10, 5.5), layout="constrained")
     ax = fig.subplots()
+    data = analysis.curves.gpu_utilization
     series = []
-    for s in sessions:
-        g = s.gpu
-        if g.empty or g["utilization_pct"].notna().sum() == 0:
-            continue
+    for sid in dict.fromkeys(data["session_id"]):
+        g = data[data["session_id"] == sid]
         hosts = g["host"].dropna().unique()
         for (host, gpu), part in g.groupby(["host", "gpu"], dropna=False, sort=True):
-            label = f"{s.session_id} " + (f"{host} " if len(hosts) > 1 and host else "") + f"GPU {gpu}"
+            gpu_text = int(gpu) if gpu == gpu else gpu
+            label = f"{sid} " + (f"{host} " if len(hosts) > 1 and host else "") + f"GPU {gpu_text}"
             series.append((label, part))
     palette = sns.color_palette(n_colors=max(len(series), 1))
     thinned = False
     for i, (label, part) in enumerate(series):
-        pts = thin(part.sort_values("time_s", kind="stable"), "time_s", "utilization_pct")
+        pts = thin(part, "time_s", "utilization_pct")
         thinned |= len(pts) < len(part)
         ax.plot(pts["time_s"].to_numpy(), pts["utilization_pct"].to_numpy(), label=label,
                 color=palette[i % len(palette)], lw=1.1)
@@ -333,31 +287,15 @@ def _gpu_utilization(sessions, view, Figure, sns):
     return fig
 
 
-def _bandwidth_vs_size(sessions, view, Figure, sns):
-    import pandas as pd
-
+def _bandwidth_vs_size(analysis: Analysis, Figure, sns):
     fig = Figure(figsize=(10, 5.5), layout="constrained")
     ax = fig.subplots()
-    parts = []
-    for s in sessions:
-        c = s.comm
-        if c.empty:
-            continue
-        bw = c["busbw_mb_s"].astype("float64").fillna(c["algbw_mb_s"].astype("float64"))
-        part = pd.DataFrame({"op": c["op"].astype("object").fillna("?").astype(str),
-                             "size_mb": c["size_bytes"].astype("float64") / 1e6, "bw": bw})
-        part = part.dropna()
-        part = part[(part["size_mb"] > 0) & (part["bw"] > 0)]
-        if part.empty:
-            continue
-        agg = part.groupby(["op", "size_mb"], sort=True)["bw"].agg(["median", "size"]).reset_index()
-        agg["series"] = f"{s.session_id}: " + agg["op"]
-        parts.append(agg)
-    if not parts:
+    data = analysis.curves.bandwidth
+    if data.empty:
         _empty(ax, "no communication records with sizes and bandwidths")
     else:
-        data = pd.concat(parts, ignore_index=True)
-        sns.scatterplot(data=data, x="size_mb", y="median", hue="series", size="size", sizes=(20, 200), ax=ax,
+        data = data.assign(series=data["session_id"].astype(str) + ": " + data["op"].astype(str))
+        sns.scatterplot(data=data, x="size_mb", y="busbw_mb_s", hue="series", size="records", sizes=(20, 200), ax=ax,
                         alpha=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -370,35 +308,34 @@ def _bandwidth_vs_size(sessions, view, Figure, sns):
     return fig
 
 
-def _step_time_per_rank(sessions, view, Figure, sns):
-    with_steps = [s for s in sessions if not s.steps.empty and s.steps["step_time_s"].notna().any()]
-    shown = with_steps[:MAX_PANELS]
+def _step_time_per_rank(analysis: Analysis, Figure, sns):
+    perf = analysis.performance
+    ids = list(dict.fromkeys(perf["session_id"]))
+    shown = ids[:MAX_PANELS]
     n = max(len(shown), 1)
     fig = Figure(figsize=(min(max(5 * n, 10), 16), 5), layout="constrained")
     axes = fig.subplots(1, n, squeeze=False)[0]
     palette = sns.color_palette()
-    for ax, s in zip(axes, shown, strict=False):
-        st = s.steps[["rank", "step_time_s"]].dropna()
-        st = st[st["step_time_s"] > 0]
-        q = st.groupby("rank", sort=True)["step_time_s"].quantile([0.05, 0.25, 0.5, 0.75, 0.95]).unstack()
-        mx = st.groupby("rank", sort=True)["step_time_s"].max()
-        stats = [{"label": str(int(r)), "whislo": row[0.05], "q1": row[0.25], "med": row[0.5], "q3": row[0.75],
-                  "whishi": row[0.95], "fliers": []} for r, row in q.iterrows()]
+    for ax, sid in zip(axes, shown, strict=False):
+        q = perf[perf["session_id"] == sid].sort_values("rank")
+        stats = [{"label": str(int(r.rank)), "whislo": r.step_p5_s, "q1": r.step_p25_s, "med": r.step_p50_s,
+                  "q3": r.step_p75_s, "whishi": r.step_p95_s, "fliers": []} for r in q.itertuples()]
         ax.bxp(stats, showfliers=False, patch_artist=True,
                boxprops={"facecolor": palette[0], "alpha": 0.5}, medianprops={"color": "black"})
         # a max far above the spread (the first step: compilation, allocator warm-up) would flatten
         # the boxes: the axis stops at 1.5x the highest p95 and such a max is written at the top
-        top = 1.5 * float(q[0.95].max())
+        top = 1.5 * float(q["step_p95_s"].max())
+        mx = q["step_max_s"].to_numpy(dtype="float64")
         inside = mx <= top
-        ax.scatter([i + 1 for i, ok in enumerate(inside) if ok], mx[inside].to_numpy(), marker="o",
-                   color=palette[3], s=14, zorder=3, label="max")
-        for i, (ok, value) in enumerate(zip(inside, mx.to_numpy(), strict=True)):
+        ax.scatter([i + 1 for i, ok in enumerate(inside) if ok], mx[inside], marker="o", color=palette[3], s=14,
+                   zorder=3, label="max")
+        for i, (ok, value) in enumerate(zip(inside, mx, strict=True)):
             if not ok:
                 ax.annotate(f"max {value:.3g} s ↑", (i + 1, top), xytext=(0, -2), textcoords="offset points",
                             ha="center", va="top", fontsize=8, color=palette[3])
         if top > 0:
-            ax.set_ylim(0, top)  # step times are positive (filtered above)
-        ax.set_title(str(s.session_id), fontsize=10)
+            ax.set_ylim(0, top)  # step times are positive
+        ax.set_title(str(sid), fontsize=10)
         ax.set_xlabel("rank")
         ax.set_ylabel("step time (s)")
         if inside.any():
@@ -406,7 +343,7 @@ def _step_time_per_rank(sessions, view, Figure, sns):
     if not shown:
         _empty(axes[0], "no step times logged")
     fig.suptitle("Step time per rank")
-    more = len(with_steps) - len(shown)
+    more = len(ids) - len(shown)
     _caption(fig, "box: p25-p75 of step_time_s, line: p50, whiskers: p5-p95, dot: max (written at the top when "
                   "above 1.5x the p95)"
              + (f"; {more} more session(s) not shown" if more > 0 else ""))
@@ -423,31 +360,30 @@ _MAKERS = {
 }
 
 
-def figures(sessions, analysis, names=None) -> dict:
+def figures(analysis: Analysis, names=None) -> dict:
     """matplotlib ``Figure`` of each plot in ``names`` (default: every one of ``PLOTS``), in that order;
     an axes without data has the gid ``EMPTY_GID``."""
     Figure, sns = _mpl()
-    view = analysis_view(analysis)
     out = {}
     with sns.axes_style("whitegrid"):
         for name in names or PLOTS:
-            out[name] = _MAKERS[name](list(sessions), view, Figure, sns)
+            out[name] = _MAKERS[name](analysis, Figure, sns)
     return out
 
 
-def render_plots(sessions, analysis, names=None) -> dict[str, bytes]:
+def render_plots(analysis: Analysis, names=None) -> dict[str, bytes]:
     """PNG bytes of each plot in ``names`` (default: every one of ``PLOTS``), in that order."""
     _, sns = _mpl()
     with sns.axes_style("whitegrid"):
-        return {name: _png(fig) for name, fig in figures(sessions, analysis, names).items()}
+        return {name: _png(fig) for name, fig in figures(analysis, names).items()}
 
 
-def write_plots(sessions, analysis, out_dir, names=None) -> list[Path]:
+def write_plots(analysis: Analysis, out_dir, names=None) -> list[Path]:
     """Write the plots as PNG files into ``out_dir`` (created); returns their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, data in render_plots(sessions, analysis, names).items():
+    for name, data in render_plots(analysis, names).items():
         path = out_dir / name
         path.write_bytes(data)
         paths.append(path)

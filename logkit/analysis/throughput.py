@@ -1,7 +1,11 @@
-"""Steady state of a run: warm-up steps found and left out, steady throughput, bootstrap samples.
+"""Throughput: of one step, of a run's steps, of its steady state (warm-up found and left out), and
+bootstrap draws of the steady throughput.
 
 Definitions:
 
+- throughput of a set of steps: their samples / their time (``schema.values.per_second``) —
+  sum(total_batch_size) / sum(step_time_s), never a mean of per-step rates;
+- throughput of one step: its logged samples_per_s, else total_batch_size / step_time_s;
 - warm-up: the leading steps before the first step that is itself within ``tol`` of the steady
   reference and opens a window of ``w`` consecutive steps whose median is within it too, where the reference is the median step
   time of the second half of the run, ``tol = max(5% of it, 3 x 1.4826 x MAD)`` over that half,
@@ -20,11 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["SteadyState", "MIN_STEADY_STEPS", "warmup_count", "steady_state", "bootstrap_throughput", "main_rank_timed"]
+from logkit.analysis.thresholds import MAX_BLOCKS, MIN_STEADY_STEPS, N_BOOT, WARMUP_TOLERANCE
+from logkit.schema.values import per_second
 
-N_BOOT = 1000
-MIN_STEADY_STEPS = 4  # fewer timed steps (two sampled text lines): no steady-state figures
-MAX_BLOCKS = 200
 SEED = 20241206
 
 
@@ -40,16 +42,19 @@ class SteadyState:
     time: np.ndarray | None = None
 
 
-def main_rank_timed(steps: pd.DataFrame) -> pd.DataFrame:
-    """The lowest rank's rows with a positive step_time_s, ordered by step."""
-    if steps.empty:
-        return steps
-    ranks = steps["rank"].dropna()
-    rows = steps[steps["rank"] == ranks.min()] if not ranks.empty else steps
-    rows = rows[rows["step_time_s"].notna() & (rows["step_time_s"] > 0)]
-    if rows["step"].notna().all() and not rows["step"].is_monotonic_increasing:
-        rows = rows.sort_values("step", kind="stable")
-    return rows
+def throughput(batch, time) -> float | None:
+    """Samples per second of a set of steps: sum of their batches / sum of their times (None when a
+    batch is unknown or the time is not positive)."""
+    batch = pd.Series(batch, dtype="Float64") if not isinstance(batch, pd.Series) else batch.astype("Float64")
+    if batch.isna().any():
+        return None
+    return per_second(float(batch.sum()), float(np.sum(time)))
+
+
+def step_throughput(steps: pd.DataFrame) -> pd.Series:
+    """Samples per second of each step: the logged samples_per_s, else total_batch_size / step_time_s."""
+    derived = steps["total_batch_size"].astype("float64") / steps["step_time_s"].where(steps["step_time_s"] > 0)
+    return steps["samples_per_s"].astype("float64").fillna(derived)
 
 
 def warmup_count(times: np.ndarray) -> int:
@@ -61,7 +66,7 @@ def warmup_count(times: np.ndarray) -> int:
     half = t[n // 2:]
     ref = float(np.median(half))
     mad = float(np.median(np.abs(half - ref)))
-    tol = max(0.05 * ref, 3 * 1.4826 * mad)
+    tol = max(WARMUP_TOLERANCE * ref, 3 * 1.4826 * mad)
     w = int(min(10, max(1, n // 50)))
     head = t[: n // 2 + w]
     # median of t[i:i+w] for every i, vectorised over a strided view
@@ -73,8 +78,8 @@ def warmup_count(times: np.ndarray) -> int:
 
 
 def steady_state(session, default_batch: int | None = None) -> SteadyState:
-    """Warm-up and steady throughput of ``session`` (its lowest rank's timed steps)."""
-    rows = main_rank_timed(session.steps)
+    """Warm-up and steady throughput of ``session`` (its lowest rank's timed steps, by step)."""
+    rows = session.timed_steps(main_rank=True)
     if rows.empty:
         return SteadyState()
     times = rows["step_time_s"].to_numpy(dtype="float64")
@@ -84,12 +89,12 @@ def steady_state(session, default_batch: int | None = None) -> SteadyState:
     if len(times) < MIN_STEADY_STEPS:
         return SteadyState()
     k = warmup_count(times)
-    rate = float((len(times) - k) / times[k:].sum())
+    rate = per_second(len(times) - k, times[k:].sum())
     if batch.isna().any():
         return SteadyState(warmup_steps=k, steady_steps=len(times) - k, steps_per_second=rate)
     batch = batch.to_numpy(dtype="float64")
     b, t = batch[k:], times[k:]
-    return SteadyState(warmup_steps=k, steady_steps=len(t), samples_per_second=float(b.sum() / t.sum()),
+    return SteadyState(warmup_steps=k, steady_steps=len(t), samples_per_second=throughput(b, t),
                        steps_per_second=rate, batch=b, time=t)
 
 

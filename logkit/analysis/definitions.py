@@ -1,0 +1,113 @@
+"""Every figure's definition, once: what the reports print under each table and the JSON carries.
+
+Keys are the figures' names as the results and the JSON name them; thresholds come from
+``thresholds.py``, so a definition states the number the code applies.
+"""
+
+from __future__ import annotations
+
+from logkit.analysis.thresholds import (
+    CI_LEVEL,
+    MAX_BLOCKS,
+    MIN_R2,
+    N_BOOT,
+    NEAR_PEAK,
+    REACH,
+    SLOW_FACTOR,
+    STRAGGLER_SCORE,
+    WARMUP_TOLERANCE,
+)
+
+SCALING: dict[str, str] = {
+    "samples_per_second": "sum of total_batch_size / sum of step_time_s over rank 0's optimizer steps "
+                          "(whole-job training throughput, set-up excluded); the run's totals (summary.json, "
+                          "results.json) when the step lines are sampled; 'basis' says which",
+    "steps_per_second": "optimizer steps / sum of step_time_s over rank 0's steps (or the run's totals, as for "
+                        "samples_per_second)",
+    "final_loss": "the last logged loss (by step); the run's final loss when the step lines are sampled",
+    "total_batch_size": "the logged global batch (samples per optimizer step); derived as samples/s / steps/s "
+                        "when only those are known",
+    "speedup": "candidate samples/s / baseline samples/s (throughput ratio), on the steady state (warm-up "
+               "left out) when both runs logged step times, else over the whole run; 'basis' says which",
+    "scaling_efficiency": "speedup / (candidate ranks / baseline ranks), on the same basis as speedup",
+    "regime": "strong: same global batch; weak: same per-rank batch; mixed: neither",
+    "step_rate_ratio": "candidate steps/s / baseline steps/s, on the same basis as speedup",
+    "group": "runs compared with each other: same model name, same sequence length and same named "
+             "configuration where logged; each group has its own baseline (fewest ranks, then earliest start)",
+    "kind": "training: a training run's logs; gpu_capture: nvidia-smi/gpustat capture, or GPU samples with no "
+            "training steps (monitor_gpu); nccl_tests: an nccl-tests benchmark. Only training runs are compared",
+    "whole_run_speedup": "candidate samples/s / baseline samples/s over every step (warm-up included), or from "
+                         "the runs' totals",
+    "warmup_steps": "leading steps before the first window of steps whose median step time is within "
+                    f"max({WARMUP_TOLERANCE:.0%}, 3 robust SD) of the median of the run's second half (at most half "
+                    "the run)",
+    "steady_samples_per_second": "samples_per_second over the steps after warm-up",
+    "steady_speedup": "candidate steady samples/s / baseline steady samples/s (warm-up excluded)",
+    "steady_scaling_efficiency": "steady_speedup / (candidate ranks / baseline ranks)",
+    "speedup_ci": f"{CI_LEVEL:.0%} block-bootstrap interval of steady_speedup ({N_BOOT} resamples of up to "
+                  f"{MAX_BLOCKS} blocks of consecutive steps per run)",
+    "samples_seen": "session_end samples_seen, else total_steps x total_batch_size",
+    "serial_fraction": "Amdahl fit speedup(p) = 1 / (s + (1 - s) / p), p = ranks / baseline ranks, least "
+                       "squares on 1/speedup - 1/p = s (1 - 1/p) over a group's headline speedups",
+    "karp_flatt": "experimentally determined serial fraction e = (1/speedup - 1/p) / (1 - 1/p)",
+    "predicted": "Amdahl speedup over the baseline at 2x and 4x the largest world size measured; none when a "
+                 f"point is superlinear, the serial fraction comes out negative, or R² < {MIN_R2:g}",
+    "r2": "coefficient of determination of the Amdahl fit on the speedups (baseline = 1 included)",
+    "flags": "slowdown: speedup < 1; superlinear: speedup > rank ratio (headline speedup); only for more ranks "
+             "than the baseline (runs with equal rank counts are compared, not judged for scaling)",
+}
+
+COMMUNICATION: dict[str, str] = {
+    "count": "communication records of that op on that rank",
+    "total_bytes / mean_bytes": "sum / mean of size_bytes per op on the rank; MB = 10^6 bytes",
+    "p50_ms / p95_ms": "median / 95th percentile of duration_ms",
+    "algbw_mb_s": "median over records of bytes moved by one rank / duration (MB/s, SI)",
+    "busbw_mb_s": "median over records of algbw x 2(n-1)/n (all-reduce, gradient_sync), (n-1)/n (all-gather, "
+                  "reduce-scatter, all-to-all), 1 (broadcast, reduce); derived from algbw where not logged "
+                  "(busbw_from), n = ranks in the collective",
+    "sync_share_of_step_time": "over steps with both this op and a step time on the rank: sum of the op's "
+                               "durations / sum of those steps' step_time_s; gradient buckets overlap backward "
+                               "compute, so this is an upper bound of exposed communication",
+    "pct_of_peak": "busbw / the link's reference peak bus bandwidth x 100 (peaks.COMMUNICATION_PEAKS)",
+    "latency_bound": "mean message smaller than alpha x peak (where the link's alpha-beta model "
+                     "t(m) = alpha + m / peak reaches half of peak) and busbw below "
+                     f"{NEAR_PEAK:.0%} of peak",
+    "verdict": f"bandwidth-bound: busbw >= {NEAR_PEAK:.0%} of the link's peak; latency-bound: small messages "
+               "(< alpha x peak) and below that; below peak: large messages yet below that (topology, PCIe, "
+               "NCCL settings); no reference: no peak for this link (gloo, CPU, several hosts)",
+    "summary_count": "the run's own count of the op (summary.json) where the log lines sample the operations",
+    "busbw_at_max_size_gb_s": "nccl-tests: busbw (GB/s) at the largest message size of the sweep",
+    "size_at_80pct_bytes": f"nccl-tests: the smallest message size at which busbw reaches {REACH:.0%} of the "
+                           "sweep's maximum",
+    "avg_busbw_gb_s": "nccl-tests' own '# Avg bus bandwidth': the mean busbw over every size of its table "
+                      "(small sizes included, so far below the large-message figure)",
+}
+
+PERFORMANCE: dict[str, str] = {
+    "step_p50_s / p95 / max": "median / 95th percentile / max of step_time_s over the rank's steps",
+    "slow_steps": f"steps with step_time_s > {SLOW_FACTOR:g} x the rank's median step time",
+    "data_share": "sum of data_time_s / sum of step_time_s over the rank's steps that logged both",
+    "vs_fastest": "the rank's median step time / the fastest rank's median step time",
+    "score": "vs_fastest - 1; a straggler is the slowest rank with score > "
+             f"{STRAGGLER_SCORE:g}",
+    "avg_util / peak_util": "mean / max of utilization_pct over the GPU snapshots",
+    "avg_memory_pct": "mean of memory used / memory total x 100 over the snapshots",
+    "mfu": "achieved FLOP/s per GPU / the GPU's dense BF16 peak; FLOPs per token = 4 N + 2 N_trainable "
+           "(forward 2N, activation gradients 2N, weight gradients 2 N_trainable: LoRA-aware), "
+           "tokens/s of the whole job over steady steps, divided among world_size GPUs",
+}
+
+HEALTH: dict[str, str] = {
+    "nan_steps": "steps with a logged +-inf loss or grad_norm, a nan_detected event, or a nan_loss/nan_grad "
+                 "anomaly",
+    "divergence": "smoothed final loss above the smoothed minimum by > 25% of the run's drop (and > 1% of the "
+                  "minimum), or the last K losses all rising (K = clip(n/10, 3, 100))",
+    "loss_parity": "curves aligned by samples seen (step x total_batch_size), candidate interpolated onto the "
+                   "baseline's points in the overlap; final_loss_diff = candidate - baseline",
+}
+
+FINDINGS: dict[str, str] = {
+    "severity": "critical > error > warning > info; findings are listed in that order",
+}
+
+DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **HEALTH, **FINDINGS}

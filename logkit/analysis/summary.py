@@ -1,0 +1,170 @@
+"""One session's headline figures: throughput, step rate, final loss, global batch, and what they rest on.
+
+Definitions (``definitions.SCALING``):
+
+- ``samples_per_second``: sum(total_batch_size) / sum(step_time_s) over rank 0's optimizer
+  steps: training throughput of the whole job, all ranks together, excluding set-up time.
+  When the step lines are sampled (fewer logged steps than the run did: a log interval > 1,
+  text-only logs) and the run's own totals are known (summary.json, results.json), the
+  totals are used instead; ``basis`` says which (``steps``, ``run totals``, ``sampled steps``).
+- ``steps_per_second``: number of optimizer steps / sum(step_time_s) over the same rows (or the
+  run's total, as above).
+- ``final_loss``: the last logged loss (by step), or the run's final loss when the step lines
+  are sampled or no loss was logged.
+- ``total_batch_size``: the most common logged global batch; else the run's; else derived as
+  samples/s / steps/s when both are known (``total_batch_size_from`` says so).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from logkit.analysis.groups import session_kind
+from logkit.analysis.results import SessionSummary
+from logkit.analysis.throughput import throughput
+from logkit.schema.values import per_second, to_float, to_int
+
+
+def run_totals(session) -> dict:
+    """The run's own totals, as the run wrote them at its end: {source, total_steps, final_loss,
+    steps_per_second, samples_per_second, total_batch_size} (None where not written)."""
+    meta = session.meta
+    doc = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
+    formats = set(meta.get("formats") or [])
+
+    def pick(key):
+        value = doc.get(key)
+        return value if value is not None else meta.get(key)
+
+    if doc:
+        source = "summary.json"
+    elif "results_json" in formats or meta.get("duration_from") == "results.json":
+        source = "results.json"
+    elif "trainer_state" in formats:
+        source = "trainer_state.json"
+    elif "legacy_summary" in formats:
+        source = "summary.json (first version)"
+    elif meta.get("duration_from") == "session_end":
+        source = "session_end"
+    else:
+        source = "the run's logged totals"
+    return {"source": source, "total_steps": to_int(pick("total_steps")),
+            "final_loss": to_float(pick("final_loss"), finite=True),
+            "steps_per_second": to_float(pick("steps_per_second"), finite=True),
+            "samples_per_second": to_float(pick("samples_per_second"), finite=True),
+            "total_batch_size": to_int(pick("total_batch_size"))}
+
+
+def samples_seen(session, summary: SessionSummary) -> float | None:
+    """Samples the run processed: session_end's samples_seen, else total_steps x total_batch_size."""
+    seen = to_float(session.meta.get("samples_seen"), finite=True)
+    if seen:
+        return seen
+    if summary.total_steps and summary.total_batch_size:
+        return float(summary.total_steps * summary.total_batch_size)
+    return None
+
+
+def _logged_steps(steps) -> int:
+    if steps.empty:
+        return 0
+    numbered = steps["step"].dropna()
+    return int(numbered.nunique()) if len(numbered) == len(steps) else len(steps)
+
+
+def _last_loss(steps) -> tuple[float | None, int | None]:
+    """The last logged finite loss (by step; in log order where steps are not numbered) and its step."""
+    rows = steps[steps["loss"].notna()] if not steps.empty else steps
+    if rows.empty:
+        return None, None
+    if rows["step"].notna().all():
+        rows = rows.sort_values("step", kind="stable")
+    last = rows.iloc[-1]
+    return float(last["loss"]), to_int(last["step"])
+
+
+def _derive_batch(samples_per_second, steps_per_second) -> int | None:
+    ratio = per_second(samples_per_second, steps_per_second)  # samples per step
+    if ratio is None or ratio < 0.5:
+        return None
+    return max(1, int(round(ratio)))
+
+
+def _from_rows(timed: pd.DataFrame, batch: int | None) -> dict:
+    b = timed["total_batch_size"].astype("Float64")
+    b = b.fillna(batch) if batch is not None else b
+    return {"steps_per_second": per_second(len(timed), float(timed["step_time_s"].sum())),
+            "samples_per_second": throughput(b, timed["step_time_s"].to_numpy())}
+
+
+def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.DataFrame, rank: int) -> None:
+    """Figures from the run's own totals (no step times, or sampled step lines), or estimated from
+    sampled lines when the run wrote no totals."""
+    out["steps_per_second"], out["samples_per_second"] = run["steps_per_second"], run["samples_per_second"]
+    if out["samples_per_second"] is None and out["total_steps"] and out["total_batch_size"]:
+        out["samples_per_second"] = per_second(out["total_steps"] * out["total_batch_size"], out["duration_s"])
+    if out["steps_per_second"] is None:
+        out["steps_per_second"] = per_second(out["total_steps"], out["duration_s"])
+    have_run = out["samples_per_second"] is not None or out["steps_per_second"] is not None
+    if sampled and not have_run and not timed.empty:
+        out.update(_from_rows(timed, out["total_batch_size"]), basis="sampled steps",
+                   basis_detail=f"{len(timed)} sampled step line(s) of {run['total_steps']} steps: sum of batch "
+                                "sizes / sum of their step times (an estimate)")
+    elif have_run:
+        why = (f"the step lines are sampled: {logged} of {run['total_steps']} steps logged" if sampled
+               else "no step times logged")
+        out.update(basis="run totals", basis_detail=f"run totals from {run['source']} ({why})")
+    elif not timed.empty:  # step times, but more steps than the header claims: use them
+        out.update(_from_rows(timed, out["total_batch_size"]), basis="steps",
+                   basis_detail=f"rank {rank}'s {len(timed)} timed step(s): sum of batch sizes / sum of step times")
+
+
+def _final_loss(out: dict, run: dict, sampled: bool, steps: pd.DataFrame) -> None:
+    last_loss, last_step = _last_loss(steps)
+    if sampled and run["final_loss"] is not None:
+        out["final_loss"], out["final_loss_from"] = run["final_loss"], f"{run['source']}; the step lines are sampled"
+    elif last_loss is not None:
+        out["final_loss"] = last_loss
+        out["final_loss_from"] = f"last logged loss, step {last_step}" if last_step is not None else "last logged loss"
+    elif run["final_loss"] is not None:
+        out["final_loss"], out["final_loss_from"] = run["final_loss"], run["source"]
+
+
+def session_summary(session) -> SessionSummary:
+    """Headline figures of one session (see module doc).
+
+    ``basis``: ``steps`` (rank 0's timed step rows cover the run), ``run totals`` (the run's own
+    summary: no step times, or step lines that are sampled), ``sampled steps`` (sampled step lines
+    and no run totals: the figures estimate the run from the lines), or None (nothing logged);
+    ``basis_detail`` says it in a sentence. ``logged_steps``: step rows of rank 0.
+    """
+    meta = session.meta
+    steps = session.main_rank_steps()
+    timed = session.timed_steps(main_rank=True)
+    run = run_totals(session)
+    logged = _logged_steps(steps)
+    max_step = to_int(steps["step"].max()) if steps["step"].notna().any() else None
+    sampled = bool(logged) and run["total_steps"] is not None and logged < run["total_steps"]
+    rank = to_int(steps["rank"].min()) if steps["rank"].notna().any() else 0
+    common = timed["total_batch_size"].astype("Float64").dropna().mode() if not timed.empty else []
+    batch = int(common.min()) if len(common) else (run["total_batch_size"] or to_int(meta.get("total_batch_size")))
+    out = {"total_batch_size": batch, "total_batch_size_from": "logged" if batch is not None else None,
+           "duration_s": to_float(meta.get("duration_s"), finite=True), "basis": None, "basis_detail": None,
+           "final_loss": None, "final_loss_from": None, "steps_per_second": None, "samples_per_second": None}
+    if not timed.empty and not sampled:
+        out.update(_from_rows(timed, batch), basis="steps", total_steps=max_step if max_step is not None
+                   else run["total_steps"],
+                   basis_detail=f"rank {rank}'s {len(timed)} timed step(s): sum of batch sizes / sum of step times")
+    else:
+        out["total_steps"] = run["total_steps"] if run["total_steps"] is not None else max_step
+        _from_totals(out, run, sampled, logged, timed, rank)
+    if out["total_batch_size"] is None:
+        derived = _derive_batch(out["samples_per_second"], out["steps_per_second"])
+        if derived is not None:
+            out["total_batch_size"], out["total_batch_size_from"] = derived, "derived: samples/s / steps/s"
+    _final_loss(out, run, sampled, steps)
+    return SessionSummary(
+        session_id=meta.get("session_id"), mode=meta.get("mode"), world_size=to_int(meta.get("world_size")),
+        gpu_count=to_int(meta.get("gpu_count")), logged_steps=logged, kind=session_kind(session),
+        status=meta.get("status"), model=meta.get("model"), start_time=meta.get("start_time"),
+        duration_from=meta.get("duration_from"), **out)

@@ -1,0 +1,33 @@
+"""The analysis' policy in numbers: every threshold a figure or a finding is judged by, in one place.
+
+The definitions (``definitions.py``) and the analyses read them from here, so a definition
+states the threshold the code applies.
+"""
+
+from __future__ import annotations
+
+# steady state (throughput.py)
+WARMUP_TOLERANCE = 0.05  # a step within 5% (or 3 robust SD) of the second half's median is steady
+MIN_STEADY_STEPS = 4  # fewer timed steps (two sampled text lines): no steady-state figures
+N_BOOT = 1000  # bootstrap resamples of the steady throughput
+MAX_BLOCKS = 200  # consecutive blocks the steady steps are cut into for the bootstrap
+CI_LEVEL = 0.95
+
+# scaling (scaling.py, amdahl.py)
+MIN_R2 = 0.9  # an Amdahl fit below this predicts nothing
+SAMPLES_RATIO_TOLERANCE = 0.05  # runs whose samples seen differ by more saw different data
+
+# communication (communication.py, nccl_tests.py)
+NEAR_PEAK = 0.60  # busbw at or above 60% of the link's peak: bandwidth-bound
+REACH = 0.80  # nccl-tests: the size at which busbw first reaches 80% of the sweep's max
+COMM_BOUND_SHARE = 0.30  # gradient sync >= 30% of step time: communication-bound
+
+# performance (performance.py)
+SLOW_FACTOR = 3.0  # a step slower than 3x its rank's median is slow
+STRAGGLER_SCORE = 0.05  # the slowest rank, 5% slower than the fastest, is a straggler
+BUSY_UTIL, IDLE_UTIL = 50.0, 10.0  # one GPU busy while the others idle: device_map="auto"
+
+# findings (diagnose.py)
+LOW_UTIL = 50.0  # average GPU utilization below this: low
+LOW_EFFICIENCY = 0.7  # headline scaling efficiency below this: low
+SLOW_STEPS_WARNING = 0.01  # slow steps above 1% of the steps: a warning, else info
