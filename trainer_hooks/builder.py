@@ -22,7 +22,14 @@ from trainer_hooks.settings import LogSettings
 from trainer_hooks.steps import PendingStep
 from trainer_hooks.writer import iso_timestamp
 
-__all__ = ["RecordBuilder", "CommStats"]
+__all__ = ["RecordBuilder", "CommStats", "STEP_FIELDS", "COMM_FIELDS", "PERF_FIELDS"]
+
+# The fields of the records written every step, in the order they are written.
+STEP_FIELDS = (f"{HEADER} max_steps epoch local_rank step_time_s avg_step_time_s data_time_s eta_minutes "
+               "estimated_completion loss learning_rate grad_norm **metrics samples_per_s tokens_per_s total_batch_size")
+COMM_FIELDS = (f"{HEADER} op size_bytes duration_ms algbw_mb_s busbw_mb_s group_size bucket timing_source "
+               "local_rank")
+PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total_batch_size"
 
 _NO_METRICS = MappingProxyType({})
 # keys a step record gets only where the settings ask for them, after the others
@@ -96,15 +103,12 @@ class RecordBuilder:
         self._recent = {"loss": deque(maxlen=5), "step_time": deque(maxlen=5), "memory": deque(maxlen=5)}
         self._last_step = 0
         rank = {k: header[k] for k in ("session_id", "rank", "world_size")}
-        self._step_record = layout(
-            TRAINING_STEP, f"{HEADER} max_steps epoch local_rank step_time_s avg_step_time_s data_time_s eta_minutes "
-            "estimated_completion loss learning_rate grad_norm **metrics samples_per_s tokens_per_s total_batch_size",
-            type=TRAINING_STEP.type, level="INFO", max_steps=max_steps, local_rank=header["local_rank"], **rank)
-        self._comm_record = layout(
-            COMMUNICATION, f"{HEADER} op size_bytes duration_ms algbw_mb_s busbw_mb_s group_size bucket timing_source "
-            "local_rank", type=COMMUNICATION.type, level="INFO", local_rank=header["local_rank"], **rank)
-        self._perf_record = layout(PERFORMANCE, f"{HEADER} window_steps avg_step_time_s throughput_samples_s "
-                                   "total_batch_size", type=PERFORMANCE.type, level="INFO", **rank)
+        local_rank = header["local_rank"]
+        self._step_record = layout(TRAINING_STEP, STEP_FIELDS, type=TRAINING_STEP.type, level="INFO",
+                                   max_steps=max_steps, local_rank=local_rank, **rank)
+        self._comm_record = layout(COMMUNICATION, COMM_FIELDS, type=COMMUNICATION.type, level="INFO",
+                                   local_rank=local_rank, **rank)
+        self._perf_record = layout(PERFORMANCE, PERF_FIELDS, type=PERFORMANCE.type, level="INFO", **rank)
         self._anomaly = layout(ANOMALY, HEADER, type=ANOMALY.type, level="WARNING", **rank)
 
     # -- steps -----------------------------------------------------------------------------

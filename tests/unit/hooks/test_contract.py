@@ -1,0 +1,176 @@
+"""The emitter against the contract in ``logkit.schema.records``: a real run writes only keys its
+specs declare, every frame column of a frame's record is there, and a record laid out by the
+emitter reads back through the spec field by field (so a key renamed in the schema is renamed
+in the stream)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from logkit.schema.records import (
+    ANOMALY,
+    COMMUNICATION,
+    DATASET_INFO,
+    GPU_DEVICE,
+    GPU_SNAPSHOT,
+    MODEL_INFO,
+    PERFORMANCE,
+    RECORD_SPECS,
+    SYSTEM_INFO,
+    TRAINING_STEP,
+    RecordSpec,
+)
+from tests.support.launch import read_jsonl
+from tests.unit.hooks.test_sampler import fake_pynvml
+from trainer_hooks import session as session_mod
+from trainer_hooks.builder import COMM_FIELDS, PERF_FIELDS, STEP_FIELDS, RecordBuilder
+from trainer_hooks.distributed import RankInfo
+from trainer_hooks.layout import HEADER, layout
+from trainer_hooks.sampling import nvml as nvml_mod
+from trainer_hooks.session import SessionLogger
+from trainer_hooks.settings import resolve_settings
+from trainer_hooks.steps import PendingStep
+
+# Host, model and data facts: kept whole as the session's meta by the readers; beyond the keys
+# every record has (and model_info's parameter counts), their content is free-form.
+FREE_FORM = {SYSTEM_INFO.type, MODEL_INFO.type, DATASET_INFO.type}
+STEPS = 12
+
+
+def _paths(value: dict, prefix: tuple = ()):
+    """Every key path of a JSON object, groups included."""
+    for key, item in value.items():
+        path = (*prefix, key)
+        yield path
+        if isinstance(item, dict):
+            yield from _paths(item, path)
+
+
+def _undeclared(spec: RecordSpec, record: dict) -> list[str]:
+    raws = {f.raw: f for f in spec}
+    free = [f.raw for f in spec if f.type in (dict, list, object)]
+    out = []
+    for path in _paths(record):
+        declared = path in raws or any(path[:len(raw)] == raw for raw in free)
+        group = any(raw[:len(path)] == path for raw in raws)  # the group of declared keys (timing{})
+        if not declared and not group:
+            out.append(".".join(path))
+    return out
+
+
+def _present(spec: RecordSpec, record: dict, field) -> bool:
+    value = record
+    for key in field.raw:
+        if not isinstance(value, dict) or key not in value:
+            return False
+        value = value[key]
+    return True
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    """A short ``ultra`` session on two fake ranks' rank 0, with every kind of record: timed
+    gradient syncs, a GPU (a fake NVML), a trainer log with numbers of its own, a slow step, a
+    NaN loss, evaluation, checkpoint, epoch end and an error."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(count=1))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    nvml_mod.reset_nvml()
+    monkeypatch.setattr(session_mod, "rank_info", lambda: RankInfo(0, 2, 0, "gloo", "cpu", "testhost"))
+    monkeypatch.setattr(session_mod, "find_ddp", lambda model: model)
+    monkeypatch.setattr(session_mod, "install_comm_hook", lambda ddp, timer: None)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+    log = SessionLogger(tmp_path, "ultra", gpu_snapshot_interval=0.1, memory_high_pct=0.0, performance_log_steps=4)
+    log.start(model=model, per_device_batch_size=2, max_steps=STEPS, dataset=[[1.0, 2.0]] * 4)
+    log.comm.group_size = 2
+    log.attach_model(model)
+    for step in range(1, STEPS + 1):
+        log.step_begin()
+        now = time.perf_counter()
+        log.comm.pending.extend((bucket, 4000, now - 0.001, now) for bucket in range(2))
+        log.micro_batch_end()
+        model(torch.randn(3, 4)).pow(2).mean().backward()
+        log.check_gradients(model, step)
+        model.zero_grad()
+        time.sleep(0.15 if step == 8 else 0.01)  # step 8 is slow
+        loss = float("nan") if step == 10 else 2.0
+        log.step_end(step, epoch=step / STEPS, tokens=64, flush=False)
+        log.trainer_log(step, {"loss": loss, "epoch": step / STEPS})
+        log.add_metrics(step, {"loss": loss, "learning_rate": 1e-3, "grad_norm": 0.5, "mean_token_accuracy": 0.5})
+    log.evaluation(STEPS, {"eval_loss": 1.5})
+    log.checkpoint(STEPS, tmp_path / "checkpoint")
+    log.epoch_end(STEPS, 1.0)
+    try:
+        raise ValueError("a fault of the training")
+    except ValueError as exc:
+        log.error(exc)
+    log.end()
+    nvml_mod.reset_nvml()
+    return read_jsonl(tmp_path / log.session_id / f"{log.session_id}_rank0.jsonl")
+
+
+def test_a_real_run_writes_only_declared_keys(run):
+    assert {r["type"] for r in run} == set(RECORD_SPECS)  # every kind of record, once at least
+    for record in run:
+        spec = RECORD_SPECS[record["type"]]
+        if record["type"] in FREE_FORM:
+            record = {k: v for k, v in record.items() if k in {f.raw[0] for f in spec}}
+        assert _undeclared(spec, record) == [], record["type"]
+
+
+def test_every_frame_column_is_where_its_spec_says(run):
+    first_step = min(r["elapsed_s"] for r in run if r["type"] == TRAINING_STEP.type)
+    for spec in (TRAINING_STEP, COMMUNICATION, PERFORMANCE, GPU_SNAPSHOT):
+        records = [r for r in run if r["type"] == spec.type]
+        assert records, spec.type
+        for record in records:
+            before_steps = record["elapsed_s"] < first_step  # a snapshot before step 1 has no step
+            missing = [f.name for f in spec.frame_fields
+                       if not _present(spec, record, f) and not (f.name == "step" and before_steps)]
+            assert missing == [], (spec.type, missing)
+    devices = [d for r in run if r["type"] == GPU_SNAPSHOT.type for d in r["devices"]]
+    assert devices and all(_present(GPU_DEVICE, d, f) for d in devices for f in GPU_DEVICE.frame_fields)
+
+
+@pytest.mark.parametrize("spec, names", [(TRAINING_STEP, STEP_FIELDS), (COMMUNICATION, COMM_FIELDS),
+                                         (PERFORMANCE, PERF_FIELDS), (ANOMALY, HEADER)])
+def test_the_emitters_layouts_read_back_through_the_spec(spec, names):
+    """Each field gets a value of its own: the compiled layout puts it where ``spec.build`` does,
+    in the same order, and ``spec[name].get`` finds it there; a spliced mapping lands in its group."""
+    tokens = names.split()
+    values = {t: f"value {i}" for i, t in enumerate(tokens) if not t.startswith("**")}
+    splices = {t[2:]: {f"extra {i}": i} for i, t in enumerate(tokens) if t.startswith("**")}
+    record = layout(spec, names)(**values, **splices)
+    for name, value in values.items():
+        assert spec[name].get(record) == value, name
+    for name, extra in splices.items():
+        group = spec[name].get(record)
+        assert group.items() >= extra.items()
+        for key in extra:
+            del group[key]
+    built = spec.build(**values)
+    assert record == built and list(_paths(record)) == list(_paths(built))
+
+
+def test_a_built_step_reads_back_by_name():
+    settings = resolve_settings("high", resource_usage_steps=0, trends=False)
+    builder = RecordBuilder(settings, dict(session_id="s", rank=1, world_size=2, local_rank=1), max_steps=10,
+                            total_batch_size=8)
+    pending = PendingStep(wall=1_733_495_422.5, elapsed=3.25, step=4, epoch=0.5, step_time=0.5, data_time=0.125,
+                          batch=8, tokens=512, avg_step_time=0.4, loss=1.25, learning_rate=1e-4, grad_norm=float("nan"),
+                          extra_metrics={"mean_token_accuracy": 0.75})
+    (record,) = builder.step(pending)
+    read = TRAINING_STEP.read(record)
+    assert {k: read[k] for k in ("step", "rank", "time_s", "epoch", "step_time_s", "data_time_s", "loss",
+                                 "learning_rate", "grad_norm", "samples_per_s", "tokens_per_s", "total_batch_size",
+                                 "max_steps", "local_rank", "avg_step_time_s", "eta_minutes")} == {
+        "step": 4, "rank": 1, "time_s": 3.25, "epoch": 0.5, "step_time_s": 0.5, "data_time_s": 0.125, "loss": 1.25,
+        "learning_rate": 1e-4, "grad_norm": None, "samples_per_s": 16.0, "tokens_per_s": 1024.0, "total_batch_size": 8,
+        "max_steps": 10, "local_rank": 1, "avg_step_time_s": 0.4, "eta_minutes": 0.04}
+    assert read["metrics"]["mean_token_accuracy"] == 0.75
+    assert list(read["metrics"]) == ["loss", "learning_rate", "grad_norm", "mean_token_accuracy", "samples_per_second",
+                                     "tokens_per_second", "total_batch_size"]
