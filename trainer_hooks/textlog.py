@@ -42,7 +42,7 @@ from logkit.schema.records import (
 from logkit.schema.records import COMMUNICATION as COMM_RECORD
 from logkit.schema.records import PERFORMANCE as PERF_RECORD
 from logkit.schema.values import per_second, to_float
-from trainer_hooks.layout import values_of
+from trainer_hooks.layout import reader, values_of
 from trainer_hooks.settings import LEVELS
 
 __all__ = ["TextRenderer"]
@@ -73,6 +73,11 @@ def _num(value, default=math.nan) -> float:
 
 
 _TYPE, _LEVEL = (next(f for f in COMMON if f.name == name) for name in ("type", "level"))
+# the values of the lines written for every step (compiled once: read on the writer thread)
+_STEP_VALUES = reader(TRAINING_STEP, "step max_steps loss learning_rate avg_step_time_s eta_minutes step_time_s "
+                      "samples_per_s world_size local_rank rank")
+_COMM_STEP = COMM_RECORD["step"]
+_COMM_VALUES = reader(COMM_RECORD, "op rank size_bytes duration_ms algbw_mb_s world_size local_rank")
 
 
 class TextRenderer:
@@ -156,40 +161,34 @@ class TextRenderer:
             yield self._proc(self.multigpu, when, HEADER_FIELD.format(key=key, value=value))
 
     def _training_step_complete(self, r: dict, when: _Stamp):
-        spec = TRAINING_STEP
-        step = int(spec["step"].get(r))
-        max_steps = int(spec["max_steps"].get(r) or step)
+        step, max_steps, loss, lr, avg, eta, step_time, samples_s, world, local_rank, rank = _STEP_VALUES(r)
+        step = int(step)
+        max_steps = int(max_steps or step)
         if step % self.log_interval_steps == 0 or step == max_steps:
-            steps_per_second = per_second(1.0, spec["avg_step_time_s"].get(r))
             yield self.main, STEP_LINE.format(
-                step=step, max_steps=max_steps, percent=100.0 * step / max(max_steps, 1),
-                loss=_num(spec["loss"].get(r)), learning_rate=_num(spec["learning_rate"].get(r)),
-                steps_per_second=_num(steps_per_second), eta_minutes=_num(spec["eta_minutes"].get(r)),
-            )
-            yield self.main, METRICS_LINE.format(step_duration=_num(spec["step_time_s"].get(r)),
-                                                 samples_per_second=_num(spec["samples_per_s"].get(r)))
-        if (spec["world_size"].get(r) or 1) > 1 and not self.comm_lines and self._comm_due(step):
-            yield self._multigpu_step(spec, r, step, when)
+                step=step, max_steps=max_steps, percent=100.0 * step / max(max_steps, 1), loss=_num(loss),
+                learning_rate=_num(lr), steps_per_second=_num(per_second(1.0, avg)), eta_minutes=_num(eta))
+            yield self.main, METRICS_LINE.format(step_duration=_num(step_time), samples_per_second=_num(samples_s))
+        if (world or 1) > 1 and not self.comm_lines and self._comm_due(step):
+            yield self._multigpu_step(step, world, local_rank, rank, when)
 
     def _comm_due(self, step: int) -> bool:
         return bool(self.comm_log_interval) and step % self.comm_log_interval == 0
 
-    def _multigpu_step(self, spec: RecordSpec, r: dict, step: int, when: _Stamp) -> tuple[Path, str]:
+    def _multigpu_step(self, step: int, world_size, local_rank, rank, when: _Stamp) -> tuple[Path, str]:
         self._mg_step = step
         return self._proc(self.multigpu, when, MULTIGPU_STEP.format(
-            step=step, processes=spec["world_size"].get(r), local_rank=spec["local_rank"].get(r) or 0,
-            process_index=spec["rank"].get(r)))
+            step=step, processes=world_size, local_rank=local_rank or 0, process_index=rank))
 
     def _communication(self, r: dict, when: _Stamp):
-        spec = COMM_RECORD
-        step = int(spec["step"].get(r) or 0)
+        step = int(_COMM_STEP.get(r) or 0)
         if not self._comm_due(step):
             return
+        op, rank, size, duration_ms, algbw, world, local_rank = _COMM_VALUES(r)
         if self._mg_step != step:
-            yield self._multigpu_step(spec, r, step, when)
+            yield self._multigpu_step(step, world, local_rank, rank, when)
         yield self._proc(self.multigpu, when, COMMUNICATION.format(
-            op=spec["op"].get(r), rank=spec["rank"].get(r), size_mb=spec["size_bytes"].get(r) / 1e6,
-            duration_ms=spec["duration_ms"].get(r), bandwidth_mb_s=_num(spec["algbw_mb_s"].get(r))))
+            op=op, rank=rank, size_mb=size / 1e6, duration_ms=duration_ms, bandwidth_mb_s=_num(algbw)))
 
     def _performance(self, r: dict, when: _Stamp):
         v = values_of(PERF_RECORD, r)

@@ -1,4 +1,4 @@
-"""Verbosity levels, seed 000's settings and environment variables, seed 004's callback name,
+"""Verbosity levels, the settings and environment variables, the verbose callback's name,
 and what ``ultra`` adds, on a real (single-process) transformers Trainer run."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_training_log_level_filters_main_log(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def tiny_trainer_run(tmp_path_factory):
-    """A real Trainer run (tiny Llama, full precision, 1 process) with the seed-004 callback at ultra."""
+    """A real Trainer run (tiny Llama, full precision, 1 process) with the verbose callback at ultra."""
     torch = pytest.importorskip("torch")
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
@@ -103,7 +103,7 @@ def tiny_trainer_run(tmp_path_factory):
 def test_seed_004_callback_name_and_log_file(tiny_trainer_run):
     tmp, session, records, _ = tiny_trainer_run
     mirror = read_jsonl(tmp / "verbose_training_logs.jsonl")
-    assert mirror == records  # the same stream, in seed 004's single file too
+    assert mirror == records  # the same stream, in the verbose callback's single file too
     assert records[0]["verbosity"] == "ultra"
 
 

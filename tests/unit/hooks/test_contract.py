@@ -28,7 +28,7 @@ from tests.unit.hooks.test_sampler import fake_pynvml
 from trainer_hooks import session as session_mod
 from trainer_hooks.builder import COMM_FIELDS, PERF_FIELDS, STEP_FIELDS, RecordBuilder
 from trainer_hooks.distributed import RankInfo
-from trainer_hooks.layout import HEADER, layout
+from trainer_hooks.layout import HEADER, layout, reader
 from trainer_hooks.sampling import nvml as nvml_mod
 from trainer_hooks.session import SessionLogger
 from trainer_hooks.settings import resolve_settings
@@ -174,3 +174,11 @@ def test_a_built_step_reads_back_by_name():
     assert read["metrics"]["mean_token_accuracy"] == 0.75
     assert list(read["metrics"]) == ["loss", "learning_rate", "grad_norm", "mean_token_accuracy", "samples_per_second",
                                      "tokens_per_second", "total_batch_size"]
+
+
+def test_a_compiled_reader_reads_what_the_spec_reads():
+    names = " ".join(f.name for f in TRAINING_STEP)
+    read = reader(TRAINING_STEP, names)
+    for record in (TRAINING_STEP.build(step=3, step_time_s=0.5, loss=1.25, epoch=0.1),
+                   {"step": 3, "timing": "oops", "metrics": {"loss": 2.0}}, {}):
+        assert read(record) == tuple(f.get(record) for f in TRAINING_STEP)

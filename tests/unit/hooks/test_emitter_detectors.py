@@ -1,6 +1,6 @@
 """The findings, end to end: a real training loop (1 process, TrainingLogger at ultra) with a
 sleep, a loss spike and a collapsed gradient at known steps; the records they give in the
-JSONL stream and the seed-000 lines in performance.log."""
+JSONL stream and the warning lines in performance.log."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_a_slow_step_is_found_at_its_step(run):
     assert finding["value"] == pytest.approx(steps[SLOW_AT]["timing"]["step_time_seconds"], abs=1e-6)
     assert finding["value"] >= SLEEP and finding["value"] > finding["threshold"]
     assert finding["threshold"] == pytest.approx(3 * finding["median"], abs=4e-6)  # both rounded to 1 us
-    # seed 000's line, with the same value
+    # the performance.log line, with the same value
     lines = [PROCESS_LINE.parse(x) for x in (session / files.performance_log).read_text().splitlines()]
     said = [SLOW_STEP.parse(p["message"]) for p in lines if p and SLOW_STEP.parse(p["message"])]
     assert {"step_time_s": round(finding["value"], 1)} in said

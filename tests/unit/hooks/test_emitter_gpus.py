@@ -85,7 +85,7 @@ def test_rank0_summary_and_warnings_cover_every_gpu_of_its_node(tmp_path, node_w
     low = [r for r in stream0 if r["type"] == "resource_warning" and r["kind"] == "gpu_util_low"]
     assert low and {(r["gpu"], r["value"]) for r in low} == {(idle, 45.2)}
 
-    # seed 000's warning line, for the idle GPU only, once per interval that found it
+    # the performance.log warning line, for the idle GPU only, once per interval that found it
     lines = [PROCESS_LINE.parse(x) for x in (folder / files.performance_log).read_text().splitlines()]
     warned = [GPU_UTIL_LOW.parse(p["message"]) for p in lines if p and GPU_UTIL_LOW.parse(p["message"])]
     assert warned == [{"gpu": idle, "utilization_pct": 45.2}] * len(low)
