@@ -1,7 +1,7 @@
 """The emitter against the contract in ``logkit.schema.records``: a real run writes only keys its
 specs declare, every frame column of a frame's record is there, and a record laid out by the
 emitter reads back through the spec field by field (so a key renamed in the schema is renamed
-in the stream)."""
+in the stream). Also: an op without a bus factor has no busbw, and no average counts it."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from logkit.schema.records import (
     MODEL_INFO,
     PERFORMANCE,
     RECORD_SPECS,
+    SESSION_END,
+    SESSION_START,
     SYSTEM_INFO,
     TRAINING_STEP,
     RecordSpec,
@@ -33,6 +35,7 @@ from trainer_hooks.sampling import nvml as nvml_mod
 from trainer_hooks.session import SessionLogger
 from trainer_hooks.settings import resolve_settings
 from trainer_hooks.steps import PendingStep
+from trainer_hooks.summary import build_summary
 
 # Host, model and data facts: kept whole as the session's meta by the readers; beyond the keys
 # every record has (and model_info's parameter counts), their content is free-form.
@@ -182,3 +185,20 @@ def test_a_compiled_reader_reads_what_the_spec_reads():
     for record in (TRAINING_STEP.build(step=3, step_time_s=0.5, loss=1.25, epoch=0.1),
                    {"step": 3, "timing": "oops", "metrics": {"loss": 2.0}}, {}):
         assert read(record) == tuple(f.get(record) for f in TRAINING_STEP)
+
+
+def test_an_unknown_bus_factor_is_null_and_the_summary_averages_only_what_is_known():
+    builder = RecordBuilder(resolve_settings("high"), dict(session_id="s", rank=0, world_size=4, local_rank=0),
+                            max_steps=None, total_batch_size=None)
+    synced = builder.comm(1.7e9, 1.0, [(1, 0, 4_000_000, 0.002), (1, 1, 4_000_000, 0.0)], "wall", group_size=4)
+    custom = builder.comm(1.7e9, 1.0, [(1, 0, 1_000_000, 0.001)], "wall", group_size=4, op="my_op")
+    assert [COMMUNICATION.read(r)["busbw_mb_s"] for r in synced] == [3000.0, None]  # 2000 MB/s x 2(n-1)/n; 0 s
+    assert [COMMUNICATION.read(r)["algbw_mb_s"] for r in synced] == [2000.0, None]
+    (record,) = custom
+    assert COMMUNICATION.read(record)["algbw_mb_s"] == 1000.0 and COMMUNICATION["busbw_mb_s"].get(record) is None
+    start = SESSION_START.build(session_id="s", gpus=[])
+    end = SESSION_END.build(status="completed", steps_logged=1, samples_seen=0)
+    comm = build_summary(start, end, 1.0, builder.comm_stats)["communication"]
+    assert comm["gradient_sync"]["count"] == 2 and comm["gradient_sync"]["avg_algbw_mb_s"] == 2000.0
+    assert comm["gradient_sync"]["avg_busbw_mb_s"] == 3000.0  # the 0 s bucket is not averaged in as 0
+    assert comm["my_op"]["avg_algbw_mb_s"] == 1000.0 and comm["my_op"]["avg_busbw_mb_s"] is None
