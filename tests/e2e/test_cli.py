@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from logkit.analysis.scaling import COMPARISON_KEYS, SUMMARY_KEYS
 from tests.support.synth import append_bytes, rank_file, write_session
+
+# The first keys of a session and of a comparison in the JSON, in the order users read them.
+SUMMARY_KEYS = ("session_id", "mode", "world_size", "gpu_count", "duration_s", "total_steps", "steps_per_second",
+                "samples_per_second", "total_batch_size", "final_loss", "basis", "basis_detail", "logged_steps",
+                "total_batch_size_from", "final_loss_from", "kind")
+COMPARISON_KEYS = ("baseline", "candidate", "speedup", "scaling_efficiency", "regime", "step_rate_ratio")
 
 
 def run(*args, cwd=None):

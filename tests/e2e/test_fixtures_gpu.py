@@ -74,13 +74,13 @@ def test_mfu_on_a_known_gpu_is_lora_aware(sessions):
     model = next(r for r in records if r["type"] == "model_info")
     m = analyze([s]).mfu[s.session_id]
     n, trainable = model["parameters_total"], model["parameters_trainable"]
-    assert m["flops_per_token"] == 4 * n + 2 * trainable  # frozen 4-bit weights: no weight gradients
-    assert m["peak_tflops"] == 989.0  # the H100's dense BF16 peak (peaks table)
+    assert m.flops_per_token == 4 * n + 2 * trainable  # frozen 4-bit weights: no weight gradients
+    assert m.peak_tflops == 989.0  # the H100's dense BF16 peak (peaks table)
     steps = [r for r in records if r["type"] == "training_step_complete"]
     raw = sum(r["metrics"]["tokens_per_second"] * r["timing"]["step_time_seconds"] for r in steps) / sum(
         r["timing"]["step_time_seconds"] for r in steps)
-    assert m["tokens_per_second"] == pytest.approx(raw, rel=0.15)  # steady steps vs every step
-    assert m["mfu"] == pytest.approx(m["flops_per_token"] * m["tokens_per_second"] / 989e12, rel=1e-3)
+    assert m.tokens_per_second == pytest.approx(raw, rel=0.15)  # steady steps vs every step
+    assert m.mfu == pytest.approx(m.flops_per_token * m.tokens_per_second / 989e12, rel=1e-3)
 
 
 def test_ultra_logs_layer_norms_and_batches_on_the_gpu():
@@ -120,4 +120,4 @@ def test_the_cli_reads_the_gpu_folder_as_a_user_runs_it(sessions):
     expected = analyze([sessions[sid]]).mfu[sid]
     got = doc["mfu"][sid]
     assert (got["gpu_model"], got["gpu_name"]) == ("H100 SXM", H100)
-    assert got["mfu"] == pytest.approx(expected["mfu"]) and 0.001 < got["mfu"] < 0.2
+    assert got["mfu"] == pytest.approx(expected.mfu) and 0.001 < got["mfu"] < 0.2

@@ -155,7 +155,7 @@ def _report(tmp_path) -> Path:
     write_session(root, "x<script>alert(1)", world_size=2, gpu_count=2, step_times=[0.3] * 8,
                   start="2026-11-22T03:00:00+00:00", message_extra="<script>bad()</script>")
     sessions = load_sessions(root)
-    return write_html(analyze(sessions), tmp_path / "report.html", sessions=sessions)
+    return write_html(analyze(sessions), tmp_path / "report.html")
 
 
 def _open(chrome, driver, tmp_path, page: Path, name: str):

@@ -10,15 +10,12 @@ import re
 import numpy as np
 import pytest
 
-from logkit.analysis.communication import (
-    NEAR_PEAK,
-    bus_factor,
-    communication_peaks,
-    communication_table,
-    nccl_tests_table,
-)
+from logkit.analysis.communication import communication_peaks, communication_table
+from logkit.analysis.nccl_tests import nccl_tests_table
 from logkit.analysis.peaks import COMMUNICATION_PEAKS, half_peak_bytes, link_for
+from logkit.analysis.thresholds import NEAR_PEAK
 from logkit.ingest import load_session
+from logkit.schema.collectives import busbw_factor
 from tests.support.analysis_synth import comm_rows, session, step_rows
 from tests.support.launch import REPO, fixture_session
 
@@ -63,7 +60,7 @@ def test_table_against_numpy():
                                        ("reduce_scatter", lambda n: (n - 1) / n),
                                        ("broadcast", lambda n: 1.0)])
 def test_busbw_derived_from_algbw_when_missing(n, op, factor):
-    # LOG_FORMATS.md Units: busbw = algbw x 2(n-1)/n (all-reduce), (n-1)/n (all-gather, reduce-scatter), 1
+    # busbw = algbw x 2(n-1)/n (all-reduce), (n-1)/n (all-gather, reduce-scatter), 1
     size, dur = 64_000_000, 10.0
     algbw = size / 1e6 / (dur / 1000)  # 6400 MB/s
     rows = [{"rank": 0, "step": i + 1, "op": op, "size_bytes": size, "duration_ms": dur, "algbw_mb_s": algbw,
@@ -72,7 +69,7 @@ def test_busbw_derived_from_algbw_when_missing(n, op, factor):
     (row,) = communication_table(s).to_dict("records")
     assert row["busbw_mb_s"] == pytest.approx(algbw * factor(n))
     assert row["busbw_from"].startswith("derived")
-    assert bus_factor(op, n) == pytest.approx(factor(n))
+    assert busbw_factor(op, n) == pytest.approx(factor(n))
 
 
 def test_busbw_derived_with_the_world_size_when_group_size_is_missing():

@@ -18,13 +18,13 @@ def test_nan_steps_from_inf_and_events():
     s = session("n", steps=step_rows([0.5] * 4, losses=losses),
                 events=event_rows({"kind": "nan_detected", "rank": 1, "step": 7, "source": "x.log:3"}))
     h = session_health(s)
-    assert [(n["step"], n["rank"]) for n in h["nan_steps"]] == [(3, 0), (7, 1)]
-    assert h["final_loss"] == 2.7
+    assert [(n.step, n.rank) for n in h.nan_steps] == [(3, 0), (7, 1)]
+    assert h.final_loss == 2.7
 
 
 def test_seed003_nan_report():
     h = session_health(load_session("sample_logs/console/seed003_gpu_prefixed.log"))
-    assert [n["step"] for n in h["nan_steps"]] == [21]
+    assert [n.step for n in h.nan_steps] == [21]
 
 
 def test_divergence_found_and_not_on_a_healthy_curve():
@@ -33,7 +33,7 @@ def test_divergence_found_and_not_on_a_healthy_curve():
     assert divergence(healthy) is None
     diverging = np.concatenate([healthy[:120], healthy[119] + 0.05 * np.arange(80)])
     d = divergence(diverging)
-    assert d is not None and d["final_loss_smoothed"] > d["min_loss"]
+    assert d is not None and d.final_loss_smoothed > d.min_loss
     assert divergence(healthy[:5]) is None  # too short
 
 
@@ -44,17 +44,17 @@ def test_loss_parity_aligned_by_samples():
     base = session("b", steps=step_rows([0.5] * 40, batch=8, losses=base_loss))
     cand = session("c", world_size=2, steps=step_rows([0.5] * 20, batch=16, losses=cand_loss))
     p = loss_parity(base, cand)
-    assert p["aligned_by"] == "samples seen"
-    assert p["final_loss_diff"] == pytest.approx(cand_loss[-1] - base_loss[-1])
-    assert p["final_loss_rel_diff"] == pytest.approx((cand_loss[-1] - base_loss[-1]) / base_loss[-1])
+    assert p.aligned_by == "samples seen"
+    assert p.final_loss_diff == pytest.approx(cand_loss[-1] - base_loss[-1])
+    assert p.final_loss_rel_diff == pytest.approx((cand_loss[-1] - base_loss[-1]) / base_loss[-1])
     # independent alignment: baseline points at samples 16..320, candidate interpolated there
     bx = 8 * np.arange(1, 41)
     cx = 16 * np.arange(1, 21)
     grid = (bx >= 16) & (bx <= 320)
     diff = np.interp(bx[grid], cx, cand_loss) - np.array(base_loss)[grid]
-    assert p["points"] == grid.sum()
-    assert p["max_abs_diff_aligned"] == pytest.approx(np.abs(diff).max())
-    assert p["max_abs_diff_aligned"] == pytest.approx(0.01)
+    assert p.points == grid.sum()
+    assert p.max_abs_diff_aligned == pytest.approx(np.abs(diff).max())
+    assert p.max_abs_diff_aligned == pytest.approx(0.01)
 
 
 def test_real_fixture_parity():
@@ -63,11 +63,11 @@ def test_real_fixture_parity():
     p = loss_parity(b, c)
     bl = b.steps.sort_values("step")["loss"].to_numpy()
     c0 = c.steps[c.steps["rank"] == 0].sort_values("step")["loss"].to_numpy()
-    assert p["final_loss_diff"] == pytest.approx(c0[-1] - bl[-1])
+    assert p.final_loss_diff == pytest.approx(c0[-1] - bl[-1])
     bx, cx = 16 * np.arange(1, len(bl) + 1), 32 * np.arange(1, len(c0) + 1)
     grid = (bx >= cx[0]) & (bx <= min(bx[-1], cx[-1]))
     diff = np.interp(bx[grid], cx, c0) - bl[grid]
-    assert p["points"] == grid.sum() and p["max_abs_diff_aligned"] == pytest.approx(np.abs(diff).max())
+    assert p.points == grid.sum() and p.max_abs_diff_aligned == pytest.approx(np.abs(diff).max())
 
 
 def test_parity_and_health_use_the_runs_final_loss_when_lines_are_sampled():
@@ -82,5 +82,5 @@ def test_parity_and_health_use_the_runs_final_loss_when_lines_are_sampled():
 
     a = analyze([sampled("b", 1, 1.25, "2026-01-01T00:00:00+00:00"), sampled("c", 2, 1.20, "2026-01-01T01:00:00+00:00")])
     (p,) = a.loss_parity
-    assert p["final_loss_diff"] == pytest.approx(1.20 - 1.25)  # not the last sampled line's 2.0 - 2.0
-    assert a.health["b"]["final_loss"] == 1.25 and "sampled" in a.health["b"]["final_loss_from"]
+    assert p.final_loss_diff == pytest.approx(1.20 - 1.25)  # not the last sampled line's 2.0 - 2.0
+    assert a.health["b"].final_loss == 1.25 and "sampled" in a.health["b"].final_loss_from

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from logkit.analysis import performance
-from logkit.analysis.analyze import analyze
-from logkit.analysis.performance import busy_gpu, gpu_table, mfu, slow_step_list, step_stats, stragglers
+from logkit.analysis import analyze
+from logkit.analysis.mfu import TOKENS_MISSING, mfu
+from logkit.analysis.performance import busy_gpu, gpu_table, slow_step_list, step_stats, stragglers
 from logkit.ingest import load_session
 from tests.support.analysis_synth import gpu_rows, noisy, session, step_rows, write_jsonl_session
 from tests.support.launch import fixture_session
@@ -73,15 +73,15 @@ def test_mfu_is_lora_aware():
                 parameters_trainable=trainable, gpus=[{"index": 0, "name": "NVIDIA H100 80GB HBM3"}])
     m = mfu(s)
     fpt = 4 * n + 2 * trainable
-    assert m["flops_per_token"] == pytest.approx(fpt)
-    assert m["flops_per_token"] < 6 * n
-    assert m["tokens_per_second"] == pytest.approx(tokens / 0.5)
-    assert m["achieved_tflops"] == pytest.approx(fpt * tokens / 0.5 / 2 / 1e12)
-    assert m["mfu"] == pytest.approx(m["achieved_tflops"] / 989.0)
-    assert m["gpu_model"] == "H100 SXM" and "4 N + 2 N_trainable" in m["definition"]
+    assert m.flops_per_token == pytest.approx(fpt)
+    assert m.flops_per_token < 6 * n
+    assert m.tokens_per_second == pytest.approx(tokens / 0.5)
+    assert m.achieved_tflops == pytest.approx(fpt * tokens / 0.5 / 2 / 1e12)
+    assert m.mfu == pytest.approx(m.achieved_tflops / 989.0)
+    assert m.gpu_model == "H100 SXM" and "4 N + 2 N_trainable" in m.definition
     full = mfu(session("f", steps=step_rows(times, tokens=tokens), parameters_total=n,
                        gpus=[{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}]))
-    assert full["flops_per_token"] == pytest.approx(6 * n)  # trainable unknown: every weight trains
+    assert full.flops_per_token == pytest.approx(6 * n)  # trainable unknown: every weight trains
 
 
 H100_DENSE_BF16_TFLOPS = 989.0  # NVIDIA H100 SXM datasheet, dense (no sparsity)
@@ -103,31 +103,31 @@ def test_mfu_end_to_end_from_files(tmp_path):
     flops_per_token = 2 * n + 2 * n + 2 * trainable
     tokens_per_s = round(tokens / st, 2)  # the job's tokens/s as each step logs it
     achieved = flops_per_token * tokens_per_s / ranks
-    assert m["flops_per_token"] == flops_per_token
-    assert m["tokens_per_second"] == pytest.approx(tokens_per_s)
-    assert m["achieved_tflops"] == pytest.approx(achieved / 1e12)
-    assert m["mfu"] == pytest.approx(achieved / (H100_DENSE_BF16_TFLOPS * 1e12))
-    assert m["reason"] is None and m["assumptions"] == [] and m["parameters_from"] == "meta.model_info"
+    assert m.flops_per_token == flops_per_token
+    assert m.tokens_per_second == pytest.approx(tokens_per_s)
+    assert m.achieved_tflops == pytest.approx(achieved / 1e12)
+    assert m.mfu == pytest.approx(achieved / (H100_DENSE_BF16_TFLOPS * 1e12))
+    assert m.reason is None and m.assumptions == () and m.parameters_from == "meta.model_info"
 
 
 def test_mfu_absent_says_exactly_why(tmp_path):
     gpus = [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]
     info = {"parameters_total": 1_000_000, "parameters_trainable": 1000}
     no_tokens = load_session(write_jsonl_session(tmp_path, "a", gpus=gpus, model_info=info))
-    assert mfu(no_tokens)["mfu"] is None
-    assert mfu(no_tokens)["reason"] == performance.TOKENS_MISSING
+    assert mfu(no_tokens).mfu is None
+    assert mfu(no_tokens).reason == TOKENS_MISSING
     no_model = load_session(write_jsonl_session(tmp_path, "b", gpus=gpus, tokens_per_step=1000))
-    assert mfu(no_model)["reason"] == ("model parameter count not logged (a model_info record with "
+    assert mfu(no_model).reason == ("model parameter count not logged (a model_info record with "
                                        "parameters_total)")
     odd_gpu = load_session(write_jsonl_session(tmp_path, "c", gpus=[{"index": 0, "name": "Imaginary X1"}],
                                                model_info=info, tokens_per_step=1000))
-    assert mfu(odd_gpu)["reason"] == "GPU model 'Imaginary X1' is not in the peak table (peaks.GPU_PEAK_TFLOPS)"
-    assert mfu(odd_gpu)["achieved_tflops"] is not None  # what can be computed still is
+    assert mfu(odd_gpu).reason == "GPU model 'Imaginary X1' is not in the peak table (peaks.GPU_PEAK_TFLOPS)"
+    assert mfu(odd_gpu).achieved_tflops is not None  # what can be computed still is
     no_trainable = load_session(write_jsonl_session(tmp_path, "d", gpus=gpus, tokens_per_step=1000,
                                                     model_info={"parameters_total": 1_000_000}))
     m = mfu(no_trainable)
-    assert m["flops_per_token"] == 6 * 1_000_000 and m["mfu"] is not None
-    assert m["assumptions"] == ["parameters_trainable not logged: every weight taken as trainable (6 N per token)"]
+    assert m.flops_per_token == 6 * 1_000_000 and m.mfu is not None
+    assert m.assumptions == ("parameters_trainable not logged: every weight taken as trainable (6 N per token)",)
 
 
 def test_mfu_of_the_real_cpu_run_says_why():
@@ -142,6 +142,6 @@ def test_mfu_of_the_real_cpu_run_says_why():
     if not any(r["type"] == "model_info" and r.get("parameters_total") for r in recs):
         expected.append("model parameter count not logged (a model_info record with parameters_total)")
     if not any(r["type"] == "training_step_complete" and r["metrics"].get("tokens_per_second") for r in recs):
-        expected.append(performance.TOKENS_MISSING)
+        expected.append(TOKENS_MISSING)
     m = mfu(s)
-    assert m["mfu"] is None and m["reason"] == "; ".join(expected)
+    assert m.mfu is None and m.reason == "; ".join(expected)

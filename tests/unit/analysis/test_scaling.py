@@ -9,15 +9,31 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logkit.analysis.analyze import analyze
-from logkit.analysis.scaling import session_summary
-from logkit.analysis.scaling_report import MIN_R2, amdahl_fit, scaling_analysis
-from logkit.analysis.steady import warmup_count
+from logkit.analysis import analyze
+from logkit.analysis.amdahl import amdahl_fit as typed_fit
+from logkit.analysis.results import plain
+from logkit.analysis.scaling import scaling_analysis as typed_scaling
+from logkit.analysis.summary import session_summary as typed_summary
+from logkit.analysis.thresholds import MIN_R2
+from logkit.analysis.throughput import warmup_count
 from logkit.ingest import load_session, load_sessions
 from tests.support.analysis_synth import noisy, session, step_rows
 from tests.support.launch import REPO
 
 FIXTURES = "sample_logs/qlora_tiny_cpu/logs"
+
+
+# The results as the JSON gives them: the assertions below read the figures users read.
+def scaling_analysis(sessions, context=None) -> dict:
+    return typed_scaling(sessions, context).to_dict()
+
+
+def amdahl_fit(points, base_ws):
+    return plain(typed_fit(points, base_ws))
+
+
+def session_summary(session) -> dict:
+    return plain(typed_summary(session))
 SAMPLES = REPO / "sample_logs"
 SEED000 = SAMPLES / "seed000_text" / "logs" / "training_20241206_143022"
 
@@ -91,11 +107,11 @@ def test_superlinear_flag_names_batch_mismatch():
 def test_amdahl_fit_recovers_serial_fraction():
     s = 0.1
     sp = {n: 1 / (s + (1 - s) / n) for n in (2, 4, 8)}
-    fit = amdahl_fit([(n, float(n), v) for n, v in sp.items()], base_ws=1)
-    assert fit["serial_fraction"] == pytest.approx(s)
-    assert fit["r2"] == pytest.approx(1.0)
-    assert fit["karp_flatt"] == {n: pytest.approx(s) for n in (2, 4, 8)}
-    assert fit["predicted"] == {16: pytest.approx(1 / (s + (1 - s) / 16)), 32: pytest.approx(1 / (s + (1 - s) / 32))}
+    fit = typed_fit([(n, float(n), v) for n, v in sp.items()], base_ws=1)
+    assert fit.serial_fraction == pytest.approx(s)
+    assert fit.r2 == pytest.approx(1.0)
+    assert fit.karp_flatt == {n: pytest.approx(s) for n in (2, 4, 8)}
+    assert fit.predicted == {16: pytest.approx(1 / (s + (1 - s) / 16)), 32: pytest.approx(1 / (s + (1 - s) / 32))}
     assert amdahl_fit([(2, 2.0, 1.8)], base_ws=1) is None  # two world sizes: no fit
 
 
@@ -104,15 +120,14 @@ def test_fit_from_sessions_and_karp_flatt():
     for n, t in ((2, 0.55), (4, 0.30)):
         sessions.append(session(f"w{n}", world_size=n, steps=step_rows([t] * 20, batch=8),
                                 start_time=f"2026-01-01T0{n}:00:00+00:00"))
-    out = scaling_analysis(sessions)
-    fit = out["fit"]
+    fit = typed_scaling(sessions).fit
     # Karp-Flatt computed here from the speedups 1/0.55 and 1/0.30
     for n, t in ((2, 0.55), (4, 0.30)):
-        assert fit["karp_flatt"][n] == pytest.approx((t - 1 / n) / (1 - 1 / n))
+        assert fit.karp_flatt[n] == pytest.approx((t - 1 / n) / (1 - 1 / n))
     x = np.array([0.5, 0.75])
     y = np.array([0.55 - 0.5, 0.30 - 0.25])
-    assert fit["serial_fraction"] == pytest.approx((x * y).sum() / (x * x).sum())
-    assert set(fit["predicted"]) == {8, 16}
+    assert fit.serial_fraction == pytest.approx((x * y).sum() / (x * x).sum())
+    assert set(fit.predicted) == {8, 16}
 
 
 def _rank0_steps(folder: Path) -> list[dict]:
@@ -130,7 +145,7 @@ def _rank0_steps(folder: Path) -> list[dict]:
 def test_real_fixture_comparison():
     sessions = load_sessions(FIXTURES)
     a = analyze(sessions)
-    (c,) = a.scaling["comparisons"]
+    (c,) = a.scaling.to_dict()["comparisons"]
     by_id = {s.session_id: Path(s.meta["folder"]) for s in sessions}
     single, multi = _rank0_steps(by_id[c["baseline"]]), _rank0_steps(by_id[c["candidate"]])
     base = sum(x["batch"] for x in single) / sum(x["t"] for x in single)
@@ -144,7 +159,7 @@ def test_real_fixture_comparison():
     assert c["regime"] == ("weak" if multi[0]["batch"] == 2 * single[0]["batch"] else c["regime"])
     assert c["samples_ratio"] == pytest.approx(sum(x["batch"] for x in multi) / sum(x["batch"] for x in single))
     assert c["speedup_ci"][0] < c["steady_speedup"] < c["speedup_ci"][1]
-    assert a.scaling["definitions"]["steady_speedup"]
+    assert a.definitions["steady_speedup"]
 
 
 def test_seed000_sampled_lines_take_the_summary_totals():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from logkit.analysis.steady import warmup_count
+from logkit.analysis.throughput import warmup_count
 from logkit.cli import analyze_logs
 from logkit.report.plots import PLOTS
 from tests.support.launch import REPO

@@ -1,4 +1,4 @@
-"""Console renderers: the seed-000 lines, every figure with its definition, findings by severity."""
+"""Console renderers: the comparison's lines, every figure with its definition, findings by severity."""
 
 from __future__ import annotations
 
@@ -7,10 +7,25 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from logkit.analysis.analyze import analyze
-from logkit.analysis.steady import warmup_count
+from logkit.analysis import Analysis, analyze
+from logkit.analysis.definitions import DEFINITIONS
+from logkit.analysis.results import (
+    Comparison,
+    Finding,
+    Fit,
+    Flag,
+    Health,
+    LossParity,
+    Mfu,
+    NanPoint,
+    Ratios,
+    Scaling,
+    SessionSummary,
+)
+from logkit.analysis.throughput import warmup_count
 from logkit.ingest import load_sessions
 from logkit.report.console import (
     render_communication,
@@ -23,70 +38,68 @@ from tests.support.launch import REPO
 
 QLORA = REPO / "sample_logs" / "qlora_tiny_cpu" / "logs"
 
-# An analysis as the facade returns it (its dict), with the seed's own numbers.
-FAKE = {
-    "scaling": {
-        "sessions": [
-            {"session_id": "training_20241206_140000", "mode": "SINGLE-GPU", "world_size": 1, "gpu_count": 1,
-             "duration_s": 1200.5, "total_steps": 1000, "steps_per_second": 0.83, "samples_per_second": 6.66,
-             "total_batch_size": 8, "final_loss": 1.2345},
-            {"session_id": "training_20241206_143022", "mode": "MULTI-GPU", "world_size": 2, "gpu_count": 2,
-             "duration_s": 650.2, "total_steps": 1000, "steps_per_second": 1.54, "samples_per_second": 12.30,
-             "total_batch_size": 8, "final_loss": 1.2340, "warmup_steps": 10, "steady_steps": 990,
-             "steady_samples_per_second": 12.5},
-        ],
-        "comparisons": [{"baseline": "training_20241206_140000", "candidate": "training_20241206_143022",
-                         "speedup": 1.9, "scaling_efficiency": 0.95, "regime": "strong",
-                         "step_rate_ratio": 1.91, "basis": "steady state", "rank_ratio": 2.0,
-                         "whole_run_speedup": 1.8464, "whole_run_scaling_efficiency": 0.9232,
-                         "steady_speedup": 1.9, "steady_scaling_efficiency": 0.95,
-                         "speedup_ci": [1.80, 1.90], "ci_level": 0.95,
-                         "flags": [{"kind": "superlinear", "cause": "cache effects"}]}],
-        "fit": {"model": "amdahl", "serial_fraction": 0.04, "parallel_fraction": 0.96,
-                "karp_flatt": {"2": 0.0416}, "predicted": {"4": 3.57}, "r2": 0.99},
-        "definitions": {"speedup": "candidate samples/s / baseline samples/s (throughput ratio)"},
-        "baseline": "training_20241206_140000",
-    },
-    "communication": [
-        {"session_id": "training_20241206_143022", "rank": 0, "op": "gradient_sync", "count": 45,
-         "total_bytes": 3025.35e6, "mean_bytes": 67.23e6, "p50_ms": 12.34, "p95_ms": 15.1, "algbw_mb_s": 3701.46,
-         "busbw_mb_s": 3701.46, "sync_share_of_step_time": 0.123, "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
-         "pct_of_peak": 11.6, "latency_bound": False, "note": None},
-        {"session_id": "training_20241206_143022", "rank": 1, "op": "gradient_sync", "count": 45,
-         "total_bytes": 3025.35e6, "mean_bytes": 67.23e6, "p50_ms": 13.0, "p95_ms": 16.0, "algbw_mb_s": 3500.0,
-         "busbw_mb_s": 3500.0, "sync_share_of_step_time": 0.13, "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
-         "pct_of_peak": 10.9, "latency_bound": True, "note": "messages of 0.1 MB: per-call latency dominates"},
-    ],
-    "performance": [{"session_id": "training_20241206_143022", "rank": r, "steps": 1000, "step_p50_s": 0.4 + r / 10,
-                     "step_p95_s": 0.6, "step_max_s": 1.2, "step_mean_s": 0.45, "slow_steps": 3, "data_share": 0.05}
-                    for r in (0, 1)],
-    "stragglers": [{"session_id": "training_20241206_143022", "rank": 0, "median_step_s": 0.4, "vs_fastest": 1.0,
-                    "score": 0.0, "is_straggler": False},
-                   {"session_id": "training_20241206_143022", "rank": 1, "median_step_s": 0.5, "vs_fastest": 1.25,
-                    "score": 0.25, "is_straggler": True}],
-    "gpus": [{"session_id": "training_20241206_140000", "host": "n1", "gpu": 0, "avg_util": 85.2, "peak_util": 98.1,
-              "avg_memory_pct": 78.3}],
-    "mfu": {"training_20241206_143022": {"mfu": 0.352, "achieved_tflops": 348.2, "peak_tflops": 989.0,
-                                         "gpu_model": "H100 SXM", "flops_per_token": 4.2e10, "definition": "MFU def",
-                                         "tokens_per_second": 16581.0, "n_gpus": 2},
-            "training_20241206_140000": {"mfu": None, "reason": "tokens/s not logged"}},
-    "health": {"training_20241206_143022": {"nan_steps": [{"step": 21, "rank": 1, "source": "r1.jsonl:7"}],
-                                            "divergence": None, "final_loss": 1.234}},
-    "loss_parity": [{"baseline": "training_20241206_140000", "candidate": "training_20241206_143022",
-                     "final_loss_diff": -0.0005, "final_loss_rel_diff": -0.0004, "max_abs_diff_aligned": 0.01,
-                     "aligned_by": "samples seen", "points": 20}],
-    "findings": [
-        {"severity": "warning", "kind": "straggler", "session_id": "s", "title": "Rank 1 is a straggler",
-         "detail": "1.25x", "evidence": ["s_rank1.jsonl:12"], "ranks": [1]},
-        {"severity": "critical", "kind": "nccl_timeout", "session_id": "s", "title": "NCCL timeout",
-         "detail": "watchdog", "evidence": ["console.log:3", "console.log:4"], "ranks": [0, 1]},
-        {"severity": "info", "kind": "unparsed_lines", "session_id": "s", "title": "1 line not understood",
-         "detail": None, "evidence": ["x.log:9"], "ranks": []},
-    ],
-}
+def _fake() -> Analysis:
+    """An analysis as the facade returns it, with the example numbers of a 1-GPU and a 2-GPU run."""
+    single = SessionSummary("training_20241206_140000", mode="SINGLE-GPU", world_size=1, gpu_count=1,
+                            duration_s=1200.5, total_steps=1000, steps_per_second=0.83, samples_per_second=6.66,
+                            total_batch_size=8, final_loss=1.2345)
+    multi = SessionSummary("training_20241206_143022", mode="MULTI-GPU", world_size=2, gpu_count=2,
+                           duration_s=650.2, total_steps=1000, steps_per_second=1.54, samples_per_second=12.30,
+                           total_batch_size=8, final_loss=1.2340, warmup_steps=10, steady_steps=990,
+                           steady_samples_per_second=12.5)
+    comparison = Comparison(
+        baseline=single.session_id, candidate=multi.session_id, group=None, regime="strong", basis="steady state",
+        basis_detail="", headline=Ratios(1.9, 0.95, 1.91), whole_run=Ratios(1.8464, 0.9232, None),
+        steady=Ratios(1.9, 0.95, 1.91), speedup_ci=(1.80, 1.90), ci_level=0.95, rank_ratio=2.0,
+        flags=(Flag("superlinear", "cache effects", ("cache effects",), 1.9, 2.0, "steady state", False),))
+    fit = Fit(group=None, serial_fraction=0.04, serial_fraction_raw=0.04, parallel_fraction=0.96,
+              karp_flatt={2: 0.0416}, predicted={4: 3.57}, r2=0.99, points=3, baseline_world_size=1, reliable=True,
+              note=None, superlinear_world_sizes=())
+    sid = multi.session_id
+    comm = pd.DataFrame([
+        {"session_id": sid, "rank": 0, "op": "gradient_sync", "count": 45, "total_bytes": 3025.35e6,
+         "mean_bytes": 67.23e6, "p50_ms": 12.34, "p95_ms": 15.1, "algbw_mb_s": 3701.46, "busbw_mb_s": 3701.46,
+         "sync_share_of_step_time": 0.123, "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "pct_of_peak": 11.6,
+         "latency_bound": False, "note": None},
+        {"session_id": sid, "rank": 1, "op": "gradient_sync", "count": 45, "total_bytes": 3025.35e6,
+         "mean_bytes": 67.23e6, "p50_ms": 13.0, "p95_ms": 16.0, "algbw_mb_s": 3500.0, "busbw_mb_s": 3500.0,
+         "sync_share_of_step_time": 0.13, "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "pct_of_peak": 10.9,
+         "latency_bound": True, "note": "messages of 0.1 MB: per-call latency dominates"},
+    ])
+    perf = pd.DataFrame([{"session_id": sid, "rank": r, "steps": 1000, "step_p50_s": 0.4 + r / 10,
+                          "step_p95_s": 0.6, "step_max_s": 1.2, "step_mean_s": 0.45, "slow_steps": 3,
+                          "data_share": 0.05} for r in (0, 1)])
+    strag = pd.DataFrame([{"session_id": sid, "rank": 0, "median_step_s": 0.4, "vs_fastest": 1.0, "score": 0.0,
+                           "is_straggler": False},
+                          {"session_id": sid, "rank": 1, "median_step_s": 0.5, "vs_fastest": 1.25, "score": 0.25,
+                           "is_straggler": True}])
+    gpus = pd.DataFrame([{"session_id": single.session_id, "host": "n1", "gpu": 0, "avg_util": 85.2,
+                          "peak_util": 98.1, "avg_memory_pct": 78.3}])
+    findings = (
+        Finding.make("critical", "nccl_timeout", "s", "NCCL timeout", "watchdog", ["console.log:3", "console.log:4"],
+                     [0, 1]),
+        Finding.make("warning", "straggler", "s", "Rank 1 is a straggler", "1.25x", ["s_rank1.jsonl:12"], [1]),
+        Finding.make("info", "unparsed_lines", "s", "1 line not understood", "", ["x.log:9"]),
+    )
+    return Analysis(
+        scaling=Scaling(sessions=(single, multi), comparisons=(comparison,), fits=(fit,), baseline=single.session_id),
+        communication=comm, nccl_tests=pd.DataFrame(), communication_peaks=pd.DataFrame(), performance=perf,
+        stragglers=strag, gpus=gpus,
+        mfu={sid: Mfu(mfu=0.352, achieved_tflops=348.2, peak_tflops=989.0, gpu_model="H100 SXM",
+                      flops_per_token=4.2e10, tokens_per_second=16581.0, n_gpus=2),
+             single.session_id: Mfu(reason="tokens/s not logged")},
+        health={sid: Health(nan_steps=(NanPoint(21, 1, "nan_loss", "r1.jsonl:7"),), final_loss=1.234)},
+        loss_parity=(LossParity(single.session_id, sid, final_loss_diff=-0.0005, final_loss_rel_diff=-0.0004,
+                                max_abs_diff_aligned=0.01, aligned_by="samples seen", points=20),),
+        findings=findings,
+        definitions={**DEFINITIONS, "speedup": "candidate samples/s / baseline samples/s (throughput ratio)",
+                     "mfu": "MFU def"})
 
 
-def test_compare_has_the_seed_lines_ci_steady_fit_and_definitions():
+FAKE = _fake()
+
+
+def test_compare_has_its_lines_ci_steady_fit_and_definitions():
     out = render_compare(FAKE)
     for line in ("SINGLE GPU vs MULTI-GPU COMPARISON", "📱 SINGLE GPU SESSIONS (1):", "🔗 MULTI-GPU SESSIONS (1):",
                  "  Duration: 1200.5s (20.0min)", "  Duration: 650.2s (10.8min)", "  GPUs: 2", "  Steps: 1000",
@@ -105,7 +118,7 @@ def test_compare_has_the_seed_lines_ci_steady_fit_and_definitions():
     assert "karp_flatt:" in defs and "speedup_ci:" in defs
 
 
-def test_communication_has_the_seed_block():
+def test_communication_block():
     lines = render_communication(FAKE).splitlines()
     i = lines.index("📡 Session: training_20241206_143022")
     assert lines[i + 1: i + 6] == ["  GPUs: 2", "  Communication Operations:", "    gradient_sync: 45 occurrences",
@@ -185,7 +198,7 @@ def _rank0(folder) -> tuple[np.ndarray, np.ndarray]:
 def test_compare_and_performance_of_the_real_runs(qlora):
     sessions, analysis = qlora
     one, two = sorted(sessions, key=lambda s: s.meta["world_size"])
-    out = render_compare(analysis, sessions)
+    out = render_compare(analysis)
     (t1, b1), (t2, b2) = _rank0(one.meta["folder"]), _rank0(two.meta["folder"])
     assert f"  Steps/sec: {len(t1) / t1.sum():.2f}" in out and f"  Steps/sec: {len(t2) / t2.sum():.2f}" in out
     whole = (b2.sum() / t2.sum()) / (b1.sum() / t1.sum())
@@ -209,12 +222,12 @@ def _flat_summary(root: Path, sid: str, mode: str, gpus: int, duration: float, s
     (folder / f"{sid}_summary.json").write_text(json.dumps(doc), encoding="utf-8")
 
 
-def test_the_seeds_example_comparison(tmp_path):
-    """Seed 000: 1200.5 s on 1 GPU against 650.2 s on 2 GPUs for the same samples: 1.85x, 92.3%."""
+def test_the_example_comparison_from_summaries(tmp_path):
+    """1200.5 s on 1 GPU against 650.2 s on 2 GPUs for the same samples: 1.85x, 92.3%."""
     _flat_summary(tmp_path, "training_20241206_140000", "SINGLE-GPU", 1, 1200.5, "2024-12-06T14:00:00+00:00")
     _flat_summary(tmp_path, "training_20241206_143022", "MULTI-GPU", 2, 650.2, "2024-12-06T14:30:22+00:00")
     sessions = load_sessions(tmp_path)
-    out = render_compare(analyze(sessions), sessions)
+    out = render_compare(analyze(sessions))
     speedup = 1200.5 / 650.2  # same samples: the throughput ratio is the inverse ratio of durations
     assert f"{speedup:.2f}x" == "1.85x" and f"{speedup / 2 * 100:.1f}%" == "92.3%"
     assert "🚀 Multi-GPU Speedup: 1.85x" in out and "📊 GPU Efficiency: 92.3%" in out
@@ -225,9 +238,9 @@ SAMPLES = REPO / "sample_logs"
 SEED000 = SAMPLES / "seed000_text"
 
 
-def test_seed000_compare_shows_the_runs_totals():
+def test_text_logs_compare_shows_the_runs_totals():
     sessions = load_sessions(SEED000)
-    out = render_compare(analyze(sessions), sessions)
+    out = render_compare(analyze(sessions))
     (doc,) = [json.loads(p.read_text(encoding="utf-8")) for p in SEED000.rglob("*_summary.json")]
     for line in (f"  Steps: {doc['total_steps']}", f"  Final Loss: {doc['final_loss']:.4f}",
                  f"  Steps/sec: {doc['steps_per_second']:.2f}", f"  Samples/sec: {doc['samples_per_second']:.2f}",
@@ -237,7 +250,7 @@ def test_seed000_compare_shows_the_runs_totals():
     assert "Not compared (1):" in out  # one run of its model: nothing to compare it with, and said so
 
 
-def test_seed000_communication_shows_summary_totals_beside_the_sampled_lines():
+def test_text_logs_communication_shows_summary_totals_beside_the_sampled_lines():
     sessions = load_sessions(SEED000)
     out = render_communication(analyze(sessions))
     (doc,) = [json.loads(p.read_text(encoding="utf-8")) for p in SEED000.rglob("*_summary.json")]
@@ -275,7 +288,7 @@ def test_nccl_tests_console_block():
 
 def test_captures_are_not_compared_and_unknown_gpu_counts_say_unknown():
     sessions = load_sessions(SAMPLES / "gpu_captures") + load_sessions(SAMPLES / "console")
-    out = render_compare(analyze(sessions), sessions)
+    out = render_compare(analyze(sessions))
     head, _, rest = out.partition("🧾 OTHER CAPTURES")
     for s in sessions:
         if s.meta.get("formats") and set(s.meta["formats"]) <= {"nvidia_smi_csv", "nvidia_smi_dmon", "gpustat"}:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 import struct
 
 import pytest
 
-from logkit.analysis.analyze import analyze
+from logkit.analysis import analyze
+from logkit.analysis.results import Finding
 from logkit.ingest import load_sessions
-from logkit.report.html import render_html, template_dir, write_html
+from logkit.report.html import render_html, write_html
 from logkit.report.json_report import render_json
 from tests.support.synth import append_bytes, rank_file, write_session
 
@@ -31,7 +33,7 @@ def sessions(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(sessions):
-    return render_html(analyze(sessions), sessions=sessions)  # with its plots
+    return render_html(analyze(sessions))  # with its plots
 
 
 def test_html_escapes_log_text(sessions, page):
@@ -40,12 +42,11 @@ def test_html_escapes_log_text(sessions, page):
     assert "&lt;script&gt;torn" in page  # the torn line text, shown as text
 
 
-def test_html_escapes_a_finding():
-    fake = {"scaling": {"sessions": [], "comparisons": []},
-            "findings": [{"severity": "critical", "kind": "nccl_timeout", "session_id": "s<b>",
-                          "title": "<script>alert(2)</script>", "detail": "a <img src=x onerror=alert(3)>",
-                          "evidence": ["f<i>.log:3"], "ranks": [0]}]}
-    html = render_html(fake)
+def test_html_escapes_a_finding(sessions):
+    finding = Finding.make("critical", "nccl_timeout", "s<b>", "<script>alert(2)</script>",
+                           "a <img src=x onerror=alert(3)>", ["f<i>.log:3"], [0])
+    fake = dataclasses.replace(analyze(sessions[:1]), findings=(finding,))
+    html = render_html(fake, plots=False)
     assert "<script" not in html.lower() and "<img" not in html.lower() and "<i>" not in html
     assert "&lt;script&gt;alert(2)&lt;/script&gt;" in html and "f&lt;i&gt;.log:3" in html
 
@@ -73,13 +74,15 @@ def test_html_sections_and_figures(page):
     assert re.search(r"<td>85\.0</td>\s*<td>90\.0</td><td>50\.0</td>", page)
 
 
-def test_html_without_sessions_has_no_plots(sessions):
-    html = render_html(analyze(sessions))
+def test_html_without_plots_has_its_tables(sessions):
+    html = render_html(analyze(sessions), plots=False)
     assert "<img" not in html and re.findall(r"<h2>([^<]+)</h2>", html) == SECTIONS
 
 
 def test_write_html_and_template_lookup(sessions, tmp_path):
-    assert (template_dir() / "report.html.j2").is_file()
+    from importlib.resources import files
+
+    assert files("logkit").joinpath("templates", "report.html.j2").is_file()  # inside the package
     path = write_html(analyze(sessions), tmp_path / "out" / "r.html", plots=False)
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from logkit.analysis import analyze
+from logkit.analysis.results import Comparison, Ratios, Scaling, SessionSummary
 from logkit.ingest import Session, load_sessions
-from logkit.report.plots import MAX_POINTS, PLOTS, render_plots, thin, write_plots
+from logkit.report.plots import EMPTY_GID, MAX_POINTS, PLOTS, figures, render_plots, thin, write_plots
 from tests.support.launch import REPO
 
 SAMPLES = REPO / "sample_logs"
@@ -20,25 +23,35 @@ def _size(png: bytes) -> tuple[int, int]:
     return struct.unpack(">II", png[16:24])
 
 
+def _comparison(baseline, candidate, speedup, efficiency, steady, ci, rank_ratio) -> Comparison:
+    return Comparison(baseline=baseline, candidate=candidate, group=None, regime="strong", basis="whole run",
+                      basis_detail="", headline=Ratios(speedup, efficiency), whole_run=Ratios(speedup, efficiency),
+                      steady=Ratios(steady, steady / rank_ratio), speedup_ci=ci, ci_level=0.95, rank_ratio=rank_ratio)
+
+
+def _with_scaling(sessions, summaries, comparisons):
+    """The analysis of ``sessions`` with a scaling section made here (figures chosen by the test)."""
+    return dataclasses.replace(analyze(sessions), scaling=Scaling(sessions=tuple(summaries),
+                                                                  comparisons=tuple(comparisons)))
+
+
 def test_write_plots_on_real_runs(tmp_path):
     sessions = load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs") + load_sessions(SAMPLES / "legacy_summary" / "logs")
-    analysis = {"scaling": {"sessions": [{"session_id": s.session_id, "world_size": s.meta["world_size"],
-                                          "duration_s": s.meta["duration_s"], "steps_per_second": 1.0,
-                                          "final_loss": 2.0} for s in sessions],
-                            "comparisons": [{"baseline": sessions[0].session_id, "candidate": sessions[1].session_id,
-                                             "speedup": 1.3, "scaling_efficiency": 0.65, "steady_speedup": 1.6,
-                                             "speedup_ci": [1.5, 1.7]}]}}
+    summaries = [SessionSummary(s.session_id, world_size=s.meta["world_size"], duration_s=s.meta["duration_s"],
+                                steps_per_second=1.0, final_loss=2.0) for s in sessions]
     # the interval is the steady-state speedup's: it need not contain the whole-run speedup
-    paths = write_plots(sessions, analysis, tmp_path / "plots")
+    analysis = _with_scaling(sessions, summaries, [_comparison(sessions[0].session_id, sessions[1].session_id, 1.3,
+                                                               0.65, 1.6, (1.5, 1.7), 2.0)])
+    paths = write_plots(analysis, tmp_path / "plots")
     assert [p.name for p in paths] == list(PLOTS)
-    assert "training_comparison.png" in PLOTS  # the seed-002 file name
+    assert "training_comparison.png" in PLOTS  # the file name the comparison pipeline looks for
     for p in paths:
         w, h = _size(p.read_bytes())
         assert w >= 800 and h >= 400 and p.stat().st_size > 5000, p.name
 
 
 def test_plots_without_data_still_written():
-    out = render_plots([Session.empty({"session_id": "empty"})], {"scaling": {"sessions": [], "comparisons": []}})
+    out = render_plots(analyze([Session.empty({"session_id": "empty"})]))
     assert list(out) == list(PLOTS)
     for png in out.values():
         assert _size(png)[0] >= 800
@@ -65,12 +78,9 @@ def _drawn(ax) -> int:
 
 
 def test_every_plot_has_data_for_the_real_fixtures():
-    from logkit.analysis.analyze import analyze
-    from logkit.report.plots import EMPTY_GID, figures
-
     sessions = (load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs") + load_sessions(SAMPLES / "nccl_tests")
                 + load_sessions(SAMPLES / "gpu_captures"))
-    figs = figures(sessions, analyze(sessions))
+    figs = figures(analyze(sessions))
     assert list(figs) == list(PLOTS)
     for name, fig in figs.items():
         axes = [ax for ax in fig.axes if ax.get_gid() != EMPTY_GID or _drawn(ax)]
@@ -109,10 +119,8 @@ def test_every_plot_has_data_for_the_real_fixtures():
 
 def test_loss_plot_draws_eval_loss():
     from logkit.analysis.analyze import analyze
-    from logkit.report.plots import figures
-
     sessions = load_sessions(SAMPLES / "seed002_sessions")
-    (ax,) = figures(sessions, analyze(sessions), ["loss_curves.png"])["loss_curves.png"].axes
+    (ax,) = figures(analyze(sessions), ["loss_curves.png"])["loss_curves.png"].axes
     labels = {line.get_label(): line for line in ax.get_lines()}
     for s in sessions:
         ev = s.evals[s.evals["name"] == "eval_loss"].sort_values("step")
@@ -122,42 +130,31 @@ def test_loss_plot_draws_eval_loss():
 
 def test_each_comparison_is_drawn_against_its_own_groups_ideal():
     # two comparison groups with baselines of different sizes: 2 -> 4 ranks (ideal 2), 1 -> 3 (ideal 3)
-    from logkit.report.plots import figures
-
     sessions = load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs")
     ranks = {"a2": 2, "b4": 4, "c1": 1, "d3": 3}
-    view = {"scaling": {"baseline": "a2",
-                        "sessions": [{"session_id": k, "world_size": v, "duration_s": 10.0, "steps_per_second": 1.0,
-                                      "final_loss": 1.0} for k, v in ranks.items()],
-                        "comparisons": [{"baseline": "a2", "candidate": "b4", "speedup": 1.8, "scaling_efficiency": 0.9,
-                                         "steady_speedup": 1.9, "speedup_ci": [1.85, 1.95]},
-                                        {"baseline": "c1", "candidate": "d3", "speedup": 2.4, "scaling_efficiency": 0.8,
-                                         "steady_speedup": 2.5, "speedup_ci": [2.3, 2.7]}]}}
-    ax = figures(sessions, view)["training_comparison.png"].axes[3]
+    summaries = [SessionSummary(k, world_size=v, duration_s=10.0, steps_per_second=1.0, final_loss=1.0)
+                 for k, v in ranks.items()]
+    analysis = _with_scaling(sessions, summaries, [_comparison("a2", "b4", 1.8, 0.9, 1.9, (1.85, 1.95), 2.0),
+                                                   _comparison("c1", "d3", 2.4, 0.8, 2.5, (2.3, 2.7), 3.0)])
+    ax = figures(analysis)["training_comparison.png"].axes[3]
     dashed = [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert dashed == [2.0, 3.0]
     assert ax.get_ylim()[1] >= 1.2 * 3.0  # room above the tallest of bars, intervals and ideals
 
 
 def test_a_warm_up_max_does_not_flatten_the_step_time_boxes():
-    from logkit.report.plots import figures
-
     (s,) = [x for x in load_sessions(SAMPLES / "gpu" / "qlora_single_gpu") if not x.steps.empty]
     times = s.steps["step_time_s"]
     assert times.max() > 10 * times.quantile(0.95)  # the real H100 run: its first step took seconds
-    (ax,) = [a for a in figures([s], {"scaling": {"sessions": [], "comparisons": []}},
-                                ["step_time_per_rank.png"])["step_time_per_rank.png"].axes]
+    (ax,) = [a for a in figures(analyze([s]), ["step_time_per_rank.png"])["step_time_per_rank.png"].axes]
     assert ax.get_ylim()[1] == pytest.approx(1.5 * times.quantile(0.95))
     assert [t.get_text() for t in ax.texts] == [f"max {times.max():.3g} s ↑"]
 
 
 def test_loss_curves_over_two_decades_get_a_log_axis():
-    from logkit.report.plots import figures
-
     def loss_axis(folder):
         sessions = [s for s in load_sessions(folder) if not s.steps.empty]
-        (ax,) = figures(sessions, {"scaling": {"sessions": [], "comparisons": []}}, ["loss_curves.png"])[
-            "loss_curves.png"].axes
+        (ax,) = figures(analyze(sessions), ["loss_curves.png"])["loss_curves.png"].axes
         return ax, sessions
 
     ax, sessions = loss_axis(SAMPLES / "gpu" / "loop_monitored")  # a real regression: 54 down to 0.005
@@ -169,11 +166,8 @@ def test_loss_curves_over_two_decades_get_a_log_axis():
 
 
 def test_throughput_of_runs_two_decades_apart_gets_a_log_axis():
-    from logkit.report.plots import figures
-
     sessions = [s for s in load_sessions(SAMPLES / "gpu") if not s.steps.empty]  # QLoRA ~130/s, the MLP ~19k/s
     rates = [float((s.steps["total_batch_size"] / s.steps["step_time_s"]).median()) for s in sessions]
     assert max(rates) / min(rates) > 100
-    (ax,) = figures(sessions, {"scaling": {"sessions": [], "comparisons": []}}, ["throughput.png"])[
-        "throughput.png"].axes
+    (ax,) = figures(analyze(sessions), ["throughput.png"])["throughput.png"].axes
     assert ax.get_yscale() == "log" and ax.get_ylabel() == "samples/s (log scale)"
