@@ -44,21 +44,6 @@ def _notes(analysis) -> None:
         click.echo(f"note: ... and {len(diags) - MAX_NOTES} more parse diagnostics (see --report)", err=True)
 
 
-def _session_folder(log_dir: Path | None, name: str) -> Path:
-    """Seed 002's ``sessions/NAME`` folder: under the log folder given (``DIR/sessions/NAME`` or
-    ``DIR/NAME``), else under the current folder (``sessions/NAME``, ``logs/sessions/NAME``)."""
-    bases = [log_dir] if log_dir is not None else [Path("."), Path(DEFAULT_LOG_DIR)]
-    tried = []
-    for base in bases:
-        for candidate in (base / "sessions" / name, base / name):
-            tried.append(candidate)
-            if candidate.is_dir():
-                return candidate
-    found = sorted({p.name for base in bases for p in (base / "sessions").glob("*") if p.is_dir()})
-    _fail(f"no session folder {name!r} (looked for {', '.join(str(t) for t in tried)})"
-          + (f"; sessions found: {', '.join(found)}" if found else ""))
-
-
 def _report_file(path) -> Path:
     """The file to write: ``path``, or ``path/report.html`` when it is an existing folder or ends with a
     path separator."""
@@ -75,15 +60,45 @@ def _gate(result) -> int:
     return result.status
 
 
-def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_diagnose, report_path,
-         plot_dir, export, fail_under_efficiency, fail_on) -> int:
+def _write(what: str, where, write) -> object:
+    """``write()``, or one line and exit 2 when the file system says no."""
+    try:
+        return write()
+    except OSError as exc:
+        _fail(f"cannot write {what} to {where}: {exc.strerror or exc}")
+
+
+def _outputs(analysis, sessions, *, as_json, report_path, plot_dir, export) -> None:
+    """The files asked for: the HTML report, the PNG plots, the frames exported. What was written is said
+    on stdout, or on stderr when stdout carries JSON (so that it stays one document)."""
+    if report_path is not None:
+        from logkit.report.html import write_html
+
+        report_path = _report_file(report_path)
+        written = _write("the report", report_path, lambda: write_html(analysis, report_path))
+        click.echo(f"HTML report written to {written}", err=as_json)
+    if plot_dir is not None:
+        from logkit.report.plots import write_plots
+
+        paths = _write("the plots", plot_dir, lambda: write_plots(analysis, plot_dir))
+        click.echo(f"{len(paths)} plots written to {plot_dir}: {', '.join(p.name for p in paths)}", err=as_json)
+    if export is not None:
+        from logkit.report.export import export_sessions
+
+        fmt, out_dir = export
+        folders, notes = _write(f"the {fmt} export", out_dir, lambda: export_sessions(sessions, fmt, out_dir))
+        click.echo(f"{len(folders)} session(s) exported as {fmt} to {out_dir}", err=as_json)
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+
+
+def _run(sessions, *, as_json, sections, report_path, plot_dir, export, fail_under_efficiency, fail_on) -> int:
     """Analyse ``sessions`` once and hand the results to each renderer asked for; the exit status."""
     from logkit.analysis import analyze
+    from logkit.analysis.gates import efficiency_gate, severity_gate
 
     analysis = analyze(sessions)
     _notes(analysis)
-    sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
-                                      ("performance", do_performance), ("diagnose", do_diagnose)) if on]
     if not sections and report_path is None and plot_dir is None and export is None:
         sections = ["compare"]  # with no flag, the comparison (what analyze_logs is first for)
     if as_json:
@@ -93,42 +108,10 @@ def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_
     elif sections:
         from logkit.report import console
 
-        renderers = {"compare": lambda: console.render_compare(analysis),
-                     "communication": lambda: console.render_communication(analysis),
-                     "performance": lambda: console.render_performance(analysis),
-                     "diagnose": lambda: console.render_diagnose(analysis)}
-        click.echo("\n\n".join(renderers[name]() for name in sections))
-    if report_path is not None:
-        from logkit.report.html import write_html
-
-        report_path = _report_file(report_path)
-        try:
-            written = write_html(analysis, report_path)
-        except OSError as exc:
-            _fail(f"cannot write the report to {report_path}: {exc.strerror or exc}")
-        # stderr when stdout carries JSON, so that stdout stays one document
-        click.echo(f"HTML report written to {written}", err=as_json)
-    if plot_dir is not None:
-        from logkit.report.plots import write_plots
-
-        try:
-            paths = write_plots(analysis, plot_dir)
-        except OSError as exc:
-            _fail(f"cannot write the plots to {plot_dir}: {exc.strerror or exc}")
-        click.echo(f"{len(paths)} plots written to {plot_dir}: {', '.join(p.name for p in paths)}", err=as_json)
-    if export is not None:
-        from logkit.report.export import export_sessions
-
-        fmt, out_dir = export
-        try:
-            folders, notes = export_sessions(sessions, fmt, out_dir)
-        except OSError as exc:
-            _fail(f"cannot export to {out_dir}: {exc.strerror or exc}")
-        click.echo(f"{len(folders)} session(s) exported as {fmt} to {out_dir}", err=as_json)
-        for note in notes:
-            click.echo(f"note: {note}", err=True)
-    from logkit.analysis.gates import efficiency_gate, severity_gate
-
+        renderers = {"compare": console.render_compare, "communication": console.render_communication,
+                     "performance": console.render_performance, "diagnose": console.render_diagnose}
+        click.echo("\n\n".join(renderers[name](analysis) for name in sections))
+    _outputs(analysis, sessions, as_json=as_json, report_path=report_path, plot_dir=plot_dir, export=export)
     status = 0
     if fail_under_efficiency is not None:
         status = max(status, _gate(efficiency_gate(analysis, fail_under_efficiency)))
@@ -165,7 +148,7 @@ def _run(sessions, *, as_json, do_compare, do_communication, do_performance, do_
               type=click.Path(path_type=Path), metavar="[DIR]",
               help=f"Write the PNG plots (training_comparison.png, ...) into DIR (default: ./{DEFAULT_PLOT_DIR}).")
 @click.option("--session", "session_name", default=None, metavar="NAME",
-              help="Seed 002's session folder sessions/NAME (its single_gpu and multi_gpu runs), under "
+              help="A pipeline's session folder sessions/NAME (its single_gpu and multi_gpu runs), under "
                    "LOG_DIR or the current folder.")
 @click.option("--export", "export", nargs=2, default=None, metavar="FORMAT DIR",
               type=(click.Choice(["parquet", "csv"]), click.Path(path_type=Path)),
@@ -189,7 +172,12 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
         _fail(f"two log folders given ({log_dir_arg} and --log-dir {log_dir_opt}); give one")
     log_dir = log_dir_arg or log_dir_opt or Path(DEFAULT_LOG_DIR)
     if session_name is not None:
-        log_dir = _session_folder(log_dir_arg or log_dir_opt, session_name)
+        from logkit.ingest.discover import session_folder
+
+        try:
+            log_dir = session_folder(session_name, log_dir_arg or log_dir_opt)
+        except FileNotFoundError as exc:
+            _fail(str(exc))
     if not log_dir.exists():
         _fail(f"no such folder: {log_dir}")
 
@@ -209,9 +197,10 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
             _fail(f"no session {', '.join(missing)} under {log_dir} (found: {found})")
         sessions = [s for s in sessions if s.session_id in wanted]
 
-    status = _run(sessions, as_json=as_json, do_compare=do_compare, do_communication=do_communication,
-                  do_performance=do_performance, do_diagnose=do_diagnose, report_path=report_path,
-                  plot_dir=plot_dir, export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on)
+    sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
+                                      ("performance", do_performance), ("diagnose", do_diagnose)) if on]
+    status = _run(sessions, as_json=as_json, sections=sections, report_path=report_path, plot_dir=plot_dir,
+                  export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on)
     if status:
         raise SystemExit(status)
 

@@ -12,6 +12,14 @@ _KEYS = ["count", "total_bytes / mean_bytes", "p50_ms / p95_ms", "algbw_mb_s", "
          "sync_share_of_step_time", "pct_of_peak", "verdict"]
 
 
+def _link(r: dict, ind: str, where: str = "") -> list[str]:
+    """The link the row is measured against and its share of the link's peak."""
+    if r.get("peak_busbw_gb_s") is not None:
+        return [f"{ind}Link: {r.get('link') or 'unknown'} (peak {fmt(r.get('peak_busbw_gb_s'), '.1f', ' GB/s')} "
+                f"busbw): {fmt(r.get('pct_of_peak'), '.1f', '%')} of peak{where}"]
+    return [f"{ind}Link: {r['link']} (no reference peak)"] if r.get("link") else []
+
+
 def _nccl_tests_lines(tests: list[dict]) -> list[str]:
     lines = ["  nccl-tests (GB/s = 10^9 bytes/s; busbw at the largest size is the figure to compare):"]
     for r in tests:
@@ -27,11 +35,7 @@ def _nccl_tests_lines(tests: list[dict]) -> list[str]:
                      f"reached at {size_text(r.get('size_at_80pct_bytes'))}")
         lines.append(f"      # Avg bus bandwidth (nccl-tests, mean over all sizes): "
                      f"{fmt(r.get('avg_busbw_gb_s'), '.2f', ' GB/s')}")
-        if r.get("peak_busbw_gb_s") is not None:
-            lines.append(f"      Link: {r.get('link')} (peak {fmt(r.get('peak_busbw_gb_s'), '.1f', ' GB/s')} busbw): "
-                         f"{fmt(r.get('pct_of_peak'), '.1f', '%')} of peak at the largest size")
-        elif r.get("link"):
-            lines.append(f"      Link: {r['link']} (no reference peak)")
+        lines += _link(r, "      ", " at the largest size")
         if r.get("note"):
             lines.append(f"      Verdict: {r['note']}")
     return lines
@@ -49,11 +53,7 @@ def _op_detail(r: dict, ind: str) -> list[str]:
                      + (f" (over {matched} step(s) with both)" if matched else ""))
     else:
         lines.append(f"{ind}Share of step time: n/a (no step logged both this op and a step time)")
-    if r.get("peak_busbw_gb_s") is not None:
-        lines.append(f"{ind}Link: {r.get('link') or 'unknown'} (peak {fmt(r.get('peak_busbw_gb_s'), '.1f', ' GB/s')}"
-                     f" busbw): {fmt(r.get('pct_of_peak'), '.1f', '%')} of peak")
-    elif r.get("link"):
-        lines.append(f"{ind}Link: {r['link']} (no reference peak)")
+    lines += _link(r, ind)
     if r.get("note"):
         lines.append(f"{ind}Verdict: {r['note']}" if r.get("verdict") else f"{ind}Note: {r['note']}")
     elif r.get("latency_bound"):
