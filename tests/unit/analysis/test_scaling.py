@@ -19,6 +19,7 @@ from logkit.analysis.throughput import warmup_count
 from logkit.ingest import load_session, load_sessions
 from tests.support.analysis_synth import noisy, session, step_rows
 from tests.support.launch import REPO
+from tests.support.oracles import regime, warmup_oracle
 
 FIXTURES = "sample_logs/qlora_tiny_cpu/logs"
 
@@ -151,12 +152,12 @@ def test_real_fixture_comparison():
     base = sum(x["batch"] for x in single) / sum(x["t"] for x in single)
     cand = sum(x["batch"] for x in multi) / sum(x["t"] for x in multi)
     assert c["whole_run_speedup"] == pytest.approx(cand / base)
-    kb, kc = (warmup_count(np.array([x["t"] for x in run])) for run in (single, multi))
+    kb, kc = (warmup_oracle([x["t"] for x in run]) for run in (single, multi))
     steady_b = sum(x["batch"] for x in single[kb:]) / sum(x["t"] for x in single[kb:])
     steady_c = sum(x["batch"] for x in multi[kc:]) / sum(x["t"] for x in multi[kc:])
     assert c["basis"] == "steady state" and c["speedup"] == pytest.approx(steady_c / steady_b)
     assert c["scaling_efficiency"] == pytest.approx(steady_c / steady_b / 2)
-    assert c["regime"] == ("weak" if multi[0]["batch"] == 2 * single[0]["batch"] else c["regime"])
+    assert c["regime"] == regime(single[0]["batch"], 1, multi[0]["batch"], 2)
     assert c["samples_ratio"] == pytest.approx(sum(x["batch"] for x in multi) / sum(x["batch"] for x in single))
     assert c["speedup_ci"][0] < c["steady_speedup"] < c["speedup_ci"][1]
     assert a.definitions["steady_speedup"]

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from logkit.analysis.throughput import warmup_count
 from logkit.cli import analyze_logs
 from logkit.report.plots import PLOTS
 from tests.support.launch import REPO
+from tests.support.oracles import warmup_oracle
 from tests.support.synth import write_session
 
 SAMPLES = REPO / "sample_logs"
@@ -109,7 +109,7 @@ def test_fail_under_efficiency(logs, threshold, status):
 
 def _efficiencies(folder: Path) -> tuple[float, float]:
     """(steady, whole-run) scaling efficiency of the 2-rank fixture run against the 1-rank one, from the
-    JSONL records read here; warm-up by ``steady.warmup_count`` (tested on its own)."""
+    JSONL records read here; warm-up by the definition, written out in tests/support/oracles.py."""
     runs = {}
     for path in folder.rglob("*_rank0.jsonl"):
         recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
@@ -118,7 +118,7 @@ def _efficiencies(folder: Path) -> tuple[float, float]:
         b = np.array([r["metrics"]["total_batch_size"] for r in steps], dtype=float)
         runs[recs[0]["world_size"]] = (t, b)
     (t1, b1), (t2, b2) = runs[1], runs[2]
-    k1, k2 = warmup_count(t1), warmup_count(t2)
+    k1, k2 = warmup_oracle(t1), warmup_oracle(t2)
     steady = (b2[k2:].sum() / t2[k2:].sum()) / (b1[k1:].sum() / t1[k1:].sum()) / 2
     whole = (b2.sum() / t2.sum()) / (b1.sum() / t1.sum()) / 2
     return steady, whole

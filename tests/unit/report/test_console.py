@@ -25,7 +25,6 @@ from logkit.analysis.results import (
     Scaling,
     SessionSummary,
 )
-from logkit.analysis.throughput import warmup_count
 from logkit.ingest import load_sessions
 from logkit.report.console import (
     render_communication,
@@ -35,6 +34,7 @@ from logkit.report.console import (
 )
 from logkit.report.json_report import analysis_document, render_json
 from tests.support.launch import REPO
+from tests.support.oracles import warmup_oracle
 
 QLORA = REPO / "sample_logs" / "qlora_tiny_cpu" / "logs"
 
@@ -202,7 +202,7 @@ def test_compare_and_performance_of_the_real_runs(qlora):
     (t1, b1), (t2, b2) = _rank0(one.meta["folder"]), _rank0(two.meta["folder"])
     assert f"  Steps/sec: {len(t1) / t1.sum():.2f}" in out and f"  Steps/sec: {len(t2) / t2.sum():.2f}" in out
     whole = (b2.sum() / t2.sum()) / (b1.sum() / t1.sum())
-    k1, k2 = warmup_count(t1), warmup_count(t2)
+    k1, k2 = warmup_oracle(t1), warmup_oracle(t2)
     steady = (b2[k2:].sum() / t2[k2:].sum()) / (b1[k1:].sum() / t1[k1:].sum())
     assert f"Multi-process Speedup: {steady:.2f}x (steady state)" in out
     assert f"Scaling Efficiency: {steady / 2 * 100:.1f}% (steady state)" in out

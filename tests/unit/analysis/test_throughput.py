@@ -1,0 +1,76 @@
+"""Throughput, warm-up and the bootstrap interval, against expectations built by hand or simulated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from logkit.analysis.scaling import scaling_analysis
+from logkit.analysis.throughput import step_throughput, throughput, warmup_count
+from tests.support.analysis_synth import session, step_rows
+from tests.support.oracles import warmup_oracle
+
+
+def test_warmup_tolerance_is_five_percent_of_the_reference():
+    # steady at exactly 1.0 s: 1.2, 1.10 and 1.06 s are above 1.05 (warm-up), 1.04 s is within it
+    times = [1.2, 1.10, 1.06, 1.04] + [1.0] * 96
+    assert warmup_count(np.array(times)) == 3 == warmup_oracle(times)
+    assert warmup_count(np.array([1.06] + [1.0] * 99)) == 1  # 6% above: warm-up
+    assert warmup_count(np.array([1.049] + [1.0] * 99)) == 0  # 4.9% above: steady
+
+
+def test_warmup_reference_is_the_median_of_the_second_half():
+    # the first half at 1.08 s, the second at 1.0 s: the whole run's median (1.04) would call the
+    # first half steady; the second half's (1.0) makes it warm-up, up to the half-run cap
+    times = [1.08] * 50 + [1.0] * 50
+    assert warmup_count(np.array(times)) == 50 == warmup_oracle(times)
+
+
+def test_warmup_tolerance_widens_with_the_spread_of_the_second_half():
+    # a noisy steady state: 3 robust SD of it, not 5%, is the tolerance
+    rng = np.random.default_rng(3)
+    steady = list(1.0 + 0.05 * rng.standard_normal(190))
+    times = [1.5, 1.3, 1.12] + steady
+    assert warmup_count(np.array(times)) == warmup_oracle(times)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_warmup_matches_the_definition_on_random_runs(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 400))
+    warm = list(rng.uniform(1.0, 4.0, int(rng.integers(0, 6))))
+    times = warm + list(rng.uniform(0.4, 0.6) + rng.uniform(0, 0.05) * rng.standard_normal(n))
+    assert warmup_count(np.array(times)) == warmup_oracle(times)
+
+
+def test_throughput_is_samples_over_time_not_a_mean_of_rates():
+    batch, time = [8, 8, 16], [1.0, 1.0, 4.0]
+    assert throughput(batch, time) == pytest.approx(32 / 6.0)  # a mean of the rates would say 6.0
+    assert throughput([8, None], [1.0, 1.0]) is None  # an unknown batch: no figure
+    rows = step_rows([0.5, 0.25], batch=8)
+    rows[1]["samples_per_s"] = 30.0  # a logged rate wins over the derived one
+    s = session("t", steps=rows)
+    assert list(step_throughput(s.steps)) == [16.0, 30.0]
+
+
+def test_the_95_percent_interval_covers_the_true_speedup_about_95_percent_of_the_time():
+    """Simulated pairs of runs with a known speedup: i.i.d. step times, so the steady throughput's
+    true value is batch / mean step time and the true speedup their ratio."""
+    true_base, true_cand = 8 / 0.50, 8 / 0.30  # batch 8, mean step times 0.50 s and 0.30 s
+    truth = true_cand / true_base
+    covered, widths = 0, []
+    trials = 200
+    for k in range(trials):
+        rng = np.random.default_rng(10_000 + k)
+        bt = list(rng.gamma(25.0, 0.50 / 25.0, 120))  # mean 0.50 s, sd 0.10 s
+        ct = list(rng.gamma(25.0, 0.30 / 25.0, 120))
+        base = session("b", steps=step_rows(bt, batch=8), start_time="2026-01-01T00:00:00+00:00")
+        cand = session("c", world_size=2, steps=step_rows(ct, batch=8), start_time="2026-01-01T01:00:00+00:00")
+        (c,) = scaling_analysis([base, cand]).comparisons
+        lo, hi = c.speedup_ci
+        covered += lo <= truth <= hi
+        widths.append(hi - lo)
+    coverage = covered / trials
+    # binomial sd at 95% over 200 trials is 1.5%: [88%, 99%] fails a 50% (quartile) interval for sure
+    assert 0.88 <= coverage <= 0.99, coverage
+    assert np.median(widths) > 0
