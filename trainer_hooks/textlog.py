@@ -29,9 +29,9 @@ from logkit.schema import (
 from logkit.schema import findings as kinds
 from logkit.schema.records import (
     ANOMALY,
-    COMMON,
     ERROR,
     EVALUATION,
+    EVENT_TYPES,
     NAN_DETECTED,
     RESOURCE_WARNING,
     SESSION_END,
@@ -42,7 +42,7 @@ from logkit.schema.records import (
 from logkit.schema.records import COMMUNICATION as COMM_RECORD
 from logkit.schema.records import PERFORMANCE as PERF_RECORD
 from logkit.schema.values import per_second, to_float
-from trainer_hooks.layout import reader, values_of
+from trainer_hooks.layout import COMMON_PART, reader, values_of
 from trainer_hooks.settings import LEVELS
 
 __all__ = ["TextRenderer"]
@@ -72,7 +72,7 @@ def _num(value, default=math.nan) -> float:
     return default if number is None else number
 
 
-_TYPE, _LEVEL = (next(f for f in COMMON if f.name == name) for name in ("type", "level"))
+_TYPE_LEVEL = reader(COMMON_PART, "type level")
 # the values of the lines written for every step (compiled once: read on the writer thread)
 _STEP_VALUES = reader(TRAINING_STEP, "step max_steps loss learning_rate avg_step_time_s eta_minutes step_time_s "
                       "samples_per_s world_size local_rank rank")
@@ -108,13 +108,16 @@ class TextRenderer:
         # lowest level written per file (TRAINING_LOG_LEVEL / MULTIGPU_LOG_LEVEL)
         self._min_level = {self.main: LEVELS.get(main_level, 20), self.multigpu: LEVELS.get(multigpu_level, 20),
                            self.performance: 0}
+        # the record types that have lines: ``_<type>`` below
+        self._handlers = {t: getattr(self, "_" + t) for t in EVENT_TYPES if hasattr(self, "_" + t)}
 
     def __call__(self, record: dict, wall: float) -> Iterator[tuple[Path, str]]:
-        handler = getattr(self, "_" + str(_TYPE.get(record)), None)
+        type_, level = _TYPE_LEVEL(record)
+        handler = self._handlers.get(type_)
         if handler is None:
             return iter(())
         # unprefixed continuation lines carry their record's level
-        level = LEVELS.get(str(_LEVEL.get(record) or "INFO").upper(), 20)
+        level = LEVELS.get(level) or LEVELS.get(str(level or "INFO").upper(), 20)
         second = int(wall // 1)
         if self._stamp is None or self._stamp.second != second:
             self._stamp = _Stamp(second)

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import orjson
 
-from logkit.schema.records import COMMON
+from trainer_hooks.layout import COMMON_PART, top_key
 
 __all__ = ["RecordWriter", "iso_timestamp"]
 
 _STOP = object()
 # a record's wall-clock time: a float when handed over, written as ISO 8601 here
-_TIMESTAMP = next(f.raw[0] for f in COMMON if f.name == "timestamp")
+_TIMESTAMP = top_key(COMMON_PART, "timestamp")
 _JSONL_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 
 
