@@ -1,10 +1,12 @@
-"""A cache of parsed sessions: each session's frames as Parquet, its meta as JSON.
+"""A cache of parsed sessions: each session as ``store`` writes it (frames as Parquet, meta and
+dtypes as JSON), with the stamp of the files it was parsed from.
 
 Kept in ``$LOGKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/logkit``, else ``~/.cache/logkit``
 (never beside the logs: log folders are often read-only or shared). An entry is keyed on the
 session's files (real paths) and valid while every file keeps its size and mtime_ns, and
-while the readers' code is the same (it is hashed into the key); anything else rebuilds it. A cache that cannot be
-written or read is skipped silently: it only ever saves time.
+while the readers' code is the same (the code of ``logkit.ingest`` and ``logkit.schema`` is
+hashed into the key); anything else rebuilds it. A cache that cannot be written or read is
+skipped silently: it only ever saves time.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from pathlib import Path
 import orjson
 
 from logkit.ingest.discover import SessionSource
-from logkit.ingest.session import FRAME_DTYPES, Session
+from logkit.ingest.session import Session
+from logkit.ingest.store import read_session, write_session
 from logkit.schema import SCHEMA_VERSION
 
 __all__ = ["cache_dir", "fingerprint", "load_cached", "store", "CACHE_FORMAT"]
 
-CACHE_FORMAT = 2  # the layout of a cache entry (the readers' code is hashed in as well)
-_FRAMES = tuple(FRAME_DTYPES)
+CACHE_FORMAT = 3  # the layout of a cache entry (the readers' code is hashed in as well)
 
 
 def cache_dir() -> Path:
@@ -75,40 +77,11 @@ def load_cached(source: SessionSource) -> Session | None:
     if stamp != fingerprint(source):
         return None
     try:
-        import pyarrow.parquet as pq
-
-        meta = orjson.loads((entry / "meta.json").read_bytes())
-        frames = {name: _restore(name, pq.read_table(entry / f"{name}.parquet")) for name in _FRAMES}
+        session = read_session(entry)
     except Exception:  # noqa: BLE001 - a damaged entry is rebuilt, never fatal
         return None
-    meta["cache"] = str(entry)
-    return Session(meta=meta, **frames)
-
-
-def _restore(name: str, table):
-    import pandas as pd
-    import pyarrow as pa
-
-    from logkit.ingest.frame_builder import arrow_frame
-
-    dtypes = FRAME_DTYPES[name]
-    extras = [c for c in table.column_names if c not in dtypes and not c.startswith("__")]
-    frame = arrow_frame(name, [table.select([c for c in dtypes if c in table.column_names])])
-    if not extras:
-        return frame
-    more = table.select(extras).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
-    for col in extras:
-        data = more[col]
-        if data.dtype != object and pd.api.types.is_string_dtype(data.dtype):
-            data = data.astype("object")  # extra text is object with None, as make_frame gives it
-            data = data.where(data.notna(), None)
-        elif str(data.dtype) == "Int64":
-            # extra columns were built by pandas' inference: int64, or float64 where some are NaN
-            data = data.astype("float64") if data.isna().any() else data.astype("int64")
-        elif data.dtype == object and data.isna().any():
-            data = data.where(data.notna(), None)
-        frame[col] = data
-    return frame
+    session.meta["cache"] = str(entry)
+    return session
 
 
 def store(source: SessionSource, session: Session) -> bool:
@@ -121,10 +94,7 @@ def store(source: SessionSource, session: Session) -> bool:
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
-        for name in _FRAMES:
-            getattr(session, name).to_parquet(tmp / f"{name}.parquet", index=False)
-        meta = {k: v for k, v in session.meta.items() if k != "cache"}
-        (tmp / "meta.json").write_bytes(orjson.dumps(meta, default=str, option=orjson.OPT_SERIALIZE_NUMPY))
+        write_session(session, tmp, "parquet", meta={k: v for k, v in session.meta.items() if k != "cache"})
         (tmp / "stamp.json").write_bytes(orjson.dumps(stamp))
         shutil.rmtree(entry, ignore_errors=True)
         os.replace(tmp, entry)

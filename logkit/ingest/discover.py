@@ -3,15 +3,15 @@
 Sessions found under a root, in path order:
 
 - our session folders: ``<sid>_rank<N>.jsonl[.gz]``, ``<sid>_summary.json`` and the text logs
-  ``<sid>_{main,multigpu,performance}.log`` (seed 000 folders have only the latter);
-- seed 002 run folders: a folder holding ``results.json`` and/or ``trainer_state.json``
-  (session id ``<parent>/<folder>``, e.g. ``v1/multi_gpu``); ``checkpoint-N`` copies skipped.
+  ``<sid>_{main,multigpu,performance}.log`` (some folders have only the latter);
+- run folders: a folder holding ``results.json`` and/or ``trainer_state.json`` (session id
+  ``<parent>/<folder>``, e.g. ``v1/multi_gpu``); ``checkpoint-N`` copies skipped.
   When the run folder also holds exactly one of our session folders (the pipeline's
   ``sessions/v1/multi_gpu/logs/<id>/``), or its results.json names one of ours
   (``"logkit_session"``), they are one run: our session, with the run folder's files as
   companions (their meta only: the streams already say what they say);
-- seed 001 rank folders: a folder whose sub-folders are ``rank_0``, ``rank_1``, ...: one
-  session, each file read as its folder's rank;
+- rank folders: a folder whose sub-folders are ``rank_0``, ``rank_1``, ...: one session, each
+  file read as its folder's rank;
 - loose files (console captures, nccl-tests, GPU captures, verbose JSONL, ...): they join the
   one session of their folder when there is exactly one, else each is a session of its own.
 """
@@ -28,7 +28,7 @@ import orjson
 
 from logkit.schema import RANK_JSONL_RE, SUMMARY_JSON_RE
 
-__all__ = ["SessionSource", "SourceFile", "discover", "sources_in_folder", "source_for_file"]
+__all__ = ["SessionSource", "SourceFile", "discover", "sources_in_folder", "source_for_file", "session_folder"]
 
 _RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
@@ -55,7 +55,7 @@ class SessionSource:
     extra: list[SourceFile] = field(default_factory=list)
     kind: str = "logkit"
     companions: list[SourceFile] = field(default_factory=list)  # read for meta only
-    run: str | None = None  # the seed 002 run folder this session belongs to ("v1/multi_gpu")
+    run: str | None = None  # the run folder this session belongs to ("v1/multi_gpu")
 
     @property
     def files(self) -> list[Path]:
@@ -107,7 +107,7 @@ def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[Sess
         elif fmt is not None and fmt not in ("logkit_jsonl", "logkit_summary"):
             loose.append(SourceFile(fmt, path))
     if run_docs:
-        # seed 002: sessions/NAME/{single_gpu,multi_gpu}/ -> "NAME/single_gpu"
+        # a run folder: sessions/NAME/{single_gpu,multi_gpu}/ -> "NAME/single_gpu"
         sid = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
         order = {"results_json": 0, "trainer_state": 1}
         found.setdefault(sid, SessionSource(sid, folder, kind="run_folder")).extra.extend(
@@ -130,7 +130,7 @@ def _rank_dirs(folder: Path, dirnames: list[str]) -> dict[int, Path]:
 
 
 def _rank_dir_source(folder: Path, ranks: dict[int, Path]) -> SessionSource | None:
-    """seed 001's ``logs/rank_N/``: every log file in every rank folder, read as that rank."""
+    """``logs/rank_N/``: every log file in every rank folder, read as that rank."""
     sid = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
     src = SessionSource(sid, folder, kind="rank_dirs")
     for rank in sorted(ranks):
@@ -225,8 +225,8 @@ def _named_session(run: SessionSource) -> str | None:
 
 
 def _join_runs(sources: list[SessionSource]) -> list[SessionSource]:
-    """A seed 002 run folder and its session of ours are one session: the one session inside
-    the run folder, else the session its results.json names."""
+    """A run folder and its session of ours are one session: the one session inside the run
+    folder, else the session its results.json names."""
     ours = [s for s in sources if s.rank_files]
     joined: set[int] = set()
     for run in (s for s in sources if s.kind == "run_folder"):
@@ -239,3 +239,20 @@ def _join_runs(sources: list[SessionSource]) -> list[SessionSource]:
         inside[0].run = run.session_id
         joined.add(id(run))
     return [s for s in sources if id(s) not in joined]
+
+
+def session_folder(name: str, base: str | Path | None = None) -> Path:
+    """The folder of run ``name`` (``sessions/NAME``, as a pipeline of runs lays them out): under
+    ``base`` (``base/sessions/NAME`` or ``base/NAME``), else under the current folder
+    (``sessions/NAME``, ``logs/sessions/NAME``). Raises ``FileNotFoundError`` saying where it
+    looked and which sessions there are."""
+    bases = [Path(base)] if base is not None else [Path("."), Path("logs")]
+    tried = []
+    for folder in bases:
+        for candidate in (folder / "sessions" / name, folder / name):
+            tried.append(candidate)
+            if candidate.is_dir():
+                return candidate
+    found = sorted({p.name for folder in bases for p in (folder / "sessions").glob("*") if p.is_dir()})
+    raise FileNotFoundError(f"no session folder {name!r} (looked for {', '.join(str(t) for t in tried)})"
+                            + (f"; sessions found: {', '.join(found)}" if found else ""))

@@ -1,8 +1,8 @@
 """One reader per log format; ``READERS`` maps a format name to its reader, ``sniff`` names a
 file's format from its name and first bytes.
 
-Every reader is ``reader(path, rank=None) -> Read`` (``rank``: the rank a file belongs to when
-its folder says so, e.g. seed 001's ``logs/rank_N/``) and never raises on content.
+Every reader is ``reader(path, rank=None) -> ReadResult`` (``rank``: the rank a file belongs
+to when its folder says so, e.g. ``logs/rank_N/``) and never raises on content.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read
+from logkit.ingest.readers.base import ReadResult
 from logkit.ingest.readers.console import read_console
 from logkit.ingest.readers.gpustat import read_gpustat
 from logkit.ingest.readers.json_docs import read_legacy_summary, read_results_json, read_trainer_state
@@ -20,9 +20,9 @@ from logkit.ingest.readers.nvidia_smi import read_nvidia_smi_csv, read_nvidia_sm
 from logkit.ingest.readers.sniff import sniff
 from logkit.ingest.readers.verbose_jsonl import read_verbose_jsonl
 
-__all__ = ["READERS", "Read", "sniff", "read_file"]
+__all__ = ["READERS", "ReadResult", "sniff", "read_file"]
 
-READERS: dict[str, Callable[..., Read]] = {
+READERS: dict[str, Callable[..., ReadResult]] = {
     "logkit_text": read_logkit_text,
     "verbose_jsonl": read_verbose_jsonl,
     "console": read_console,
@@ -36,7 +36,7 @@ READERS: dict[str, Callable[..., Read]] = {
 }
 
 
-def read_file(path: str | Path, format: str | None = None, rank: int | None = None) -> Read:
+def read_file(path: str | Path, format: str | None = None, rank: int | None = None) -> ReadResult:
     """Read one file with the reader of ``format`` (sniffed when not given; console as a last resort)."""
     path = Path(path)
     fmt = format or sniff(path, loose=True) or "console"

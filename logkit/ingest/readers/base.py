@@ -1,6 +1,7 @@
-"""What every reader gives back (``Read``), and the text plumbing readers share.
+"""What every reader gives back (``ReadResult``: arrow tables, meta, diagnostics), the ``Read``
+that readers which collect rows as dicts fill on the way, and the text plumbing readers share.
 
-A reader turns one file into frame rows, meta fields and diagnostics; it never raises on
+A reader turns one file into frame tables, meta fields and diagnostics; it never raises on
 content. Text readers see lines already cleaned of what terminals add: ANSI colour codes,
 CRLF endings, undecodable bytes (replaced, and noted).
 """
@@ -14,30 +15,45 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.jsonl import diagnostic
-from logkit.ingest.records import nonfinite_event
+import pyarrow as pa
 
-__all__ = ["Read", "FRAMES", "read_bytes", "text_lines", "strip_ansi", "UNMATCHED", "epoch", "to_float"]
+from logkit.ingest.assemble import diagnostic, rows_table
+from logkit.ingest.mapping import nonfinite_event
+
+__all__ = ["ReadResult", "Read", "read_bytes", "text_lines", "strip_ansi", "UNMATCHED", "epoch"]
 
 FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events")
 UNMATCHED = "line matches no known grammar"
 
+_RANK_DIR = re.compile(r"^rank[_-]?\d+$")  # as discovery names the folders of a run's ranks
 # CSI sequences (colours, cursor moves) and OSC sequences (window titles, hyperlinks).
-_RANK_DIR = re.compile(r"^rank[_-]?\d+$")  # as discovery names seed 001's rank folders
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
 @dataclass
-class Read:
-    """One file's contribution to a session.
+class ReadResult:
+    """One file's contribution to a session: an arrow table per frame it has rows of, meta
+    fields, diagnostics. ``time_base`` says what ``time_s`` in the tables means:
+    ``"elapsed"`` (seconds since the rank started, as our JSONL) or ``"epoch"`` (absolute
+    POSIX seconds, shifted to the session start when the session is built). ``lines``/``used``
+    count the non-blank lines seen and those a grammar used (text readers only): the rest
+    are diagnostics."""
 
-    ``rows`` maps a frame name to row dicts, ``tables`` to an arrow table of more rows (a
-    reader that reads by columns; the table's rows follow the dicts');
-    ``time_base`` says what ``time_s`` in the rows means: ``"elapsed"`` (seconds since the
-    rank started, as our JSONL) or ``"epoch"`` (absolute POSIX seconds, shifted to the
-    session start when the session is built). ``lines``/``used`` count the non-blank lines
-    seen and those a grammar used (text readers only): the rest are diagnostics.
-    """
+    path: Path
+    format: str
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    diagnostics: list[dict] = field(default_factory=list)
+    time_base: str = "epoch"
+    lines: int = 0
+    used: int = 0
+
+
+@dataclass
+class Read:
+    """What a reader collects on its way through a file: ``rows`` (a frame name to row dicts,
+    in file order), ``tables`` (rows it read by columns), meta, diagnostics, line counts;
+    ``result()`` gives them back as a ``ReadResult``."""
 
     path: Path
     format: str
@@ -49,10 +65,18 @@ class Read:
     lines: int = 0
     used: int = 0
 
+    def result(self) -> ReadResult:
+        tables = {name: rows_table(rows) for name, rows in self.rows.items() if rows}
+        for name, table in self.tables.items():
+            tables[name] = pa.concat_tables([tables[name], table], promote_options="permissive") \
+                if name in tables else table
+        return ReadResult(self.path, self.format, tables, self.meta, self.diagnostics, self.time_base, self.lines,
+                          self.used)
+
     @property
     def label(self) -> str:
         """How the file's lines are cited: its name, and its rank folder where it lies in one
-        (seed 001's ``rank_0/train.log`` and ``rank_1/train.log`` are told apart)."""
+        (``rank_0/train.log`` and ``rank_1/train.log`` are told apart)."""
         parent = self.path.parent.name
         return f"{parent}/{self.path.name}" if _RANK_DIR.match(parent) else self.path.name
 
@@ -124,12 +148,5 @@ def text_lines(data: bytes, read: Read) -> list[str]:
 
 
 def epoch(stamp: datetime) -> float:
-    """POSIX seconds; a naive stamp is local time of the machine that wrote it (LOG_FORMATS.md)."""
+    """POSIX seconds; a naive stamp is local time of the machine that wrote it."""
     return stamp.timestamp()
-
-
-def to_float(text: str) -> float | None:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None

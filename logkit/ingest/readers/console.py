@@ -1,10 +1,11 @@
 """Console captures of training jobs: whatever a launcher printed, from every rank.
 
 Reads, after stripping launcher prefixes (``[rank3]:``, ``[default3]:``, mpirun's
-``[1,3]<stdout>:``, seed 003's ``GPU3:``, ``stdout:``/``stderr:``) and log prefixes (glog
-``E1122 10:00:00.123 ...cpp:616]``, Python logging, ``LEVEL |``):
+``[1,3]<stdout>:``, a per-GPU capture's ``GPU3:``, ``stdout:``/``stderr:``) and log prefixes
+(glog ``E1122 10:00:00.123 ...cpp:616]``, Python logging, ``LEVEL |``):
 
-- seed 003 step lines -> ``steps``; its NaN report blocks -> ``nan_detected`` events;
+- per-GPU step lines (``[GPU 0] Step [3/10] | Loss: ...``) -> ``steps``; their NaN report
+  blocks -> ``nan_detected`` events;
 - transformers' printed log dicts (``{'loss': ...}``) -> ``steps`` / ``evals`` / meta;
 - NCCL INFO/WARN -> ``nccl_init`` / ``nccl_warn`` events (a WARN's ``file:line -> N``
   chain folded into it), watchdog timeouts -> ``nccl_timeout``, collective mismatches,
@@ -21,13 +22,14 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, epoch, read_bytes, text_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
 from logkit.ingest.readers.nccl import (
     mismatches_from_timeouts,
     parse_mismatch,
     parse_nccl_debug,
     parse_watchdog,
 )
+from logkit.schema.values import as_float, to_float
 
 __all__ = ["read_console", "strip_prefixes"]
 
@@ -41,7 +43,7 @@ _PYLOG = re.compile(r"^\[?(?P<date>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?
                     r"\s*[-|:]?\s*(?P<msg>.*)$")
 _LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?:\||:)\s*(?P<msg>.*)$")
 _NONFINITE = re.compile(r"(?<![\w'\"])(-?)(nan|inf)(?![\w'\"])")
-_SEED3_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+)\] \| Loss: (?P<loss>{_F})"
+_GPU_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+)\] \| Loss: (?P<loss>{_F})"
                          rf" \| LR: (?P<lr>{_F})(?: \| Grad Norm: (?P<gn>{_F}))?(?: \| ETA: (?P<eta>\S+))?\s*$")
 _NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
 _NAN_LINES = re.compile(r"^(?:={3,}|-{3,}|Step: \d+|Loss: .*|Gradient Norm: .*|PROBLEMATIC TENSORS:|.*with NaN.*"
@@ -136,7 +138,7 @@ class _Console:
                 if text.startswith("Step: ") and ev is not None:
                     ev["step"] = int(text[6:])
                 elif text.startswith("Loss: ") and ev is not None:
-                    ev["value"] = _float(text[6:])
+                    ev["value"] = to_float(text[6:])
                 elif "NaN count:" in text and ev is not None:
                     ev["nan_tensors"] = (ev.get("nan_tensors") or 0) + 1
                 elif text.startswith(("Checkpoint saved: ", "Debug tensors saved: ")) and ev is not None:
@@ -235,10 +237,10 @@ class _Console:
 
     def _message(self, number: int, text: str, level: str | None, rank: int | None, t: float | None) -> bool:
         read = self.read
-        if (m := _SEED3_STEP.match(text)) is not None:
+        if (m := _GPU_STEP.match(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else int(m["gpu"]), "step": int(m["step"]),
-                               "time_s": t, "loss": _float(m["loss"]), "learning_rate": _float(m["lr"]),
-                               "grad_norm": _float(m["gn"]), "max_steps": int(m["max"]), "eta": m["eta"]})
+                               "time_s": t, "loss": to_float(m["loss"]), "learning_rate": to_float(m["lr"]),
+                               "grad_norm": to_float(m["gn"]), "max_steps": int(m["max"]), "eta": m["eta"]})
             return True
         if (m := _NAN_HEAD.match(text)) is not None:
             self.block = "nan"
@@ -287,18 +289,18 @@ class _Console:
         if "loss" in values:
             self.hf_step += 1
             read.step(number, {"rank": rank if rank is not None else 0, "step": None, "time_s": t,
-                               "loss": _num(values.get("loss")), "learning_rate": _num(values.get("learning_rate")),
-                               "grad_norm": _num(values.get("grad_norm")), "epoch": _num(values.get("epoch")),
+                               "loss": as_float(values.get("loss")), "learning_rate": as_float(values.get("learning_rate")),
+                               "grad_norm": as_float(values.get("grad_norm")), "epoch": as_float(values.get("epoch")),
                                "log_index": self.hf_step})
         elif any(str(k).startswith("eval_") for k in values):
             for k, v in values.items():
                 if str(k).startswith("eval_"):
-                    read.rows["evals"].append({"step": None, "name": str(k), "value": _num(v), "rank": rank,
-                                               "time_s": t, "epoch": _num(values.get("epoch"))})
+                    read.rows["evals"].append({"step": None, "name": str(k), "value": as_float(v), "rank": rank,
+                                               "time_s": t, "epoch": as_float(values.get("epoch"))})
         elif "train_runtime" in values:
-            read.meta.setdefault("duration_s", _num(values.get("train_runtime")))
-            read.meta.setdefault("samples_per_second", _num(values.get("train_samples_per_second")))
-            read.meta.setdefault("steps_per_second", _num(values.get("train_steps_per_second")))
+            read.meta.setdefault("duration_s", as_float(values.get("train_runtime")))
+            read.meta.setdefault("samples_per_second", as_float(values.get("train_samples_per_second")))
+            read.meta.setdefault("steps_per_second", as_float(values.get("train_steps_per_second")))
         return True
 
     def _nccl(self, number: int, n: dict, rank: int | None) -> None:
@@ -332,20 +334,7 @@ class _Console:
                                     f": {mm['ops']}", derived_from="nccl_timeout", **mm)
 
 
-def _float(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _num(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def read_console(path: Path, rank: int | None = None) -> Read:
+def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
     read = Read(Path(path), "console")
     parser = _Console(read, rank)
@@ -367,4 +356,4 @@ def read_console(path: Path, rank: int | None = None) -> Read:
         else:
             read.unmatched(number, line)
     parser.finish()
-    return read
+    return read.result()

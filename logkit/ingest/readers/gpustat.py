@@ -10,7 +10,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, epoch, read_bytes, text_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
+from logkit.schema.values import to_float
 
 __all__ = ["read_gpustat", "HEADER", "GPU_LINE"]
 
@@ -22,11 +23,7 @@ GPU_LINE = re.compile(
     r"\|\s*(?P<used>\d+|\?\?) / (?P<total>\d+|\?\?) MB\s*\|(?P<procs>.*)$")
 
 
-def _n(text: str | None) -> float | None:
-    return None if text in (None, "??") else float(text)
-
-
-def read_gpustat(path: Path, rank: int | None = None) -> Read:
+def read_gpustat(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), "gpustat")
     host, t = "", None
     for number, line in enumerate(text_lines(read_bytes(read.path, read), read), start=1):
@@ -48,12 +45,13 @@ def read_gpustat(path: Path, rank: int | None = None) -> Read:
             read.unmatched(number, line)
             continue
         read.used += 1
-        used, total = _n(g["used"]), _n(g["total"])
+        used, total = to_float(g["used"]), to_float(g["total"])
         read.rows["gpu"].append({
-            "time_s": t, "host": host, "gpu": int(g["gpu"]), "utilization_pct": _n(g["util"]),
+            "time_s": t, "host": host, "gpu": int(g["gpu"]), "utilization_pct": to_float(g["util"]),
             "memory_used_mb": used * MIB_TO_MB if used is not None else None,
             "memory_total_mb": total * MIB_TO_MB if total is not None else None,
-            "power_w": _n(g["power"]), "temperature_c": _n(g["temp"]), "gpu_name": g["name"],
-            "fan_pct": _n(g["fan"]), "power_limit_w": _n(g["power_limit"]), "processes": g["procs"].strip(),
+            "power_w": to_float(g["power"]), "temperature_c": to_float(g["temp"]), "gpu_name": g["name"],
+            "fan_pct": to_float(g["fan"]), "power_limit_w": to_float(g["power_limit"]),
+            "processes": g["procs"].strip(),
         })
-    return read
+    return read.result()

@@ -1,5 +1,6 @@
-"""JSON documents that describe a whole run: transformers' ``trainer_state.json``, seed 002's
-``results.json``, and the first seed system's nested ``*_summary.json``.
+"""JSON documents that describe a whole run: transformers' ``trainer_state.json``, the
+``results.json`` a training script writes beside a run folder, and the nested
+``*_summary.json`` of an older logging system (session{}, training_metrics[], ...).
 
 Each gives meta (and, where it holds them, step/eval/gpu/comm rows at rank 0).
 """
@@ -7,16 +8,27 @@ Each gives meta (and, where it holds them, step/eval/gpu/comm rows at rank 0).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import orjson
 
-from logkit.ingest.readers.base import Read, read_bytes
-from logkit.ingest.records import integer, num, text
+from logkit.ingest.readers.base import Read, ReadResult, read_bytes
+from logkit.schema.records import F, RecordSpec
+from logkit.schema.values import as_float, as_int, as_text
 
-__all__ = ["load_doc", "read_trainer_state", "read_results_json", "read_legacy_summary", "normal_mode"]
+__all__ = ["load_doc", "read_trainer_state", "read_results_json", "read_legacy_summary", "normal_mode",
+           "RESULTS_JSON"]
 
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos")
+# results.json (a run folder's, as examples/train_qlora.py writes it): its keys, by the names meta gives them.
+RESULTS_JSON = RecordSpec("", "meta", (
+    F("mode", type=object), F("device", type=str), F("gpu_count", "num_gpus", int),
+    F("num_processes", type=int), F("world_size", type=int), F("duration_s", "duration_seconds", unit="s"),
+    F("steps_per_second", unit="steps/s"), F("samples_per_second", unit="samples/s"), F("total_steps", type=int),
+    F("final_loss"), F("model", "model_name", str), F("config", type=object, doc="the configuration's name"),
+    F("session", type=str), F("optimizations", type=object),
+), "a run's results, written by the training script")
 
 
 def load_doc(read: Read) -> dict | None:
@@ -39,7 +51,7 @@ def load_doc(read: Read) -> dict | None:
 
 
 def normal_mode(mode, device=None, world_size=None) -> str | None:
-    """Seed spellings ("multi-gpu", "single_gpu") as the contract's Mode values."""
+    """Other spellings ("multi-gpu", "single_gpu") as the contract's Mode values."""
     if not isinstance(mode, str):
         return None
     m = mode.strip().upper().replace("_", "-")
@@ -48,13 +60,13 @@ def normal_mode(mode, device=None, world_size=None) -> str | None:
     return m
 
 
-def read_trainer_state(path: Path, rank: int | None = None) -> Read:
+def read_trainer_state(path: Path, rank: int | None = None) -> ReadResult:
     """``log_history`` -> steps (entries with ``loss``) and evals (``eval_*``); the final summary
     entry and the top-level keys -> meta. Older versions lack some keys: they stay None."""
     read = Read(Path(path), "trainer_state", time_base="elapsed")
     doc = load_doc(read)
     if doc is None:
-        return read
+        return read.result()
     history = doc.get("log_history")
     if not isinstance(history, list):
         read.note(None, "trainer_state.json without a log_history list")
@@ -63,94 +75,96 @@ def read_trainer_state(path: Path, rank: int | None = None) -> Read:
         if not isinstance(entry, dict):
             read.note(None, f"log_history[{i}] is not an object", str(entry))
             continue
-        step = integer(entry.get("step"))
+        step = as_int(entry.get("step"))
         if "loss" in entry:
-            read.step(None, {"rank": 0, "step": step, "loss": num(entry.get("loss")),
-                             "learning_rate": num(entry.get("learning_rate")),
-                             "grad_norm": num(entry.get("grad_norm")), "epoch": num(entry.get("epoch")),
-                             "tokens_seen": num(entry.get("num_input_tokens_seen"))})
+            read.step(None, {"rank": 0, "step": step, "loss": as_float(entry.get("loss")),
+                             "learning_rate": as_float(entry.get("learning_rate")),
+                             "grad_norm": as_float(entry.get("grad_norm")), "epoch": as_float(entry.get("epoch")),
+                             "tokens_seen": as_float(entry.get("num_input_tokens_seen"))})
         elif any(str(k).startswith("eval_") for k in entry):
             for key, value in entry.items():
                 if str(key).startswith("eval_"):
-                    read.rows["evals"].append({"step": step, "name": str(key), "value": num(value), "rank": 0})
+                    read.rows["evals"].append({"step": step, "name": str(key), "value": as_float(value), "rank": 0})
         elif any(k in entry for k in _SUMMARY_KEYS):
             read.meta.update({
-                "training_time_s": num(entry.get("train_runtime")),
-                "samples_per_second": num(entry.get("train_samples_per_second")),
-                "steps_per_second": num(entry.get("train_steps_per_second")),
-                "train_loss": num(entry.get("train_loss")),
+                "training_time_s": as_float(entry.get("train_runtime")),
+                "samples_per_second": as_float(entry.get("train_samples_per_second")),
+                "steps_per_second": as_float(entry.get("train_steps_per_second")),
+                "train_loss": as_float(entry.get("train_loss")),
             })
     read.meta.update({
-        "total_steps": integer(doc.get("global_step")), "max_steps": integer(doc.get("max_steps")),
-        "logging_steps": integer(doc.get("logging_steps")), "train_batch_size": integer(doc.get("train_batch_size")),
-        "total_flos": num(doc.get("total_flos")), "best_metric": num(doc.get("best_metric")),
-        "num_train_epochs": num(doc.get("num_train_epochs")), "epoch": num(doc.get("epoch")),
+        "total_steps": as_int(doc.get("global_step")), "max_steps": as_int(doc.get("max_steps")),
+        "logging_steps": as_int(doc.get("logging_steps")), "train_batch_size": as_int(doc.get("train_batch_size")),
+        "total_flos": as_float(doc.get("total_flos")), "best_metric": as_float(doc.get("best_metric")),
+        "num_train_epochs": as_float(doc.get("num_train_epochs")), "epoch": as_float(doc.get("epoch")),
     })
     losses = [r["loss"] for r in read.rows["steps"] if r["loss"] is not None]
     if losses:
         read.meta["final_loss"] = losses[-1]
-    return read
+    return read.result()
 
 
-def read_results_json(path: Path, rank: int | None = None) -> Read:
-    """Seed 002's ``results.json``: mode, duration, steps/s, total steps, GPU count -> meta."""
+def read_results_json(path: Path, rank: int | None = None) -> ReadResult:
+    """A run folder's ``results.json``: mode, duration, steps/s, total steps, GPU count -> meta."""
     read = Read(Path(path), "results_json", time_base="elapsed")
     doc = load_doc(read)
     if doc is None:
-        return read
-    gpus = integer(doc.get("num_gpus"))
-    world = integer(doc.get("num_processes")) or integer(doc.get("world_size")) or gpus
-    read.meta.update({
-        "mode": normal_mode(doc.get("mode"), text(doc.get("device")), world),
-        "world_size": world, "gpu_count": gpus, "duration_s": num(doc.get("duration_seconds")),
-        "steps_per_second": num(doc.get("steps_per_second")),
-        "samples_per_second": num(doc.get("samples_per_second")),
-        "total_steps": integer(doc.get("total_steps")), "final_loss": num(doc.get("final_loss")),
-        "model": text(doc.get("model_name")), "config": doc.get("config"), "session": text(doc.get("session")),
-        "optimizations": doc.get("optimizations"), "status": "completed",
-    })
+        return read.result()
+    v = RESULTS_JSON.read(doc)
+    world = v["num_processes"] or v["world_size"] or v["gpu_count"]
+    read.meta.update({"mode": normal_mode(v["mode"], v["device"], world), "world_size": world})
+    read.meta.update({k: v[k] for k in ("gpu_count", "duration_s", "steps_per_second", "samples_per_second",
+                                        "total_steps", "final_loss", "model", "config", "session", "optimizations")})
+    read.meta["status"] = "completed"
     if read.meta["duration_s"] is not None:
         read.meta["duration_from"] = "results.json"
-    return read
+    return read.result()
 
 
-def read_legacy_summary(path: Path, rank: int | None = None) -> Read:
-    """The first seed system's nested summary: session{}, training_metrics[], gpu_snapshots[],
+def read_legacy_summary(path: Path, rank: int | None = None) -> ReadResult:
+    """An older logging system's nested summary: session{}, training_metrics[], gpu_snapshots[],
     communication_logs[]."""
     read = Read(Path(path), "legacy_summary", time_base="elapsed")
     doc = load_doc(read)
     if doc is None:
-        return read
+        return read.result()
     session = doc.get("session") if isinstance(doc.get("session"), dict) else {}
-    gpus = integer(session.get("gpu_count"))
+    gpus = as_int(session.get("gpu_count"))
     read.meta.update({
-        "session_id": text(session.get("id")) or text(session.get("session_id")),
-        "mode": normal_mode(session.get("mode")), "duration_s": num(session.get("duration_seconds")),
-        "gpu_count": gpus, "world_size": gpus, "model": text(session.get("model")),
-        "start_time": text(session.get("start_time")), "end_time": text(session.get("end_time")),
+        "session_id": as_text(session.get("id")) or as_text(session.get("session_id")),
+        "mode": normal_mode(session.get("mode")), "duration_s": as_float(session.get("duration_seconds")),
+        "gpu_count": gpus, "world_size": gpus, "model": as_text(session.get("model")),
+        "start_time": as_text(session.get("start_time")), "end_time": as_text(session.get("end_time")),
     })
     for item in _objects(read, doc, "training_metrics"):
-        read.rows["steps"].append({"rank": 0, "step": integer(item.get("step")), "loss": num(item.get("loss")),
-                                   "learning_rate": num(item.get("learning_rate")),
-                                   "step_time_s": num(item.get("step_time")), "epoch": num(item.get("epoch"))})
+        read.rows["steps"].append({
+            "rank": 0, "step": as_int(item.get("step")), "loss": as_float(item.get("loss")),
+            "learning_rate": as_float(item.get("learning_rate")), "step_time_s": as_float(item.get("step_time")),
+            "epoch": as_float(item.get("epoch"))})
     for i, snap in enumerate(_objects(read, doc, "gpu_snapshots")):
         devices = snap.get("gpus") if isinstance(snap.get("gpus"), list) else []
         for j, dev in enumerate(d for d in devices if isinstance(d, dict)):
-            index = integer(dev.get("index"))
+            index = as_int(dev.get("index"))
             read.rows["gpu"].append({
-                "time_s": num(snap.get("elapsed_s")), "host": "", "gpu": j if index is None else index,
-                "utilization_pct": num(dev.get("utilization")), "memory_usage_pct": num(dev.get("memory_percent")),
-                "memory_used_mb": num(dev.get("memory_used_mb")), "memory_total_mb": num(dev.get("memory_total_mb")),
-                "temperature_c": num(dev.get("temperature")), "power_w": num(dev.get("power")), "sample": i,
-                "timestamp": text(snap.get("timestamp")),
+                "time_s": as_float(snap.get("elapsed_s")), "host": "", "gpu": j if index is None else index,
+                "utilization_pct": as_float(dev.get("utilization")),
+                "memory_usage_pct": as_float(dev.get("memory_percent")),
+                "memory_used_mb": as_float(dev.get("memory_used_mb")),
+                "memory_total_mb": as_float(dev.get("memory_total_mb")),
+                "temperature_c": as_float(dev.get("temperature")), "power_w": as_float(dev.get("power")), "sample": i,
+                "timestamp": as_text(snap.get("timestamp")),
             })
     for item in _objects(read, doc, "communication_logs"):
-        size_mb = num(item.get("data_size_mb"))
-        read.rows["comm"].append({"rank": integer(item.get("rank")) or 0, "step": integer(item.get("step")),
-                                  "op": text(item.get("operation")),
-                                  "size_bytes": round(size_mb * 1e6) if size_mb is not None else None,
-                                  "duration_ms": num(item.get("duration_ms")), "source": read.label})
-    return read
+        size_mb = as_float(item.get("data_size_mb"))
+        read.rows["comm"].append({"rank": as_int(item.get("rank")) or 0, "step": as_int(item.get("step")),
+                                  "op": as_text(item.get("operation")),
+                                  "size_bytes": round(size_mb * 1e6) if _finite(size_mb) else None,
+                                  "duration_ms": as_float(item.get("duration_ms")), "source": read.label})
+    return read.result()
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
 
 
 def _objects(read: Read, doc: dict, key: str) -> list[dict]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, read_bytes, text_lines, to_float
+from logkit.ingest.readers.base import Read, ReadResult, read_bytes, text_lines
+from logkit.schema.values import to_float
 
 __all__ = ["read_nccl_tests", "OPS"]
 
@@ -32,7 +33,7 @@ _META_LINE = re.compile(r"^(?:\$ |\s*(?:mpirun|srun|\./|/)\S*.*_perf|nccl-tests|
 _GB = 1000.0  # GB/s -> MB/s (both SI)
 
 
-def read_nccl_tests(path: Path, rank: int | None = None) -> Read:
+def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), "nccl_tests")
     m = _BINARY.search(read.path.name)
     op = OPS[m["op"]] if m else None
@@ -81,7 +82,7 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> Read:
     if gpus:
         read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=len(gpus),
                          backend="nccl", mode="MULTI-GPU" if len(gpus) > 1 else "SINGLE-GPU")
-    return read
+    return read.result()
 
 
 def _row(read: Read, number: int, columns: list[str], fields: list[str], op, group: int, table: int) -> None:

@@ -1,7 +1,7 @@
 """nvidia-smi captures -> ``gpu``: ``--query-gpu=... --format=csv`` (units inside values or in the
 header with ``nounits``) and ``nvidia-smi dmon`` (``-`` where a metric is unsupported).
 
-MiB become MB (10^6 bytes, LOG_FORMATS.md Units). ``[N/A]`` and ``[Not Supported]`` are
+MiB become MB (10^6 bytes, the unit of every MB in logkit). ``[N/A]`` and ``[Not Supported]`` are
 absent values, not errors; any other value that does not convert is a diagnostic.
 """
 
@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, epoch, read_bytes, text_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
 
 __all__ = ["read_nvidia_smi_csv", "read_nvidia_smi_dmon", "QUERY_COLUMNS", "DMON_COLUMNS"]
 
@@ -59,7 +59,7 @@ def _number(read: Read, number: int, column: str, value: str, unit: str | None, 
     return out * MIB_TO_MB if unit == "MiB" else out
 
 
-def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> Read:
+def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
     """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` (repeated headers allowed)."""
     read = Read(Path(path), "nvidia_smi_csv")
     header: list[tuple[str, str | None]] | None = None
@@ -92,10 +92,10 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> Read:
             else:
                 row[column] = _number(read, number, field, value, unit, line)
         read.rows["gpu"].append(row)
-    return read
+    return read.result()
 
 
-def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> Read:
+def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:
     """``nvidia-smi dmon [-s ...] [-o DT]``: one row per GPU per sample; without ``-o T`` a
     sample's ``time_s`` is its index (dmon samples once per second by default)."""
     read = Read(Path(path), "nvidia_smi_dmon")
@@ -141,4 +141,4 @@ def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> Read:
             read.time_base = "elapsed"
         row["sample"] = sample
         read.rows["gpu"].append(row)
-    return read
+    return read.result()

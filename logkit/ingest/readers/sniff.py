@@ -7,6 +7,7 @@ import re
 import zlib
 from pathlib import Path
 
+from logkit.ingest.readers.json_docs import RESULTS_JSON
 from logkit.schema import RANK_JSONL_RE
 
 __all__ = ["sniff", "TEXT_SUFFIXES", "LOGKIT_TEXT_RE"]
@@ -23,6 +24,9 @@ _NCCL_TESTS = re.compile(r"^# nThread \d+|^#\s+size\s+count\s+type|^# Avg bus ba
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
                       r"|CUDA out of memory|ChildFailedError|\{'loss': |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
                       r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]", re.M)
+# Text formats told by a line of their own, in the order they are tried.
+_TEXT_FORMATS = (("nvidia_smi_csv", _CSV), ("nvidia_smi_dmon", _DMON), ("nccl_tests", _NCCL_TESTS),
+                 ("gpustat", _GPUSTAT))
 
 
 def _peek(path: Path) -> str:
@@ -36,6 +40,32 @@ def _peek(path: Path) -> str:
     except (OSError, EOFError, zlib.error):
         return ""
     return data.decode("utf-8", errors="replace")
+
+
+def _sniff_json(path: Path, base: str) -> str | None:
+    head = _peek(path)
+    if '"log_history"' in head or base == "trainer_state.json":
+        return "trainer_state"
+    if '"training_metrics"' in head or '"gpu_snapshots"' in head or '"communication_logs"' in head:
+        return "legacy_summary"
+    if base.endswith("_summary.json"):
+        return "logkit_summary"
+    duration, gpus, mode = (f'"{RESULTS_JSON[n].raw[0]}"' for n in ("duration_s", "gpu_count", "mode"))
+    if base == "results.json" or (duration in head and (gpus in head or mode in head)):
+        return "results_json"
+    return None
+
+
+def _sniff_text(path: Path, suffix: str, loose: bool) -> str | None:
+    head = _peek(path)
+    if "\x00" in head[:4096]:
+        return None  # binary
+    for fmt, telltale in _TEXT_FORMATS:
+        if telltale.search(head):
+            return fmt
+    if suffix != ".csv" and (loose or _CONSOLE.search(head)):
+        return "console"
+    return None
 
 
 def sniff(path: Path, loose: bool = False) -> str | None:
@@ -52,32 +82,9 @@ def sniff(path: Path, loose: bool = False) -> str | None:
         return "logkit_text"
     suffix = Path(base).suffix.lower()
     if suffix == ".json":
-        head = _peek(path)
-        if '"log_history"' in head or base == "trainer_state.json":
-            return "trainer_state"
-        if '"training_metrics"' in head or '"gpu_snapshots"' in head or '"communication_logs"' in head:
-            return "legacy_summary"
-        if base.endswith("_summary.json"):
-            return "logkit_summary"
-        if base == "results.json" or ('"duration_seconds"' in head and ('"num_gpus"' in head or '"mode"' in head)):
-            return "results_json"
-        return None
+        return _sniff_json(path, base)
     if suffix == ".jsonl":
-        head = _peek(path)
-        return "verbose_jsonl" if '"type"' in head[:4096] or loose else None
+        return "verbose_jsonl" if '"type"' in _peek(path)[:4096] or loose else None
     if suffix not in TEXT_SUFFIXES and not (loose and suffix == ""):
         return None
-    head = _peek(path)
-    if "\x00" in head[:4096]:
-        return None  # binary
-    if _CSV.search(head):
-        return "nvidia_smi_csv"
-    if _DMON.search(head):
-        return "nvidia_smi_dmon"
-    if _NCCL_TESTS.search(head):
-        return "nccl_tests"
-    if _GPUSTAT.search(head):
-        return "gpustat"
-    if suffix != ".csv" and (loose or _CONSOLE.search(head)):
-        return "console"
-    return None
+    return _sniff_text(path, suffix, loose)

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from logkit.ingest.mapping import nonfinite_event
 from logkit.ingest.readers.base import Read, epoch, text_lines
-from logkit.ingest.readers.logkit_text import LineReader
-from logkit.ingest.records import nonfinite_event
+from logkit.ingest.readers.logkit_lines import LineReader
 from logkit.schema import COMMUNICATION, MB, METRICS_LINE, MULTIGPU_STEP, PERFORMANCE, PROCESS_LINE, STEP_LINE
 
 __all__ = ["read_bulk"]
@@ -82,28 +82,22 @@ def _hour_offsets(naive_s: np.ndarray) -> np.ndarray:
     return table[hours - low]
 
 
-def _split_fields():
+def _split_plans() -> dict[str, tuple[str, int, dict[str, tuple[int, str, str]]]]:
     """How to take a kind's fields apart without capture groups (which are slow) once its
-    pattern has matched: split at the separator, then strip each field's label and unit.
-    Valid where the line holds exactly ``count`` separators: then every optional part is
-    there and the parts are the pattern's groups. Fields are (position, label, unit)."""
-    return {
-        COMMUNICATION.name: (" | ", 8, {"op": (4, "", ""), "rank": (5, "Rank ", ""), "size_mb": (6, "Size: ", "MB"),
-                                        "duration_ms": (7, "Duration: ", "ms"),
-                                        "bandwidth_mb_s": (8, "Bandwidth: ", "MB/s")}),
-        MULTIGPU_STEP.name: (" | ", 6, {"step": (3, "Multi-GPU Step ", ""), "processes": (4, "Processes: ", ""),
-                                        "local_rank": (5, "Local rank: ", ""),
-                                        "process_index": (6, "Process index: ", "")}),
-        PERFORMANCE.name: (" | ", 7, {"step": (4, "Step ", ""), "avg_step_time_s": (5, "Avg step time: ", "s"),
-                                      "throughput_samples_s": (6, "Throughput: ", " samples/s"),
-                                      "total_batch_size": (7, "Total batch size: ", "")}),
-        STEP_LINE.name: (" | ", 4, {"loss": (1, "Loss: ", ""), "learning_rate": (2, "LR: ", "")}),
-        METRICS_LINE.name: (", ", 1, {"step_duration": (0, "└─ Metrics: step_duration: ", ""),
-                                      "samples_per_second": (1, "samples_per_second: ", "")}),
-    }
+    pattern has matched: split at the separator, then strip each field's label and unit, as
+    the kind's template writes them (``LineKind.split_plan``). Valid where the line holds
+    exactly ``count`` separators: then every optional part is there and the parts are the
+    pattern's groups. A line is stripped of its indent before it is split."""
+    plans = {}
+    for kind, _, prefixed in _KINDS:
+        sep = ", " if kind is METRICS_LINE else " | "
+        count, fields = kind.split_plan(sep, offset=3 if prefixed else 0)
+        plans[kind.name] = (sep, count, {name: (pos, label.lstrip() if pos == 0 else label, unit)
+                                         for name, (pos, label, unit) in fields.items()})
+    return plans
 
 
-_SPLIT = _split_fields()
+_SPLIT = _split_plans()
 
 
 def _matches(lines, kind, literal: str, prefixed: bool):

@@ -1,65 +1,79 @@
-"""Seed 004's ``verbose_training_logs.jsonl``: one stream, naive timestamps, no rank (rank 0).
+"""``verbose_training_logs.jsonl``: one stream of our records as a verbose single-process logger
+writes it: naive timestamps, no ``elapsed_s``, no rank (rank 0).
 
-Records are routed as our own (``records.FrameRows``); ``time_s`` comes from the timestamp
-(read as local time of the writing machine, flagged in meta) since there is no ``elapsed_s``,
-and ``resource_usage.gpu.devices[]`` of step records become ``gpu`` rows.
+Records are mapped as our streams are (the per-line engine and ``mapping``); ``time_s``
+comes from the timestamp (read as local time of the writing machine, flagged in meta), and
+the ``resource_usage.gpu.devices[]`` of a record become ``gpu`` rows (as a ``gpu_snapshot``
+of that moment would).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.jsonl import read_jsonl
-from logkit.ingest.readers.base import Read, epoch
-from logkit.ingest.records import FrameRows, num
+from logkit.ingest.jsonl_lines import read_jsonl, read_stream
+from logkit.ingest.mapping import TIME, TYPE
+from logkit.ingest.readers.base import Read, ReadResult
+from logkit.ingest.session import iso_seconds
+from logkit.schema.records import GPU_DEVICE, GPU_SNAPSHOT, SESSION_START, TRAINING_STEP
+from logkit.schema.values import to_int
 
 __all__ = ["read_verbose_jsonl"]
 
+_STAMP, _USAGE = TRAINING_STEP["timestamp"], TRAINING_STEP["resource_usage"]
+# resource_usage{}: the sampler's reading, its GPUs as gpu_snapshot's devices[] (under "gpu").
+_USAGE_DEVICES = ("gpu", GPU_SNAPSHOT.items_key)
+# What a device of resource_usage gives (loggers of this kind wrote these), and an older name.
+_DEVICE_FIELDS = ("utilization_pct", "memory_used_mb", "memory_total_mb", "memory_usage_pct", "temperature_c",
+                  "power_w")
+_OLDER_NAMES = {"utilization_pct": "utilization"}
+# Our session_start, or this logger's own name for it.
+_STARTS = (SESSION_START.type, "training_start")
 
-def _time(record: dict) -> float | None:
-    stamp = record.get("timestamp")
-    if not isinstance(stamp, str):
+
+def _device(dev: dict, i: int) -> dict:
+    values = {}
+    for name in _DEVICE_FIELDS:
+        key = GPU_DEVICE[name].raw[0]
+        values[name] = dev.get(key) if key in dev else dev.get(_OLDER_NAMES.get(name, key))
+    index = GPU_DEVICE["gpu"].raw[0]
+    return GPU_DEVICE.build(gpu=to_int(dev.get(index, i)), **values)
+
+
+def _snapshot(record: dict, t: float | None) -> dict | None:
+    """The GPU snapshot a record's resource_usage holds (None where it holds no devices)."""
+    usage = _USAGE.get(record)
+    node = usage
+    for key in _USAGE_DEVICES:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, list) or TYPE.get(record) == GPU_SNAPSHOT.type:
         return None
-    try:
-        return epoch(datetime.fromisoformat(stamp.replace("Z", "+00:00")))
-    except ValueError:
-        return None
+    devices = [_device(d, i) for i, d in enumerate(d for d in node if isinstance(d, dict))]
+    return GPU_SNAPSHOT.build(type=GPU_SNAPSHOT.type, time_s=t, rank=0, host="", devices=devices)
 
 
-def read_verbose_jsonl(path: Path, rank: int | None = None) -> Read:
+def read_verbose_jsonl(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), "verbose_jsonl")
     stream = read_jsonl(read.path)
     read.diagnostics.extend(stream.diagnostics)
-    rows = FrameRows()
+    records: list[tuple[int, dict]] = []
     naive = False
     for line, record in stream.records:
-        t = _time(record)
-        if isinstance(record.get("timestamp"), str) and "+" not in record["timestamp"][10:] \
-                and not record["timestamp"].endswith("Z"):
+        stamp = _STAMP.get(record)
+        t = iso_seconds(stamp)
+        if isinstance(stamp, str) and "+" not in stamp[10:] and not stamp.endswith("Z"):
             naive = True
-        if t is None and record.get("timestamp") is not None:
-            read.note(line, f"value does not convert: timestamp {record.get('timestamp')!r}")
-        record = {**record, "elapsed_s": t}
-        rows.add(record, read.path, line, 0 if rank is None else rank)
-        usage = record.get("resource_usage")
-        gpu = usage.get("gpu") if isinstance(usage, dict) else None
-        devices = gpu.get("devices") if isinstance(gpu, dict) else None
-        if isinstance(devices, list) and record.get("type") != "gpu_snapshot":
-            for i, dev in enumerate(d for d in devices if isinstance(d, dict)):
-                rows.rows["gpu"].append({
-                    "time_s": t, "host": "", "gpu": dev.get("index", i), "rank": 0,
-                    "utilization_pct": num(dev.get("utilization_percent", dev.get("utilization"))),
-                    "memory_used_mb": num(dev.get("memory_used_mb")), "memory_total_mb": num(dev.get("memory_total_mb")),
-                    "memory_usage_pct": num(dev.get("memory_usage_percent")),
-                    "temperature_c": num(dev.get("temperature_c")), "power_w": num(dev.get("power_w")),
-                })
-    read.rows = rows.rows
+        if t is None and stamp is not None:
+            read.note(line, f"value does not convert: timestamp {stamp!r}")
+        records.append((line, {**record, TIME.raw[0]: t}))
+        if (snapshot := _snapshot(record, t)) is not None:
+            records.append((line, snapshot))
+    read_stream(read.path, 0 if rank is None else rank, read.tables.__setitem__, records=records)
     read.meta["naive_timestamps"] = naive
-    starts = [r for _, r in stream.records if r.get("type") in ("session_start", "training_start")]
+    starts = [r for _, r in stream.records if TYPE.get(r) in _STARTS]
     if starts:
-        s = starts[0]
-        read.meta.update({k: v for k, v in (("model", s.get("model_name")), ("mode", s.get("mode"))) if v})
+        found = ((name, SESSION_START[name].get(starts[0])) for name in ("model", "mode"))
+        read.meta.update({k: v for k, v in found if v})
     read.lines = len(stream.records) + len(stream.diagnostics)
     read.used = len(stream.records)
-    return read
+    return read.result()

@@ -119,10 +119,10 @@ def test_cache_dir_from_environment(monkeypatch, tmp_path):
 
 
 def test_fast_jsonl_path_in_small_chunks_equals_the_per_line_reader(tmp_path, monkeypatch):
-    from logkit.ingest import arrow_jsonl
+    from logkit.ingest import jsonl_arrow
 
     path = write_session(tmp_path, "s", world_size=2, gpu_count=2, step_times=[0.3] * 40)
-    monkeypatch.setattr(arrow_jsonl, "CHUNK_BYTES", 1000)  # many chunks, lines cut at their edges
+    monkeypatch.setattr(jsonl_arrow, "CHUNK_BYTES", 1000)  # many chunks, lines cut at their edges
     fast = logkit.load_session(path)
     monkeypatch.setattr(load_module, "FAST_JSONL", False)
     slow = logkit.load_session(path)
@@ -133,11 +133,11 @@ def test_fast_jsonl_path_in_small_chunks_equals_the_per_line_reader(tmp_path, mo
 def test_a_stream_refused_after_some_chunks_leaves_no_rows_behind(tmp_path, monkeypatch):
     """Rank 1's stream turns out unreadable by the fast path only in a late chunk: the rows its
     earlier chunks gave are taken back, and the per-line reader reads it (with a diagnostic)."""
-    from logkit.ingest import arrow_jsonl
+    from logkit.ingest import jsonl_arrow
 
     path = write_session(tmp_path, "s", world_size=2, gpu_count=2, step_times=[0.3] * 40)
     append_bytes(rank_file(path, "s", 1), b'{"type": "training_step_complete", "step": 41, "rank": 1, "elapsed\n')
-    monkeypatch.setattr(arrow_jsonl, "CHUNK_BYTES", 2000)
+    monkeypatch.setattr(jsonl_arrow, "CHUNK_BYTES", 2000)
     fast = logkit.load_session(path)
     monkeypatch.setattr(load_module, "FAST_JSONL", False)
     slow = logkit.load_session(path)

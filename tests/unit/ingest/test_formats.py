@@ -1,4 +1,4 @@
-"""Ingest of every format LOG_FORMATS.md lists, from the fixtures in sample_logs/, and robustness
+"""Ingest of every format logkit reads, from the fixtures in sample_logs/, and robustness
 (hypothesis): no input crashes a reader, and every line nothing used is a diagnostic."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import logkit
 from logkit.ingest import Session, load_session, load_sessions
-from logkit.ingest.jsonl import read_jsonl
+from logkit.ingest.jsonl_lines import read_jsonl
 from logkit.schema import FRAME_COLUMNS
 from tests.support.synth import append_bytes, rank_file, summary_file, write_session
 

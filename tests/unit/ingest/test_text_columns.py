@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logkit.ingest.frame_builder import arrow_frame
+from logkit.ingest.assemble import frame_of
 from logkit.ingest.readers import logkit_text, sniff
-from logkit.ingest.readers.base import Read, read_bytes, text_lines
+from logkit.ingest.readers.base import Read, ReadResult, read_bytes, text_lines
+from logkit.ingest.readers.logkit_lines import LineReader
 from logkit.ingest.readers.text_columns import read_bulk
-from logkit.ingest.session import concat_frames, make_frame
 from logkit.schema import COMMUNICATION, MULTIGPU_STEP, PERFORMANCE, STEP_LINE
 from tests.support.launch import REPO
 
@@ -25,20 +25,16 @@ DAY = date(2024, 12, 6)
 
 def by_lines(path: Path) -> Read:
     read = Read(path, "logkit_text")
-    reader = logkit_text.LineReader(read, DAY)
+    reader = LineReader(read, DAY)
     for number, line in enumerate(text_lines(read_bytes(path, read), read), start=1):
         reader.line(number, line)
     return read
 
 
-def frames(read: Read) -> dict[str, pd.DataFrame]:
-    out = {}
-    for name in ("steps", "comm", "perf", "evals", "events"):
-        parts = [make_frame(name, read.rows[name], extra_columns=True)]
-        if name in read.tables:
-            parts.append(arrow_frame(name, [read.tables[name]]))
-        out[name] = concat_frames(name, parts)
-    return out
+def frames(read: Read | ReadResult) -> dict[str, pd.DataFrame]:
+    tables = (read.result() if isinstance(read, Read) else read).tables
+    return {name: frame_of(name, [tables[name]] if name in tables else [], extra_columns=True)
+            for name in ("steps", "comm", "perf", "evals", "events")}
 
 
 def assert_same(bulk: Read, lines: Read) -> None:

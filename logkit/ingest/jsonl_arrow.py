@@ -1,0 +1,129 @@
+"""The fast engine for our JSONL streams: ``pyarrow.json`` parses each stream in chunks of whole
+lines (``chunks``) into the raw table ``mapping.RAW_SCHEMA`` derives from the record specs,
+``mapping.map_records`` makes frame tables of each chunk, and they are added to the session's
+frames before the next chunk is read: memory is the frames plus one chunk.
+
+It takes a stream whole or not at all: a stream it cannot take whole (a torn or invalid line,
+a value of an unexpected type, blank lines, a device that is not an object) gives back the
+rows it added and returns None, and the per-line engine (``jsonl_lines``) reads it, which
+diagnoses each line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from logkit.ingest.chunks import whole_lines
+from logkit.ingest.jsonl_lines import Stream
+from logkit.ingest.mapping import LINE, RAW_SCHEMA, TIME, TYPE, WHOLE_TYPES, evals_from, map_records
+from logkit.schema.records import GPU_SNAPSHOT
+
+__all__ = ["read_stream", "parse", "CHUNK_BYTES", "BLOCK_BYTES"]
+
+# Lines are parsed this many bytes at a time (in blocks of BLOCK_BYTES, on all cores): the
+# parser's working memory is a few chunks, whatever the size of the stream.
+CHUNK_BYTES = 4 << 20
+BLOCK_BYTES = 1 << 20
+_OPTIONS = pj.ParseOptions(explicit_schema=RAW_SCHEMA, unexpected_field_behavior="ignore")
+_WHOLE = pa.array(WHOLE_TYPES)
+_DEVICES = GPU_SNAPSHOT.items_key
+_PARSE_POOL: pa.MemoryPool | None = None
+
+
+def _pool() -> pa.MemoryPool:
+    """The parser's pool: jemalloc where pyarrow has it (it hands freed parser memory back; the
+    default mimalloc keeps tens of MB of it resident), else the default."""
+    global _PARSE_POOL
+    if _PARSE_POOL is None:
+        try:
+            _PARSE_POOL = pa.jemalloc_memory_pool()
+        except (NotImplementedError, pa.ArrowNotImplementedError):
+            _PARSE_POOL = pa.default_memory_pool()
+    return _PARSE_POOL
+
+
+def parse(chunk: memoryview, block_bytes: int = BLOCK_BYTES) -> pa.Table:
+    """Whole lines of JSON objects as a raw table (raises what pyarrow raises on anything else)."""
+    return pj.read_json(pa.py_buffer(chunk), parse_options=_OPTIONS,
+                        read_options=pj.ReadOptions(block_size=block_bytes), memory_pool=_pool())
+
+
+class _Refused(Exception):
+    """The stream needs the per-line engine."""
+
+
+def _line_ends(view: memoryview, step: int = 1 << 20) -> np.ndarray:
+    """Offsets of the newlines of ``view`` (scanned a MB at a time: no chunk-sized temporaries)."""
+    data = np.frombuffer(view, np.uint8)
+    return np.concatenate([np.flatnonzero(data[i:i + step] == 10) + i for i in range(0, len(data), step)]
+                          or [np.zeros(0, np.int64)])
+
+
+def _table(buf: bytearray, size: int, first_line: int) -> tuple[pa.Table, np.ndarray]:
+    """One chunk's raw table with its line numbers, and where its lines end."""
+    with memoryview(buf) as whole, whole[:size] as chunk:
+        ends = _line_ends(chunk)
+        try:
+            table = parse(chunk)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, OverflowError):
+            raise _Refused from None
+    n = table.num_rows
+    if n != len(ends) or table.column(TYPE.raw[0]).null_count:
+        raise _Refused  # the parser skips blank lines: those, or records without a type, the per-line engine reports
+    if pc.list_flatten(table.column(_DEVICES)).null_count:
+        raise _Refused  # a device that is not an object: the per-line engine leaves it out
+    return table.append_column(LINE, pa.array(np.arange(first_line, first_line + n, dtype=np.int64))), ends
+
+
+def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first_line: int) -> list[tuple[int, dict]]:
+    """The chunk's records of ``WHOLE_TYPES`` (and the stream's first), parsed whole: few per stream."""
+    wanted = pc.indices_nonzero(pc.is_in(table.column(TYPE.raw[0]), _WHOLE)).to_numpy().astype(np.int64)
+    if first_line == 1:
+        wanted = np.union1d(wanted, np.zeros(1, np.int64))
+    out = []
+    for i in wanted.tolist():
+        start = int(ends[i - 1]) + 1 if i else 0
+        out.append((first_line + i, orjson.loads(bytes(buf[start:int(ends[i])]))))
+    return out
+
+
+def _read(path: Path, file_rank: int, add, chunk_bytes: int) -> Stream:
+    records: list[tuple[int, dict]] = []
+    first_line, last = 1, None
+    for buf, size, torn in whole_lines(path, chunk_bytes):
+        if torn:
+            raise _Refused  # a torn last line
+        table, ends = _table(buf, size, first_line)
+        for name, part in map_records(table, path.name, file_rank).items():
+            add(name, part)
+        records += _whole_records(table, buf, ends, first_line)
+        chunk_last = pc.max(table.column(TIME.raw[0])).as_py()
+        if chunk_last is not None and (last is None or chunk_last > last):
+            last = chunk_last
+        first_line += table.num_rows
+        del table
+    if first_line == 1:
+        raise _Refused  # an empty stream
+    add("evals", evals_from(records, file_rank))
+    return Stream(records, last)
+
+
+def read_stream(path: Path, file_rank: int, frames, chunk_bytes: int | None = None) -> Stream | None:
+    """Add the stream's frame tables to ``frames`` (``add(frame, table)``, ``mark()``,
+    ``truncate(mark)``), chunk by chunk. None when it needs the per-line engine: ``frames``
+    are then as before."""
+    mark = frames.mark()
+    try:
+        return _read(path, file_rank, frames.add, chunk_bytes or CHUNK_BYTES)
+    except (_Refused, OSError, EOFError, zlib.error, gzip.BadGzipFile, orjson.JSONDecodeError):
+        frames.truncate(mark)
+        return None
+

@@ -1,0 +1,214 @@
+"""Our JSONL records to frame rows: one mapping, driven by the record specs, for both engines.
+
+Both JSONL engines (``jsonl_arrow``: pyarrow over chunks of whole lines; ``jsonl_lines``: line
+by line, repairing what it can) give the same intermediate: a table of the records' raw
+columns (``RAW_SCHEMA``, with each record's line number), plus the few records read whole
+(``WHOLE_TYPES``: evaluations, and those meta reads). ``map_records`` turns a raw table into
+frame tables by ``schema.frames``: each column is read at its field's key path, so a key
+renamed in ``schema.records`` is followed here without a change.
+
+    >>> import pyarrow as pa
+    >>> from logkit.schema.records import TRAINING_STEP
+    >>> rec = TRAINING_STEP.build(type=TRAINING_STEP.type, step=3, step_time_s=0.5, loss=float("nan"))
+    >>> frames = map_records(raw_records([rec], [7]), "s_rank0.jsonl", 0)
+    >>> frames["steps"].column("step_time_s").to_pylist(), frames["events"].column("source").to_pylist()
+    ([0.5], ['s_rank0.jsonl:7'])
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logkit.schema.frames import FRAMES
+from logkit.schema.records import EVALUATION, EVENT, FRAME_SPECS, RECORD_SPECS, RecordField, RecordSpec
+from logkit.schema.values import as_float, as_int, as_text
+
+__all__ = ["RAW_SCHEMA", "LINE", "WHOLE_TYPES", "TYPE", "TIME", "RANK", "map_records", "raw_records", "column",
+           "evals_from", "nonfinite_event"]
+
+# The keys every record is routed and placed by, as the specs name them.
+TYPE, TIME, RANK, STEP = EVENT["kind"], EVENT["time_s"], EVENT["rank"], EVENT["step"]
+LINE = "_line"  # the raw table's column of line numbers (1-based, in the file)
+SOURCE = "source"  # the frames' "file:line" column
+# A loss or gradient norm logged as NaN or Inf is a finding of its own (an event).
+NONFINITE = ("loss", "grad_norm")
+
+_ARROW = {float: pa.float64(), int: pa.int64(), str: pa.string()}
+_ROUTED: tuple[RecordSpec, ...] = (*FRAME_SPECS.values(), EVENT)
+# Records read whole: evaluations (their metrics are named freely) and the records meta reads.
+WHOLE_TYPES: tuple[str, ...] = tuple(t for t, s in RECORD_SPECS.items() if s.frame in ("meta", "evals"))
+_OWN_FRAME = pa.array([*(s.type for s in FRAME_SPECS.values()), EVALUATION.type])
+_INT64 = (-(2**63), 2**63)
+
+
+def _insert(tree: dict, f: RecordField) -> None:
+    node = tree
+    for key in f.raw[:-1]:
+        node = node.setdefault(key, {})
+    kind = _ARROW[f.type]
+    if node.setdefault(f.raw[-1], kind) != kind:
+        raise TypeError(f"record key {'.'.join(f.raw)} is declared with two types")
+
+
+def _fields(tree: dict) -> list[pa.Field]:
+    return [pa.field(k, pa.struct(_fields(v)) if isinstance(v, dict) else v) for k, v in tree.items()]
+
+
+def _raw_schema() -> pa.Schema:
+    """The union of the routed specs' frame fields, at their key paths (``timing{}`` and
+    ``metrics{}`` as structs), and a spec's list of objects (``devices[]``) as a list of structs."""
+    tree: dict = {}
+    for spec in _ROUTED:
+        for f in spec.frame_fields:
+            _insert(tree, f)
+        if spec.items is not None:
+            items: dict = {}
+            for f in spec.items.frame_fields:
+                _insert(items, f)
+            tree[spec.items_key] = pa.list_(pa.struct(_fields(items)))
+    return pa.schema(_fields(tree))
+
+
+# Only the keys the frames use: pyarrow skips the rest (config{}, versions{}, resource_usage{} ...).
+RAW_SCHEMA = _raw_schema()
+
+
+def column(table, raw: tuple[str, ...]):
+    """The values at key path ``raw`` of a raw table (or of a struct array: a list's objects)."""
+    data = table.column(raw[0]) if isinstance(table, pa.Table) else pc.struct_field(table, raw[0])
+    for key in raw[1:]:
+        data = pc.struct_field(data, key)
+    return data
+
+
+# --- the per-line engine's half: records (dicts) to a raw table ---------------------------------
+def _whole(value) -> int | None:
+    out = as_int(value)
+    return out if out is not None and _INT64[0] <= out < _INT64[1] else None
+
+
+def _shown(value) -> str | None:
+    """A message is for people: whatever was logged is shown as text."""
+    return value if isinstance(value, str) or value is None else str(value)
+
+
+_READ = {pa.float64(): as_float, pa.int64(): _whole, pa.string(): as_text}
+_MESSAGE = EVENT["message"].raw
+_METRICS = EVALUATION["metrics"]
+
+
+def _array(values: list, kind: pa.DataType, path: tuple[str, ...]) -> pa.Array:
+    """``values`` (anything JSON gives) as ``kind``: a value of another type is missing, a list's
+    item that is not an object is left out."""
+    if pa.types.is_struct(kind):
+        groups = [v if isinstance(v, dict) else None for v in values]
+        children = [_array([None if g is None else g.get(f.name) for g in groups], f.type, (*path, f.name))
+                    for f in kind]
+        return pa.StructArray.from_arrays(children, fields=list(kind), mask=pa.array([g is None for g in groups], pa.bool_()))
+    if pa.types.is_list(kind):
+        lists = [[x for x in v if isinstance(x, dict)] if isinstance(v, list) else None for v in values]
+        offsets, flat = [0], []
+        for items in lists:
+            flat += items or []
+            offsets.append(len(flat))
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), _array(flat, kind.value_type, path),
+                                        mask=pa.array([x is None for x in lists], pa.bool_()))
+    read = _shown if path == _MESSAGE else _READ[kind]
+    return pa.array([read(v) for v in values], kind)
+
+
+def raw_records(records: list[dict], lines: list[int]) -> pa.Table:
+    """The raw table of ``records`` (each a dict with a string type), one row each."""
+    arrays = [_array([r.get(f.name) for r in records], f.type, (f.name,)) for f in RAW_SCHEMA]
+    return pa.Table.from_arrays([*arrays, pa.array(lines, pa.int64())], names=[*RAW_SCHEMA.names, LINE])
+
+
+# --- the mapping --------------------------------------------------------------------------------
+def _explode(rows: pa.Table, key: str) -> tuple[pa.Table, pa.Array]:
+    """One row per object of each row's list ``key``: (the owning rows, the objects)."""
+    lists = rows.column(key).combine_chunks()
+    if not len(lists):
+        return rows.slice(0, 0), pc.list_flatten(lists)
+    return rows.take(pc.list_parent_indices(lists)), pc.list_flatten(lists)
+
+
+def _project(frame: str, rows: pa.Table, prefix: pa.Scalar) -> pa.Table:
+    """The columns of ``frame`` that our records give, read at their fields' key paths."""
+    spec = FRAME_SPECS.get(frame, EVENT)
+    items = spec.items
+    if items is not None:
+        rows, objects = _explode(rows, spec.items_key)
+    out = {}
+    for col in FRAMES[frame]:
+        f = col.source
+        if f is not None:
+            out[col.name] = column(objects, f.raw) if items is not None and f in items else column(rows, f.raw)
+        elif col.name == SOURCE:
+            out[SOURCE] = pc.binary_join_element_wise(prefix, pc.cast(rows.column(LINE), pa.string()), "")
+    if frame == "gpu":
+        out["host"] = pc.fill_null(out["host"], "")  # a snapshot that names no host: the one host there is
+    if frame == "events":
+        out[LINE] = rows.column(LINE)
+    return pa.table(out)
+
+
+def nonfinite_event(row: dict) -> dict | None:
+    """The ``nan_detected`` event a steps row implies when its loss or grad norm was logged as
+    NaN or Inf (in the frame NaN also means "not logged", so the event keeps what was seen)."""
+    bad = [(k, row[k]) for k in NONFINITE if isinstance(row.get(k), float) and not math.isfinite(row[k])]
+    if not bad:
+        return None
+    return {"time_s": row.get("time_s"), "rank": row.get("rank"), "level": "ERROR", "kind": "nan_detected",
+            "step": row.get("step"), "subkind": f"nan_{bad[0][0]}",
+            "message": ", ".join(f"{k} logged as {v}" for k, v in bad)}
+
+
+def _with_nonfinite(events: pa.Table, steps: pa.Table, lines, source: str) -> pa.Table:
+    """``events`` with the events of NaN/Inf losses and grad norms among them, in file order."""
+    bad = None
+    for name in NONFINITE:
+        is_bad = pc.fill_null(pc.invert(pc.is_finite(steps.column(name))), False)
+        bad = is_bad if bad is None else pc.or_(bad, is_bad)
+    if bad is None or not pc.any(bad).as_py():
+        return events
+    rows = steps.append_column(LINE, lines).filter(bad).to_pylist()
+    found = pa.Table.from_pylist([{**nonfinite_event(r), SOURCE: f"{source}:{r[LINE]}", LINE: r[LINE]} for r in rows],
+                                 schema=events.schema)
+    both = pa.concat_tables([events, found])
+    return both.take(pc.sort_indices(both.column(LINE)))
+
+
+def map_records(raw: pa.Table, source: str, file_rank: int) -> dict[str, pa.Table]:
+    """The frame tables (steps, comm, perf, gpu, events) of a raw table of one stream's records
+    (``source``: how its lines are cited, the file's name; ``file_rank``: the rank of records
+    that name none)."""
+    if raw.column(RANK.raw[0]).null_count:
+        i = raw.schema.get_field_index(RANK.raw[0])
+        raw = raw.set_column(i, RANK.raw[0], pc.fill_null(raw.column(i), file_rank))
+    prefix = pa.scalar(f"{source}:")
+    kind = raw.column(TYPE.raw[0])
+    rows = {frame: raw.filter(pc.equal(kind, spec.type)) for frame, spec in FRAME_SPECS.items()}
+    out = {frame: _project(frame, part, prefix) for frame, part in rows.items()}
+    events = _project("events", raw.filter(pc.invert(pc.is_in(kind, _OWN_FRAME))), prefix)
+    out["events"] = _with_nonfinite(events, out["steps"], rows["steps"].column(LINE), source).drop_columns([LINE])
+    return out
+
+
+_EVALS = pa.schema([(c.name, pa.string() if c.dtype == "object" else _ARROW[float if c.dtype == "float64" else int])
+                    for c in FRAMES["evals"]])
+
+
+def evals_from(records: list[tuple[int, dict]], file_rank: int) -> pa.Table:
+    """The evals rows of the evaluation records among ``records``: one per metric."""
+    rows = []
+    for _, rec in records:
+        if TYPE.get(rec) != EVALUATION.type:
+            continue
+        step, rank, time_s = _whole(STEP.get(rec)), _whole(RANK.get(rec)), TIME.read(rec)
+        rank = file_rank if rank is None else rank
+        for name, value in (_METRICS.read(rec) or {}).items():
+            rows.append({"step": step, "name": str(name), "value": as_float(value), "rank": rank, "time_s": time_s})
+    return pa.Table.from_pylist(rows, schema=_EVALS)

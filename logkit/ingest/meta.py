@@ -1,0 +1,259 @@
+"""A session's ``meta``: what its sources say about it, merged by a declared precedence.
+
+The sources, in order (``META_SOURCES``): our records (rank 0's session_start, session_end,
+model/dataset/system info, read by their specs), rank 0's ``summary.json`` (read by
+``schema.files.SUMMARY``), the companions of a run folder (results.json), then the files of
+other formats. A later source fills what the earlier ones left unknown; it never overrides a
+known value, except a guess (``GUESSES``: a duration taken from the last record, the status
+"incomplete" of a stream without a session_end), which yields to summary.json's real one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logkit.ingest.assemble import diagnostic
+from logkit.ingest.discover import SessionSource
+from logkit.ingest.jsonl_lines import Stream
+from logkit.ingest.mapping import TYPE
+from logkit.schema.files import SUMMARY
+from logkit.schema.records import (
+    DATASET_INFO,
+    MODEL_INFO,
+    REQUIRED_KEYS,
+    SESSION_END,
+    SESSION_START,
+    SYSTEM_INFO,
+    RecordSpec,
+)
+
+__all__ = ["MetaSource", "META_SOURCES", "GUESSES", "read_summary", "records_meta", "merge", "our_meta",
+           "add_reads", "finish"]
+
+# --- our records ---------------------------------------------------------------------------
+# meta key <- (the record of rank 0 it is read from, that record's field): in this order.
+RECORD_META: tuple[tuple[str, RecordSpec, str], ...] = (
+    *((name, SESSION_START, name) for name in (
+        "mode", "world_size", "gpu_count", "model", "backend", "hostname", "mixed_precision", "total_batch_size",
+        "max_steps")),
+    ("start_time", SESSION_START, "timestamp"), ("end_time", SESSION_END, "timestamp"),
+    *((name, SESSION_END, name) for name in (
+        "duration_s", "status", "total_steps", "final_loss", "training_time_s", "samples_seen")),
+    *((name, SESSION_START, name) for name in ("versions", "config", "gpus")),
+)
+# Read from the stream's first record where session_start gives none (or 0, or "").
+FROM_FIRST = ("world_size", "start_time")
+# What a record that lacks them gives: an empty table, no GPUs.
+DEFAULTS = {"versions": {}, "gpus": []}
+# Records kept whole in meta (without the keys every record has): MFU needs the parameter counts.
+WHOLE_META = (MODEL_INFO, DATASET_INFO, SYSTEM_INFO)
+
+
+def _first(records: list[tuple[int, dict]], spec: RecordSpec, last: bool = False) -> dict | None:
+    hits = [r for _, r in records if TYPE.get(r) == spec.type]
+    return (hits[-1] if last else hits[0]) if hits else None
+
+
+def records_meta(streams: dict[int, Stream]) -> dict:
+    """Meta from the lowest rank's (rank 0's) records; {} without records."""
+    ranks = sorted(r for r, s in streams.items() if s.records)
+    if not ranks:
+        return {}
+    main = streams[ranks[0]]
+    first = main.records[0][1]
+    found = {SESSION_START.type: _first(main.records, SESSION_START) or {},
+             SESSION_END.type: _first(main.records, SESSION_END, last=True) or {}}
+    meta = {}
+    for name, spec, key in RECORD_META:
+        value = spec[key].read(found[spec.type])
+        if name in FROM_FIRST and not value:
+            value = spec[key].read(first)
+        meta[name] = DEFAULTS.get(name) if value is None and name in DEFAULTS else value
+    for spec in WHOLE_META:
+        rec = _first(main.records, spec)
+        if rec is not None:
+            meta[spec.type] = {k: v for k, v in rec.items() if k not in REQUIRED_KEYS}
+    meta["duration_from"] = "session_end" if meta["duration_s"] is not None else None
+    if meta["duration_s"] is None and main.last_time is not None:
+        # A killed run has no session_end: its last record still bounds how long it ran.
+        meta["duration_s"], meta["duration_from"] = main.last_time, "last record"
+    if meta["status"] is None:
+        meta["status"] = "incomplete"  # no session_end record: the run was cut off
+    return meta
+
+
+# --- summary.json -----------------------------------------------------------------------------
+# The keys of summary.json that fill meta (the document itself is kept whole in meta["summary"]),
+# in the order a session without records lists them.
+SUMMARY_META = ("duration_s", "mode", "world_size", "gpu_count", "model", "backend", "start_time", "end_time",
+                "status", "total_batch_size", "total_steps", "final_loss", "steps_per_second", "samples_per_second")
+
+
+def read_summary(path: str | Path) -> tuple[dict | None, list[dict]]:
+    """Rank 0's summary document (or None) and diagnostics; never raises on content."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, [diagnostic(str(path), None, f"unreadable: {exc}")]
+    try:
+        doc = orjson.loads(data.decode("utf-8", errors="replace"))
+    except orjson.JSONDecodeError as exc:
+        text = data[:200].decode("utf-8", errors="replace")
+        return None, [diagnostic(str(path), getattr(exc, "lineno", None), f"invalid JSON: {exc}", text)]
+    if not isinstance(doc, dict):
+        return None, [diagnostic(str(path), 1, f"not a JSON object ({type(doc).__name__})")]
+    return doc, []
+
+
+# --- precedence -------------------------------------------------------------------------------
+def _unknown(value) -> bool:
+    return value is None or (isinstance(value, (list, dict)) and not value)
+
+
+def _none(value) -> bool:
+    return value is None
+
+
+@dataclass(frozen=True)
+class Guess:
+    """A value that is only a guess while ``is_guess(meta)``; a later value replaces it when ``real``."""
+
+    is_guess: Callable[[dict], bool]
+    real: Callable[[object], bool]
+
+
+GUESSES: dict[str, Guess] = {
+    "duration_s": Guess(lambda meta: meta.get("duration_from") == "last record", lambda v: v is not None),
+    "status": Guess(lambda meta: meta.get("status") == "incomplete", bool),
+}
+
+
+@dataclass(frozen=True)
+class MetaSource:
+    """One source of meta. ``keys``: what it fills where meta knows nothing yet (None, [] or {});
+    ``new_keys``: it also adds any other key meta does not have; ``blank``: which of its
+    values say nothing (they fill nothing); ``over_guesses``: its real values replace
+    ``GUESSES``; ``renames``: its names for meta's keys; ``stamps``: a key it fills, and the
+    key and value that then say where the value came from."""
+
+    name: str
+    keys: tuple[str, ...] = ()
+    new_keys: bool = False
+    blank: Callable[[object], bool] = _unknown
+    over_guesses: bool = False
+    renames: dict = field(default_factory=dict)
+    stamps: dict = field(default_factory=dict)
+
+
+# Meta keys a file of another format may fill (never overriding what an earlier source said).
+OTHER_META = ("mode", "world_size", "gpu_count", "model", "backend", "start_time", "end_time", "duration_s",
+              "total_batch_size", "max_steps", "total_steps", "final_loss", "status", "steps_per_second",
+              "samples_per_second", "training_time_s", "duration_from")
+# The first source sets every key it has, None included (meta's keys are the records' own).
+RECORDS = MetaSource("records", new_keys=True, blank=lambda v: False)
+SUMMARY_JSON = MetaSource("summary.json", SUMMARY_META, blank=_none, over_guesses=True,
+                          stamps={"duration_s": ("duration_from", "summary.json")})
+# results.json's "config" is a name ("small"), not our config dict
+RUN_FOLDER = MetaSource("run folder", ("config_name", "session", "optimizations"), blank=_none,
+                        renames={"config": "config_name"})
+OTHER_FORMATS = MetaSource("other formats", OTHER_META, new_keys=True)
+META_SOURCES = (RECORDS, SUMMARY_JSON, RUN_FOLDER, OTHER_FORMATS)
+
+
+def merge(meta: dict, source: MetaSource, values: dict) -> None:
+    """Fill ``meta`` from ``values``, by ``source``'s place in the precedence."""
+    for key, value in values.items():
+        key = source.renames.get(key, key)
+        if key in source.keys:
+            guess = GUESSES.get(key) if source.over_guesses else None
+            if guess is not None and guess.is_guess(meta):
+                if not guess.real(value):
+                    continue
+            elif not _unknown(meta.get(key)):
+                continue
+        elif not (source.new_keys and key not in meta):
+            continue
+        if source.blank(value):
+            continue
+        if key in source.stamps:
+            stamp_key, stamp = source.stamps[key]
+            meta[stamp_key] = stamp
+        meta[key] = value
+
+
+def our_meta(streams: dict[int, Stream], summary: dict | None, source: SessionSource,
+             companions: list[dict]) -> dict:
+    """Meta from our files: the records, summary.json, a run folder's results.json (``companions``)."""
+    meta: dict = {}
+    merge(meta, RECORDS, records_meta(streams))
+    if summary is not None:
+        merge(meta, SUMMARY_JSON, {name: SUMMARY[name].get(summary) for name in SUMMARY_META})
+        meta["summary"] = summary
+    if source.run is not None:
+        meta["run"] = source.run
+        meta["companion_files"] = [str(f.path) for f in source.companions]
+        for found in companions:
+            merge(meta, RUN_FOLDER, found)
+    return meta
+
+
+def _ints(reads, frame: str, col: str) -> list[int]:
+    """The whole numbers the reads give in column ``col`` of ``frame``."""
+    out = []
+    for read in reads:
+        table = read.tables.get(frame)
+        if table is not None and col in table.column_names and pa.types.is_integer(table.column(col).type):
+            out += pc.drop_null(table.column(col)).to_pylist()
+    return out
+
+
+def _ranks_seen(reads) -> int | None:
+    """World size of a session without our records: NCCL's nranks, else the ranks its lines name."""
+    nranks = _ints(reads, "events", "nranks")
+    if nranks:
+        return max(nranks)
+    ranks = [r for name in ("steps", "events", "comm") for r in _ints(reads, name, "rank") if r >= 0]
+    return max(ranks) + 1 if ranks else None
+
+
+def add_reads(meta: dict, reads: list, streams: bool) -> None:
+    """What files of other formats add (``streams``: the session has our streams too)."""
+    if not reads:
+        return
+    for read in reads:
+        merge(meta, OTHER_FORMATS, read.meta)
+        if read.format == "nccl_tests":
+            meta.setdefault("nccl_tests", [])
+    meta["formats"] = sorted({read.format for read in reads})
+    if not streams and meta.get("world_size") is None:
+        meta["world_size"] = _ranks_seen(reads)
+    if meta.get("total_steps") is None:
+        steps = _ints(reads, "steps", "step")
+        meta["total_steps"] = max(steps) if steps else None
+
+
+# Keys every session's meta has (None where no source says).
+ALWAYS = ("mode", "world_size", "gpu_count", "model", "backend", "start_time", "end_time", "duration_s",
+          "total_batch_size", "max_steps")
+
+
+def finish(meta: dict, source: SessionSource) -> dict:
+    """The session's own facts: its id, kind, files, folder, ranks found."""
+    meta["session_id"] = source.session_id
+    meta["source_kind"] = source.kind
+    if meta.get("world_size") is None and source.rank_files:
+        meta["world_size"] = max(source.rank_files) + 1
+    meta.setdefault("status", None)
+    meta["ranks_found"] = sorted(source.rank_files)
+    meta["files"] = [str(p) for p in source.files]
+    meta["folder"] = str(source.folder)
+    for key in ALWAYS:
+        meta.setdefault(key, None)
+    return meta
