@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 002's pipeline: QLoRA fine-tuning on one process, then on all GPUs (or 2 CPU ranks),
+# The single-vs-multi pipeline: QLoRA fine-tuning on one process, then on all GPUs (or 2 CPU ranks),
 # then the comparison and an HTML report.
 #
 # usage: examples/complete_training_pipeline.sh [SESSION] [CONFIG] [-- more train_qlora.py args]
@@ -9,8 +9,8 @@
 #   SESSION/single_gpu/  results.json  trainer_state.json  logs/<logkit session>/  train.log  gpu_usage.jsonl
 #   SESSION/multi_gpu/   the same, from the multi-process run
 #   SESSION/comparison.txt  SESSION/report.html
-# A previous run of the same SESSION is moved to SESSION/.previous/ (one kept), as the seed
-# overwrote it.
+# A previous run of the same SESSION is moved to SESSION/.previous/ (one kept) rather than
+# overwritten.
 #
 # With GPUs the configurations name real models (all trained as 4-bit NF4 QLoRA):
 #   small  = HuggingFaceTB/SmolLM2-135M, 20 steps     medium = HuggingFaceTB/SmolLM2-360M, 100 steps

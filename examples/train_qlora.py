@@ -9,7 +9,7 @@ No hub, no GPU (a tiny Llama built from a LlamaConfig, a word-level tokenizer an
 synthetic corpus, saved locally and then loaded through the same code as a real model):
     accelerate launch --num_processes 2 --multi_gpu examples/train_qlora.py --tiny
 
-``--force-single-gpu`` pins the run to GPU 0 (seed 000), whatever the machine has.
+``--force-single-gpu`` pins the run to GPU 0, whatever the machine has.
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="torch threads per process on CPU")
     p.add_argument("--trainer", default="hf", choices=["hf", "sft"],
                    help="transformers' Trainer, or TRL's SFTTrainer")
-    p.add_argument("--force-single-gpu", action="store_true", help="use GPU 0 only (seed 000)")
-    p.add_argument("--session-name", default=None, help="recorded as config.session (seed 002 results.json)")
+    p.add_argument("--force-single-gpu", action="store_true", help="use GPU 0 only")
+    p.add_argument("--session-name", default=None, help="recorded as config.session (and in results.json)")
     p.add_argument("--config-name", default=None,
-                   help="the configuration's name in results.json (seed 002: small, medium, large)")
+                   help="the configuration's name in results.json: small, medium, large")
     # fault injection, to see what logkit reports when a run goes wrong
     p.add_argument("--fail-at", type=int, default=None, help="raise an exception at the start of this step")
     p.add_argument("--catch-failure", action="store_true",
@@ -259,7 +259,7 @@ def main(argv=None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         trainer.state.save_to_json(str(out / "trainer_state.json"))
         losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
-        results = {  # seed 002's results.json
+        results = {  # the pipeline's results.json
             "mode": "multi-gpu" if world > 1 else "single-gpu",
             "device": "cuda" if on_cuda else "cpu",
             "session": args.session_name,

@@ -27,7 +27,7 @@ MAX_PANELS = 6  # step_time_per_rank: one panel per session, at most this many
 EMPTY_GID = "logkit-no-data"  # the gid of an axes that shows the "no data" placeholder
 
 PLOTS: dict[str, str] = {
-    "training_comparison.png": "duration, steps/s, final loss per session and speedup per comparison (seed 002)",
+    "training_comparison.png": "duration, steps/s, final loss per session and speedup per comparison",
     "loss_curves.png": "training loss (lines) and eval loss (dashed, markers) of each training run against samples "
                        "seen (step x global batch) when every run's batch is known, else against step",
     "throughput.png": "samples/s against step (total_batch_size / step_time_s), lowest rank of each session",

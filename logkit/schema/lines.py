@@ -130,7 +130,7 @@ PROCESS_LINE = _kind(
     "2024-12-06 14:30:25 | INFO     | MainProcess  | Distributed backend: nccl",
 )
 
-# main.log step line (unprefixed, as in seed 000)
+# main.log step line (unprefixed: progress lines stand alone)
 STEP_LINE = _kind(
     "step_line",
     ["main"],
@@ -192,7 +192,7 @@ MULTIGPU_STEP = _kind(
     "Multi-GPU Step 20 | Processes: 2 | Local rank: 0 | Process index: 0",
 )
 
-# Seed 000 also shows the short form without Rank and Duration: both are optional here.
+# The short form without Rank and Duration is read too: both are optional here.
 COMMUNICATION = _kind(
     "communication",
     ["multigpu"],
@@ -254,7 +254,7 @@ SECTION_LINE = _kind(
     "📊 EVALUATION RESULTS (step 20):",
 )
 
-# The NaN/Inf report in main.log (seed 003's shape): a rule, a prefixed title, one bullet per
+# The NaN/Inf report in main.log: a rule, a prefixed title, one bullet per
 # tensor, then how many more there were and where they were dumped, and a closing rule.
 NAN_RULE = _kind("nan_rule", ["main"], "{rule}", r"^(?P<rule>={20,})\s*$", {"rule": Value(str)}, "=" * 80)
 
