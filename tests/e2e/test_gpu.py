@@ -24,7 +24,7 @@ def _free_port() -> int:
 
 def test_sampler_reads_the_gpu_through_nvml():
     pytest.importorskip("pynvml")
-    from trainer_hooks.sampler import ResourceSampler
+    from trainer_hooks.sampling import ResourceSampler
 
     block = torch.empty(2 * 1024**3, dtype=torch.uint8, device="cuda")  # 2 GiB held while sampling
     sampler = ResourceSampler(interval_s=None, sample_every_s=0.05).start()
