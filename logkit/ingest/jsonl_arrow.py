@@ -126,4 +126,6 @@ def read_stream(path: Path, file_rank: int, frames, chunk_bytes: int | None = No
     except (_Refused, OSError, EOFError, zlib.error, gzip.BadGzipFile, orjson.JSONDecodeError):
         frames.truncate(mark)
         return None
+    finally:
+        _pool().release_unused()  # the parser's freed chunks: the frames are what stays
 

@@ -155,6 +155,16 @@ def _project(frame: str, rows: pa.Table, prefix: pa.Scalar) -> pa.Table:
     return pa.table(out)
 
 
+def _needs(frame: str) -> list[str]:
+    """The raw table's columns a frame reads (the rest are not carried through its filter)."""
+    spec = FRAME_SPECS.get(frame, EVENT)
+    keys = {col.source.raw[0] for col in FRAMES[frame] if col.source is not None and col.source not in (spec.items or ())}
+    return [name for name in RAW_SCHEMA.names if name in keys or name == spec.items_key] + [LINE]
+
+
+_NEEDS = {frame: _needs(frame) for frame in (*FRAME_SPECS, "events")}
+
+
 def nonfinite_event(row: dict) -> dict | None:
     """The ``nan_detected`` event a steps row implies when its loss or grad norm was logged as
     NaN or Inf (in the frame NaN also means "not logged", so the event keeps what was seen)."""
@@ -190,9 +200,9 @@ def map_records(raw: pa.Table, source: str, file_rank: int) -> dict[str, pa.Tabl
         raw = raw.set_column(i, RANK.raw[0], pc.fill_null(raw.column(i), file_rank))
     prefix = pa.scalar(f"{source}:")
     kind = raw.column(TYPE.raw[0])
-    rows = {frame: raw.filter(pc.equal(kind, spec.type)) for frame, spec in FRAME_SPECS.items()}
+    rows = {frame: raw.select(_NEEDS[frame]).filter(pc.equal(kind, spec.type)) for frame, spec in FRAME_SPECS.items()}
     out = {frame: _project(frame, part, prefix) for frame, part in rows.items()}
-    events = _project("events", raw.filter(pc.invert(pc.is_in(kind, _OWN_FRAME))), prefix)
+    events = _project("events", raw.select(_NEEDS["events"]).filter(pc.invert(pc.is_in(kind, _OWN_FRAME))), prefix)
     out["events"] = _with_nonfinite(events, out["steps"], rows["steps"].column(LINE), source).drop_columns([LINE])
     return out
 

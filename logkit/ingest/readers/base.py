@@ -86,6 +86,16 @@ class Read:
     def unmatched(self, line: int, text: str) -> None:
         self.note(line, UNMATCHED, text)
 
+    def table_row(self, number: int, line: str, columns: list | None) -> list[str] | None:
+        """The cells of a row of a whitespace-separated table under header ``columns``; None (and
+        a diagnostic) before any header, or for a row of another width."""
+        cells = line.split()
+        if columns is None or len(cells) != len(columns):
+            self.unmatched(number, line)
+            return None
+        self.used += 1
+        return cells
+
     def event(self, kind: str, line: int | None, **columns) -> dict:
         source = self.label if line is None else f"{self.label}:{line}"
         row = {"time_s": None, "rank": None, "level": None, "kind": kind, "message": None, "source": source,

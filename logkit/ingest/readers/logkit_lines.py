@@ -8,25 +8,8 @@ import math
 from datetime import date, datetime, timedelta
 
 from logkit.ingest.readers.base import Read, epoch
-from logkit.schema import (
-    BULLET_LINE,
-    COMMUNICATION,
-    GPU_UTIL_LOW,
-    HEADER_FIELD,
-    MAIN_LINE,
-    MB,
-    METRICS_LINE,
-    MULTIGPU_STEP,
-    NAN_DUMP,
-    NAN_MORE,
-    NAN_RULE,
-    NAN_TITLE,
-    PERFORMANCE,
-    PROCESS_LINE,
-    SECTION_LINE,
-    SLOW_STEP,
-    STEP_LINE,
-)
+from logkit.schema import MB
+from logkit.schema import lines as kinds
 from logkit.schema.values import to_float
 
 __all__ = ["LineReader", "HEADER_META"]
@@ -58,9 +41,9 @@ class LineReader:
             return
         self.read.lines += 1
         t = None
-        if (m := MAIN_LINE.pattern.match(line)) is not None:
+        if (m := kinds.MAIN_LINE.pattern.match(line)) is not None:
             level, message, t = m["level"], m["message"], self._clock(m["time"])
-        elif (m := PROCESS_LINE.pattern.match(line)) is not None:
+        elif (m := kinds.PROCESS_LINE.pattern.match(line)) is not None:
             level, message = m["level"], m["message"]
             try:
                 t = epoch(datetime.fromisoformat(m["datetime"].replace(",", ".")))
@@ -95,11 +78,11 @@ class LineReader:
     def _block_line(self, line: str) -> bool:
         """A rule or a block title of main.log (they open and close the blocks)."""
         state = self.state
-        if NAN_RULE.parse(line) is not None:
+        if kinds.NAN_RULE.parse(line) is not None:
             if state.get("section") == "nan":
                 state["section"], state["nan"] = None, None  # the rule that closes the report
             return True
-        if (v := SECTION_LINE.parse(line)) is not None and not HEADER_FIELD.parse(line.strip()):
+        if (v := kinds.SECTION_LINE.parse(line)) is not None and not kinds.HEADER_FIELD.parse(line.strip()):
             state["section"] = "eval" if "EVAL" in v["title"].upper() else "other"
             return True
         return False
@@ -128,13 +111,13 @@ class LineReader:
             kind = "error" if level in ("ERROR", "CRITICAL") else "warning"
             self.read.event(kind, line, time_s=t, rank=0, level=level, message=message)
 
-    def _step(self, number, message, level, t, v) -> None:
+    def _step_line(self, number, message, level, t, v) -> None:
         row = {"rank": 0, "step": v["step"], "time_s": t, "loss": v["loss"], "learning_rate": v["learning_rate"]}
         self.read.step(number, row)
         self.read.meta.setdefault("max_steps", v["max_steps"])
         self.state["last_step"], self.state["section"] = row, None
 
-    def _metrics(self, number, message, level, t, v) -> None:
+    def _metrics_line(self, number, message, level, t, v) -> None:
         if self.state.get("last_step") is not None:
             self.state["last_step"].update(step_time_s=v["step_duration"], samples_per_s=v["samples_per_second"])
 
@@ -173,7 +156,7 @@ class LineReader:
         if self.state.get("nan") is not None:
             self.state["nan"]["dump_path"] = v["path"]
 
-    def _bullet(self, number, message, level, t, v) -> None:
+    def _bullet_line(self, number, message, level, t, v) -> None:
         section = self.state.get("section")
         if section == "nan":
             return  # a tensor of the NaN report: "name (gradient, shape [4, 4]): NaN 3/16, Inf 0/16"
@@ -192,11 +175,5 @@ class LineReader:
         self._level_event(number, level, message, t)
 
 
-# Message kinds, most specific first, and what each does.
-_HANDLERS = (
-    (STEP_LINE, LineReader._step), (METRICS_LINE, LineReader._metrics),
-    (COMMUNICATION, LineReader._communication), (MULTIGPU_STEP, LineReader._multigpu_step),
-    (PERFORMANCE, LineReader._performance), (GPU_UTIL_LOW, LineReader._gpu_util_low),
-    (SLOW_STEP, LineReader._slow_step), (NAN_TITLE, LineReader._nan_title), (NAN_MORE, LineReader._nan_more),
-    (NAN_DUMP, LineReader._nan_dump), (BULLET_LINE, LineReader._bullet), (HEADER_FIELD, LineReader._header_field),
-)
+# Message kinds, most specific first (the schema's order); each is handled by the method of its name.
+_HANDLERS = tuple((kind, getattr(LineReader, f"_{kind.name}")) for kind in kinds.MESSAGE_KINDS)

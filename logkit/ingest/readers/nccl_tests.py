@@ -72,12 +72,8 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
         if _COMMENT.match(line) or _META_LINE.match(line):
             read.used += 1
             continue
-        fields = line.split()
-        if columns is None or len(fields) != len(columns):
-            read.unmatched(number, line)
-            continue
-        read.used += 1
-        _row(read, number, columns, fields, op, group, table)
+        if (fields := read.table_row(number, line, columns)) is not None:
+            _row(read, number, columns, fields, op, group, table)
     read.meta["nccl_tests"] = tables
     if gpus:
         read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=len(gpus),

@@ -114,11 +114,8 @@ def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:
                 units = names
             read.used += 1
             continue
-        cells = line.split()
-        if columns is None or len(cells) != len(columns):
-            read.unmatched(number, line)
+        if (cells := read.table_row(number, line, columns)) is None:
             continue
-        read.used += 1
         values = dict(zip(columns, cells, strict=True))
         row: dict = {"host": "", "time_s": None}
         if "Date" in values and "Time" in values:
