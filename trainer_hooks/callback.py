@@ -129,6 +129,10 @@ class LogkitCallback(TrainerCallback):
                         if k not in _NOT_STEP_METRICS and not k.startswith(("eval_", "train_", "test_"))}
         if step_metrics:
             self.logger.add_metrics(state.global_step, step_metrics)
+        # the step's NaN/Inf may show only in its log (a NaN grad norm, read after on_step_end):
+        # the Trainer checks the flag after logging, so it still stops after this very step
+        if self.logger.stop_requested:
+            control.should_training_stop = True
 
     @guarded
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):

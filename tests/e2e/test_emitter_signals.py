@@ -106,3 +106,36 @@ def test_an_exit_without_closing_is_a_failed_session(tmp_path, exit_code):
     assert end["reason"] == "the process exited before training ended"
     (error,) = [r for r in records if r["type"] == "error"]
     assert error["kind"] == "exit_before_end" and error["message"] == f"Session not ended: {end['reason']}"
+
+
+def test_sigint_from_outside_ends_the_session_as_interrupted(tmp_path):
+    # Ctrl-C in a terminal: SIGINT from another process while the run is stepping
+    code = PRELUDE.format(repo=str(REPO), log_dir=str(tmp_path)) + textwrap.dedent("""
+        step = 0
+        while True:
+            step += 1
+            log.step_begin()
+            time.sleep(0.01)
+            log.step_end(step, loss=1.0)
+            if step == 5:
+                print("stepping", flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        sid = proc.stdout.readline().strip()
+        assert proc.stdout.readline().strip() == "stepping", proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    # the handler ends the session, then Python's own SIGINT handler raises KeyboardInterrupt
+    assert proc.returncode == -signal.SIGINT, stderr  # as Python dies of an uncaught KeyboardInterrupt
+    assert "KeyboardInterrupt" in stderr
+    records = read_jsonl(tmp_path / sid / SessionFiles(sid).rank_jsonl(0))
+    end = records[-1]
+    assert end["type"] == "session_end" and end["status"] == "interrupted"
+    assert end["reason"] == "received SIGINT" and end["total_steps"] >= 5
+    assert [r["signal"] for r in records if r["type"] == "error"] == ["SIGINT"]
+    assert [r for r in records if r["type"] == "session_end"] == [end]  # ended once, not again by the exception
+    summary = orjson.loads((tmp_path / sid / SessionFiles(sid).summary_json).read_bytes())
+    assert summary["status"] == "interrupted"

@@ -13,7 +13,7 @@ from tests.support.launch import read_jsonl
 NAN_STEP, STEPS = 3, 5
 
 
-def _run(tmp, verbosity: str):
+def _run(tmp, verbosity: str, **settings):
     torch = pytest.importorskip("torch")
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
@@ -23,7 +23,8 @@ def _run(tmp, verbosity: str):
     model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                          num_attention_heads=2, num_key_value_heads=2))
     data = [{"input_ids": torch.arange(i, i + 16) % 64, "labels": torch.arange(i, i + 16) % 64} for i in range(64)]
-    callback = LogkitCallback(log_dir=str(tmp / "logs"), verbosity=verbosity, gpu_snapshot_interval=0)
+    callback = LogkitCallback(log_dir=str(tmp / "logs"), verbosity=verbosity, gpu_snapshot_interval=0,
+                              **settings)
     args = TrainingArguments(output_dir=str(tmp / "out"), max_steps=STEPS, per_device_train_batch_size=2,
                              logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True)
     trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[callback])
@@ -79,3 +80,55 @@ def test_nan_loss_report_names_the_loss_and_what_it_poisoned(nan_run):
     main_log = (session / SessionFiles(session.name).main_log).read_text()
     assert f"NaN/Inf DETECTED [rank 0] at step {NAN_STEP} (nan_loss)" in main_log
     assert "  • loss (loss, shape []): NaN 1/1, Inf 0/1" in main_log
+
+
+def _steps(records) -> list[int]:
+    return [r["step"] for r in records if r["type"] == "training_step_complete"]
+
+
+def test_without_stop_on_nan_training_goes_on(nan_run):
+    _, _, records, trainer = nan_run
+    assert trainer.state.global_step == STEPS and _steps(records) == list(range(1, STEPS + 1))
+
+
+@pytest.mark.parametrize("verbosity", ["high", "ultra"])
+def test_stop_on_nan_stops_the_trainer_at_the_nan_step(tmp_path, verbosity):
+    # high: the NaN is seen in the trainer's log of the step (its grad norm); ultra: in the
+    # gradients before the optimizer step. Either way the Trainer stops after that very step.
+    _, records, trainer = _run(tmp_path, verbosity, stop_on_nan=True)
+    assert trainer.state.global_step == NAN_STEP
+    assert _steps(records) == list(range(1, NAN_STEP + 1))
+    assert [r["step"] for r in records if r["type"] == "nan_detected"] == [NAN_STEP]
+    assert records[-1]["type"] == "session_end" and records[-1]["total_steps"] == NAN_STEP
+
+
+@pytest.mark.parametrize("stop_on_nan", [True, False])
+def test_the_loop_helper_asks_to_stop_at_the_nan_step_only_when_told(tmp_path, stop_on_nan):
+    torch = pytest.importorskip("torch")
+    from trainer_hooks import TrainingLogger
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    asked = {}
+    settings = {"stop_on_nan": True} if stop_on_nan else {}
+    with TrainingLogger(tmp_path, model=model, per_device_batch_size=8, max_steps=STEPS, gpu_snapshot_interval=0,
+                        **settings) as tlog:
+        for n in range(1, STEPS + 1):
+            with tlog.step() as step:
+                loss = torch.nn.functional.mse_loss(model(x), y) * (float("nan") if n == NAN_STEP else 1.0)
+                loss.backward()
+                tlog.check_gradients(loss)
+                opt.step()
+                opt.zero_grad()
+                step.log(loss=loss.item())
+            asked[n] = tlog.should_stop
+            if asked[n]:
+                break
+    if stop_on_nan:
+        assert asked == {n: n == NAN_STEP for n in range(1, NAN_STEP + 1)}
+    else:  # the NaN is reported (and poisons every later step) but the loop is never asked to stop
+        assert asked == dict.fromkeys(range(1, STEPS + 1), False)
+    records = read_jsonl(tlog.session_dir / SessionFiles(tlog.session_dir.name).rank_jsonl(0))
+    assert min(r["step"] for r in records if r["type"] == "nan_detected") == NAN_STEP
