@@ -3,10 +3,11 @@ lines (``chunks``) into the raw table ``mapping.RAW_SCHEMA`` derives from the re
 ``mapping.map_records`` makes frame tables of each chunk, and they are added to the session's
 frames before the next chunk is read: memory is the frames plus one chunk.
 
-It takes a stream whole or not at all: a stream it cannot take whole (a torn or invalid line,
-a value of an unexpected type, blank lines, a device that is not an object) gives back the
-rows it added and returns None, and the per-line engine (``jsonl_lines``) reads it, which
-diagnoses each line.
+It takes a stream whole or not at all: a stream it cannot take whole (an invalid line, a
+value of an unexpected type, blank lines, a device that is not an object) gives back the rows
+it added and returns None, and the per-line engine (``jsonl_lines``) reads it, which
+diagnoses each line. Only a torn last line (a killed run's) it reads as the per-line engine
+would, so that a long stream of a killed run is not read line by line for it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from logkit.ingest.assemble import diagnostic
 from logkit.ingest.chunks import whole_lines
-from logkit.ingest.jsonl_lines import Stream
-from logkit.ingest.mapping import LINE, RAW_SCHEMA, TIME, TYPE, WHOLE_TYPES, evals_from, map_records
+from logkit.ingest.jsonl_lines import Stream, decode_line
+from logkit.ingest.mapping import (
+    LINE,
+    RAW_SCHEMA,
+    TIME,
+    TYPE,
+    WHOLE_TYPES,
+    evals_from,
+    map_records,
+    raw_records,
+)
 from logkit.schema.records import GPU_SNAPSHOT
 
 __all__ = ["read_stream", "parse", "CHUNK_BYTES", "BLOCK_BYTES"]
@@ -96,24 +107,46 @@ def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first_line
 
 
 def _read(path: Path, file_rank: int, add, chunk_bytes: int) -> Stream:
-    records: list[tuple[int, dict]] = []
-    first_line, last = 1, None
+    stream = Stream([], None)
+    first_line = 1
     for buf, size, torn in whole_lines(path, chunk_bytes):
         if torn:
-            raise _Refused  # a torn last line
+            if first_line == 1:
+                raise _Refused  # no whole line: the per-line engine says what the stream holds
+            _tail(stream, bytes(buf[:size]), first_line, path, file_rank, add)
+            break
         table, ends = _table(buf, size, first_line)
-        for name, part in map_records(table, path.name, file_rank).items():
-            add(name, part)
-        records += _whole_records(table, buf, ends, first_line)
-        chunk_last = pc.max(table.column(TIME.raw[0])).as_py()
-        if chunk_last is not None and (last is None or chunk_last > last):
-            last = chunk_last
+        _add(stream, table, path, file_rank, add)
+        stream.records += _whole_records(table, buf, ends, first_line)
         first_line += table.num_rows
         del table
     if first_line == 1:
         raise _Refused  # an empty stream
-    add("evals", evals_from(records, file_rank))
-    return Stream(records, last)
+    add("evals", evals_from(stream.records, file_rank))
+    return stream
+
+
+def _add(stream: Stream, table: pa.Table, path: Path, file_rank: int, add) -> None:
+    """A raw table's frame tables, and its latest time."""
+    for name, part in map_records(table, path.name, file_rank).items():
+        add(name, part)
+    last = pc.max(table.column(TIME.raw[0])).as_py()
+    if last is not None and (stream.last_time is None or last > stream.last_time):
+        stream.last_time = last
+
+
+def _tail(stream: Stream, raw: bytes, line: int, path: Path, file_rank: int, add) -> None:
+    """The unterminated last line of a stream a writer was cut off in (a killed run), read as
+    the per-line engine reads it: a diagnostic, or a record when it is whole all the same."""
+    raw = raw.rstrip(b"\r\n")
+    if not raw.strip():
+        return
+    record, note, text = decode_line(raw, terminated=False)
+    if note is not None:
+        stream.diagnostics.append(diagnostic(str(path), line, note, text))
+    if record is not None:
+        _add(stream, raw_records([record], [line]), path, file_rank, add)
+        stream.records += [(line, record)] if TYPE.get(record) in WHOLE_TYPES else []
 
 
 def read_stream(path: Path, file_rank: int, frames, chunk_bytes: int | None = None) -> Stream | None:

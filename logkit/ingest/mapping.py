@@ -107,7 +107,8 @@ def _array(values: list, kind: pa.DataType, path: tuple[str, ...]) -> pa.Array:
         groups = [v if isinstance(v, dict) else None for v in values]
         children = [_array([None if g is None else g.get(f.name) for g in groups], f.type, (*path, f.name))
                     for f in kind]
-        return pa.StructArray.from_arrays(children, fields=list(kind), mask=pa.array([g is None for g in groups], pa.bool_()))
+        missing = pa.array([g is None for g in groups], pa.bool_())
+        return pa.StructArray.from_arrays(children, fields=list(kind), mask=missing)
     if pa.types.is_list(kind):
         lists = [[x for x in v if isinstance(x, dict)] if isinstance(v, list) else None for v in values]
         offsets, flat = [0], []
@@ -158,7 +159,8 @@ def _project(frame: str, rows: pa.Table, prefix: pa.Scalar) -> pa.Table:
 def _needs(frame: str) -> list[str]:
     """The raw table's columns a frame reads (the rest are not carried through its filter)."""
     spec = FRAME_SPECS.get(frame, EVENT)
-    keys = {col.source.raw[0] for col in FRAMES[frame] if col.source is not None and col.source not in (spec.items or ())}
+    items = spec.items or ()
+    keys = {col.source.raw[0] for col in FRAMES[frame] if col.source is not None and col.source not in items}
     return [name for name in RAW_SCHEMA.names if name in keys or name == spec.items_key] + [LINE]
 
 
@@ -185,9 +187,8 @@ def _with_nonfinite(events: pa.Table, steps: pa.Table, lines, source: str) -> pa
     if bad is None or not pc.any(bad).as_py():
         return events
     rows = steps.append_column(LINE, lines).filter(bad).to_pylist()
-    found = pa.Table.from_pylist([{**nonfinite_event(r), SOURCE: f"{source}:{r[LINE]}", LINE: r[LINE]} for r in rows],
-                                 schema=events.schema)
-    both = pa.concat_tables([events, found])
+    found = [{**nonfinite_event(r), SOURCE: f"{source}:{r[LINE]}", LINE: r[LINE]} for r in rows]
+    both = pa.concat_tables([events, pa.Table.from_pylist(found, schema=events.schema)])
     return both.take(pc.sort_indices(both.column(LINE)))
 
 
@@ -200,14 +201,15 @@ def map_records(raw: pa.Table, source: str, file_rank: int) -> dict[str, pa.Tabl
         raw = raw.set_column(i, RANK.raw[0], pc.fill_null(raw.column(i), file_rank))
     prefix = pa.scalar(f"{source}:")
     kind = raw.column(TYPE.raw[0])
-    rows = {frame: raw.select(_NEEDS[frame]).filter(pc.equal(kind, spec.type)) for frame, spec in FRAME_SPECS.items()}
+    rows = {frame: raw.select(_NEEDS[frame]).filter(pc.equal(kind, spec.type))
+            for frame, spec in FRAME_SPECS.items()}
     out = {frame: _project(frame, part, prefix) for frame, part in rows.items()}
     events = _project("events", raw.select(_NEEDS["events"]).filter(pc.invert(pc.is_in(kind, _OWN_FRAME))), prefix)
     out["events"] = _with_nonfinite(events, out["steps"], rows["steps"].column(LINE), source).drop_columns([LINE])
     return out
 
 
-_EVALS = pa.schema([(c.name, pa.string() if c.dtype == "object" else _ARROW[float if c.dtype == "float64" else int])
+_EVALS = pa.schema([(c.name, {"float64": pa.float64(), "Int64": pa.int64()}.get(c.dtype, pa.string()))
                     for c in FRAMES["evals"]])
 
 

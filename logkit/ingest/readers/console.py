@@ -289,7 +289,8 @@ class _Console:
         if "loss" in values:
             self.hf_step += 1
             read.step(number, {"rank": rank if rank is not None else 0, "step": None, "time_s": t,
-                               "loss": as_float(values.get("loss")), "learning_rate": as_float(values.get("learning_rate")),
+                               "loss": as_float(values.get("loss")),
+                               "learning_rate": as_float(values.get("learning_rate")),
                                "grad_norm": as_float(values.get("grad_norm")), "epoch": as_float(values.get("epoch")),
                                "log_index": self.hf_step})
         elif any(str(k).startswith("eval_") for k in values):
