@@ -96,6 +96,8 @@ def _shown(value) -> str | None:
 
 
 _READ = {pa.float64(): as_float, pa.int64(): _whole, pa.string(): as_text}
+# The Python types JSON gives that a column takes as they are (a bool is no number).
+_AS_IS = {pa.float64(): {float, int, type(None)}, pa.int64(): {int, type(None)}, pa.string(): {str, type(None)}}
 _MESSAGE = EVENT["message"].raw
 _METRICS = EVALUATION["metrics"]
 
@@ -105,8 +107,8 @@ def _array(values: list, kind: pa.DataType, path: tuple[str, ...]) -> pa.Array:
     item that is not an object is left out."""
     if pa.types.is_struct(kind):
         groups = [v if isinstance(v, dict) else None for v in values]
-        children = [_array([None if g is None else g.get(f.name) for g in groups], f.type, (*path, f.name))
-                    for f in kind]
+        keys = _by_key([g or {} for g in groups], kind)
+        children = [_array(keys[f.name], f.type, (*path, f.name)) for f in kind]
         missing = pa.array([g is None for g in groups], pa.bool_())
         return pa.StructArray.from_arrays(children, fields=list(kind), mask=missing)
     if pa.types.is_list(kind):
@@ -117,13 +119,30 @@ def _array(values: list, kind: pa.DataType, path: tuple[str, ...]) -> pa.Array:
             offsets.append(len(flat))
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), _array(flat, kind.value_type, path),
                                         mask=pa.array([x is None for x in lists], pa.bool_()))
+    if set(map(type, values)) <= _AS_IS[kind]:
+        try:
+            return pa.array(values, kind)  # already of the type (the common case: no value by value)
+        except (pa.ArrowInvalid, OverflowError):
+            pass  # an integer beyond int64
     read = _shown if path == _MESSAGE else _READ[kind]
     return pa.array([read(v) for v in values], kind)
 
 
+def _by_key(objects: list[dict], fields) -> dict[str, list]:
+    """The values of each field's key in ``objects`` (None where one lacks it), walking each
+    object's own keys once (fewer than the schema's)."""
+    out = {f.name: [None] * len(objects) for f in fields}
+    for i, obj in enumerate(objects):
+        for key, value in obj.items():
+            if (values := out.get(key)) is not None:
+                values[i] = value
+    return out
+
+
 def raw_records(records: list[dict], lines: list[int]) -> pa.Table:
     """The raw table of ``records`` (each a dict with a string type), one row each."""
-    arrays = [_array([r.get(f.name) for r in records], f.type, (f.name,)) for f in RAW_SCHEMA]
+    keys = _by_key(records, RAW_SCHEMA)
+    arrays = [_array(keys[f.name], f.type, (f.name,)) for f in RAW_SCHEMA]
     return pa.Table.from_arrays([*arrays, pa.array(lines, pa.int64())], names=[*RAW_SCHEMA.names, LINE])
 
 
