@@ -74,3 +74,31 @@ def test_the_95_percent_interval_covers_the_true_speedup_about_95_percent_of_the
     # binomial sd at 95% over 200 trials is 1.5%: [88%, 99%] fails a 50% (quartile) interval for sure
     assert 0.88 <= coverage <= 0.99, coverage
     assert np.median(widths) > 0
+
+
+def test_the_bootstrap_resamples_whole_blocks_and_is_reproducible():
+    from logkit.analysis.throughput import SteadyState, bootstrap_throughput
+
+    rng = np.random.default_rng(3)
+    time = rng.uniform(0.5, 1.5, 500)
+    batch = np.full(500, 8.0)
+    state = SteadyState(batch=batch, time=time)
+    draws = bootstrap_throughput(state, n_boot=400, seed=11)
+    assert draws.shape == (400,)
+    np.testing.assert_array_equal(draws, bootstrap_throughput(state, n_boot=400, seed=11))  # same seed, same draws
+    assert not np.array_equal(draws, bootstrap_throughput(state, n_boot=400, seed=12))
+    # 500 steps in 200 blocks (of 2 or 3 steps); the resampled throughput spreads around the
+    # whole run's (sum of batches / sum of times), by about its block standard error
+    blocks = np.add.reduceat(time, (np.arange(200) * 500) // 200)
+    sizes = np.add.reduceat(batch, (np.arange(200) * 500) // 200)
+    whole = batch.sum() / time.sum()
+    assert np.median(draws) == pytest.approx(whole, rel=0.01)
+    ratio_se = whole * np.std(blocks / blocks.mean() - sizes / sizes.mean(), ddof=1) / np.sqrt(200)
+    assert np.std(draws) == pytest.approx(ratio_se, rel=0.2)
+    # each draw is a sum over 200 whole blocks drawn from all of them: the first block included
+    lone = SteadyState(batch=np.array([1.0, 1.0, 1.0]), time=np.array([100.0, 1.0, 1.0]))
+    assert min(bootstrap_throughput(lone, n_boot=200, seed=0)) == pytest.approx(3 / 300)
+    assert bootstrap_throughput(SteadyState(batch=np.array([8.0]), time=np.array([1.0]))) is None
+    assert bootstrap_throughput(SteadyState()) is None
+    two = bootstrap_throughput(SteadyState(batch=np.array([8.0, 8.0]), time=np.array([1.0, 2.0])), n_boot=50)
+    assert set(np.round(two, 9)) <= {8.0, 4.0, round(16 / 3, 9)}
