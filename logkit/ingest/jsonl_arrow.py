@@ -61,9 +61,12 @@ def _pool() -> pa.MemoryPool:
     return _PARSE_POOL
 
 
-def parse(chunk: memoryview, block_bytes: int = BLOCK_BYTES) -> pa.Table:
-    """Whole lines of JSON objects as a raw table (raises what pyarrow raises on anything else)."""
-    return pj.read_json(pa.py_buffer(chunk), parse_options=_OPTIONS,
+def parse(chunk: memoryview, block_bytes: int = BLOCK_BYTES, schema: pa.Schema = RAW_SCHEMA) -> pa.Table:
+    """Whole lines of JSON objects as a raw table of ``schema`` (raises what pyarrow raises on
+    anything else)."""
+    options = _OPTIONS if schema is RAW_SCHEMA else pj.ParseOptions(explicit_schema=schema,
+                                                                      unexpected_field_behavior="ignore")
+    return pj.read_json(pa.py_buffer(chunk), parse_options=options,
                         read_options=pj.ReadOptions(block_size=block_bytes), memory_pool=_pool())
 
 

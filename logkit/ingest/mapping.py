@@ -26,7 +26,7 @@ from logkit.schema.frames import FRAMES
 from logkit.schema.records import EVALUATION, EVENT, FRAME_SPECS, RECORD_SPECS, RecordField, RecordSpec
 from logkit.schema.values import as_float, as_int, as_text
 
-__all__ = ["RAW_SCHEMA", "LINE", "WHOLE_TYPES", "TYPE", "TIME", "RANK", "map_records", "raw_records", "column",
+__all__ = ["RAW_SCHEMA", "raw_schema", "LINE", "WHOLE_TYPES", "TYPE", "TIME", "RANK", "map_records", "raw_records", "column",
            "evals_from", "nonfinite_event"]
 
 # The keys every record is routed and placed by, as the specs name them.
@@ -57,23 +57,21 @@ def _fields(tree: dict) -> list[pa.Field]:
     return [pa.field(k, pa.struct(_fields(v)) if isinstance(v, dict) else v) for k, v in tree.items()]
 
 
-def _raw_schema() -> pa.Schema:
-    """The union of the routed specs' frame fields, at their key paths (``timing{}`` and
-    ``metrics{}`` as structs), and a spec's list of objects (``devices[]``) as a list of structs."""
+def raw_schema(fields: list[RecordField], items: dict[str, list[RecordField]] | None = None) -> pa.Schema:
+    """The Arrow schema of records holding ``fields``, at their key paths (``timing{}`` and
+    ``metrics{}`` as structs), and ``items``: a list key's objects' fields (``devices[]``)."""
     tree: dict = {}
-    for spec in _ROUTED:
-        for f in spec.frame_fields:
-            _insert(tree, f)
-        if spec.items is not None:
-            items: dict = {}
-            for f in spec.items.frame_fields:
-                _insert(items, f)
-            tree[spec.items_key] = pa.list_(pa.struct(_fields(items)))
+    for f in fields:
+        _insert(tree, f)
+    for key, item_fields in (items or {}).items():
+        tree[key] = pa.list_(pa.struct(list(raw_schema(item_fields))))
     return pa.schema(_fields(tree))
 
 
-# Only the keys the frames use: pyarrow skips the rest (config{}, versions{}, resource_usage{} ...).
-RAW_SCHEMA = _raw_schema()
+# The union of the routed specs' frame fields: only the keys the frames use (pyarrow skips the
+# rest: config{}, versions{}, resource_usage{} ...).
+RAW_SCHEMA = raw_schema([f for spec in _ROUTED for f in spec.frame_fields],
+                        {s.items_key: list(s.items.frame_fields) for s in _ROUTED if s.items is not None})
 
 
 def column(table, raw: tuple[str, ...]):
