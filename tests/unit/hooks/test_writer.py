@@ -173,3 +173,15 @@ def test_an_unwritable_path_is_skipped_then_retried(tmp_path, capsys):
     said = capsys.readouterr().err
     assert said.count("logkit: cannot write") == 1 and "dropped for 0s, training goes on" in said
     assert errors.read_text().count("| ERROR | cannot write") == 1
+
+
+def test_stderr_hears_of_a_failing_file_once_however_often_it_fails(tmp_path, capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where a folder should be")
+    writer = RecordWriter(blocker / "stream.jsonl", tmp_path / "errors.log", flush_interval_s=0.02, retry_after_s=0)
+    for _ in range(3):  # retried at once, failing each time: a full disk must not flood the console
+        writer.put({"type": "lost", "timestamp": 1.0})
+        time.sleep(0.1)
+    writer.close()
+    assert capsys.readouterr().err.count("logkit:") == 1
+    assert (tmp_path / "errors.log").read_text().count("| ERROR | cannot write") == 3
