@@ -13,8 +13,6 @@ import click
 
 from logkit.schema.findings import SEVERITIES
 
-__all__ = ["main", "analyze_logs"]
-
 PROG = "analyze_logs"
 DEFAULT_LOG_DIR = "logs"
 DEFAULT_REPORT = "logkit_report.html"

@@ -22,8 +22,6 @@ from trainer_hooks.settings import LogSettings
 from trainer_hooks.steps import PendingStep
 from trainer_hooks.writer import iso_timestamp
 
-__all__ = ["RecordBuilder", "CommStats", "STEP_FIELDS", "COMM_FIELDS", "PERF_FIELDS"]
-
 # The fields of the records written every step, in the order they are written.
 STEP_FIELDS = (f"{HEADER} max_steps epoch local_rank step_time_s avg_step_time_s data_time_s eta_minutes "
                "estimated_completion loss learning_rate grad_norm **metrics samples_per_s tokens_per_s total_batch_size")

@@ -19,8 +19,6 @@ from trainer_hooks.guard import guarded
 from trainer_hooks.lifecycle import end_on_exit
 from trainer_hooks.session import SessionLogger
 
-__all__ = ["LogkitCallback", "VerboseLoggingCallback"]
-
 # Trainer log keys that are not per-step training metrics.
 _NOT_STEP_METRICS = ("epoch", "total_flos", "step")
 

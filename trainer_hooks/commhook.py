@@ -13,8 +13,6 @@ import gc
 import time
 from collections import deque
 
-__all__ = ["CommTimer", "find_ddp", "install_comm_hook"]
-
 
 class CommTimer:
     """Per-bucket timings of gradient synchronisation.

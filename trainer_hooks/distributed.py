@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-__all__ = ["RankInfo", "rank_info", "agree_session_id", "create_session_dir"]
-
 
 @dataclass(frozen=True)
 class RankInfo:

@@ -14,8 +14,6 @@ from collections import deque
 from logkit.schema import findings as kinds
 from logkit.schema.records import ANOMALY, GPU_DEVICE, RESOURCE_WARNING
 
-__all__ = ["SlowStepDetector", "LossSpikeDetector", "GradNormWatch", "resource_findings", "trend", "median"]
-
 
 def median(values) -> float:
     """The median, by one C sort (``statistics.median`` costs several times more per call:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["guarded"]
-
 
 def guarded(method):
     """Run a logger method; a failure is reported to the errors log and swallowed.

@@ -22,8 +22,6 @@ from collections.abc import Callable
 
 from logkit.schema.records import COMMON, RecordSpec
 
-__all__ = ["layout", "reader", "top_key", "values_of", "HEADER", "COMMON_PART"]
-
 # The keys every record starts with, in their order (``step`` where a step applies), as names
 # for a layout and as a spec of their own (for what reads any record: the writer, the text logs).
 HEADER = " ".join(f.name for f in COMMON)

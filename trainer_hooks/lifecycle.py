@@ -26,8 +26,6 @@ import threading
 
 from logkit.schema import EventType, Status
 
-__all__ = ["end_on_exit"]
-
 
 def end_on_exit(logger, unfinished: str = "the process exited before training ended") -> None:
     """Make sure ``logger`` writes its ``session_end`` however the process goes.

@@ -25,8 +25,6 @@ from trainer_hooks.guard import guarded
 from trainer_hooks.lifecycle import end_on_exit
 from trainer_hooks.session import SessionLogger
 
-__all__ = ["TrainingLogger", "StepMetrics"]
-
 
 class StepMetrics:
     """What one step reports; filled inside ``with tlog.step() as step``."""

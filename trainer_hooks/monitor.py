@@ -37,8 +37,6 @@ from trainer_hooks.layout import top_key
 from trainer_hooks.sampling import ResourceSampler, snapshot_message
 from trainer_hooks.writer import RecordWriter, iso_timestamp
 
-__all__ = ["main", "monitor_gpu", "Monitor"]
-
 PROG = "monitor_gpu"
 _TIMESTAMP = top_key(GPU_SNAPSHOT, "timestamp")
 

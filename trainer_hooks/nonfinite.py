@@ -18,9 +18,6 @@ from logkit.schema.records import ANOMALY, NAN_DETECTED
 from trainer_hooks.findings import GradNormWatch
 from trainer_hooks.guard import guarded
 
-__all__ = ["NonFiniteChecks", "MAX_NAN_REPORTS", "named_grads", "grad_norms", "nonfinite_report", "dump_tensors",
-           "loss_tensors"]
-
 # NaN/Inf reports with tensor dumps: the first few only.
 MAX_NAN_REPORTS = 3
 

@@ -47,13 +47,11 @@ from trainer_hooks.distributed import RankInfo, agree_session_id, rank_info
 from trainer_hooks.findings import resource_findings
 from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
-from trainer_hooks.settings import VERBOSITY_LEVELS, LogSettings, resolve_settings
+from trainer_hooks.settings import LogSettings, resolve_settings
 from trainer_hooks.steps import StepLogging
 from trainer_hooks.summary import GpuStats, build_summary, summary_text
 from trainer_hooks.textlog import TextRenderer
 from trainer_hooks.writer import RecordWriter
-
-__all__ = ["SessionLogger", "VERBOSITY_LEVELS", "guarded"]
 
 
 class SessionLogger(StepLogging, NonFiniteChecks):

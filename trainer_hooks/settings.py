@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields, replace
 
-__all__ = ["LogSettings", "VERBOSITY_LEVELS", "resolve_settings", "LEVELS"]
-
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "WARN": 30, "ERROR": 40, "CRITICAL": 50}
 
 

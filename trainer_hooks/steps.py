@@ -16,8 +16,6 @@ from logkit.schema.records import BATCH_COMPLETE, RESOURCE_WARNING, TRAINING_STE
 from logkit.schema.values import to_float
 from trainer_hooks.guard import guarded
 
-__all__ = ["PendingStep", "StepLogging"]
-
 
 class PendingStep(NamedTuple):
     """A step as the training thread measured it, for ``RecordBuilder.step``. Metrics are

@@ -12,8 +12,6 @@ from logkit.schema.files import SUMMARY
 from logkit.schema.records import GPU_DEVICE, SESSION_END, SESSION_START
 from logkit.schema.values import per_second
 
-__all__ = ["build_summary", "summary_text", "GpuStats"]
-
 # the gpu_snapshot device keys the summary averages (each interval's mean, and its peak)
 _UTIL, _MEM = GPU_DEVICE["utilization_pct"].raw[-1], GPU_DEVICE["memory_usage_pct"].raw[-1]
 _UTIL_MAX = _UTIL + "_max"

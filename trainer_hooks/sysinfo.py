@@ -14,9 +14,6 @@ from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["versions", "gpu_list", "system_info", "model_info", "dataset_info", "folder_size", "model_gpu_count",
-           "model_name"]
-
 # Environment variables that change how a distributed run behaves: worth keeping with the logs.
 _ENV_PREFIXES = ("CUDA_VISIBLE_DEVICES", "NCCL_", "OMP_NUM_THREADS", "ACCELERATE_", "TORCH_DISTRIBUTED_DEBUG",
                  "TORCH_NCCL_", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTORCH_CUDA_ALLOC_CONF")

@@ -45,8 +45,6 @@ from logkit.schema.values import per_second, to_float
 from trainer_hooks.layout import COMMON_PART, reader, values_of
 from trainer_hooks.settings import LEVELS
 
-__all__ = ["TextRenderer"]
-
 
 def _prefixed_level(line: str) -> int:
     for kind in (MAIN_LINE, PROCESS_LINE):

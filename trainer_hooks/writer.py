@@ -25,8 +25,6 @@ import orjson
 
 from trainer_hooks.layout import COMMON_PART, top_key
 
-__all__ = ["RecordWriter", "iso_timestamp"]
-
 _STOP = object()
 # a record's wall-clock time: a float when handed over, written as ISO 8601 here
 _TIMESTAMP = top_key(COMMON_PART, "timestamp")

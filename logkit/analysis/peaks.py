@@ -13,9 +13,6 @@ the alpha-beta model t(m) = alpha + m / peak reaches half the peak bandwidth).
 
 from __future__ import annotations
 
-__all__ = ["COMMUNICATION_PEAKS", "CPU_LINK", "GLOO_LINK", "GPU_PEAK_TFLOPS", "link_for", "peak_tflops_for", "gpu_model",
-           "half_peak_bytes"]
-
 _NV = "NVIDIA datasheet"
 COMMUNICATION_PEAKS: tuple[dict, ...] = (
     {"match": "b200", "gpu_model": "B200", "link": "NVLink 5 (B200)", "peak_busbw_gb_s": 900.0,

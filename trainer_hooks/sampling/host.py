@@ -7,8 +7,6 @@ import time
 
 from trainer_hooks.sampling.metrics import GB, MB
 
-__all__ = ["HostProbe", "host_sample"]
-
 
 class HostProbe:
     """psutil readings; a process tree (``pid`` and its children) for RSS and CPU share."""

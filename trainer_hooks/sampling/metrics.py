@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Metric", "HOST_METRICS", "GPU_METRICS", "DEVICE_IDS", "GB", "MB", "KIB"]
-
 GB = 1e9  # SI, as the records' units: GiB only where a name says GiB
 MB = 1e6
 KIB = 1024  # NVML's PCIe and NVLink "KB" are KiB (as nvitop reads them)

@@ -10,8 +10,6 @@ import warnings
 from logkit.schema.values import to_float
 from trainer_hooks.sampling.metrics import KIB, MB
 
-__all__ = ["nvml_module", "reset_nvml", "GpuProbe", "cuda_visible"]
-
 _NVML_LOCK = threading.Lock()
 _NVML: dict = {"module": None, "error": None, "tried": False}
 

@@ -27,8 +27,6 @@ from trainer_hooks.sampling.host import HostProbe
 from trainer_hooks.sampling.nvml import GpuProbe, nvml_module
 from trainer_hooks.sampling.stats import IntervalStats
 
-__all__ = ["ResourceSampler", "snapshot_message"]
-
 
 def snapshot_message(snap: dict) -> str:
     """A one-line message for a ``gpu_snapshot`` record built from ``snap``."""
@@ -45,7 +43,6 @@ def snapshot_message(snap: dict) -> str:
 
 def _pct(value) -> str:
     return "n/a" if value is None else f"{value:.1f}%"
-
 
 
 class ResourceSampler:

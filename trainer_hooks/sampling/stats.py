@@ -10,8 +10,6 @@ import math
 from logkit.schema.records import GPU_SNAPSHOT
 from trainer_hooks.sampling.metrics import DEVICE_IDS, GPU_METRICS, HOST_METRICS
 
-__all__ = ["IntervalStats"]
-
 
 class _Acc:
     __slots__ = ("n", "total", "lo", "hi", "last")
