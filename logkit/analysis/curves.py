@@ -95,14 +95,15 @@ def _bandwidth(sessions) -> pd.DataFrame:
         if c.empty:
             continue
         bw = c["busbw_mb_s"].astype("float64").fillna(c["algbw_mb_s"].astype("float64"))
-        part = pd.DataFrame({"op": c["op"].astype("object").fillna("?").astype(str),
-                             "size_mb": c["size_bytes"].astype("float64") / 1e6, "bw": bw}).dropna()
-        part = part[(part["size_mb"] > 0) & (part["bw"] > 0)]
+        part = pd.DataFrame({"op": c["op"], "size_mb": c["size_bytes"].astype("float64") / 1e6, "bw": bw})
+        part = part[(part["size_mb"] > 0) & (part["bw"] > 0)]  # also drops NaN sizes and bandwidths
         if part.empty:
             continue
-        agg = part.groupby(["op", "size_mb"], sort=True)["bw"].agg(["median", "size"]).reset_index()
-        parts.append(pd.DataFrame({"session_id": s.session_id, "op": agg["op"], "size_mb": agg["size_mb"],
-                                   "busbw_mb_s": agg["median"], "records": agg["size"]}))
+        # grouped on the op column as it is (arrow strings: no per-row conversion of millions of records)
+        agg = part.groupby(["op", "size_mb"], sort=True, dropna=False)["bw"].agg(["median", "size"]).reset_index()
+        op = agg["op"].astype("object")
+        parts.append(pd.DataFrame({"session_id": s.session_id, "op": op.where(op.notna(), "?").astype(str),
+                                   "size_mb": agg["size_mb"], "busbw_mb_s": agg["median"], "records": agg["size"]}))
     return _concat(parts, Curves().bandwidth)
 
 

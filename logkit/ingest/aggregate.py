@@ -24,8 +24,6 @@ from logkit.ingest.mapping import TYPE, column, raw_records, raw_schema
 from logkit.schema.records import COMMUNICATION, TRAINING_STEP
 from logkit.schema.values import per_second
 
-__all__ = ["aggregate_sessions", "CHUNK_BYTES"]
-
 CHUNK_BYTES = 64 << 20
 _STEP_FIELDS = [TRAINING_STEP[n] for n in ("step", "step_time_s", "total_batch_size", "loss")]
 _COMM_FIELDS = [COMMUNICATION[n] for n in ("op", "size_bytes", "duration_ms")]

@@ -29,8 +29,6 @@ import pyarrow.compute as pc
 
 from logkit.schema.frames import FRAME_DTYPES, FRAME_NAMES
 
-__all__ = ["FrameBuilder", "Frames", "frame_of", "make_frame", "rows_table", "diagnostic", "STR"]
-
 STR = pd.StringDtype("pyarrow", na_value=np.nan)  # pandas' default "str"
 _TEXT_CHARS = 200
 _INT64_MAX = 2.0**63

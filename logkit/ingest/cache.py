@@ -25,8 +25,6 @@ from logkit.ingest.session import Session
 from logkit.ingest.store import read_session, write_session
 from logkit.schema import SCHEMA_VERSION
 
-__all__ = ["cache_dir", "fingerprint", "load_cached", "store", "CACHE_FORMAT"]
-
 CACHE_FORMAT = 3  # the layout of a cache entry (the readers' code is hashed in as well)
 
 

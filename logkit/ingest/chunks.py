@@ -13,8 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["open_stream", "whole_lines"]
-
 
 def open_stream(path: Path) -> BinaryIO:
     """The stream's bytes, gunzipped for ``.gz``."""

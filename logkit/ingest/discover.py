@@ -28,8 +28,6 @@ import orjson
 
 from logkit.schema import RANK_JSONL_RE, SUMMARY_JSON_RE
 
-__all__ = ["SessionSource", "SourceFile", "discover", "sources_in_folder", "source_for_file", "session_folder"]
-
 _RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
 _RUN_DOCS = ("results.json", "trainer_state.json")

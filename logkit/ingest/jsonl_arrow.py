@@ -37,8 +37,6 @@ from logkit.ingest.mapping import (
 )
 from logkit.schema.records import GPU_SNAPSHOT
 
-__all__ = ["read_stream", "parse", "CHUNK_BYTES", "BLOCK_BYTES"]
-
 # Lines are parsed this many bytes at a time (in blocks of BLOCK_BYTES, on all cores): the
 # parser's working memory is a few chunks, whatever the size of the stream.
 CHUNK_BYTES = 4 << 20

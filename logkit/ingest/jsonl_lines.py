@@ -23,8 +23,6 @@ from logkit.ingest.assemble import diagnostic
 from logkit.ingest.chunks import open_stream
 from logkit.ingest.mapping import TIME, TYPE, WHOLE_TYPES, evals_from, map_records, raw_records
 
-__all__ = ["StreamRead", "Stream", "read_jsonl", "read_stream", "decode_line"]
-
 
 @dataclass
 class StreamRead:

@@ -11,8 +11,6 @@ from logkit.ingest.assemble import Frames, diagnostic, make_frame, rows_table, s
 from logkit.ingest.discover import SessionSource, discover, source_for_file, sources_in_folder
 from logkit.ingest.session import Session, iso_seconds
 
-__all__ = ["load_session", "load_sessions", "build_session", "build_sessions", "FAST_JSONL"]
-
 PROGRESS_MIN_BYTES = 64_000_000
 # The pyarrow engine for our JSONL streams (jsonl_arrow); False reads every stream line by line.
 FAST_JSONL = True

@@ -26,9 +26,6 @@ from logkit.schema.frames import FRAMES
 from logkit.schema.records import EVALUATION, EVENT, FRAME_SPECS, RECORD_SPECS, RecordField, RecordSpec
 from logkit.schema.values import as_float, as_int, as_text
 
-__all__ = ["RAW_SCHEMA", "raw_schema", "LINE", "WHOLE_TYPES", "TYPE", "TIME", "RANK", "map_records", "raw_records", "column",
-           "evals_from", "nonfinite_event"]
-
 # The keys every record is routed and placed by, as the specs name them.
 TYPE, TIME, RANK, STEP = EVENT["kind"], EVENT["time_s"], EVENT["rank"], EVENT["step"]
 LINE = "_line"  # the raw table's column of line numbers (1-based, in the file)

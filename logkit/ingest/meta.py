@@ -33,9 +33,6 @@ from logkit.schema.records import (
     RecordSpec,
 )
 
-__all__ = ["MetaSource", "META_SOURCES", "GUESSES", "read_summary", "records_meta", "merge", "our_meta",
-           "add_reads", "finish"]
-
 # --- our records ---------------------------------------------------------------------------
 # meta key <- (the record of rank 0 it is read from, that record's field): in this order.
 RECORD_META: tuple[tuple[str, RecordSpec, str], ...] = (

@@ -8,9 +8,6 @@ from datetime import datetime
 import pandas as pd
 
 from logkit.ingest.assemble import make_frame
-from logkit.schema import FRAME_DTYPES
-
-__all__ = ["Session", "FRAME_DTYPES", "make_frame", "iso_seconds", "start_key"]
 
 
 def iso_seconds(value) -> float | None:

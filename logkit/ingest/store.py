@@ -25,8 +25,6 @@ import pandas as pd
 from logkit.ingest.session import Session
 from logkit.schema.frames import FRAME_NAMES
 
-__all__ = ["FRAMES", "FORMATS", "safe_name", "write_session", "read_export", "read_session", "export_session"]
-
 FRAMES: tuple[str, ...] = FRAME_NAMES
 FORMATS: tuple[str, ...] = ("parquet", "csv")
 _TEXT = ("object", "str", "string")

@@ -20,8 +20,6 @@ import pyarrow as pa
 from logkit.ingest.assemble import diagnostic, rows_table
 from logkit.ingest.mapping import nonfinite_event
 
-__all__ = ["ReadResult", "Read", "read_bytes", "text_lines", "strip_ansi", "UNMATCHED", "epoch"]
-
 FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events")
 UNMATCHED = "line matches no known grammar"
 

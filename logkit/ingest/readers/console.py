@@ -31,8 +31,6 @@ from logkit.ingest.readers.nccl import (
 )
 from logkit.schema.values import as_float, to_float
 
-__all__ = ["read_console", "strip_prefixes"]
-
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
 _RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)(?P<r1>\d+)\]:|\[\d+,(?P<r2>\d+)\]<(?:stdout|stderr)>:"
                           r"|GPU(?P<r3>\d+):(?=[A-Z])|(?:stdout|stderr):)\s?")

@@ -13,8 +13,6 @@ from pathlib import Path
 from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
 from logkit.schema.values import to_float
 
-__all__ = ["read_gpustat", "HEADER", "GPU_LINE"]
-
 MIB_TO_MB = 2**20 / 1e6
 HEADER = re.compile(r"^(?P<host>\S+)\s+(?P<stamp>\w{3} \w{3}\s+\d+ \d\d:\d\d:\d\d \d{4})\s*(?P<driver>[\d.]+)?\s*$")
 GPU_LINE = re.compile(

@@ -17,9 +17,6 @@ from logkit.ingest.readers.base import Read, ReadResult, read_bytes
 from logkit.schema.records import F, RecordSpec
 from logkit.schema.values import as_float, as_int, as_text
 
-__all__ = ["load_doc", "read_trainer_state", "read_results_json", "read_legacy_summary", "normal_mode",
-           "RESULTS_JSON"]
-
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos")
 # results.json (a run folder's, as examples/train_qlora.py writes it): its keys, by the names meta gives them.
 RESULTS_JSON = RecordSpec("", "meta", (

@@ -12,8 +12,6 @@ from logkit.schema import MB
 from logkit.schema import lines as kinds
 from logkit.schema.values import to_float
 
-__all__ = ["LineReader", "HEADER_META"]
-
 # Header fields ("Key: value") that become meta, and how their value converts.
 HEADER_META: dict[str, tuple[str, type]] = {
     "session id": ("session_id", str), "mode": ("mode", str), "gpu count": ("gpu_count", int),

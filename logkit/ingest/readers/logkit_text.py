@@ -13,8 +13,6 @@ from logkit.ingest.readers import text_columns
 from logkit.ingest.readers.base import Read, ReadResult, read_bytes, text_lines
 from logkit.ingest.readers.logkit_lines import LineReader
 
-__all__ = ["read_logkit_text", "BULK_MIN_LINES"]
-
 # Files with fewer lines (and under a MB) are read line by line: the columnar reader's set-up costs more.
 BULK_MIN_LINES = 2000
 _DATE_IN_NAME = re.compile(r"(\d{8})_\d{6}")

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["NCCL_DEBUG", "WATCHDOG", "MISMATCH", "parse_nccl_debug", "parse_watchdog", "parse_mismatch",
-           "mismatches_from_timeouts"]
-
 # node1:12345:12350 [0] NCCL INFO ...   /  node1:12345:12350 [0] misc/socket.cc:484 NCCL WARN ...
 NCCL_DEBUG = re.compile(
     r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:(?P<where>\S+:\d+) )?"

@@ -17,8 +17,6 @@ from pathlib import Path
 from logkit.ingest.readers.base import Read, ReadResult, read_bytes, text_lines
 from logkit.schema.values import to_float
 
-__all__ = ["read_nccl_tests", "OPS"]
-
 OPS = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
        "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv",
        "gather": "gather", "scatter": "scatter", "hypercube": "hypercube"}

@@ -13,8 +13,6 @@ from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
 
-__all__ = ["read_nvidia_smi_csv", "read_nvidia_smi_dmon", "QUERY_COLUMNS", "DMON_COLUMNS"]
-
 MIB_TO_MB = 2**20 / 1e6
 # --query-gpu field -> (frame column, factor when the unit is MiB)
 QUERY_COLUMNS: dict[str, str] = {

@@ -10,8 +10,6 @@ from pathlib import Path
 from logkit.ingest.readers.json_docs import RESULTS_JSON
 from logkit.schema import RANK_JSONL_RE
 
-__all__ = ["sniff", "TEXT_SUFFIXES", "LOGKIT_TEXT_RE"]
-
 PEEK = 64 * 1024
 TEXT_SUFFIXES = (".log", ".txt", ".out", ".err", ".csv")
 LOGKIT_TEXT_RE = re.compile(r"^(?P<session_id>.+)_(?:main|multigpu|performance)\.log(?:\.gz)?$")

@@ -29,8 +29,6 @@ from logkit.ingest.readers.base import Read, epoch, text_lines
 from logkit.ingest.readers.logkit_lines import LineReader
 from logkit.schema import COMMUNICATION, MB, METRICS_LINE, MULTIGPU_STEP, PERFORMANCE, PROCESS_LINE, STEP_LINE
 
-__all__ = ["read_bulk"]
-
 # The process-line prefix (multigpu.log, performance.log), without its message group.
 _PREFIX = PROCESS_LINE.pattern.pattern.split("(?P<message>")[0]
 # kind, the substring every line of the kind holds, whether it carries the process prefix

@@ -18,8 +18,6 @@ from logkit.ingest.session import iso_seconds
 from logkit.schema.records import GPU_DEVICE, GPU_SNAPSHOT, SESSION_START, TRAINING_STEP
 from logkit.schema.values import to_int
 
-__all__ = ["read_verbose_jsonl"]
-
 _STAMP, _USAGE = TRAINING_STEP["timestamp"], TRAINING_STEP["resource_usage"]
 # resource_usage{}: the sampler's reading, its GPUs as gpu_snapshot's devices[] (under "gpu").
 _USAGE_DEVICES = ("gpu", GPU_SNAPSHOT.items_key)
