@@ -1,0 +1,104 @@
+"""The house rules, checked: imports go one way (schema <- ingest <- analysis <- report <- cli; the
+training side imports only the schema), no import circle, no module over 500 lines, no function over
+cyclomatic complexity 15, and the public API is what the packages' __all__ lists say."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.launch import REPO
+
+PACKAGES = ("logkit", "trainer_hooks")
+# (importer prefix, what it must never import)
+FORBIDDEN = (
+    ("logkit.schema", ("logkit.ingest", "logkit.analysis", "logkit.report", "logkit.cli", "trainer_hooks")),
+    ("logkit.ingest", ("logkit.analysis", "logkit.report", "logkit.cli", "trainer_hooks")),
+    ("logkit.analysis", ("logkit.report", "logkit.cli", "trainer_hooks")),
+    ("logkit.report", ("logkit.cli", "trainer_hooks")),
+    ("trainer_hooks", ("logkit.ingest", "logkit.analysis", "logkit.report", "logkit.cli")),
+)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _imports(path: Path, modules: dict) -> set[str]:
+    """The project modules ``path`` imports (at any depth of the file: lazy imports count)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m in modules}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {m: _imports(p, modules) for m, p in modules.items()}
+
+
+def test_imports_go_one_way(graph):
+    bad = [(m, t) for m, targets in graph.items() for t in targets
+           for importer, forbidden in FORBIDDEN if m.startswith(importer) and t.startswith(forbidden)]
+    assert not bad
+
+
+def test_no_import_circle(graph):
+    # a package's __init__ importing its own submodules is how packages work, not a circle
+    edges = {m: {t for t in targets if not t.startswith(m + ".")} for m, targets in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(m, path):
+        state[m] = 1
+        for t in edges.get(m, ()):
+            assert state.get(t) != 1, " -> ".join(path[path.index(t):] + [t]) if t in path else (m, t)
+            if t not in state:
+                visit(t, path + [t])
+        state[m] = 2
+
+    for m in edges:
+        if m not in state:
+            visit(m, [m])
+
+
+def test_modules_stay_small():
+    sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in _modules().items()}
+    assert not {m: n for m, n in sizes.items() if n > 500}
+
+
+@pytest.mark.skipif(shutil.which("ruff", path=str(Path(sys.executable).parent)) is None, reason="ruff not installed")
+def test_no_function_over_complexity_15():
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
+    proc = subprocess.run([ruff, "check", "--select", "C901", "--config", "lint.mccabe.max-complexity = 15",
+                           "--output-format", "concise", *PACKAGES], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_the_public_api():
+    import logkit
+    import logkit.report
+    import trainer_hooks
+
+    assert set(logkit.__all__) == {"__version__", "load_session", "load_sessions", "Session", "analyze", "Analysis",
+                                   "report"}
+    for name in logkit.__all__:
+        assert getattr(logkit, name) is not None
+    for name in logkit.report.__all__:
+        assert callable(getattr(logkit.report, name)) or name == "PLOTS"
+    assert {"LogkitCallback", "TrainingLogger"} <= set(trainer_hooks.__all__)
