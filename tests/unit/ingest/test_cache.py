@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -144,3 +145,85 @@ def test_a_stream_refused_after_some_chunks_leaves_no_rows_behind(tmp_path, monk
     assert_same(fast, slow)
     assert (fast.steps["rank"] == 1).sum() == 40 and (fast.steps["rank"] == 0).sum() == 40
     assert fast.diagnostics["line"].notna().all() and len(fast.diagnostics) == 1
+
+
+# An entry is valid while every file keeps its size and its mtime and the readers' code is the
+# same: each of the three alone must rebuild it (a key on one of them would hand back a session
+# parsed from other bytes or by other code).
+
+
+@pytest.fixture
+def one_session(tmp_path, cache_dir, count_builds):
+    """A 2-rank session read once through the cache: (its rank-0 stream, the first session)."""
+    folder = write_session(tmp_path / "logs", "s", world_size=2, step_times=[0.5] * 4)
+    (first,) = logkit.load_sessions(folder.parent, cache=True)
+    assert count_builds == ["s"]
+    return rank_file(folder, "s", 0), first
+
+
+def reload(path):
+    (session,) = logkit.load_sessions(path.parent.parent, cache=True)
+    return session
+
+
+def first_loss(session):
+    rank0 = session.steps[session.steps["rank"] == 0]
+    return float(rank0.loc[rank0["step"] == 1, "loss"].iloc[0])
+
+
+def test_cache_reused_while_nothing_changed(one_session, count_builds):
+    stream, first = one_session
+    again = reload(stream)
+    assert count_builds == ["s"] and "cache" in again.meta
+    assert_same(first, again)
+
+
+def test_cache_rebuilt_when_only_the_size_changed(one_session, count_builds):
+    stream, _ = one_session
+    st = stream.stat()
+    append_bytes(stream, b'{"type": "training_ste\n')  # a cut line: one diagnostic once it is read
+    os.utime(stream, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime as it was
+    assert stream.stat().st_mtime_ns == st.st_mtime_ns and stream.stat().st_size == st.st_size + 23
+    again = reload(stream)
+    assert count_builds == ["s", "s"]
+    assert len(again.diagnostics) == 1
+
+
+def test_cache_rebuilt_when_only_the_mtime_changed(one_session, count_builds):
+    stream, first = one_session
+    data = stream.read_bytes()
+    assert b'"loss":3.0,' in data and first_loss(first) == 3.0
+    st = stream.stat()
+    stream.write_bytes(data.replace(b'"loss":3.0,', b'"loss":4.0,', 1))  # an edit of the same length
+    os.utime(stream, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert stream.stat().st_size == st.st_size
+    assert first_loss(reload(stream)) == 4.0  # the value now in the file, not the cached one
+    assert count_builds == ["s", "s"]
+    os.utime(stream, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))  # touched: same bytes
+    reload(stream)
+    assert count_builds == ["s", "s", "s"]
+
+
+def test_cache_rebuilt_when_the_readers_code_changed(one_session, count_builds, tmp_path, monkeypatch):
+    """The readers' fingerprint hashes the code of logkit.ingest and logkit.schema: point it at a
+    copy of that code, then change one byte of one reader in the copy."""
+    from logkit.ingest import cache
+
+    stream, _ = one_session
+    real = Path(cache.__file__).resolve().parents[1]
+    copy = tmp_path / "code"
+    for package in ("ingest", "schema"):
+        shutil.copytree(real / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "__file__", str(copy / "ingest" / "cache.py"))
+    cache._readers_fingerprint.cache_clear()
+    try:
+        reload(stream)
+        assert count_builds == ["s"]  # the same code, copied: the same entry
+        reader = copy / "ingest" / "readers" / "nccl.py"
+        reader.write_bytes(reader.read_bytes() + b"#")
+        cache._readers_fingerprint.cache_clear()
+        reload(stream)
+        assert count_builds == ["s", "s"]
+    finally:
+        monkeypatch.undo()
+        cache._readers_fingerprint.cache_clear()  # the real code's fingerprint for the tests after
