@@ -101,3 +101,41 @@ def test_tensorboard_scalars_read_back(sessions, tmp_path):
 def test_unknown_format_is_refused(sessions, tmp_path):
     with pytest.raises(ValueError, match="unknown export format"):
         export_sessions(sessions[:1], "xlsx", tmp_path)
+
+
+def test_tensorboard_train_scalars_are_the_lowest_ranks(tmp_path):
+    """Three ranks that logged different values: the train/* series are rank 0's (the main rank),
+    read from its JSONL here; a samples/s the record lacks is its batch over its step time."""
+    pytest.importorskip("tensorboard", reason="tensorboard not installed (pip install tensorboard)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.support.synth import rank_file, write_session
+
+    folder = write_session(tmp_path / "logs", "ranks", world_size=3, step_times=[0.5, 0.4, 0.6, 0.5])
+    want = {}
+    for rank in (2, 1, 0):
+        lines = []
+        for line in rank_file(folder, "ranks", rank).read_bytes().splitlines():
+            r = orjson.loads(line)
+            if r["type"] == "training_step_complete":
+                m, t = r["metrics"], r["timing"]
+                m["loss"] = round(2.0 + rank + r["step"] / 8, 4)
+                m["learning_rate"] = 1e-4 * (rank + 1)
+                m["grad_norm"] = 0.5 + rank
+                t["step_time_seconds"] = round(t["step_time_seconds"] * (1 + rank / 4), 4)
+                m["samples_per_second"] = None if r["step"] == 2 else round(8 / t["step_time_seconds"] + rank, 4)
+                if rank == 0:
+                    want[r["step"]] = {
+                        "train/loss": m["loss"], "train/learning_rate": m["learning_rate"],
+                        "train/grad_norm": m["grad_norm"], "train/step_time_s": t["step_time_seconds"],
+                        "train/samples_per_s": m["samples_per_second"] or m["total_batch_size"] / t["step_time_seconds"]}
+            lines.append(orjson.dumps(r))
+        rank_file(folder, "ranks", rank).write_bytes(b"\n".join(lines) + b"\n")
+    (s,) = load_sessions(folder.parent)
+    export_tensorboard([s], tmp_path / "out")
+    acc = EventAccumulator(str(tmp_path / "out" / "tensorboard" / "ranks"))
+    acc.Reload()
+    assert sorted(t for t in acc.Tags()["scalars"] if t.startswith("train/")) == sorted(want[1])
+    for tag in want[1]:
+        got = {e.step: e.value for e in acc.Scalars(tag)}
+        assert got == {step: pytest.approx(w[tag], rel=1e-6) for step, w in want.items()}, tag
