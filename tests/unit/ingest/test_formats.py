@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -188,17 +189,33 @@ def test_sessions_of_one_name_in_two_folders_stay_apart(tmp_path):
     assert {s.session_id for s in discover(SAMPLES)} >= {"torchrun_nccl_timeout", "v1/multi_gpu"}
 
 
-def test_unreadable_path_gets_a_clear_error(tmp_path):
-    path = tmp_path / "x.log"
-    path.write_text("GPU0:INFO | hello\n")
-    path.chmod(0)
+def unreadable_log(folder: Path) -> Path:
+    """A log file that exists and that this process cannot read, root included: a link to
+    /proc/self/mem, a regular file whose first byte (address 0, never mapped) fails to read
+    with an I/O error, as a failing disk or a dead network mount does. Without /proc, a file
+    made mode 000 (which stops everyone but root)."""
+    path = folder / "x.log"
+    mem = Path("/proc/self/mem")
+    if mem.is_file():
+        path.symlink_to(mem)
+    else:
+        path.write_text("GPU0:INFO | hello\n")
+        path.chmod(0)
     try:
-        if path.stat().st_mode and shutil.which("id") and __import__("os").geteuid() == 0:
-            pytest.skip("root reads anything")
-        with pytest.raises(PermissionError, match="cannot read"):
-            logkit.load_session(path)
-    finally:
-        path.chmod(0o644)
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError:
+        return path
+    pytest.skip("no file here that this process cannot read (root without /proc)")
+
+
+def test_unreadable_path_gets_a_clear_error(tmp_path):
+    path = unreadable_log(tmp_path)
+    with pytest.raises(PermissionError, match=f"^cannot read {re.escape(str(path))}: "):
+        logkit.load_session(path)
+    proc = analyze_logs(str(path))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"analyze_logs: cannot read {path}: ") and proc.stderr.count("\n") == 1
 
 
 TEXT_FORMATS = [f for f in READERS if f not in ("trainer_state", "results_json", "legacy_summary", "verbose_jsonl")]
