@@ -59,9 +59,17 @@ def _pool() -> pa.MemoryPool:
     return _PARSE_POOL
 
 
-def parse(chunk: memoryview, block_bytes: int = BLOCK_BYTES, schema: pa.Schema = RAW_SCHEMA) -> pa.Table:
+def parse(chunk: memoryview, block_bytes: int = BLOCK_BYTES, schema: pa.Schema = RAW_SCHEMA,
+          ends: np.ndarray | None = None) -> pa.Table:
     """Whole lines of JSON objects as a raw table of ``schema`` (raises what pyarrow raises on
-    anything else)."""
+    anything else; ``pa.ArrowInvalid`` for a line that does not open an object or for invalid
+    UTF-8, which are never handed to pyarrow). ``ends``: the newlines' offsets, when the caller has them."""
+    if not _objects_only(chunk, _line_ends(chunk) if ends is None else ends):
+        raise pa.ArrowInvalid("a line that does not open a JSON object")
+    # pyarrow's parser passes invalid UTF-8 through into its strings (they fail later, anywhere):
+    # checked here, on the chunk as it is (no copy), so the per-line engine replaces and notes it
+    pa.LargeStringArray.from_buffers(1, pa.py_buffer(np.array([0, len(chunk)], np.int64)),
+                                     pa.py_buffer(chunk)).validate(full=True)
     options = _OPTIONS if schema is RAW_SCHEMA else pj.ParseOptions(explicit_schema=schema,
                                                                       unexpected_field_behavior="ignore")
     return pj.read_json(pa.py_buffer(chunk), parse_options=options,
@@ -79,14 +87,29 @@ def _line_ends(view: memoryview, step: int = 1 << 20) -> np.ndarray:
                           or [np.zeros(0, np.int64)])
 
 
+def _objects_only(chunk: memoryview, ends: np.ndarray) -> bool:
+    """Every line opens a JSON object. pyarrow's parser must never see anything else: a bare value
+    (``null`` as a stream's first line) crashes the process inside it, before any line is noted."""
+    if not len(ends):
+        return False
+    data = np.frombuffer(chunk, np.uint8)
+    starts = np.concatenate([np.zeros(1, np.int64), ends[:-1] + 1])
+    return bool((data[starts] == ord("{")).all())
+
+
 def _table(buf: bytearray, size: int, first_line: int) -> tuple[pa.Table, np.ndarray]:
     """One chunk's raw table with its line numbers, and where its lines end."""
+    table = None
     with memoryview(buf) as whole, whole[:size] as chunk:
         ends = _line_ends(chunk)
-        try:
-            table = parse(chunk)
+        try:  # blank lines, bare values, leading spaces are refused: the per-line engine says what they are
+            table = parse(chunk, ends=ends)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, OverflowError):
-            raise _Refused from None
+            # not raised from here: the exception's traceback would keep the chunk's buffer exported,
+            # and the views could not be released (BufferError) nor the buffer reused
+            pass
+    if table is None:
+        raise _Refused
     n = table.num_rows
     if n != len(ends) or table.column(TYPE.raw[0]).null_count:
         raise _Refused  # the parser skips blank lines: those, or records without a type, the per-line engine reports
