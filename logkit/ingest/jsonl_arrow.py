@@ -12,6 +12,7 @@ would, so that a long stream of a killed run is not read line by line for it.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import zlib
 from pathlib import Path
@@ -97,17 +98,30 @@ def _objects_only(chunk: memoryview, ends: np.ndarray) -> bool:
     return bool((data[starts] == ord("{")).all())
 
 
+def _release(*views: memoryview) -> None:
+    """Let go of the views of the reused buffer before it is refilled. A parse error's traceback
+    can keep a view exported until the cyclic garbage collector runs: then it runs, once."""
+    for view in views:
+        try:
+            view.release()
+        except BufferError:
+            gc.collect()
+            view.release()
+
+
 def _table(buf: bytearray, size: int, first_line: int) -> tuple[pa.Table, np.ndarray]:
     """One chunk's raw table with its line numbers, and where its lines end."""
     table = None
-    with memoryview(buf) as whole, whole[:size] as chunk:
+    whole = memoryview(buf)
+    chunk = whole[:size]
+    try:
         ends = _line_ends(chunk)
         try:  # blank lines, bare values, leading spaces are refused: the per-line engine says what they are
             table = parse(chunk, ends=ends)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, OverflowError):
-            # not raised from here: the exception's traceback would keep the chunk's buffer exported,
-            # and the views could not be released (BufferError) nor the buffer reused
-            pass
+            pass  # not raised from here: its traceback would keep the chunk's buffer exported
+    finally:
+        _release(chunk, whole)
     if table is None:
         raise _Refused
     n = table.num_rows
