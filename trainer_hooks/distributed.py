@@ -7,12 +7,15 @@ outside a process group the launcher's environment variables answer.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from logkit.schema.files import SessionFiles
 
 
 @dataclass(frozen=True)
@@ -74,15 +77,45 @@ def create_session_dir(log_dir: Path, now: float | None = None, prefix: str = "t
     raise FileExistsError(f"no free session folder name under {log_dir} for {base}")
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def safe_session_id(sid: str) -> str:
+    """``sid`` as a folder name that stays inside the log folder: characters other than letters,
+    digits, ``.``, ``_`` and ``-`` become ``_`` (so no ``/`` nor ``..`` path), and a name of
+    dots only becomes ``training``.
+
+    >>> safe_session_id("../../etc"), safe_session_id("run 7/a"), safe_session_id("..")
+    ('.._.._etc', 'run_7_a', 'training')
+    """
+    out = _UNSAFE.sub("_", str(sid))[:200]
+    return "training" if not out.strip(".") else out
+
+
+def _unclaimed(log_dir: Path, sid: str, rank: int) -> str:
+    """``sid``, or ``sid_2``, ``sid_3`` ...: the first whose folder has no stream of this rank yet, so
+    that a second run given the same id never appends to the first run's streams. Every rank
+    applies the same rule, so ranks that cannot talk to each other still pick the same folder."""
+    for n in range(1, 10_000):
+        candidate = sid if n == 1 else f"{sid}_{n}"
+        if not (log_dir / candidate / SessionFiles(candidate).rank_jsonl(rank)).exists():
+            return candidate
+    raise FileExistsError(f"no free session folder name under {log_dir} for {sid}")
+
+
 def agree_session_id(log_dir: Path, info: RankInfo, session_id: str | None = None) -> str:
     """Rank 0 picks the id (and creates the folder), then broadcasts it to every rank.
 
     A collective: every rank must call it at the same point, so rank 0 reaches the
     broadcast even when it cannot create the folder (the caller then finds the folder
     unwritable and degrades). Without a process group the id comes from
-    ``LOGKIT_SESSION_ID`` when set, else each process picks its own.
+    ``LOGKIT_SESSION_ID`` when set, else each process picks its own. An id asked for is made a
+    safe folder name and, when another run already wrote under it, gets a suffix
+    (``safe_session_id``, ``_unclaimed``).
     """
     sid = session_id or os.environ.get("LOGKIT_SESSION_ID")
+    if sid is not None:
+        sid = _unclaimed(log_dir, safe_session_id(sid), info.rank)
     if info.rank == 0 and sid is None:
         try:
             sid, _ = create_session_dir(log_dir)

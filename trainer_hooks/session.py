@@ -165,7 +165,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             per_device_batch_size=per_device_batch_size, gradient_accumulation_steps=gradient_accumulation_steps,
             total_batch_size=total_batch_size, max_steps=max_steps, verbosity=self.verbosity,
             settings=asdict(self.settings), config=dict(config or {}), versions=sysinfo.versions(),
-            gpus=sysinfo.gpu_list(),
+            gpus=sysinfo.gpu_list(), **self._requested_id(),
         )
         self._emit(self._start_record)
         # host, model and data facts: free-form beyond the keys every record has (kept whole as meta)
@@ -180,6 +180,16 @@ class SessionLogger(StepLogging, NonFiniteChecks):
                                                           world_size=info.world_size, local_rank=info.local_rank),
                                       max_steps, total_batch_size, self._sampler)
         self._last_step_end = time.perf_counter()
+
+    def _requested_id(self) -> dict:
+        """The id asked for, when this session's differs, said once on rank 0's stderr too."""
+        asked = self.requested_session_id or os.environ.get("LOGKIT_SESSION_ID")
+        if asked is None or asked == self.session_id:
+            return {}
+        if self.is_main:
+            print(f"logkit: session id {asked!r} is not a safe folder name or another run's streams are under it: "
+                  f"this run logs as {self.session_id!r}", file=sys.stderr)
+        return {"requested_session_id": asked}
 
     def _open_files(self) -> None:
         """The writer thread and its files: this rank's stream, and rank 0's text logs."""

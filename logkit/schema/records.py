@@ -219,6 +219,8 @@ SESSION_START = RecordSpec(EventType.SESSION_START, "meta", (
     F("max_steps", type=int), F("verbosity", type=str), F("settings", type=dict), F("config", type=dict),
     F("versions", type=dict, doc="python, torch, accelerate, transformers, cuda, nccl"),
     F("gpus", type=list, doc="[{index, name, uuid, memory_total_mb}]"),
+    F("requested_session_id", type=str, doc="the id the run asked for, where its own differs (not a safe "
+                                            "folder name, or another run's streams are under it)"),
 ), "one per rank, first: who, where, with what")
 
 SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (

@@ -26,6 +26,22 @@ FOLDERS = (
     "seed002_sessions", "verbose_jsonl",
 )
 SECTIONS = ("--compare", "--communication", "--performance", "--diagnose")
+# What sample_logs/ held when the snapshot was taken: the root's snapshot is of these together
+# (fixtures added later, such as the real-world corpus, have tests of their own).
+SNAPSHOT_TOP = ("console", "gpu", "gpu_captures", "legacy_summary", "nccl_tests", "qlora_tiny_cpu", "seed000_text",
+                "seed001_rank_dirs", "seed002_sessions", "verbose_jsonl")
+
+
+def snapshot_root(tmp: Path) -> Path:
+    """A folder named sample_logs holding links to what sample_logs held at the snapshot (session ids
+    are relative to the folder read, so they come out as they did)."""
+    root = tmp / "sample_logs"
+    root.mkdir(parents=True, exist_ok=True)
+    for name in SNAPSHOT_TOP:
+        link = root / name
+        if not link.exists():
+            link.symlink_to(ROOT / SAMPLES / name, target_is_directory=True)
+    return root
 # each gate alone, so that one's exit status never hides another's
 GATES = (("--fail-on", "warning"), ("--fail-on", "error"), ("--fail-under-efficiency", "0.9"),
          ("--fail-under-efficiency", "0.5"))
