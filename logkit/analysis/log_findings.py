@@ -57,82 +57,98 @@ def _int_list(text) -> list[int]:
     return out
 
 
-def event_findings(session) -> list[Finding]:
-    sid = session.meta.get("session_id")
-    ev = session.events
-    out: list[dict] = []
-    if ev.empty:
-        return out
-    kind = ev["kind"].astype("object")
+def _rank(r) -> str:
+    return "?" if pd.isna(r) else str(int(r))
 
-    t = ev[kind == "nccl_timeout"]
-    if len(t):
-        for seq, g in t.groupby(t["seq"].astype("float64").fillna(-1), sort=True):
-            per_rank = ", ".join(
-                f"rank {'?' if pd.isna(r) else int(r)}: {op or '?'}"
-                + (f" ({int(n)} elements)" if pd.notna(n) else "")
-                + (f", ran {e / 1000:.0f} s of a {tm / 1000:.0f} s timeout" if pd.notna(e) and pd.notna(tm) else "")
-                for r, op, n, e, tm in zip(g["rank"], g["op"], g["numel"], g["elapsed_ms"], g["timeout_ms"],
-                                           strict=True))
-            ops = sorted({str(o) for o in g["op"].dropna()})
-            seq_txt = f"#{int(seq)}" if seq >= 0 else "(no sequence number)"
-            detail = f"Watchdog timeout of collective {seq_txt}: {per_rank}."
-            if len(ops) > 1:
-                detail += " The ranks disagree on the operation: a collective mismatch (diverging code paths)."
-            else:
-                detail += (" Ranks missing from the list never reached this collective, or are waiting on "
-                           "another one: look for a crashed or slow rank.")
-            out.append(Finding.make("critical", "nccl_timeout", sid, f"NCCL timeout at collective {seq_txt} on "
+
+def _timeouts(t: pd.DataFrame, sid) -> list[Finding]:
+    out = []
+    for seq, g in t.groupby(t["seq"].astype("float64").fillna(-1), sort=True):
+        per_rank = ", ".join(
+            f"rank {_rank(r)}: {op or '?'}" + (f" ({int(n)} elements)" if pd.notna(n) else "")
+            + (f", ran {e / 1000:.0f} s of a {tm / 1000:.0f} s timeout" if pd.notna(e) and pd.notna(tm) else "")
+            for r, op, n, e, tm in zip(g["rank"], g["op"], g["numel"], g["elapsed_ms"], g["timeout_ms"], strict=True))
+        ops = sorted({str(o) for o in g["op"].dropna()})
+        seq_txt = f"#{int(seq)}" if seq >= 0 else "(no sequence number)"
+        detail = f"Watchdog timeout of collective {seq_txt}: {per_rank}."
+        if len(ops) > 1:
+            detail += " The ranks disagree on the operation: a collective mismatch (diverging code paths)."
+        else:
+            detail += (" Ranks missing from the list never reached this collective, or are waiting on "
+                       "another one: look for a crashed or slow rank.")
+        out.append(Finding.make("critical", "nccl_timeout", sid, f"NCCL timeout at collective {seq_txt} on "
                                 f"{len(g)} rank(s)", detail, g["source"], g["rank"],
                                 seq=None if seq < 0 else int(seq), ops=ops))
+    return out
 
-    m = ev[kind == "collective_mismatch"]
+
+def _mismatches(m: pd.DataFrame, sid) -> list[Finding]:
+    out = []
     for _, row in m.iterrows():
         ranks, ops = _int_list(row.get("ranks")), str(row.get("ops") or "").split(",")
         seq = row.get("seq")
         pairs = ", ".join(f"rank {r}: {o}" for r, o in zip(ranks, ops, strict=False))
         out.append(Finding.make("critical", "collective_mismatch", sid,
-                            f"Collective mismatch at sequence {'?' if pd.isna(seq) else int(seq)}",
-                            f"Ranks called different collectives at the same sequence number ({pairs}); "
-                            "the job hangs until the watchdog fires.", [row["source"]], ranks,
-                            seq=None if pd.isna(seq) else int(seq), ops=[o for o in ops if o]))
+                                f"Collective mismatch at sequence {'?' if pd.isna(seq) else int(seq)}",
+                                f"Ranks called different collectives at the same sequence number ({pairs}); "
+                                "the job hangs until the watchdog fires.", [row["source"]], ranks,
+                                seq=None if pd.isna(seq) else int(seq), ops=[o for o in ops if o]))
+    return out
 
-    o = ev[kind == "cuda_oom"]
-    if len(o):
-        parts = []
-        for r, req, cap, free in zip(o["rank"], o.get("requested_gib"), o.get("capacity_gib"), o.get("free_gib"),
-                                     strict=True):
-            txt = f"rank {'?' if pd.isna(r) else int(r)}"
-            if pd.notna(req):
-                txt += f" asked {req:.2f} GiB"
-            if pd.notna(cap):
-                txt += f" of {cap:.2f} GiB total"
-            if pd.notna(free):
-                txt += f" ({free:.2f} GiB free)"
-            parts.append(txt)
-        out.append(Finding.make("critical", "cuda_oom", sid, f"CUDA out of memory on {len(o)} rank(s)",
-                            "; ".join(parts) + ". Lower the per-device batch, enable gradient checkpointing, "
-                            "or shard optimizer state.", o["source"], o["rank"]))
 
-    c = ev[kind == "child_failed"]
-    if len(c):
-        parts = []
-        for r, code, sig, host in zip(c["rank"], c["exitcode"], c["signal"], c["host"], strict=True):
-            parts.append(f"rank {'?' if pd.isna(r) else int(r)}" + (f" on {host}" if host else "")
-                         + (f" exit code {int(code)}" if pd.notna(code) else "") + (f" ({sig})" if sig else ""))
-        root = c[c["root_cause"] == True] if "root_cause" in c.columns else c.iloc[:0]  # noqa: E712
-        detail = "Failed child processes: " + "; ".join(parts) + "."
-        if len(root):
-            detail += f" Root cause: rank {', '.join(str(int(r)) for r in root['rank'].dropna())}."
-        out.append(Finding.make("error", "child_failed", sid, f"{len(c)} child process(es) failed", detail,
-                            c["source"], c["rank"]))
+def _ooms(o: pd.DataFrame, sid) -> list[Finding]:
+    parts = []
+    for r, req, cap, free in zip(o["rank"], o.get("requested_gib"), o.get("capacity_gib"), o.get("free_gib"),
+                                 strict=True):
+        parts.append(f"rank {_rank(r)}" + (f" asked {req:.2f} GiB" if pd.notna(req) else "")
+                     + (f" of {cap:.2f} GiB total" if pd.notna(cap) else "")
+                     + (f" ({free:.2f} GiB free)" if pd.notna(free) else ""))
+    return [Finding.make("critical", "cuda_oom", sid, f"CUDA out of memory on {len(o)} rank(s)",
+                         "; ".join(parts) + ". Lower the per-device batch, enable gradient checkpointing, "
+                         "or shard optimizer state.", o["source"], o["rank"])]
 
-    w = ev[kind == "nccl_warn"]
-    if len(w):
-        out.append(Finding.make("warning", "nccl_warn", sid, f"{len(w)} NCCL warning(s)",
-                            "NCCL reported warnings (transport or network set-up); the first: "
-                            f"{str(w['message'].iloc[0])[:200]}", w["source"], w["rank"]))
 
+def _children(c: pd.DataFrame, sid) -> list[Finding]:
+    parts = [f"rank {_rank(r)}" + (f" on {host}" if host else "") + (f" exit code {int(code)}" if pd.notna(code) else "")
+             + (f" ({sig})" if sig else "")
+             for r, code, sig, host in zip(c["rank"], c["exitcode"], c["signal"], c["host"], strict=True)]
+    root = c[c["root_cause"] == True] if "root_cause" in c.columns else c.iloc[:0]  # noqa: E712
+    detail = "Failed child processes: " + "; ".join(parts) + "."
+    if len(root):
+        detail += f" Root cause: rank {', '.join(str(int(r)) for r in root['rank'].dropna())}."
+    return [Finding.make("error", "child_failed", sid, f"{len(c)} child process(es) failed", detail, c["source"],
+                         c["rank"])]
+
+
+def _nccl_warnings(w: pd.DataFrame, sid) -> list[Finding]:
+    return [Finding.make("warning", "nccl_warn", sid, f"{len(w)} NCCL warning(s)",
+                         "NCCL reported warnings (transport or network set-up); the first: "
+                         f"{str(w['message'].iloc[0])[:200]}", w["source"], w["rank"])]
+
+
+def _own_errors(own: pd.DataFrame, sid) -> list[Finding]:
+    return [Finding.make("warning", "logger_error", sid, f"{len(own)} problem(s) of the logger itself",
+                         "The logger could not do all it was asked (its errors log): records may be missing "
+                         f"from these logs; the first: {str(own['message'].iloc[0])[:200]}", own["source"],
+                         own["rank"])]
+
+
+# event kind -> its findings, in the order they are listed
+_BY_KIND = (("nccl_timeout", _timeouts), ("collective_mismatch", _mismatches), ("cuda_oom", _ooms),
+            ("child_failed", _children), ("nccl_warn", _nccl_warnings), ("logger_error", _own_errors))
+
+
+def event_findings(session) -> list[Finding]:
+    sid = session.meta.get("session_id")
+    ev = session.events
+    if ev.empty:
+        return []
+    kind = ev["kind"].astype("object")
+    out: list[Finding] = []
+    for name, make in _BY_KIND:
+        rows = ev[kind == name]
+        if len(rows):
+            out += make(rows, sid)
     structured = {f.kind for f in out}
     out.extend(_generic_findings(session, ev[kind.isin(["warning", "error"])], structured))
     out.extend(_emitter_findings(session, ev[kind.isin([EventType.ANOMALY, EventType.RESOURCE_WARNING])]))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 
-from logkit.schema import RANK_JSONL_RE, SUMMARY_JSON_RE
+from logkit.schema.files import ERRORS_LOG_RE, RANK_JSONL_RE, SUMMARY_JSON_RE
 
 _RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
@@ -80,6 +80,7 @@ def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[Sess
     found: dict[str, SessionSource] = {}
     loose: list[SourceFile] = []
     run_docs: list[SourceFile] = []
+    errors: list[tuple[str, SourceFile]] = []
     for name in sorted(names):
         path = folder / name
         if (m := RANK_JSONL_RE.match(name)) is not None:
@@ -99,11 +100,17 @@ def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[Sess
             found.setdefault(m["session_id"], SessionSource(m["session_id"], folder)).extra.append(
                 SourceFile("logkit_text", path))
             continue
+        if (m := ERRORS_LOG_RE.match(name)) is not None:
+            errors.append((m["session_id"], SourceFile("logkit_errors", path)))
+            continue
         fmt = _sniff(path)
         if fmt in ("results_json", "trainer_state") and name in _RUN_DOCS:
             run_docs.append(SourceFile(fmt, path))
         elif fmt is not None and fmt not in ("logkit_jsonl", "logkit_summary"):
             loose.append(SourceFile(fmt, path))
+    for sid, f in errors:  # the logger's own failures belong to a session found by its other files
+        if sid in found:
+            found[sid].extra.append(f)
     if run_docs:
         # a run folder: sessions/NAME/{single_gpu,multi_gpu}/ -> "NAME/single_gpu"
         sid = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name

@@ -28,7 +28,7 @@ __all__ = [
     "LineKind", "Value", "LINE_KINDS", "MESSAGE_KINDS", "PREFIX_KINDS", "BLOCK_KINDS", "parse_message",
     "MAIN_LINE", "PROCESS_LINE", "STEP_LINE", "METRICS_LINE", "BULLET_LINE", "HEADER_FIELD", "MULTIGPU_STEP",
     "COMMUNICATION", "PERFORMANCE", "GPU_UTIL_LOW", "SLOW_STEP", "SECTION_LINE", "NAN_RULE", "NAN_TITLE",
-    "NAN_MORE", "NAN_DUMP",
+    "NAN_MORE", "NAN_DUMP", "ERRORS_LINE",
 ]
 
 _FLOAT = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|NaN|Inf|infinity)"
@@ -285,6 +285,17 @@ NAN_DUMP = _kind(
     "  Debug tensors saved: logs/s/nan_dumps/step_21_rank1.safetensors (safetensors)",
 )
 
+# errors.log: the logger's own failures (never raised into training), one per line
+ERRORS_LINE = _kind(
+    "errors_line",
+    ["errors"],
+    "{timestamp} | {level} | {message}",
+    r"^(?P<timestamp>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:\d{2}|Z)?) \| (?P<level>[A-Z]+) \| "
+    r"(?P<message>.*)$",
+    {"timestamp": Value(str), "level": Value(str), "message": Value(str)},
+    "2026-11-22T01:55:42.123456+00:00 | ERROR | cannot write logs/s/s_rank0.jsonl: OSError(28, 'No space left')",
+)
+
 # Kinds that wrap a message (the prefix of every line of a file).
 PREFIX_KINDS: tuple[LineKind, ...] = (MAIN_LINE, PROCESS_LINE)
 # Kinds a message (or an unprefixed main.log line) can be, most specific first.
@@ -304,7 +315,7 @@ MESSAGE_KINDS: tuple[LineKind, ...] = (
 )
 # Kinds of main.log lines that stand alone (no prefix), read before the message kinds.
 BLOCK_KINDS: tuple[LineKind, ...] = (NAN_RULE, SECTION_LINE)
-LINE_KINDS: dict[str, LineKind] = {k.name: k for k in (*PREFIX_KINDS, *MESSAGE_KINDS, *BLOCK_KINDS)}
+LINE_KINDS: dict[str, LineKind] = {k.name: k for k in (*PREFIX_KINDS, *MESSAGE_KINDS, *BLOCK_KINDS, ERRORS_LINE)}
 
 
 def parse_message(message: str) -> tuple[str, dict[str, object]] | None:

@@ -14,6 +14,7 @@ from logkit.ingest.readers.base import ReadResult
 from logkit.ingest.readers.console import read_console
 from logkit.ingest.readers.gpustat import read_gpustat
 from logkit.ingest.readers.json_docs import read_legacy_summary, read_results_json, read_trainer_state
+from logkit.ingest.readers.logkit_errors import read_logkit_errors
 from logkit.ingest.readers.logkit_text import read_logkit_text
 from logkit.ingest.readers.nccl_tests import read_nccl_tests
 from logkit.ingest.readers.nvidia_smi import read_nvidia_smi_csv, read_nvidia_smi_dmon
@@ -24,6 +25,7 @@ __all__ = ["READERS", "ReadResult", "sniff", "read_file"]
 
 READERS: dict[str, Callable[..., ReadResult]] = {
     "logkit_text": read_logkit_text,
+    "logkit_errors": read_logkit_errors,
     "verbose_jsonl": read_verbose_jsonl,
     "console": read_console,
     "nccl_tests": read_nccl_tests,

@@ -71,3 +71,27 @@ def test_a_summary_with_objects_where_lists_belong(tmp_path):
                            "--communication", "--performance"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["sessions"][0]["session_id"] == "x"
+
+
+def test_the_loggers_own_errors_reach_the_diagnosis(tmp_path):
+    from logkit.analysis import analyze
+
+    folder = _stream(tmp_path / "x", [_line(step=1), _line(step=2)])
+    lines = ["2026-01-01T00:00:05.000000+00:00 | ERROR | cannot write x_rank0.jsonl: OSError(28, 'No space left')",
+             "not a line of the errors log",
+             "2026-01-01T00:00:09.500000+00:00 | WARNING | x_rank0.jsonl was removed while in use: recreated"]
+    (folder / "x_errors.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    s = load_session(folder)
+    own = s.events[s.events["kind"] == "logger_error"]
+    assert own["source"].tolist() == ["x_errors.log:1", "x_errors.log:3"]
+    assert own["level"].tolist() == ["ERROR", "WARNING"] and "No space left" in own["message"].iloc[0]
+    assert s.diagnostics[["line", "reason"]].values.tolist() == [[2, "line matches no known grammar"]]
+    (finding,) = [f for f in analyze([s]).findings if f.kind == "logger_error"]
+    assert finding.severity.value == "warning" and finding.evidence == ("x_errors.log:1", "x_errors.log:3")
+
+
+def test_an_errors_log_alone_is_no_session(tmp_path):
+    from logkit.ingest import load_sessions
+
+    (tmp_path / "y_errors.log").write_text("2026-01-01T00:00:05+00:00 | ERROR | x\n", encoding="utf-8")
+    assert load_sessions(tmp_path) == []

@@ -44,6 +44,11 @@ STRATEGIES = {
     "nan_rule": {"rule": st.integers(20, 120).map(lambda n: "=" * n)},
     "nan_title": {"kind": st.sampled_from(["nan_loss", "nan_grad", "inf_loss"])},
     "nan_dump": {"path": st.text(alphabet=string.ascii_letters + string.digits + "/_.-", min_size=1, max_size=40)},
+    "errors_line": {
+        "timestamp": st.datetimes(min_value=datetime(1970, 1, 2)).map(lambda d: d.isoformat() + "+00:00"),
+        "level": _LEVEL,
+        "message": _LINE_TEXT,
+    },
 }
 
 

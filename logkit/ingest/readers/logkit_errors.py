@@ -1,0 +1,36 @@
+"""Our ``<sid>_errors.log``: the logger's own failures (a full disk, a file removed underneath, a
+record that could not be built), which it never raised into training. Each line becomes a
+``logger_error`` event, so that ``--diagnose`` says the logs themselves may be incomplete."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
+from logkit.schema.lines import ERRORS_LINE
+
+LOGGER_ERROR = "logger_error"
+
+
+def _time(stamp: str) -> float | None:
+    try:
+        return epoch(datetime.fromisoformat(stamp.replace("Z", "+00:00")))
+    except ValueError:
+        return None
+
+
+def read_logkit_errors(path: Path, rank: int | None = None) -> ReadResult:
+    read = Read(Path(path), "logkit_errors")
+    for number, line in enumerate(text_lines(read_bytes(read.path, read), read), start=1):
+        if not line.strip():
+            continue
+        read.lines += 1
+        v = ERRORS_LINE.parse(line)
+        if v is None:
+            read.unmatched(number, line)
+            continue
+        read.used += 1
+        read.event(LOGGER_ERROR, number, time_s=_time(v["timestamp"]), rank=rank, level=v["level"],
+                   message=v["message"])
+    return read.result()
