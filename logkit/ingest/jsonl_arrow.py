@@ -36,6 +36,7 @@ from logkit.ingest.mapping import (
     map_records,
     raw_records,
 )
+from logkit.ingest.record_checks import StreamChecks
 from logkit.schema.records import GPU_SNAPSHOT
 
 # Lines are parsed this many bytes at a time (in blocks of BLOCK_BYTES, on all cores): the
@@ -146,15 +147,16 @@ def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first_line
 
 def _read(path: Path, file_rank: int, add, chunk_bytes: int) -> Stream:
     stream = Stream([], None)
+    checks = StreamChecks(file_rank)
     first_line = 1
     for buf, size, torn in whole_lines(path, chunk_bytes):
         if torn:
             if first_line == 1:
                 raise _Refused  # no whole line: the per-line engine says what the stream holds
-            _tail(stream, bytes(buf[:size]), first_line, path, file_rank, add)
+            _tail(stream, bytes(buf[:size]), first_line, path, checks, add)
             break
         table, ends = _table(buf, size, first_line)
-        _add(stream, table, path, file_rank, add)
+        _add(stream, table, path, checks, add)
         stream.records += _whole_records(table, buf, ends, first_line)
         first_line += table.num_rows
         del table
@@ -164,16 +166,16 @@ def _read(path: Path, file_rank: int, add, chunk_bytes: int) -> Stream:
     return stream
 
 
-def _add(stream: Stream, table: pa.Table, path: Path, file_rank: int, add) -> None:
+def _add(stream: Stream, table: pa.Table, path: Path, checks: StreamChecks, add) -> None:
     """A raw table's frame tables, and its latest time."""
-    for name, part in map_records(table, path.name, file_rank).items():
+    for name, part in map_records(table, path.name, checks.file_rank, checks).items():
         add(name, part)
     last = pc.max(table.column(TIME.raw[0])).as_py()
     if last is not None and (stream.last_time is None or last > stream.last_time):
         stream.last_time = last
 
 
-def _tail(stream: Stream, raw: bytes, line: int, path: Path, file_rank: int, add) -> None:
+def _tail(stream: Stream, raw: bytes, line: int, path: Path, checks: StreamChecks, add) -> None:
     """The unterminated last line of a stream a writer was cut off in (a killed run), read as
     the per-line engine reads it: a diagnostic, or a record when it is whole all the same."""
     raw = raw.rstrip(b"\r\n")
@@ -183,7 +185,8 @@ def _tail(stream: Stream, raw: bytes, line: int, path: Path, file_rank: int, add
     if note is not None:
         stream.diagnostics.append(diagnostic(str(path), line, note, text))
     if record is not None:
-        _add(stream, raw_records([record], [line]), path, file_rank, add)
+        checks.repair([(line, record)])
+        _add(stream, raw_records([record], [line]), path, checks, add)
         stream.records += [(line, record)] if TYPE.get(record) in WHOLE_TYPES else []
 
 

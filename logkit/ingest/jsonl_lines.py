@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from logkit.ingest.assemble import diagnostic
 from logkit.ingest.chunks import open_stream
 from logkit.ingest.mapping import TIME, TYPE, WHOLE_TYPES, evals_from, map_records, raw_records
+from logkit.ingest.record_checks import StreamChecks
 
 
 @dataclass
@@ -104,14 +105,16 @@ def read_jsonl(path: str | Path) -> StreamRead:
 def read_stream(path: Path, file_rank: int, add, records: list[tuple[int, dict]] | None = None,
                 label: str | None = None) -> Stream:
     """Read one stream line by line: its frame tables go to ``add(frame, table)``.
-    ``records``: the stream's records already read (a reader that adjusts them first);
-    ``label``: how its lines are cited (the file's name)."""
+    ``records``: the stream's records already read (a reader that adjusts them first: they are
+    not checked for records of other ranks and sessions); ``label``: how its lines are cited."""
     read = None
+    checks = StreamChecks(file_rank, own_stream=records is None)
     if records is None:
         read = read_jsonl(path)
         records = read.records
+    checks.repair(records)
     raw = raw_records([r for _, r in records], [n for n, _ in records])
-    for name, table in map_records(raw, label or path.name, file_rank).items():
+    for name, table in map_records(raw, label or path.name, file_rank, checks).items():
         add(name, table)
     add("evals", evals_from(records, file_rank))
     whole = [(n, r) for i, (n, r) in enumerate(records) if i == 0 or TYPE.get(r) in WHOLE_TYPES]

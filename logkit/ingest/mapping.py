@@ -23,7 +23,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from logkit.schema.frames import FRAMES
-from logkit.schema.records import EVALUATION, EVENT, FRAME_SPECS, RECORD_SPECS, RecordField, RecordSpec
+from logkit.schema.records import (
+    EVALUATION,
+    EVENT,
+    FRAME_SPECS,
+    RECORD_SPECS,
+    SESSION_ID,
+    RecordField,
+    RecordSpec,
+)
 from logkit.schema.values import as_float, as_int, as_text
 
 # The keys every record is routed and placed by, as the specs name them.
@@ -65,9 +73,9 @@ def raw_schema(fields: list[RecordField], items: dict[str, list[RecordField]] | 
     return pa.schema(_fields(tree))
 
 
-# The union of the routed specs' frame fields: only the keys the frames use (pyarrow skips the
-# rest: config{}, versions{}, resource_usage{} ...).
-RAW_SCHEMA = raw_schema([f for spec in _ROUTED for f in spec.frame_fields],
+# The union of the routed specs' frame fields and the session id (the stream's records are
+# checked against it): only the keys used (pyarrow skips the rest: config{}, versions{} ...).
+RAW_SCHEMA = raw_schema([*(f for spec in _ROUTED for f in spec.frame_fields), SESSION_ID],
                         {s.items_key: list(s.items.frame_fields) for s in _ROUTED if s.items is not None})
 
 
@@ -192,34 +200,47 @@ def nonfinite_event(row: dict) -> dict | None:
             "message": ", ".join(f"{k} logged as {v}" for k, v in bad)}
 
 
-def _with_nonfinite(events: pa.Table, steps: pa.Table, lines, source: str) -> pa.Table:
-    """``events`` with the events of NaN/Inf losses and grad norms among them, in file order."""
+def _nonfinite(steps: pa.Table, lines, source: str) -> list[dict]:
+    """The events of NaN/Inf losses and grad norms among ``steps``."""
     bad = None
     for name in NONFINITE:
         is_bad = pc.fill_null(pc.invert(pc.is_finite(steps.column(name))), False)
         bad = is_bad if bad is None else pc.or_(bad, is_bad)
     if bad is None or not pc.any(bad).as_py():
-        return events
+        return []
     rows = steps.append_column(LINE, lines).filter(bad).to_pylist()
-    found = [{**nonfinite_event(r), SOURCE: f"{source}:{r[LINE]}", LINE: r[LINE]} for r in rows]
+    return [{**nonfinite_event(r), SOURCE: f"{source}:{r[LINE]}", LINE: r[LINE]} for r in rows]
+
+
+def _merged(events: pa.Table, found: list[dict]) -> pa.Table:
+    """``events`` with the event rows ``found`` among them, in file order."""
+    if not found:
+        return events
     both = pa.concat_tables([events, pa.Table.from_pylist(found, schema=events.schema)])
     return both.take(pc.sort_indices(both.column(LINE)))
 
 
-def map_records(raw: pa.Table, source: str, file_rank: int) -> dict[str, pa.Table]:
+def map_records(raw: pa.Table, source: str, file_rank: int, checks=None) -> dict[str, pa.Table]:
     """The frame tables (steps, comm, perf, gpu, events) of a raw table of one stream's records
     (``source``: how its lines are cited, the file's name; ``file_rank``: the rank of records
-    that name none)."""
+    that name none). ``checks``: the stream's ``record_checks.StreamChecks`` (a rank's own
+    stream); what they set aside or repair becomes events."""
     if raw.column(RANK.raw[0]).null_count:
         i = raw.schema.get_field_index(RANK.raw[0])
         raw = raw.set_column(i, RANK.raw[0], pc.fill_null(raw.column(i), file_rank))
+    if checks is not None:
+        raw = checks.rows(raw)
     prefix = pa.scalar(f"{source}:")
     kind = raw.column(TYPE.raw[0])
     rows = {frame: raw.select(_NEEDS[frame]).filter(pc.equal(kind, spec.type))
             for frame, spec in FRAME_SPECS.items()}
     out = {frame: _project(frame, part, prefix) for frame, part in rows.items()}
+    step_lines = rows["steps"].column(LINE)
+    if checks is not None:
+        out["steps"] = checks.values(out["steps"], step_lines)
     events = _project("events", raw.select(_NEEDS["events"]).filter(pc.invert(pc.is_in(kind, _OWN_FRAME))), prefix)
-    out["events"] = _with_nonfinite(events, out["steps"], rows["steps"].column(LINE), source).drop_columns([LINE])
+    found = _nonfinite(out["steps"], step_lines, source) + (checks.events(source) if checks is not None else [])
+    out["events"] = _merged(events, found).drop_columns([LINE])
     return out
 
 

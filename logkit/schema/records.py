@@ -27,7 +27,7 @@ from logkit.schema.values import as_float, as_int, as_text
 
 __all__ = [
     "SCHEMA_VERSION", "EventType", "EVENT_TYPES", "REQUIRED_KEYS", "Mode", "Status", "RecordField", "F",
-    "RecordSpec", "COMMON", "SESSION_START", "SESSION_END", "SYSTEM_INFO", "MODEL_INFO", "DATASET_INFO",
+    "RecordSpec", "COMMON", "SESSION_ID", "SESSION_START", "SESSION_END", "SYSTEM_INFO", "MODEL_INFO", "DATASET_INFO",
     "TRAINING_STEP", "COMMUNICATION", "PERFORMANCE", "GPU_SNAPSHOT", "GPU_DEVICE", "EVALUATION", "ANOMALY",
     "RESOURCE_WARNING", "NAN_DETECTED", "CHECKPOINT_SAVED", "EPOCH_COMPLETE", "ERROR", "BATCH_COMPLETE",
     "TRAINER_LOG", "EVENT", "RECORD_SPECS", "FRAME_SPECS", "UNITS",
@@ -203,6 +203,7 @@ COMMON: tuple[RecordField, ...] = (
     F("step", type=int, doc="optimizer step, where a step applies"),
 )
 REQUIRED_KEYS: tuple[str, ...] = tuple(f.raw[0] for f in COMMON if f.name != "step")
+SESSION_ID: RecordField = next(f for f in COMMON if f.name == "session_id")
 
 # ---------------------------------------------------------------------------------------
 # Event types

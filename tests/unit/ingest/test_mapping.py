@@ -19,13 +19,16 @@ from logkit.schema.frames import FRAMES
 from logkit.schema.records import EVENT, FRAME_SPECS, RecordSpec
 
 EVENT_TYPE = "custom_event"  # no frame of its own: an events row
+RANK = 7  # the stream's rank: every record of a rank's stream names it (others' are left out)
 
 
 def _values(spec: RecordSpec, start: int) -> dict:
-    """A distinct value for every frame field of ``spec``."""
+    """A distinct value for every frame field of ``spec`` (the stream's rank for ``rank``)."""
     out = {}
     for i, f in enumerate(spec.frame_fields, start=start):
         out[f.name] = {float: 0.25 + i, int: 100 + i, str: f"text{i}"}[f.type]
+    if "rank" in out:
+        out["rank"] = RANK
     return out
 
 
@@ -63,13 +66,13 @@ def _check(frames: dict, want: dict[str, dict]) -> None:
 @pytest.mark.parametrize("engine", ["fast", "per-line"])
 def test_every_frame_field_lands_in_its_column(tmp_path, engine):
     records, want = _records()
-    path = tmp_path / "s_rank0.jsonl"
+    path = tmp_path / f"s_rank{RANK}.jsonl"
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     frames = Frames()
     if engine == "fast":
-        assert jsonl_arrow.read_stream(path, 0, frames) is not None
+        assert jsonl_arrow.read_stream(path, RANK, frames) is not None
     else:
-        assert not jsonl_lines.read_stream(path, 0, frames.add).diagnostics
+        assert not jsonl_lines.read_stream(path, RANK, frames.add).diagnostics
     _check(frames.result(), want)
 
 
@@ -89,13 +92,13 @@ def test_every_frame_column_of_our_records_is_in_the_raw_schema_with_its_type():
 
 def test_a_torn_last_line_is_read_as_the_per_line_engine_reads_it(tmp_path):
     records, _ = _records()
-    path = tmp_path / "s_rank0.jsonl"
+    path = tmp_path / f"s_rank{RANK}.jsonl"
     whole = b"".join(orjson.dumps(r) + b"\n" for r in records)
     for tail in (b'{"type": "training_ste', orjson.dumps(records[0]), b"  "):
         path.write_bytes(whole + tail)
         fast, lines = Frames(), Frames()
-        read = jsonl_arrow.read_stream(path, 0, fast)
-        by_line = jsonl_lines.read_stream(path, 0, lines.add)
+        read = jsonl_arrow.read_stream(path, RANK, fast)
+        by_line = jsonl_lines.read_stream(path, RANK, lines.add)
         assert read is not None and read.diagnostics == by_line.diagnostics and read.last_time == by_line.last_time
         for name, frame in fast.result().items():
             pd.testing.assert_frame_equal(frame, lines.result()[name], obj=name)
