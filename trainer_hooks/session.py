@@ -49,7 +49,7 @@ from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
 from trainer_hooks.settings import LogSettings, resolve_settings
 from trainer_hooks.steps import StepLogging
-from trainer_hooks.summary import GpuStats, build_summary, summary_text
+from trainer_hooks.summary import GpuStats, build_summary, summary_text, write_whole
 from trainer_hooks.textlog import TextRenderer
 from trainer_hooks.writer import RecordWriter
 
@@ -380,7 +380,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         comm_stats = self._builder.comm_stats if self._builder is not None else {}
         summary = build_summary(self._start_record, end, self._step_time_sum, comm_stats, self._gpu_stats)
         try:
-            (self.folder / files.summary_json).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-            (self.folder / files.summary_txt).write_text(summary_text(summary), encoding="utf-8")
+            write_whole(self.folder / files.summary_json, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+            write_whole(self.folder / files.summary_txt, summary_text(summary).encode("utf-8"))
         except OSError as exc:
             print(f"logkit: cannot write the summary of {self.session_id}: {exc}", file=sys.stderr)

@@ -7,6 +7,8 @@ through their specs, so a key renamed in the schema is renamed here too.
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 from logkit.schema.files import SUMMARY
 from logkit.schema.records import GPU_DEVICE, SESSION_END, SESSION_START
@@ -131,3 +133,19 @@ def summary_text(s: dict) -> str:
                          f"busbw {_fmt(c.get('avg_busbw_mb_s'), '.2f', 'MB/s')}, "
                          f"{_fmt((c.get('share_of_training_time') or 0) * 100, '.1f', '%')} of training time")
     return "\n".join(lines) + "\n"
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """``data`` as the file ``path``, whole or not at all: written beside it, then renamed over
+    it. A full disk leaves no empty or cut summary.json (a reader would take it for the run's
+    account); raises the ``OSError`` after removing what it wrote."""
+    part = path.with_name(f".{path.name}.part")
+    try:
+        with open(part, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(part, path)
+    except OSError:
+        part.unlink(missing_ok=True)
+        raise
