@@ -147,6 +147,6 @@ def read_session(folder: str | Path) -> Session:
     return Session(meta=found["meta"], **{name: found[name] for name in FRAMES if name in found})
 
 
-def export_session(session: Session, fmt: str, out_dir: str | Path) -> Path:
-    """Write one session under ``out_dir/<session folder>`` (``safe_name`` of its id); returns that folder."""
-    return write_session(session, Path(out_dir) / safe_name(session.session_id), fmt)
+def export_session(session: Session, fmt: str, out_dir: str | Path, name: str | None = None) -> Path:
+    """Write one session under ``out_dir/<name>`` (by default ``safe_name`` of its id); returns that folder."""
+    return write_session(session, Path(out_dir) / (name or safe_name(session.session_id)), fmt)

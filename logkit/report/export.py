@@ -7,7 +7,8 @@ and reads them back), and TensorBoard scalars.
 
 Layout: ``DIR/<session folder>/`` as ``logkit.ingest.store`` lays a session out (a file per
 frame, ``meta.json`` with the session's meta and the frames' dtypes); the session folder is
-the session id with every character outside ``[A-Za-z0-9._-]`` made ``_``. TensorBoard
+the session id with every character outside ``[A-Za-z0-9._-]`` made ``_`` (and ``_2``, ``_3``
+... where two sessions of one export would share a folder). TensorBoard
 scalars go to ``DIR/tensorboard/<session folder>/`` when the ``tensorboard`` package is
 importable.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from logkit.ingest.store import FORMATS, FRAMES, export_session, read_export, safe_name
 
 __all__ = ["FRAMES", "FORMATS", "export_sessions", "export_session", "read_export", "export_tensorboard",
-           "safe_name", "tensorboard_available", "TB_MAX_POINTS"]
+           "folder_names", "safe_name", "tensorboard_available", "TB_MAX_POINTS"]
 
 TB_MAX_POINTS = 10_000  # per scalar series: longer series are thinned to every k-th step
 
@@ -63,20 +64,38 @@ def _writer(logdir: Path):
     return _Writer(logdir)
 
 
-def export_tensorboard(sessions, out_dir) -> list[str]:
+def folder_names(sessions) -> list[str]:
+    """Each session's export folder name: ``safe_name`` of its id, made unique among ``sessions``
+    (``_2``, ``_3`` ... in their order, compared without case, as macOS and Windows compare
+    names): two sessions whose ids differ only in characters a folder name cannot hold ("v1/run"
+    and "v1_run"), or one id in two folders, never write into one folder."""
+    taken, out = set(), []
+    for s in sessions:
+        base = name = safe_name(s.session_id)
+        n = 1
+        while name.casefold() in taken:
+            n += 1
+            name = f"{base}_{n}"
+        taken.add(name.casefold())
+        out.append(name)
+    return out
+
+
+def export_tensorboard(sessions, out_dir, names: list[str] | None = None) -> list[str]:
     """TensorBoard scalars (loss, learning rate, samples/s, step time; step time per rank) of
-    each session under ``out_dir/tensorboard/<session folder>``. Returns notes for the user
-    (one saying it was skipped when no TensorBoard writer is importable)."""
+    each session under ``out_dir/tensorboard/<session folder>`` (``names``: the folders, by
+    default ``folder_names``). Returns notes for the user (one saying it was skipped when no
+    TensorBoard writer is importable)."""
     kind = tensorboard_available()
     if kind is None:
         return ["TensorBoard scalars skipped: the tensorboard package is not installed "
                 "(pip install tensorboard)"]
     notes = []
-    for s in sessions:
+    for s, name in zip(sessions, names or folder_names(sessions), strict=True):
         steps = s.steps
         if steps.empty:
             continue
-        logdir = Path(out_dir) / "tensorboard" / safe_name(s.session_id)
+        logdir = Path(out_dir) / "tensorboard" / name
         writer = _writer(logdir)
         try:
             main = steps[steps["rank"] == steps["rank"].min()] if steps["rank"].notna().any() else steps
@@ -103,12 +122,12 @@ def export_tensorboard(sessions, out_dir) -> list[str]:
 
 
 def export_sessions(sessions, fmt: str, out_dir, tensorboard: bool = True) -> tuple[list[Path], list[str]]:
-    """Export every session; returns (session folders written, notes for the user)."""
-    folders = [export_session(s, fmt, out_dir) for s in sessions]
-    names = [f.name for f in folders]
-    notes = []
-    if len(set(names)) < len(names):
-        notes.append("two sessions map to the same export folder; the later one overwrote the earlier")
+    """Export every session, each to a folder of its own (``folder_names``); returns (session
+    folders written, notes for the user)."""
+    names = folder_names(sessions)
+    folders = [export_session(s, fmt, out_dir, name) for s, name in zip(sessions, names, strict=True)]
+    notes = [f"{s.session_id} exported as {name} ({safe_name(s.session_id)} was taken by another session)"
+             for s, name in zip(sessions, names, strict=True) if name != safe_name(s.session_id)]
     if tensorboard:
-        notes += export_tensorboard(sessions, out_dir)
+        notes += export_tensorboard(sessions, out_dir, names)
     return folders, notes

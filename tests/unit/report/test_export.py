@@ -139,3 +139,31 @@ def test_tensorboard_train_scalars_are_the_lowest_ranks(tmp_path):
     for tag in want[1]:
         got = {e.step: e.value for e in acc.Scalars(tag)}
         assert got == {step: pytest.approx(w[tag], rel=1e-6) for step, w in want.items()}, tag
+
+
+def test_sessions_sharing_a_folder_name_never_collide(tmp_path):
+    """Ids that differ only in characters a folder cannot hold, or only in case, get folders of
+    their own; each folder reads back its own session's steps."""
+    from tests.support.synth import write_session
+
+    ids = ["v1/run", "v1_run", "V1_RUN"]
+    roots = [tmp_path / "logs" / str(i) for i in range(len(ids))]
+    sessions = []
+    for i, (sid, root) in enumerate(zip(ids, roots, strict=True)):
+        write_session(root, "run", step_times=[0.5 + i / 10] * (3 + i))
+        (s,) = load_sessions(root)
+        s.meta["session_id"] = sid
+        sessions.append(s)
+    folders, notes = export_sessions(sessions, "parquet", tmp_path / "out", tensorboard=False)
+    assert [f.name for f in folders] == ["v1_run", "v1_run_2", "V1_RUN_3"]
+    assert len({f.name.casefold() for f in folders}) == 3
+    for i, folder in enumerate(folders):
+        back = read_export(folder)
+        assert back["session_id"] == ids[i]
+        assert back["steps"]["step_time_s"].tolist() == [0.5 + i / 10] * (3 + i)
+    assert notes == ["v1_run exported as v1_run_2 (v1_run was taken by another session)",
+                     "V1_RUN exported as V1_RUN_3 (V1_RUN was taken by another session)"]
+    if tensorboard_available():
+        export_tensorboard(sessions, tmp_path / "out")
+        assert sorted(p.name for p in (tmp_path / "out" / "tensorboard").iterdir()) == ["V1_RUN_3", "v1_run",
+                                                                                         "v1_run_2"]
