@@ -102,3 +102,93 @@ def test_the_bootstrap_resamples_whole_blocks_and_is_reproducible():
     assert bootstrap_throughput(SteadyState()) is None
     two = bootstrap_throughput(SteadyState(batch=np.array([8.0, 8.0]), time=np.array([1.0, 2.0])), n_boot=50)
     assert set(np.round(two, 9)) <= {8.0, 4.0, round(16 / 3, 9)}
+
+
+# The warm-up rule's edges, each where the definition says which side wins; every expected count
+# is the oracle's too.
+
+
+def test_warmup_needs_four_steps():
+    assert warmup_count(np.array([3.0, 1.0, 1.0])) == 0 == warmup_oracle([3.0, 1.0, 1.0])
+    assert warmup_count(np.array([3.0, 1.0, 1.0, 1.0])) == 1 == warmup_oracle([3.0, 1.0, 1.0, 1.0])
+
+
+def test_a_step_exactly_at_the_tolerance_is_steady():
+    ref = 2.0
+    edge = ref + 0.05 * ref  # "within" the tolerance: at it counts
+    times = [edge] + [ref] * 49  # w = 1: the step alone decides
+    assert warmup_count(np.array(times)) == 0 == warmup_oracle(times)
+    assert warmup_count(np.array([np.nextafter(edge, 3.0)] + [ref] * 49)) == 1
+
+
+def test_the_robust_tolerance_is_three_scaled_mads():
+    # the second half alternates 0.98 / 1.02 (25 of each): median 1.0, MAD 0.02, so the tolerance
+    # is 3 x 1.4826 x 0.02 = 0.089 (above 5%): 1.10 s is warm-up, 1.08 s is steady
+    steady = [0.98, 1.02] * 49 + [0.98]
+    assert warmup_count(np.array([1.10] + steady)) == 1 == warmup_oracle([1.10] + steady)
+    assert warmup_count(np.array([1.08] + steady)) == 0 == warmup_oracle([1.08] + steady)
+
+
+def test_the_window_grows_with_the_run():
+    # one steady-looking step between slow ones: steady for a window of 1 (n < 100), not for a
+    # window of 2 (n = 100: the median of 1.0 and 2.0 is 1.5)
+    short = [2.0, 1.0, 2.0] + [1.0] * 97
+    assert len(short) == 100 and warmup_count(np.array(short)) == 3 == warmup_oracle(short)
+    assert warmup_count(np.array(short[:99])) == 1 == warmup_oracle(short[:99])
+    # the window stops at 10 steps (n >= 550): a window of 10 with five slow steps has median 1.5,
+    # one of 11 would end on a fast step and pass
+    long = [2.0] + [1.0] * 5 + [2.0] * 5 + [1.0] * 589
+    assert warmup_count(np.array(long)) == 11 == warmup_oracle(long)
+
+
+def test_the_reference_is_the_second_half_not_the_last_two_thirds():
+    # slow steps (2.0 s) in the third sixth of the run would raise a reference taken from the last
+    # two thirds to 1.03 s, and its tolerance with it, making the 1.1 s start steady
+    second_half = [1.0, 1.03] * 29 + [1.0, 1.0]
+    times = [1.1] * 10 + [1.0] * 30 + [2.0] * 20 + second_half
+    assert len(times) == 120 and warmup_count(np.array(times)) == 10 == warmup_oracle(times)
+
+
+def test_warmup_is_at_most_half_the_run_even_when_nothing_settles_in_it():
+    # nothing in the first half is steady: the count is n // 2 (50 of 101), an integer
+    times = [2.0] * 61 + [1.0] * 40
+    k = warmup_count(np.array(times))
+    assert k == 50 == warmup_oracle(times) and isinstance(k, int)
+    # the first steady step at the middle itself is found
+    times = [2.0] * 49 + [1.0] * 51
+    assert warmup_count(np.array(times)) == 49 == warmup_oracle(times)
+
+
+def test_a_step_of_zero_seconds_has_no_derived_rate():
+    s = session("t", steps=step_rows([0.0, 0.5], batch=8))
+    rates = step_throughput(s.steps)
+    assert np.isnan(rates.iloc[0]) and rates.iloc[1] == 16.0
+
+
+def test_an_unknown_batch_in_any_column_type_gives_no_throughput():
+    import pandas as pd
+
+    for batch in ([8, None], [8, pd.NA], pd.Series([8, pd.NA], dtype=object), pd.Series([8, None], dtype="Int64")):
+        assert throughput(batch, [1.0, 1.0]) is None
+    assert throughput(pd.Series([8, 16], dtype="Int64"), np.array([1.0, 3.0])) == 6.0
+
+
+def test_steady_state_of_four_steps_and_its_counts():
+    from logkit.analysis.throughput import steady_state
+
+    st = steady_state(session("t", steps=step_rows([3.0, 1.0, 1.0, 1.0], batch=8)))
+    assert (st.warmup_steps, st.steady_steps) == (1, 3)
+    assert st.samples_per_second == 24 / 3.0 and st.steps_per_second == 3 / 3.0
+    assert steady_state(session("t", steps=step_rows([3.0, 1.0, 1.0], batch=8))).steady_steps == 0
+
+
+def test_steady_state_without_a_logged_batch():
+    from logkit.analysis.throughput import steady_state
+
+    rows = step_rows([3.0, 0.5, 0.5, 0.5, 0.5], batch=None)
+    st = steady_state(session("t", steps=rows))  # no batch anywhere: a step rate, no samples/s
+    assert (st.warmup_steps, st.steady_steps, st.samples_per_second) == (1, 4, None)
+    assert st.steps_per_second == 4 / 2.0 and st.batch is None
+    st = steady_state(session("t", steps=rows), default_batch=16)  # the run's batch fills in
+    assert (st.warmup_steps, st.steady_steps) == (1, 4)
+    assert st.samples_per_second == 16 * 4 / 2.0 and list(st.batch) == [16.0] * 4
