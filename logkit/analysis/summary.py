@@ -11,8 +11,11 @@ Definitions (``definitions.SCALING``):
   run's total, as above).
 - ``final_loss``: the last logged loss (by step), or the run's final loss when the step lines
   are sampled or no loss was logged.
-- ``total_batch_size``: the most common logged global batch; else the run's; else derived as
-  samples/s / steps/s when both are known (``total_batch_size_from`` says so).
+- ``total_batch_size``: the most common logged global batch (step lines); else the run's; else
+  the most common of the performance lines (``Performance | ... | Total batch size: N``);
+  else derived as samples/s / steps/s when both are known (``total_batch_size_from`` says so).
+  A step row without a batch size counts the session's; without that either, the batch its
+  own samples/s and step time imply (a text log's ``Metrics: step_duration, samples_per_second``).
 """
 
 from __future__ import annotations
@@ -93,8 +96,24 @@ def _derive_batch(samples_per_second, steps_per_second) -> int | None:
 def _from_rows(timed: pd.DataFrame, batch: int | None) -> dict:
     b = timed["total_batch_size"].astype("Float64")
     b = b.fillna(batch) if batch is not None else b
+    b = b.fillna(timed["samples_per_s"].astype("Float64") * timed["step_time_s"].astype("Float64"))
     return {"steps_per_second": per_second(len(timed), float(timed["step_time_s"].sum())),
             "samples_per_second": throughput(b, timed["step_time_s"].to_numpy())}
+
+
+def _most_common(values: pd.Series) -> int | None:
+    common = values.astype("Float64").dropna().mode()
+    return to_int(common.min()) if len(common) else None
+
+
+def _batch(session, timed: pd.DataFrame, run: dict) -> tuple[int | None, str | None]:
+    """The global batch and where it comes from (see module doc)."""
+    batch = _most_common(timed["total_batch_size"]) if not timed.empty else None
+    batch = batch or run["total_batch_size"] or to_int(session.meta.get("total_batch_size"))
+    if batch is not None:
+        return batch, "logged"
+    batch = _most_common(session.perf["total_batch_size"]) if not session.perf.empty else None
+    return (batch, "performance lines") if batch is not None else (None, None)
 
 
 def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.DataFrame, rank: int) -> None:
@@ -146,9 +165,8 @@ def session_summary(session) -> SessionSummary:
     max_step = to_int(steps["step"].max()) if steps["step"].notna().any() else None
     sampled = bool(logged) and run["total_steps"] is not None and logged < run["total_steps"]
     rank = to_int(steps["rank"].min()) if steps["rank"].notna().any() else 0
-    common = timed["total_batch_size"].astype("Float64").dropna().mode() if not timed.empty else []
-    batch = int(common.min()) if len(common) else (run["total_batch_size"] or to_int(meta.get("total_batch_size")))
-    out = {"total_batch_size": batch, "total_batch_size_from": "logged" if batch is not None else None,
+    batch, batch_from = _batch(session, timed, run)
+    out = {"total_batch_size": batch, "total_batch_size_from": batch_from,
            "duration_s": to_float(meta.get("duration_s"), finite=True), "basis": None, "basis_detail": None,
            "final_loss": None, "final_loss_from": None, "steps_per_second": None, "samples_per_second": None}
     if not timed.empty and not sampled:
