@@ -79,7 +79,18 @@ FRAMES: dict[str, tuple[Column, ...]] = {
                    ("timeout_ms", "float64"), ("elapsed_ms", "float64"), ("nranks", "Int64"), ("comm_id", "object"),
                    ("network", "object"), ("ranks", "object"), ("ops", "object"), ("requested_gib", "float64"),
                    ("capacity_gib", "float64"), ("free_gib", "float64"), ("local_rank", "Int64"),
-                   ("exitcode", "Int64"), ("signal", "object")))),
+                   ("exitcode", "Int64"), ("signal", "object"),
+                   # the process and device a line names; NCCL's view of its communicator
+                   ("pid", "Int64"), ("device", "Int64"), ("nnodes", "Int64"), ("local_ranks", "Int64"),
+                   ("init", "object"),
+                   # the watchdog: a timeout line cut short, the work each rank stopped at
+                   ("numel_out", "Int64"), ("truncated", "object"), ("pg", "object"), ("pg_name", "object"),
+                   ("last_enqueued", "Int64"), ("last_completed", "Int64"),
+                   # what a collective mismatch says differs, per rank in the order of ``ranks``
+                   ("shapes", "object"), ("dtypes", "object"), ("differs", "object"), ("differences", "object"),
+                   # a failed child: the first failure its launcher observed; a peer lost; an NCCL error
+                   ("root_cause", "object"), ("peer", "object"), ("error", "object"), ("port", "Int64"),
+                   ("allocated_gib", "float64"), ("reserved_gib", "float64"), ("in_use_gib", "float64")))),
     "diagnostics": (Column("file", "object", None, True), Column("line", "Int64", None, True),
                     Column("reason", "object", None, True), Column("text", "object", None, True)),
 }

@@ -3,7 +3,10 @@ that readers which collect rows as dicts fill on the way, and the text plumbing 
 
 A reader turns one file into frame tables, meta fields and diagnostics; it never raises on
 content. Text readers see lines already cleaned of what terminals add: ANSI colour codes,
-CRLF endings, undecodable bytes (replaced, and noted).
+CRLF endings, undecodable bytes (replaced, and noted). ``iter_lines`` streams a file line by
+line (memory follows what a reader keeps, not the file's size), and a ``Read`` keeps the first
+``KEEP_NOTES`` diagnostics of each reason with their text, then counts the rest in one summary
+diagnostic per reason (a capture of a million unmatched lines costs a thousand rows).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +26,9 @@ from logkit.ingest.mapping import nonfinite_event
 
 FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events")
 UNMATCHED = "line matches no known grammar"
+KEEP_NOTES = 1000  # diagnostics kept with their text, per reason and file; the rest are counted
+MAX_LINE_CHARS = 1 << 20  # a longer "line" (a binary blob, a log without newlines) is cut, and noted
+_CHUNK = 1 << 20
 
 _RANK_DIR = re.compile(r"^rank[_-]?\d+$")  # as discovery names the folders of a run's ranks
 # CSI sequences (colours, cursor moves) and OSC sequences (window titles, hyperlinks).
@@ -62,8 +69,16 @@ class Read:
     time_base: str = "epoch"
     lines: int = 0
     used: int = 0
+    # reason -> [notes past KEEP_NOTES, first such line, last such line]
+    dropped: dict[str, list] = field(default_factory=dict)
+    kept: dict[str, int] = field(default_factory=dict)
 
     def result(self) -> ReadResult:
+        for reason, (count, first, last) in self.dropped.items():
+            where = f"lines {first}-{last}" if first is not None else "no line"
+            self.diagnostics.append(diagnostic(
+                str(self.path), first, f"{count} more of: {reason} ({where}; the first {KEEP_NOTES} are listed)"))
+        self.dropped = {}
         tables = {name: rows_table(rows) for name, rows in self.rows.items() if rows}
         for name, table in self.tables.items():
             tables[name] = pa.concat_tables([tables[name], table], promote_options="permissive") \
@@ -79,7 +94,17 @@ class Read:
         return f"{parent}/{self.path.name}" if _RANK_DIR.match(parent) else self.path.name
 
     def note(self, line: int | None, reason: str, text: str = "") -> None:
-        self.diagnostics.append(diagnostic(str(self.path), line, reason, text))
+        """A diagnostic with the file and line; past ``KEEP_NOTES`` of one reason, only counted."""
+        kept = self.kept.get(reason, 0)
+        if kept < KEEP_NOTES:
+            self.kept[reason] = kept + 1
+            self.diagnostics.append(diagnostic(str(self.path), line, reason, text))
+            return
+        count = self.dropped.setdefault(reason, [0, line, line])
+        count[0] += 1
+        if line is not None:
+            count[1] = line if count[1] is None else min(count[1], line)
+            count[2] = line if count[2] is None else max(count[2], line)
 
     def unmatched(self, line: int, text: str) -> None:
         self.note(line, UNMATCHED, text)
@@ -129,6 +154,65 @@ def read_bytes(path: Path, read: Read) -> bytes:
 
 def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def _raw_lines(path: Path, read: Read) -> Iterator[bytes]:
+    """The file's lines as bytes, without their newline, read a chunk at a time (gunzipped for
+    ``.gz``); a read failure keeps what came and notes it. A line without a newline for
+    megabytes is given by its head (the rest is skipped up to its newline: line numbers stay
+    the file's)."""
+    try:
+        fh = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        read.note(None, f"unreadable: {exc}")
+        return
+    tail, seen, skipping = b"", 0, False
+    with fh:
+        while True:
+            try:
+                chunk = fh.read(_CHUNK)
+            except (OSError, EOFError, zlib.error) as exc:
+                read.note(None, f"unreadable from here on (after {seen} bytes): {exc}")
+                break
+            if not chunk:
+                break
+            seen += len(chunk)
+            parts = (tail + chunk).split(b"\n")
+            tail = parts.pop()
+            if skipping and parts:
+                parts.pop(0)  # the rest of the cut line ends here
+                skipping = False
+            yield from parts
+            if len(tail) > 4 * MAX_LINE_CHARS and not skipping:
+                yield tail  # cut (and noted) by _clean
+                tail, skipping = b"", True
+            elif skipping:
+                tail = b""
+    if tail and not skipping:
+        yield tail
+
+
+def _clean(raw: bytes, number: int, read: Read) -> str:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        line = raw.decode("utf-8", errors="replace")
+        read.note(number, "invalid UTF-8 bytes replaced with U+FFFD", line)
+    if len(line) > MAX_LINE_CHARS:
+        read.note(number, f"line of {len(line)} characters cut to its first {MAX_LINE_CHARS}", line[:200])
+        line = line[:MAX_LINE_CHARS]
+    if line.endswith("\r"):
+        line = line[:-1]
+    return strip_ansi(line)
+
+
+def iter_lines(path: Path, read: Read) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line of ``path``, streamed: the cleaning of ``text_lines``
+    (CRLF, ANSI, a byte-order mark, bad UTF-8 replaced and noted) without holding the file."""
+    for number, raw in enumerate(_raw_lines(path, read), start=1):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]  # a byte-order mark some Windows tools write
+        yield number, _clean(raw, number, read)
 
 
 def text_lines(data: bytes, read: Read) -> list[str]:

@@ -1,113 +1,106 @@
-"""Console captures of training jobs: whatever a launcher printed, from every rank.
+"""Console captures of training jobs: whatever a launcher printed, from every rank, as people
+bring them (a log shipper's timestamps, a paste with line numbers, pdsh output, half a log).
 
-Reads, after stripping launcher prefixes (``[rank3]:``, ``[default3]:``, mpirun's
-``[1,3]<stdout>:``, a per-GPU capture's ``GPU3:``, ``stdout:``/``stderr:``) and log prefixes
-(glog ``E1122 10:00:00.123 ...cpp:616]``, Python logging, ``LEVEL |``):
+Each line loses its prefixes first (``prefixes.py``: launcher rank prefixes, pasted line
+numbers, pdsh hosts, timestamps before a prefix, colour codes), then log prefixes (glog
+``E1122 10:00:00.123 ...cpp:616]``, Python logging, ``LEVEL |``). Then it is read as:
 
 - per-GPU step lines (``[GPU 0] Step [3/10] | Loss: ...``) -> ``steps``; their NaN report
-  blocks -> ``nan_detected`` events;
-- transformers' printed log dicts (``{'loss': ...}``) -> ``steps`` / ``evals`` / meta;
-- NCCL INFO/WARN -> ``nccl_init`` / ``nccl_warn`` events (a WARN's ``file:line -> N``
-  chain folded into it), watchdog timeouts -> ``nccl_timeout``, collective mismatches,
-  CUDA OOM -> ``cuda_oom``, torchrun's ChildFailedError block -> ``child_failed``,
-  other exceptions -> ``error``.
+  blocks -> ``nan_detected`` events; transformers' printed log dicts (``{'loss': ...}``) and
+  Megatron's iteration lines -> ``steps`` / ``evals`` / meta;
+- NCCL INFO/WARN (``nccl_procs.py``) -> ``nccl_init`` / ``nccl_warn`` events and meta (world
+  size, nodes, hosts, network, NICs);
+- the watchdog (``torch_lines.py``) -> ``nccl_timeout`` (a line wrapped onto the next one is
+  joined; one cut short is kept, ``truncated``), ``watchdog_work`` (the work each rank stopped
+  at), ``watchdog_hang``; collective mismatches -> ``collective_mismatch`` (with what differs);
+  CUDA OOM -> ``cuda_oom``; NCCL errors -> ``nccl_error``; the rendezvous or a port failing ->
+  ``rendezvous_timeout`` / ``address_in_use``;
+- the launchers: torchrun's ChildFailedError block and its agent's ``failed (exitcode: -9)``
+  line, DeepSpeed's and PALS' exit lines -> ``child_failed`` (``signal`` from a negative exit
+  code; ``root_cause``: the first failure the launcher observed); ``Sending process P closing
+  signal SIGTERM`` -> ``warning`` events (``subkind`` sigterm_sent, ``pid``);
+- other exceptions -> ``error``.
 
-Progress bars, tracebacks and C++ frames are used (and dropped); other lines are diagnostics.
+Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta);
+other lines are diagnostics. The file is streamed: memory follows what is kept.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
-from logkit.ingest.readers.nccl import (
-    mismatches_from_timeouts,
-    parse_mismatch,
-    parse_nccl_debug,
-    parse_watchdog,
-)
-from logkit.schema.values import as_float, to_float
+from logkit.ingest.readers import torch_lines as tl
+from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.console_blocks import Blocks, hf_dict
+from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
+from logkit.ingest.readers.nccl_procs import NcclProcs
+from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
+from logkit.schema.values import to_float
 
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
-_RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)(?P<r1>\d+)\]:|\[\d+,(?P<r2>\d+)\]<(?:stdout|stderr)>:"
-                          r"|GPU(?P<r3>\d+):(?=[A-Z])|(?:stdout|stderr):)\s?")
 _GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
 _PYLOG = re.compile(r"^\[?(?P<date>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?"
                     r"\s*(?:[-|]\s*)?(?:(?P<name>[\w.]+)\s*-\s*)?\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
                     r"\s*[-|:]?\s*(?P<msg>.*)$")
 _LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?:\||:)\s*(?P<msg>.*)$")
-_NONFINITE = re.compile(r"(?<![\w'\"])(-?)(nan|inf)(?![\w'\"])")
 _GPU_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+)\] \| Loss: (?P<loss>{_F})"
-                         rf" \| LR: (?P<lr>{_F})(?: \| Grad Norm: (?P<gn>{_F}))?(?: \| ETA: (?P<eta>\S+))?\s*$")
+                       rf" \| LR: (?P<lr>{_F})(?: \| Grad Norm: (?P<gn>{_F}))?(?: \| ETA: (?P<eta>\S+))?\s*$")
 _NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
-_NAN_LINES = re.compile(r"^(?:={3,}|-{3,}|Step: \d+|Loss: .*|Gradient Norm: .*|PROBLEMATIC TENSORS:|.*with NaN.*"
-                        r"|\s*• .*|\s+Grad values: .*|\s+(?:Param|Tensor) values: .*|\s+NaN count: .*|\s+Inf count: .*"
-                        r"|Total layers with .*|Affected layers: .*|Checkpoint saved: .*|Debug tensors saved: .*)$")
 _OOM = re.compile(rf"CUDA out of memory\. Tried to allocate (?P<req>{_F}) ?(?P<ru>[KMGT]?i?B)")
-_OOM_NEW = re.compile(rf"GPU (?P<gpu>\d+) has a total capacity of (?P<cap>{_F}) ?(?P<cu>[KMGT]?i?B) of which "
+_OOM_NEW = re.compile(rf"GPU (?P<gpu>\d+) has a total capac\w* of (?P<cap>{_F}) ?(?P<cu>[KMGT]?i?B) of which "
                       rf"(?P<free>{_F}) ?(?P<fu>[KMGT]?i?B) is free")
-_OOM_OLD = re.compile(rf"\(GPU (?P<gpu>\d+); (?P<cap>{_F}) ?(?P<cu>[KMGT]?i?B) total capacity;.*?"
+_OOM_OLD = re.compile(rf"\(GPU (?P<gpu>\d+); (?P<cap>{_F}) ?(?P<cu>[KMGT]?i?B) total capac\w*;.*?"
                       rf"(?P<free>{_F}) ?(?P<fu>[KMGT]?i?B) free")
+_OOM_MORE = {"allocated_gib": re.compile(rf"(?:Of the allocated memory (?P<v>{_F}) ?(?P<u>[KMGT]?i?B) is allocated"
+                                         rf"|(?P<v2>{_F}) ?(?P<u2>[KMGT]?i?B) already allocated)"),
+             "reserved_gib": re.compile(rf"(?P<v>{_F}) ?(?P<u>[KMGT]?i?B) reserved in total by PyTorch"),
+             "in_use_gib": re.compile(rf"(?:this process|Process \d+) has (?P<v>{_F}) ?(?P<u>[KMGT]?i?B) memory in use")}
 _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
                         r"(?::\s*(?P<msg>.*))?$")
-_TRACE_NOISE = re.compile(r"^(?:Traceback \(most recent call last\):|\s+File \".*\", line \d+.*|\s{2,}\S.*|\s*\^+\s*"
-                          r"|During handling of the above exception.*|The above exception was the direct cause.*"
-                          r"|frame #\d+: .*|Exception raised from .*|terminate called .*|\s*what\(\):.*"
-                          r"|To enable traceback see: .*|\[W \S+\] .*)$")
 _GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
 _YEAR = re.compile(r"\b((?:19|20)\d\d)-\d\d-\d\d[ _T]\d\d:")
 _NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
 _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+/\d+ \[\d+:\d+(?::\d+)?<")
-_CHILD_FIELD = re.compile(r"^\s+(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$")
-_CHILD_ENTRY = re.compile(r"^\[(?P<i>\d+)\]:\s*$")
-_CHILD_TEXT = re.compile(r"^(?:={3,}|-{3,}|\S+ FAILED|Failures:|Root Cause \(first observed failure\):"
-                         r"|\s*<NO_OTHER_FAILURES>)\s*$")
-_RANK_FIELD = re.compile(r"(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)")
-_EXIT_FIELD = re.compile(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
-_SIGNAL = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)")
+_DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_gather\w*|reduce_scatter\w*|broadcast"
+                        r"|barrier|all_to_all\w*|gather|scatter|reduce|send|recv)\(")
+_AGENT_HINT = ("closing signal", "exitcode", "Killing subprocess", "return code")
 _UNITS = {"B": 1 / 2**30, "KB": 1e3 / 2**30, "KiB": 1 / 2**20, "MB": 1e6 / 2**30, "MiB": 1 / 2**10,
           "GB": 1e9 / 2**30, "GiB": 1.0, "TB": 1e12 / 2**30, "TiB": 2.0**10}
 
 
-def _gib(value: str, unit: str) -> float | None:
+def _gib(value: str | None, unit: str | None) -> float | None:
     try:
         return float(value) * _UNITS[unit]
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):
         return None
 
 
 def strip_prefixes(line: str) -> tuple[str, int | None]:
     """``line`` without launcher prefixes (they may nest), and the first rank they named."""
-    rank = None
-    while (m := _RANK_PREFIX.match(line)) is not None and m.end() > 0:
-        r = m["r1"] or m["r2"] or m["r3"]
-        if rank is None and r is not None:
-            rank = int(r)
-        line = line[m.end():]
-    return line, rank
+    s = Prefixes().strip(line)
+    return s.text, s.rank
 
 
-class _Console:
+class _Console(Blocks):
     """Parser state across the lines of one capture."""
 
-    def __init__(self, read: Read, rank: int | None) -> None:
-        self.read, self.default_rank = read, rank
-        self.block: str | None = None  # "nan", "child", "trace"
-        self.current: dict | None = None  # the event a block is filling
+    def __init__(self, read: Read, rank: int | None, prefixes: Prefixes) -> None:
+        super().__init__(read)
+        self.default_rank, self.prefixes = rank, prefixes
         self.timeouts: list[dict] = []
         self.seen_timeouts: set[tuple] = set()
-        self.warns: dict[tuple, dict] = {}  # (host, pid) -> last WARN event, for its chain
-        self.network: dict[tuple, str] = {}  # (host, pid) -> network in use
-        self.channels: dict[tuple, int] = {}
+        self.nccl = NcclProcs(read)
         self.year = 1970
         self.hf_step = 0
-        self.root_cause = False
+        self.pending: tuple | None = None  # (number, text, kind, t): a line the next may continue
+        self.agent_exits: list[dict] = []
+        self.facts: dict = {}
+        self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
 
-    # -- helpers ---------------------------------------------------------------------------
+    # -- time ------------------------------------------------------------------------------
     def _time(self, md: str | None, hms: str | None) -> float | None:
         if not md or not hms:
             return None
@@ -120,109 +113,100 @@ class _Console:
     def _full_time(self, text: str) -> float | None:
         for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%m/%d/%Y %H:%M:%S", "%Y-%m-%d_%H:%M:%S"):
             try:
-                stamp = datetime.strptime(text.replace(",", ".").split(".")[0], fmt)
+                stamp = datetime.strptime(text.replace(",", ".").split(".")[0][:19], fmt)
             except ValueError:
                 continue
             self.year = stamp.year
             return epoch(stamp)
         return None
 
-    # -- blocks ----------------------------------------------------------------------------
-    def _in_block(self, number: int, text: str) -> bool:
-        read = self.read
-        if self.block == "nan":
-            if _NAN_LINES.match(text):
-                ev = self.current
-                if text.startswith("Step: ") and ev is not None:
-                    ev["step"] = int(text[6:])
-                elif text.startswith("Loss: ") and ev is not None:
-                    ev["value"] = to_float(text[6:])
-                elif "NaN count:" in text and ev is not None:
-                    ev["nan_tensors"] = (ev.get("nan_tensors") or 0) + 1
-                elif text.startswith(("Checkpoint saved: ", "Debug tensors saved: ")) and ev is not None:
-                    ev["dump_path"] = text.split(": ", 1)[1]
-                return True
-            self.block = None
-        elif self.block == "child":
-            if (m := _CHILD_ENTRY.match(text)) is not None:
-                self.current = read.event("child_failed", number, rank=None, level="ERROR",
-                                          message="torchrun child process failed", root_cause=self.root_cause)
-                return True
-            if text.startswith("Root Cause"):
-                self.root_cause = True
-                return True
-            if _CHILD_TEXT.match(text):
-                return True
-            if (m := _CHILD_FIELD.match(text)) is not None and self.current is not None:
-                self._child_field(m["key"], m["value"].strip())
-                return True
-            self.block = None
-        elif self.block == "trace":
-            if _TRACE_NOISE.match(text):
-                return True
-            self.block = None
-        return False
-
-    def _child_field(self, key: str, value: str) -> None:
-        ev = self.current
-        if key == "rank" and (m := _RANK_FIELD.match(value)):
-            ev["rank"], ev["local_rank"] = int(m["rank"]), int(m["local"])
-        elif key == "exitcode" and (m := _EXIT_FIELD.match(value)):
-            ev["exitcode"], ev["pid"] = int(m["code"]), int(m["pid"])
-        elif key == "host":
-            ev["host"] = value
-        elif key == "time":
-            ev["time_s"] = self._full_time(value)
-            ev["failed_at"] = value
-        elif key == "traceback":
-            if (m := _SIGNAL.search(value)) is not None:
-                ev["signal"] = m["name"]
-            ev["message"] = f"torchrun child process failed: {value}"
-        elif key == "error_file" and value not in ("<N/A>", ""):
-            ev["error_file"] = value
-
     # -- one line --------------------------------------------------------------------------
     def line(self, number: int, raw: str) -> bool:
+        if self.pending is not None and self._continue(number, raw):
+            return True
         used = False
         for segment in raw.split("\r") if "\r" in raw else (raw,):
             if segment.strip():
                 used = self.segment(number, segment) or used
         return used
 
+    def _continue(self, number: int, raw: str) -> bool:
+        """The line after a watchdog line that stopped short: its continuation (a terminal or a
+        paste wrapped it) when joining the two reads whole, else the held line is read as it is."""
+        held_at, held, kind, t = self.pending
+        self.pending = None
+        if self.prefixes.strip(raw).text == raw:  # a continuation carries no prefix of its own
+            for joined in (held + raw, held.rstrip() + " " + raw.lstrip()):
+                if kind == "watchdog" and (w := tl.parse_watchdog(joined)) is not None and w["complete"]:
+                    self._timeout(held_at, joined, w, t)
+                    return True
+                if kind == "work" and (w := tl.parse_work(joined)) is not None:
+                    self._work(held_at, joined, w, t)
+                    return True
+        self._release(held_at, held, kind, t)
+        return False
+
+    def _release(self, number: int, text: str, kind: str, t: float | None) -> None:
+        """A held line that nothing continued: a cut watchdog line keeps what it holds."""
+        if kind == "watchdog":
+            self._timeout(number, text, tl.parse_watchdog(text), t)
+        else:
+            self.read.used -= 1
+            self.read.unmatched(number, text)
+
     def segment(self, number: int, raw: str) -> bool:
+        s = self.prefixes.strip(raw)
+        text, rank = s.text, s.rank if s.rank is not None else self.default_rank
+        if self.block is not None and self.in_block(number, text):
+            self._traceback_call(text)
+            return True
+        m = _GLOG_STAMP.search(text)
+        t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
+        if "Watchdog caught" in text and (w := tl.parse_watchdog(text)) is not None:
+            if w["complete"]:
+                self._timeout(number, text, w, t)
+            else:
+                self.pending = (number, text, "watchdog", t)
+            return True
+        if "Rank" in text and tl.WORK_START.search(text):
+            if (w := tl.parse_work(text)) is not None:
+                self._work(number, text, w, t)
+            else:
+                self.pending = (number, text, "work", t)
+            return True
+        if "Terminating the process" in text and (h := tl.parse_hang(text)) is not None:
+            self.read.event("watchdog_hang", number, level="CRITICAL", time_s=t, message=text.strip()[:300], **h)
+            return True
+        if "NCCL " in text and self._nccl(number, text, rank):
+            return True
+        return self._not_nccl(number, text, rank, t)
+
+    def _not_nccl(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         read = self.read
-        text, rank = strip_prefixes(raw)
-        rank = rank if rank is not None else self.default_rank
-        if self.block is not None and self._in_block(number, text):
-            return True
-        if "Watchdog caught" in raw and (w := parse_watchdog(raw)) is not None:
-            key = (w["rank"], w["seq"], w["op"])
-            if key not in self.seen_timeouts:  # torch repeats it in "what():" lines
-                self.seen_timeouts.add(key)
-                m = _GLOG_STAMP.search(raw)
-                self.timeouts.append({**w, "line": number})
-                read.event("nccl_timeout", number, level="ERROR", message=raw.strip()[-300:],
-                           time_s=self._time(m["md"], m["hms"]) if m else None, **w)
-            return True
-        if "NCCL " in text and (n := parse_nccl_debug(text)) is not None:
-            self._nccl(number, n, rank)
-            return True
         if (v := _NCCL_VERSION.match(text)) is not None:
             read.meta.setdefault("nccl_version", v["version"])
             return True
-        if "mismatch between collectives" in text and (mm := parse_mismatch(text)) is not None:
+        if "mismatch between collectives" in text and (mm := tl.parse_mismatch(text)) is not None:
             read.event("collective_mismatch", number, rank=rank, level="ERROR", message=text.strip()[:300], **mm)
             return True
         if "CUDA out of memory" in text and (o := _OOM.search(text)) is not None:
-            cap = _OOM_NEW.search(text) or _OOM_OLD.search(text)
-            read.event("cuda_oom", number, rank=rank, level="ERROR", message=text.strip()[:300],
-                       requested_gib=_gib(o["req"], o["ru"]),
-                       capacity_gib=_gib(cap["cap"], cap["cu"]) if cap else None,
-                       free_gib=_gib(cap["free"], cap["fu"]) if cap else None,
-                       gpu=int(cap["gpu"]) if cap else None)
+            self._oom(number, text, rank, o)
+            return True
+        if "NCCL error" in text and (e := tl.parse_nccl_error(text)) is not None:
+            read.meta.setdefault("nccl_version", e["nccl_version"])
+            read.event("nccl_error", number, level="ERROR", time_s=t, message=text.strip()[:300],
+                       **{**e, "rank": e["rank"] if e["rank"] is not None else rank}, op=self.dist_op,
+                       exception=m["type"] if (m := _EXCEPTION.match(text)) else None)
             self.block = "trace"
             return True
-        t = None
+        if (d := tl.parse_died(text)) is not None:
+            read.event("child_failed", number, level="ERROR", time_s=t, message=text.strip()[:300],
+                       launcher="pals", root_cause=None, **d)
+            return True
+        if (f := tl.parse_setup_failure(text)) is not None:
+            read.event(f.pop("kind"), number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300], **f)
+            self.block = "trace"
+            return True
         level = None
         if (m := _GLOG.match(text)) is not None:
             level = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}[m["lvl"]]
@@ -233,8 +217,50 @@ class _Console:
             level, text = m["level"], m["msg"]
         return self._message(number, text, level, rank, t)
 
+    def _nccl(self, number: int, text: str, rank: int | None) -> bool:
+        parts = GLUED.split(text)
+        found = [(p, n) for p in parts if (n := parse_nccl_debug(p)) is not None]
+        if not found:
+            return False
+        for _, n in found:
+            self.nccl.line(number, n, rank)
+        return True
+
+    def _timeout(self, number: int, text: str, w: dict, t: float | None) -> None:
+        key = (w["rank"], w["seq"], w["op"])
+        if key in self.seen_timeouts:  # torch repeats it in "what():" lines
+            return
+        self.seen_timeouts.add(key)
+        complete = w.pop("complete")
+        self.timeouts.append({**w, "line": number})
+        self.read.event("nccl_timeout", number, level="ERROR", message=text.strip()[-300:], time_s=t,
+                        truncated=not complete, **w)
+
+    def _work(self, number: int, text: str, w: dict, t: float | None) -> None:
+        self.read.event("watchdog_work", number, level="ERROR", message=text.strip()[-300:], time_s=t, **w)
+
+    def _oom(self, number: int, text: str, rank: int | None, o: re.Match) -> None:
+        cap = _OOM_NEW.search(text) or _OOM_OLD.search(text)
+        more = {}
+        for name, pattern in _OOM_MORE.items():
+            v = pattern.search(text)
+            more[name] = _gib(v["v"] or v.groupdict().get("v2"), v["u"] or v.groupdict().get("u2")) if v else None
+        self.read.event("cuda_oom", number, rank=rank, level="ERROR", message=text.strip()[:300],
+                        requested_gib=_gib(o["req"], o["ru"]), capacity_gib=_gib(cap["cap"], cap["cu"]) if cap else None,
+                        free_gib=_gib(cap["free"], cap["fu"]) if cap else None, gpu=int(cap["gpu"]) if cap else None,
+                        **more)
+        self.block = "trace"
+
+    def _traceback_call(self, text: str) -> None:
+        if (c := _DIST_CALL.search(text)) is not None:
+            self.dist_op = c["op"]
+
+    # -- a message without its log prefix --------------------------------------------------
     def _message(self, number: int, text: str, level: str | None, rank: int | None, t: float | None) -> bool:
         read = self.read
+        if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
+            self._agent(number, text, records, level, rank, t)
+            return True
         if (m := _GPU_STEP.match(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else int(m["gpu"]), "step": int(m["step"]),
                                "time_s": t, "loss": to_float(m["loss"]), "learning_rate": to_float(m["lr"]),
@@ -246,107 +272,135 @@ class _Console:
                                       level="ERROR", message=text.strip(), gpu=int(m["gpu"]), time_s=t)
             return True
         if text.startswith("{'") and text.endswith("}"):
-            return self._hf_dict(number, text, rank, t)
+            index = hf_dict(read, number, text, rank, t, self.hf_step)
+            if index is None:
+                return False
+            self.hf_step = index
+            return True
+        if "iteration" in text and (it := tl.parse_megatron(text)) is not None:
+            read.step(number, {"rank": rank if rank is not None else 0, "time_s": t, **it})
+            return True
         if (m := _EXCEPTION.match(text)) is not None:
-            if m["type"].endswith("ChildFailedError"):
-                self.block, self.current, self.root_cause = "child", None, False
-            else:
-                self.block = "trace"
-                read.event("error", number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300],
-                           exception=m["type"])
+            return self._exception(number, text, m, rank, t)
+        if self.trace_line(text):
+            self._traceback_call(text)
             return True
-        if _TRACE_NOISE.match(text):
-            if text.startswith("Traceback"):
-                self.block = "trace"
+        if (p := tl.parse_progress(text)) is not None or _PROGRESS.search(text):
+            if p is not None:
+                read.meta["progress"] = {**p, "line": number}
             return True
-        if _PROGRESS.search(text):
+        return self._other(number, text, level, rank, t)
+
+    def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
+        if m["type"].endswith("ChildFailedError"):
+            self.open_child_block()
+        else:
+            self.block = "trace"
+            self.read.event("error", number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300],
+                            exception=m["type"])
+        return True
+
+    def _other(self, number: int, text: str, level: str | None, rank: int | None, t: float | None) -> bool:
+        read = self.read
+        if "Throughput:" in text and (p := tl.parse_throughput(text)) is not None:
+            read.rows["perf"].append({"rank": rank, "step": None, "time_s": t, "source": f"{read.label}:{number}", **p})
+            return True
+        if facts := tl.run_facts(text):
+            for key, value in facts.items():
+                self.facts.setdefault(key, value)
             return True
         if level is not None:
             if level in ("WARNING", "WARN") and not text.strip(" *"):
                 return True  # banner rules of torchrun's warnings
             if level in ("WARNING", "WARN", "ERROR", "CRITICAL"):
-                read.event("error" if level in ("ERROR", "CRITICAL") else "warning", number, rank=rank,
-                           level=level, time_s=t, message=text.strip()[:300])
+                peer = tl.parse_peer(text) or {}
+                read.event("error" if level in ("ERROR", "CRITICAL") else "warning", number,
+                           rank=rank if rank is not None else peer.get("rank"), level=level, time_s=t,
+                           message=text.strip()[:300], **({"peer": peer["peer"]} if peer else {}))
             return True
-        if _NAN_LINES.match(text) and text.startswith("="):
-            return True  # the rule that opens a NaN report
-        return False
+        if (peer := tl.parse_peer(text)) is not None:
+            read.event("warning", number, rank=rank if rank is not None else peer["rank"], level="WARNING",
+                       time_s=t, message=text.strip()[:300], peer=peer["peer"])
+            return True
+        return self.nan_rule(text)
 
-    def _hf_dict(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
-        """transformers' Trainer prints each log as a Python dict (train, eval, final summary)."""
-        try:
-            # Python prints a NaN or Inf loss as a bare nan / inf, which is no literal: quote, then restore
-            values = ast.literal_eval(_NONFINITE.sub(r"'\1\2__nonfinite'", text))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return False
-        if not isinstance(values, dict):
-            return False
-        values = {k: float(v[: -len("__nonfinite")]) if isinstance(v, str) and v.endswith("__nonfinite") else v
-                  for k, v in values.items()}
-        read = self.read
-        if "loss" in values:
-            self.hf_step += 1
-            read.step(number, {"rank": rank if rank is not None else 0, "step": None, "time_s": t,
-                               "loss": as_float(values.get("loss")),
-                               "learning_rate": as_float(values.get("learning_rate")),
-                               "grad_norm": as_float(values.get("grad_norm")), "epoch": as_float(values.get("epoch")),
-                               "log_index": self.hf_step})
-        elif any(str(k).startswith("eval_") for k in values):
-            for k, v in values.items():
-                if str(k).startswith("eval_"):
-                    read.rows["evals"].append({"step": None, "name": str(k), "value": as_float(v), "rank": rank,
-                                               "time_s": t, "epoch": as_float(values.get("epoch"))})
-        elif "train_runtime" in values:
-            read.meta.setdefault("duration_s", as_float(values.get("train_runtime")))
-            read.meta.setdefault("samples_per_second", as_float(values.get("train_samples_per_second")))
-            read.meta.setdefault("steps_per_second", as_float(values.get("train_steps_per_second")))
-        return True
+    def _agent(self, number: int, text: str, records: list[dict], level: str | None, rank: int | None,
+               t: float | None) -> None:
+        """torchrun's agent (or DeepSpeed's launcher) on its workers: SIGTERMs, and the first failure."""
+        for rec in records:
+            if rec["what"] == "sigterm_sent":
+                self.read.event("warning", number, rank=rank, level=level or "WARNING", time_s=t,
+                                message=rec["text"], subkind="sigterm_sent", pid=rec["pid"], signal=rec["signal"])
+                continue
+            ev = self.read.event("child_failed", number, rank=None, level="ERROR", time_s=t,
+                                 message=text[rec["start"]:].strip()[:300], local_rank=rec["local_rank"],
+                                 pid=rec["pid"], exitcode=rec["exitcode"], signal=rec["signal"],
+                                 root_cause=not self.agent_exits, launcher=rec["launcher"])
+            self.agent_exits.append(ev)
 
-    def _nccl(self, number: int, n: dict, rank: int | None) -> None:
-        read, key = self.read, (n["host"], n["pid"])
-        if n["what"] == "network":
-            if n.get("network"):
-                self.network[key] = n["network"]
-        elif n["what"] == "channel":
-            self.channels[key] = max(self.channels.get(key, 0), n["channels"])
-        elif n["what"] == "version":
-            read.meta.setdefault("nccl_version", n["version"])
-        elif n["what"] == "init":
-            read.event("nccl_init", number, host=n["host"], rank=n["rank"], nranks=n["nranks"],
-                       comm_id=n["comm_id"], network=self.network.get(key), level="INFO",
-                       message=n["message"].strip(), device=int(n["dev"]), pid=int(n["pid"]),
-                       channels=self.channels.get(key))
-        elif n["what"] == "warn":
-            self.warns[key] = read.event("nccl_warn", number, host=n["host"], rank=rank, level="WARNING",
-                                         message=n["message"].strip(), device=int(n["dev"]), pid=int(n["pid"]),
-                                         where=n["where"], chain=None)
-        elif n["what"] == "chain" and key in self.warns:
-            ev = self.warns[key]
-            link = f"{n['where']} -> {n['code']}"
-            ev["chain"] = link if ev["chain"] is None else f"{ev['chain']}; {link}"
-
+    # -- the end ---------------------------------------------------------------------------
     def finish(self) -> None:
-        for mm in mismatches_from_timeouts(self.timeouts):
+        if self.pending is not None:
+            self._release(*self.pending)
+            self.pending = None
+        self.nccl.finish()
+        for ev in self.agent_exits:
+            if ev["pid"] is not None and ev["pid"] in self.block_pids:
+                # the ChildFailedError block says it in full: the agent's line stays a line
+                ev.update(kind="error", local_rank=None, pid=None, exitcode=None, signal=None, root_cause=None,
+                          launcher=None)
+        for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])
             self.read.event("collective_mismatch", line, level="ERROR", rank=None,
                             message=f"collective {mm['seq']} timed out as different operations on ranks {mm['ranks']}"
                                     f": {mm['ops']}", derived_from="nccl_timeout", **mm)
+        self._facts()
+
+    def _facts(self) -> None:
+        """Run facts the lines stated, as meta (never over what NCCL or a header said)."""
+        meta, f = self.read.meta, self.facts
+        for key in ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size",
+                    "gradient_accumulation_steps", "num_examples", "nproc_per_node", "data_parallel_size",
+                    "link_speed_gbps"):
+            if key in f:
+                meta.setdefault(key, f[key])
+        if "world_size" in meta:
+            return
+        total, per, acc = (f.get(k) for k in ("total_batch_size", "per_device_batch_size",
+                                             "gradient_accumulation_steps"))
+        if "world_size_stated" in f:
+            meta.update(world_size=f["world_size_stated"], world_size_from="the log says (worker N of M)")
+        elif "nproc_per_node" in f and "nnodes" in f:
+            meta.update(world_size=f["nproc_per_node"] * f["nnodes"],
+                        world_size_from="torchrun command line (nnodes x nproc_per_node)")
+        elif total and per and acc and total % (per * acc) == 0:
+            meta.update(world_size=total // (per * acc),
+                        world_size_from="transformers' batch sizes (total / per device / accumulation)")
+
+
+def _year(path: Path) -> int:
+    """glog stamps carry no year: the first full date in the file, else the file's own year."""
+    scratch = Read(path, "console")  # a second pass: its notes are the first pass's
+    for _, line in iter_lines(path, scratch):
+        if "-" in line and (m := _YEAR.search(line)) is not None:
+            return int(m[1])
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime).year
+    except (OSError, ValueError, OverflowError):
+        return 1970
 
 
 def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
     read = Read(Path(path), "console")
-    parser = _Console(read, rank)
-    lines = text_lines(read_bytes(read.path, read), read)
-    # glog stamps carry no year: take it from the first full date in the file, else the file's
-    if (year := next((m for m in map(_YEAR.search, lines) if m), None)) is not None:
-        parser.year = int(year[1])
-    else:
-        try:
-            parser.year = datetime.fromtimestamp(read.path.stat().st_mtime).year
-        except (OSError, ValueError, OverflowError):
-            pass
-    for number, line in enumerate(lines, start=1):
+    sample = []
+    for _, line in iter_lines(read.path, Read(read.path, "console")):
+        sample.append(line)
+        if len(sample) >= SAMPLE_LINES:
+            break
+    parser = _Console(read, rank, Prefixes.of(sample))
+    parser.year = _year(read.path)
+    for number, line in iter_lines(read.path, read):
         if not line.strip():
             continue
         read.lines += 1

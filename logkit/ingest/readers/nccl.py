@@ -1,10 +1,20 @@
-"""NCCL and ProcessGroupNCCL lines (foreign grammar: written by NCCL and torch, not by us).
+"""NCCL_DEBUG=INFO lines (foreign grammar: written by NCCL, not by us).
 
-``parse_nccl_debug`` reads ``NCCL_DEBUG=INFO`` lines (``host:pid:tid [dev] NCCL INFO|WARN ...``);
-``parse_watchdog`` finds a watchdog timeout anywhere in a line (it may be glued to a
-progress bar); ``parse_mismatch`` reads TORCH_DISTRIBUTED_DEBUG's collective mismatch.
-``mismatches_from_timeouts`` derives a mismatch from timeouts: the same sequence number,
-different operations on different ranks.
+``parse_nccl_debug`` reads one line (``host:pid:tid [dev] NCCL INFO|WARN ...``; ``[dev]`` is the
+CUDA device, not the global rank) and says what it tells (``what``):
+
+- ``init``: ``comm 0x.. rank R nranks N cudaDev D ... - Init START|Init COMPLETE|Abort COMPLETE``;
+- ``topology``: the newer ``comm 0x.. rank R nRanks N nNodes M localRanks L localRank l``;
+- ``network``: ``Using network X`` (X may hold spaces: ``AWS Libfabric``);
+- ``nics``: ``NET/IB : Using [0]mlx5_0:1/IB ...`` or ``NET/Socket : Using [0]eth0:10.0.0.1<0>``
+  (``nics``: name, port, link), ``NET/IB : No device found`` / ``NCCL_IB_DISABLE set ... to 1``
+  (``ib``: False), ``NET/OFI Selected Provider is cxi (found 4 nics)`` (``provider``, ``nic_count``);
+- ``ring``: ``Channel 00/04 :    0   1 ...`` (every rank, in ring order);
+- ``peer``: ``Channel 00/0 : 1[1c0] -> 2[1d0] [send] via NET/Socket/0`` and the older
+  ``Ring 00 : 1 -> 0 [receive] via NET/Socket/0`` (``rank``: the rank of the writing process:
+  the receiver of a ``[receive]`` line, else the sender; ``ranks``: both);
+- ``channels``: ``4 coll channels, ...``; ``retry``: ``Call to connect returned X, retrying``;
+- ``chain``: a WARN's ``file:line -> N``; ``version``, ``driver``, ``warn``, ``info`` (the rest).
 """
 
 from __future__ import annotations
@@ -16,80 +26,94 @@ NCCL_DEBUG = re.compile(
     r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:(?P<where>\S+:\d+) )?"
     r"NCCL (?P<level>INFO|WARN|TRACE|ABORT|VERSION)\s?(?P<message>.*)$"
 )
-_INIT = re.compile(r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
-                   r"(?: nvmlDev \d+)? busId (?P<bus>[0-9a-fA-F]+)(?: commId (?P<comm_id>0x[0-9a-f]+))?"
-                   r".*Init COMPLETE")
-_NETWORK = re.compile(r"^(?:Using network (?P<net>\S+)|NET/(?P<net2>\w+) : Using (?P<ifaces>.*)"
-                      r"|Bootstrap ?: Using (?P<boot>.*))")
-_CHANNEL = re.compile(r"^Channel (?P<ch>\d+)/(?P<n>\d+) :")
+# a second NCCL record glued to the end of a line (processes writing without line buffering)
+GLUED = re.compile(r"(?<=\S) (?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) )")
+_INIT = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+                   r"(?: nvmlDev \d+)? busId (?P<bus>[0-9a-fA-F]+)(?: commId (?P<comm_id>0x[0-9a-fA-F]+))?"
+                   r"(?: localSize \d+)?.*? - (?P<state>Init START|Init COMPLETE|Abort COMPLETE|Destroy COMPLETE)")
+_TOPOLOGY = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+)"
+                       r" localRanks (?P<local_ranks>\d+) localRank (?P<local_rank>\d+)")
+_NETWORK = re.compile(r"^Using network (?P<net>\S.*?)\s*$")
+_NET_USING = re.compile(r"^NET/(?P<kind>IB|Socket) ?: Using (?P<list>\[.*)$")
+_IB_NIC = re.compile(r"\[\d+\](?P<name>[\w.-]+):(?P<port>\d+)/(?P<link>IB|RoCE)")
+_SOCKET_NIC = re.compile(r"\[\d+\](?P<name>[^:\s\[\]]+):")
+_NO_IB = re.compile(r"^NET/IB ?: No device found|^NCCL_IB_DISABLE set by environment to 1")
+_PROVIDER = re.compile(r"^NET/OFI Selected Provider is (?P<provider>\S+) \(found (?P<n>\d+) nics?\)")
+_RING = re.compile(r"^Channel (?P<ch>\d+)(?:/(?P<n>\d+))? :(?P<ranks>(?:\s+\d+)+)\s*$")
+_PEER = re.compile(r"^(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? : (?P<a>\d+)(?:\[[0-9a-fA-F]+\])? -> "
+                   r"(?P<b>\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>\S.*?)\s*$")
+_CHANNELS = re.compile(r"^(?P<n>\d+) coll channels")
+_RETRY = re.compile(r"^Call to connect returned (?P<error>.+?), retrying")
 _CHAIN = re.compile(r"^(?P<where>\S+:\d+) -> (?P<code>\d+)")
 _VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
+_DRIVER = re.compile(r"^cudaDriverVersion (?P<driver>\d+)")
 
-_WORK = (r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>-?\d+),"
-         r" NumelOut=(?P<numel_out>-?\d+))?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)")
-WATCHDOG = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]\s*Watchdog caught collective operation timeout: "
-                      + _WORK + r" ran for (?P<elapsed_ms>\d+) milliseconds before timing out")
-# TORCH_DISTRIBUTED_DEBUG=DETAIL: "Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=23,
-# OpType=ALLREDUCE, ...), but Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=23, OpType=BROADCAST"
-MISMATCH = re.compile(r"Detected mismatch between collectives on ranks")
-_FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\("
-                          r"(?:SequenceNumber=(?P<seq>\d+), )?OpType=(?P<op>\w+)")
+
+def _init(msg: str) -> dict | None:
+    if (i := _INIT.search(msg)) is not None:
+        state = i["state"].split()[0].lower()  # init / abort / destroy
+        return {"what": "init", "rank": int(i["rank"]), "nranks": int(i["nranks"]), "comm": i["comm"],
+                "comm_id": i["comm_id"], "bus_id": i["bus"],
+                "state": "complete" if i["state"] == "Init COMPLETE" else "start" if state == "init" else state}
+    if (t := _TOPOLOGY.search(msg)) is not None:
+        return {"what": "topology", "comm": t["comm"], "rank": int(t["rank"]), "nranks": int(t["nranks"]),
+                "nnodes": int(t["nnodes"]), "local_ranks": int(t["local_ranks"]), "local_rank": int(t["local_rank"])}
+    return None
+
+
+def _network(msg: str) -> dict | None:
+    if (n := _NETWORK.match(msg)) is not None:
+        return {"what": "network", "network": n["net"]}
+    if (u := _NET_USING.match(msg)) is not None:
+        if u["kind"] == "IB":
+            nics = [{"name": m["name"], "port": int(m["port"]), "link": m["link"]} for m in _IB_NIC.finditer(u["list"])]
+        else:
+            nics = [{"name": m["name"], "port": None, "link": "Socket"} for m in _SOCKET_NIC.finditer(u["list"])]
+        return {"what": "nics", "nics": nics, "transport": u["kind"]} if nics else None
+    if _NO_IB.match(msg):
+        return {"what": "nics", "nics": [], "transport": "IB", "ib": False}
+    if (p := _PROVIDER.match(msg)) is not None:
+        return {"what": "nics", "nics": [], "transport": "OFI", "provider": p["provider"], "nic_count": int(p["n"])}
+    return None
+
+
+def _channel(msg: str) -> dict | None:
+    if (r := _RING.match(msg)) is not None:
+        return {"what": "ring", "channel": int(r["ch"]), "channels": int(r["n"]) if r["n"] else None,
+                "ring": [int(x) for x in r["ranks"].split()]}
+    if (p := _PEER.match(msg)) is not None:
+        a, b = int(p["a"]), int(p["b"])
+        return {"what": "peer", "rank": b if p["dir"] == "receive" else a, "ranks": (a, b), "via": p["via"]}
+    if (c := _CHANNELS.match(msg)) is not None:
+        return {"what": "channels", "channels": int(c["n"])}
+    return None
+
+
+def _other(msg: str) -> dict | None:
+    if (c := _CHAIN.match(msg)) is not None:
+        return {"what": "chain", "where": c["where"], "code": int(c["code"])}
+    if (v := _VERSION.match(msg)) is not None:
+        return {"what": "version", "version": v["version"]}
+    if (d := _DRIVER.match(msg)) is not None:
+        return {"what": "driver", "driver": int(d["driver"])}
+    if (r := _RETRY.match(msg)) is not None:
+        return {"what": "retry", "error": r["error"]}
+    return None
 
 
 def parse_nccl_debug(line: str) -> dict | None:
-    """The parts of an NCCL debug line plus what it says (``what``: init, network, channel, chain,
-    version, warn, info), or None."""
+    """The parts of an NCCL debug line plus what it says (``what``, see the module doc), or None."""
     m = NCCL_DEBUG.match(line)
     if m is None:
         return None
     out = m.groupdict()
-    msg = out["message"]
+    out["pid"], out["dev"] = int(out["pid"]), int(out["dev"])
     out["what"] = "warn" if out["level"] == "WARN" else "info"
     if out["level"] != "INFO":
         return out
-    if (i := _INIT.search(msg)) is not None:
-        out.update(what="init", rank=int(i["rank"]), nranks=int(i["nranks"]), comm=i["comm"],
-                   comm_id=i["comm_id"] or i["comm"], bus_id=i["bus"])
-    elif (n := _NETWORK.match(msg)) is not None:
-        out.update(what="network", network=n["net"] or n["net2"], detail=(n["ifaces"] or n["boot"] or "").strip())
-    elif (c := _CHANNEL.match(msg)) is not None:
-        out.update(what="channel", channel=int(c["ch"]), channels=int(c["n"]))
-    elif (c := _CHAIN.match(msg)) is not None:
-        out.update(what="chain", where=c["where"], code=int(c["code"]))
-    elif (v := _VERSION.match(msg)) is not None:
-        out.update(what="version", version=v["version"])
-    return out
-
-
-def parse_watchdog(line: str) -> dict | None:
-    """A watchdog timeout anywhere in ``line`` (old and new shapes): rank, op, seq, numel, timeout_ms, elapsed_ms."""
-    m = WATCHDOG.search(line)
-    if m is None:
-        return None
-    return {"rank": int(m["rank"]), "op": m["op"], "seq": int(m["seq"]),
-            "numel": int(m["numel_in"]) if m["numel_in"] is not None else None,
-            "timeout_ms": int(m["timeout_ms"]), "elapsed_ms": int(m["elapsed_ms"])}
-
-
-def parse_mismatch(line: str) -> dict | None:
-    """seq, ranks and ops of a detected collective mismatch, or None."""
-    if MISMATCH.search(line) is None:
-        return None
-    prints = list(_FINGERPRINT.finditer(line))
-    seqs = {int(p["seq"]) for p in prints if p["seq"] is not None}
-    return {"seq": min(seqs) if seqs else None, "ranks": ",".join(p["rank"] for p in prints),
-            "ops": ",".join(p["op"] for p in prints)}
-
-
-def mismatches_from_timeouts(timeouts: list[dict]) -> list[dict]:
-    """One mismatch per sequence number that timed out with different operations on different ranks."""
-    by_seq: dict[int, dict[int, str]] = {}
-    for t in timeouts:
-        if t.get("seq") is not None and t.get("rank") is not None:
-            by_seq.setdefault(t["seq"], {})[t["rank"]] = t["op"]
-    out = []
-    for seq, ops in sorted(by_seq.items()):
-        if len(set(ops.values())) > 1:
-            ranks = sorted(ops)
-            out.append({"seq": seq, "ranks": ",".join(map(str, ranks)), "ops": ",".join(ops[r] for r in ranks)})
+    msg = out["message"]
+    for grammar in (_init, _network, _channel, _other):
+        if (found := grammar(msg)) is not None:
+            out.update(found)
+            break
     return out

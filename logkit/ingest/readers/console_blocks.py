@@ -1,0 +1,153 @@
+"""Blocks of a console capture that span lines: a per-GPU logger's NaN report, torchrun's
+ChildFailedError block (one ``child_failed`` event per failure entry; ``root_cause`` for the
+entry under "Root Cause"; the signal from the traceback line, else from a negative exit code),
+a Python traceback (its frames are used and dropped); and transformers' printed log dicts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from logkit.ingest.readers.base import Read
+from logkit.ingest.readers.torch_lines import signal_of
+from logkit.schema.values import as_float, to_float
+
+_NONFINITE = re.compile(r"(?<![\w'\"])(-?)(nan|inf)(?![\w'\"])")
+_NAN_LINES = re.compile(r"^(?:={3,}|-{3,}|Step: \d+|Loss: .*|Gradient Norm: .*|PROBLEMATIC TENSORS:|.*with NaN.*"
+                        r"|\s*• .*|\s+Grad values: .*|\s+(?:Param|Tensor) values: .*|\s+NaN count: .*|\s+Inf count: .*"
+                        r"|Total layers with .*|Affected layers: .*|Checkpoint saved: .*|Debug tensors saved: .*)$")
+TRACE_NOISE = re.compile(r"^(?:Traceback \(most recent call last\):|\s+File \".*\", line \d+.*|\s{2,}\S.*|\s*\^+\s*"
+                         r"|During handling of the above exception.*|The above exception was the direct cause.*"
+                         r"|frame #\d+: .*|Exception raised from .*|terminate called .*|\s*what\(\):.*"
+                         r"|To enable traceback see: .*|\[W \S+\] .*)$")
+_CHILD_FIELD = re.compile(r"^\s+(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$")
+_CHILD_ENTRY = re.compile(r"^\[(?P<i>\d+)\]:\s*$")
+_CHILD_TEXT = re.compile(r"^(?:={3,}|-{3,}|\S+ FAILED|Failures:|Root Cause \(first observed failure\):"
+                         r"|\s*<NO_OTHER_FAILURES>)\s*$")
+_RANK_FIELD = re.compile(r"(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)")
+_EXIT_FIELD = re.compile(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
+_SIGNAL = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)")
+
+
+class Blocks:
+    """The state of the multi-line blocks of one capture (``block``: "nan", "child", "trace")."""
+
+    def __init__(self, read: Read) -> None:
+        self.read = read
+        self.block: str | None = None
+        self.current: dict | None = None  # the event a block is filling
+        self.root_cause = False
+        self.block_pids: set[int] = set()  # the pids a ChildFailedError block names
+
+    def open_child_block(self) -> None:
+        self.block, self.current, self.root_cause = "child", None, False
+
+    def trace_line(self, text: str) -> bool:
+        """A traceback's own line (a ``Traceback`` header opens a block)."""
+        if not TRACE_NOISE.match(text):
+            return False
+        if text.startswith("Traceback"):
+            self.block = "trace"
+        return True
+
+    @staticmethod
+    def nan_rule(text: str) -> bool:
+        return bool(_NAN_LINES.match(text)) and text.startswith("=")  # the rule that opens a NaN report
+
+    def in_block(self, number: int, text: str) -> bool:
+        """Whether ``text`` belongs to the open block (which closes on a line that does not)."""
+        if self.block == "nan":
+            if _NAN_LINES.match(text):
+                self._nan_line(text)
+                return True
+        elif self.block == "child":
+            if self._child_line(number, text):
+                return True
+        elif self.block == "trace" and TRACE_NOISE.match(text):
+            return True
+        self.block = None
+        return False
+
+    def _nan_line(self, text: str) -> None:
+        ev = self.current
+        if ev is None:
+            return
+        if text.startswith("Step: "):
+            ev["step"] = int(text[6:])
+        elif text.startswith("Loss: "):
+            ev["value"] = to_float(text[6:])
+        elif "NaN count:" in text:
+            ev["nan_tensors"] = (ev.get("nan_tensors") or 0) + 1
+        elif text.startswith(("Checkpoint saved: ", "Debug tensors saved: ")):
+            ev["dump_path"] = text.split(": ", 1)[1]
+
+    def _child_line(self, number: int, text: str) -> bool:
+        if _CHILD_ENTRY.match(text) is not None:
+            self.current = self.read.event("child_failed", number, rank=None, level="ERROR",
+                                           message="torchrun child process failed", root_cause=self.root_cause)
+            return True
+        if text.startswith("Root Cause"):
+            self.root_cause = True
+            return True
+        if _CHILD_TEXT.match(text):
+            return True
+        if (m := _CHILD_FIELD.match(text)) is not None and self.current is not None:
+            self._child_field(m["key"], m["value"].strip())
+            return True
+        return False
+
+    def _child_field(self, key: str, value: str) -> None:
+        ev = self.current
+        if key == "rank" and (m := _RANK_FIELD.match(value)):
+            ev["rank"], ev["local_rank"] = int(m["rank"]), int(m["local"])
+        elif key == "exitcode" and (m := _EXIT_FIELD.match(value)):
+            ev["exitcode"], ev["pid"] = int(m["code"]), int(m["pid"])
+            self.block_pids.add(ev["pid"])
+            if ev.get("signal") is None:
+                ev["signal"] = signal_of(ev["exitcode"])  # the traceback line, when there is one, says it too
+        elif key == "host":
+            ev["host"] = value
+        elif key == "time":
+            ev["time_s"] = self._full_time(value)
+            ev["failed_at"] = value
+        elif key == "traceback":
+            if (m := _SIGNAL.search(value)) is not None:
+                ev["signal"] = m["name"]
+            ev["message"] = f"torchrun child process failed: {value}"
+        elif key == "error_file" and value not in ("<N/A>", ""):
+            ev["error_file"] = value
+
+    def _full_time(self, text: str) -> float | None:  # the console's, which knows the year
+        raise NotImplementedError
+
+
+def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | None, index: int) -> int | None:
+    """transformers' Trainer prints each log as a Python dict (train, eval, final summary): the
+    rows and meta it gives; the count of train logs so far, or None where ``text`` is no dict."""
+    try:
+        # Python prints a NaN or Inf loss as a bare nan / inf, which is no literal: quote, then restore
+        values = ast.literal_eval(_NONFINITE.sub(r"'\1\2__nonfinite'", text))
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+    if not isinstance(values, dict):
+        return None
+    values = {k: float(v[: -len("__nonfinite")]) if isinstance(v, str) and v.endswith("__nonfinite") else v
+              for k, v in values.items()}
+    if "loss" in values:
+        index += 1
+        read.step(number, {"rank": rank if rank is not None else 0, "step": None, "time_s": t,
+                           "loss": as_float(values.get("loss")), "learning_rate": as_float(values.get("learning_rate")),
+                           "grad_norm": as_float(values.get("grad_norm")), "epoch": as_float(values.get("epoch")),
+                           "log_index": index})
+    elif any(str(k).startswith("eval_") for k in values):
+        for k, v in values.items():
+            if str(k).startswith("eval_"):
+                read.rows["evals"].append({"step": None, "name": str(k), "value": as_float(v), "rank": rank,
+                                           "time_s": t, "epoch": as_float(values.get("epoch"))})
+    elif "train_runtime" in values:
+        read.meta.setdefault("duration_s", as_float(values.get("train_runtime")))
+        read.meta.setdefault("samples_per_second", as_float(values.get("train_samples_per_second")))
+        read.meta.setdefault("steps_per_second", as_float(values.get("train_steps_per_second")))
+        read.meta.setdefault("train_loss", as_float(values.get("train_loss")))
+    return index

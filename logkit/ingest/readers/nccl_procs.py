@@ -1,0 +1,192 @@
+"""What the NCCL_DEBUG lines of a capture say about its processes, put together.
+
+Each process (host and pid of its lines) gathers what its lines tell: its communicators
+(``Init START`` / ``Init COMPLETE`` lines and the newer ``nRanks .. nNodes .. localRanks ..``
+line), the network and NICs it uses, its rank where only channel lines name it, and the rank
+its launcher prefix gave. At the end (``finish``) every process becomes one ``nccl_init``
+event per communicator (``init``: complete, start, abort, or None where no init line was seen:
+the log may stop before ``Init COMPLETE``) and the whole capture gives meta: ``world_size``
+(NCCL's nranks, else the ranks a ring lists), ``nodes`` (NCCL's nNodes, else the hosts seen, a
+lower bound), ``hosts``, ``ranks_by_host``, ``devices`` (CUDA devices per host), ``local_ranks``,
+``network``, ``nics``, ``nic_provider``, ``nic_count``, ``cuda_driver_version``.
+
+Lines torn by processes writing without line buffering can lose the head of a host name
+(``5c0s31b0n0:307469`` for ``x3005c0s31b0n0:307469``): such a process is joined to the one
+whose host name ends with it and has the same pid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from logkit.ingest.readers.base import Read
+
+
+@dataclass
+class _Proc:
+    host: str
+    pid: int
+    line: int
+    devices: set = field(default_factory=set)
+    comms: dict = field(default_factory=dict)  # comm address -> what its lines said
+    rank: int | None = None  # from channel lines
+    launcher_rank: int | None = None
+    network: str | None = None
+    channels: int | None = None
+    message: str = ""
+
+    def merge(self, other: _Proc) -> None:
+        self.line = min(self.line, other.line)
+        self.devices |= other.devices
+        for comm, facts in other.comms.items():
+            self.comms.setdefault(comm, {}).update({k: v for k, v in facts.items() if v is not None})
+        for name in ("rank", "launcher_rank", "network", "channels"):
+            if getattr(self, name) is None:
+                setattr(self, name, getattr(other, name))
+
+
+class NcclProcs:
+    """The processes of one capture, as its NCCL lines describe them."""
+
+    def __init__(self, read: Read) -> None:
+        self.read = read
+        self.procs: dict[tuple[str, int], _Proc] = {}
+        self.warns: dict[tuple[str, int], dict] = {}  # the last WARN of a process, for its chain
+        self.nics: dict[str, dict] = {}
+        self.facts: dict = {}
+        self.ring = 0
+
+    def _proc(self, n: dict, number: int, launcher_rank: int | None) -> _Proc:
+        key = (n["host"], n["pid"])
+        proc = self.procs.get(key)
+        if proc is None:
+            proc = self.procs[key] = _Proc(n["host"], n["pid"], number)
+        if launcher_rank is not None and proc.launcher_rank is None:
+            proc.launcher_rank = launcher_rank
+        return proc
+
+    def line(self, number: int, n: dict, launcher_rank: int | None) -> None:
+        """Take in one parsed NCCL line (``nccl.parse_nccl_debug``)."""
+        proc = self._proc(n, number, launcher_rank)
+        what = n["what"]
+        if what in ("init", "topology"):
+            comm = proc.comms.setdefault(n["comm"], {"line": number})
+            self._comm(comm, n, number)
+            return
+        if what == "warn":
+            self.warns[(n["host"], n["pid"])] = self.read.event(
+                "nccl_warn", number, host=n["host"], rank=launcher_rank, level="WARNING",
+                message=n["message"].strip(), device=n["dev"], pid=n["pid"], where=n["where"], chain=None)
+        elif what == "chain" and (ev := self.warns.get((n["host"], n["pid"]))) is not None:
+            link = f"{n['where']} -> {n['code']}"
+            ev["chain"] = link if ev["chain"] is None else f"{ev['chain']}; {link}"
+        else:
+            self._fact(proc, n, number)
+        if what not in ("warn", "chain"):
+            proc.devices.add(n["dev"])
+
+    def _comm(self, comm: dict, n: dict, number: int) -> None:
+        for key in ("rank", "nranks", "nnodes", "local_ranks", "local_rank", "comm_id", "bus_id"):
+            if n.get(key) is not None:
+                comm[key] = n[key]
+        if n["what"] == "init":
+            comm["device"] = int(n["dev"]) if comm.get("device") is None else comm["device"]
+            if n["state"] == "complete" or comm.get("state") is None:
+                comm["state"], comm["line"], comm["message"] = n["state"], number, n["message"].strip()
+            elif n["state"] != "start":
+                comm["state"] = n["state"]  # an abort after a complete init says how it ended
+
+    def _fact(self, proc: _Proc, n: dict, number: int) -> None:
+        what = n["what"]
+        if what == "network":
+            proc.network = proc.network or n["network"]
+            self.facts.setdefault("network", n["network"])
+        elif what == "nics":
+            for nic in n["nics"]:
+                self.nics.setdefault(nic["name"], nic)
+            for key in ("provider", "nic_count", "ib"):
+                if key in n:
+                    self.facts.setdefault({"provider": "nic_provider"}.get(key, key), n[key])
+        elif what == "ring":
+            self.ring = max(self.ring, len(n["ring"]))
+            proc.channels = max(proc.channels or 0, n["channels"] or 0) or None
+        elif what == "peer":
+            proc.rank = n["rank"] if proc.rank is None else proc.rank
+            self.facts.setdefault("ranks_named", set()).update(n["ranks"])
+        elif what == "version":
+            self.read.meta.setdefault("nccl_version", n["version"])
+        elif what == "driver":
+            self.facts.setdefault("cuda_driver_version", n["driver"])
+        elif what == "retry":
+            self.read.event("warning", number, host=n["host"], level="WARNING", pid=n["pid"],
+                            message=f"NCCL: call to connect returned {n['error']}, retrying")
+
+    def _joined(self) -> list[_Proc]:
+        """The processes, torn host names joined to their whole ones."""
+        procs = dict(self.procs)
+        for (host, pid), proc in list(procs.items()):
+            whole = [k for k in procs if k[1] == pid and k[0] != host and k[0].endswith(host)]
+            if len(whole) == 1:
+                procs[whole[0]].merge(proc)
+                del procs[(host, pid)]
+        return sorted(procs.values(), key=lambda p: p.line)
+
+    def finish(self) -> None:
+        """The ``nccl_init`` events and the capture's meta."""
+        procs = self._joined()
+        for proc in procs:
+            self._events(proc)
+        if procs:
+            self._meta(procs)
+
+    def _events(self, proc: _Proc) -> None:
+        comms = sorted(proc.comms.items(), key=lambda kv: kv[1]["line"])
+        if not comms:
+            comms = [(None, {"line": proc.line, "rank": proc.rank if proc.rank is not None else proc.launcher_rank})]
+        for comm, facts in comms:
+            device = facts.get("device")
+            self.read.event(
+                "nccl_init", facts["line"], host=proc.host, rank=facts.get("rank"), nranks=facts.get("nranks"),
+                comm_id=facts.get("comm_id") or comm, network=proc.network, level="INFO",
+                message=facts.get("message") or f"NCCL process {proc.host}:{proc.pid}", pid=proc.pid,
+                device=device if device is not None else (min(proc.devices) if proc.devices else None),
+                channels=proc.channels, nnodes=facts.get("nnodes"), local_ranks=facts.get("local_ranks"),
+                local_rank=facts.get("local_rank"), init=facts.get("state"))
+
+    def _meta(self, procs: list[_Proc]) -> None:
+        meta = self.read.meta
+        comms = [c for p in procs for c in p.comms.values()]
+        nranks = [c["nranks"] for c in comms if c.get("nranks")]
+        nnodes = [c["nnodes"] for c in comms if c.get("nnodes")]
+        hosts = sorted({p.host for p in procs})
+        if nranks:
+            meta.update(world_size=max(nranks), world_size_from="nccl init (nranks)")
+        elif self.ring:
+            meta.update(world_size=self.ring, world_size_from="nccl ring (every rank listed)")
+        if nnodes:
+            meta.update(nodes=max(nnodes), nodes_from="nccl init (nNodes)")
+        else:
+            meta.update(nodes=len(hosts), nodes_from="hosts in the NCCL lines (a lower bound)")
+        local = [c["local_ranks"] for c in comms if c.get("local_ranks")]
+        by_host: dict[str, set] = {}
+        for p in procs:
+            ranks = {c["rank"] for c in p.comms.values() if c.get("rank") is not None}
+            ranks |= {r for r in (p.rank, p.launcher_rank) if r is not None and not ranks}
+            by_host.setdefault(p.host, set()).update(ranks)
+        devices = {h: sorted({d for p in procs if p.host == h for d in self._devices(p)}) for h in hosts}
+        meta.update(hosts=hosts, ranks_by_host={h: sorted(r) for h, r in by_host.items()}, devices=devices)
+        if local:
+            meta["local_ranks"] = max(local)
+        if self.nics:
+            meta["nics"] = list(self.nics.values())
+        for key in ("network", "nic_provider", "nic_count", "cuda_driver_version", "ib"):
+            if key in self.facts:
+                meta[key] = self.facts[key]
+        if "ranks_named" in self.facts:
+            meta["nccl_ranks_seen"] = sorted(self.facts["ranks_named"])
+
+    @staticmethod
+    def _devices(proc: _Proc) -> set:
+        """A process's CUDA devices: its init lines' cudaDev, else the ``[dev]`` of its lines."""
+        init = {c["device"] for c in proc.comms.values() if c.get("device") is not None}
+        return init or proc.devices

@@ -1,0 +1,278 @@
+"""Lines that torch, its launchers and training frameworks print when a distributed run fails
+(foreign grammar: written by others, read here one kind per function; each returns a dict of
+what the line says, or None).
+
+- ProcessGroupNCCL's watchdog: a timeout (``parse_watchdog``: old and new shapes, anywhere in a
+  line; a line cut short gives what it holds, ``complete`` False), the work it stopped at
+  (``parse_work``: ``detected by watchdog at work: N, last enqueued ..: M, last completed ..: K``
+  and the older ``Timeout at NCCL work`` / newer ``failure detected by watchdog at work sequence
+  id`` wordings), a watchdog hang that terminates the process (``parse_hang``);
+- TORCH_DISTRIBUTED_DEBUG's collective mismatch (``parse_mismatch``: sequence number, ranks, ops,
+  each rank's tensor shape and dtype, and the fields torch says differ, with both values);
+- the launchers: torchrun's agent (``agent_records``: ``Sending process P closing signal
+  SIGTERM``, ``failed (exitcode: -9) local_rank: 4 (pid: P)``; several may be glued on one
+  line), DeepSpeed's (``Killing subprocess P``, ``... --local_rank=1 ... exits with return code
+  = -11``), PALS/mpich's ``host: rank 2 died from signal 6``, prterun's first failed process;
+- NCCL errors raised into Python (``NCCL error ..., <reason>, NCCL version X``), the c10d
+  rendezvous timing out, a port already in use, torch RPC agents losing a peer;
+- progress: tqdm bars, Megatron's ``iteration N/M | ... | lm loss: ...`` lines, transformers'
+  "Running training" block.
+
+A negative exit code is the signal that ended the process (``SIGNALS``: -9 SIGKILL, -6 SIGABRT).
+"""
+
+from __future__ import annotations
+
+import re
+
+from logkit.schema.values import to_float
+
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
+           11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
+
+_WATCHDOG = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]\s*Watchdog caught coll")
+# a field of a watchdog line is read only when its delimiter follows it (a cut line ends mid-number)
+_WORK_FIELDS = {"seq": r"SeqNum=(\d+)[,)]", "op": r"OpType=(\w+)[,)]", "numel": r"NumelIn=(-?\d+)[,)]",
+                "numel_out": r"NumelOut=(-?\d+)[,)]", "timeout_ms": r"Timeout\(ms\)=(\d+)\)",
+                "elapsed_ms": r"ran for (\d+) milliseconds before timing out"}
+_WORK_RE = {k: re.compile(v) for k, v in _WORK_FIELDS.items()}
+_PG = r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID \d+)?\s*(?:\((?P<pg_name>[^)]*)\))?\s*Rank (?P<rank>\d+)\]\s*"
+WORK_START = re.compile(_PG + r"(?:Exception \(either an error or timeout\) detected|Timeout at NCCL work"
+                        r"|failure detected by watchdog)")
+_WORK = re.compile(_PG + r"(?:Exception \(either an error or timeout\) detected by watchdog at work|Timeout at NCCL work"
+                   r"|failure detected by watchdog at work sequence id): (?P<work>\d+),? (?:PG status: )?"
+                   r"last enqueued (?:NCCL )?work: (?P<enqueued>\d+), last completed (?:NCCL )?work: (?P<completed>\d+)")
+_HANG = re.compile(_PG + r".*?Terminating the process after attempting to dump debug info, due to "
+                   r"(?P<why>ProcessGroupNCCL watchdog hang|[^.]+)")
+MISMATCH = re.compile(r"Detected mismatch between collectives")
+_FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\("
+                          r"(?:SequenceNumber=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
+                          r"(?:, TensorShape=\[(?P<shape>[^\]]*)\])?(?:, TensorDtypes=(?P<dtype>\w+))?")
+_DIFFERS = re.compile(r"Collectives differ in the following aspects:(?P<rest>.*)$")
+_DIFF = re.compile(r"(?P<field>Sequence number|Op type|(?:Tensor )*(?:shapes|dtypes|device types)):\s*"
+                   r"(?P<a>.*?)\s*vs\s*(?P<b>.*?)(?=\s{2,}|\s*$|\s+(?:Tensor |Op type|Sequence number))")
+_FIELD_NAMES = {"Sequence number": "seq", "Op type": "op", "shapes": "shape", "dtypes": "dtype",
+                "device types": "device"}
+_SIGTERM = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<signal>SIG\w+)")
+_AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)"
+                           r"(?: of binary: ?(?P<binary>\S*))?")
+_DS_KILL = re.compile(r"Killing subprocess (?P<pid>\d+)")
+_DS_EXIT = re.compile(r"--local_rank=(?P<local>\d+).*?\bexits with return code = (?P<code>-?\d+)")
+_DIED = re.compile(r"^(?P<host>[\w.-]+): rank (?P<rank>\d+) died from signal (?P<sig>\d+)(?P<core> and dumped core)?")
+_PRTE = re.compile(r"Process name: \[(?P<proc>[^\]]*@\d+,(?P<rank>\d+))\]\s+Exit code:\s+(?P<code>-?\d+)")
+_NCCL_ERROR = re.compile(r"NCCL error(?: in: (?P<where>\S+?))?[:,] (?P<error>.+?), NCCL version (?P<version>[\w.+-]+)")
+_RANK_TAG = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
+_RENDEZVOUS = re.compile(r"connect\(\) timed out\. Original timeout was (?P<ms>\d+) ms")
+_IN_USE = re.compile(r"failed to (?:listen on|bind to) (?P<addr>\S+?):(?P<port>\d+) \(errno: (?P<errno>\d+) - "
+                     r"Address already in use\)")
+_RPC = re.compile(r"RPC agent for (?P<agent>\d+) encountered error when [^:]*? (?:to|from) (?P<peer>\d+): (?P<error>.*)")
+_PEER_CLOSED = re.compile(r"Connection closed by remote peer (?P<peer>\S+)")
+_TQDM = re.compile(r"(?:^|\||\s)(?P<n>\d+)/(?P<total>\d+) \[\d+:\d+(?::\d+)?<")
+_MEGATRON = re.compile(r"iteration\s+(?P<it>\d+)/\s*(?P<of>\d+) \|(?P<fields>.*)$")
+_MEGATRON_FIELDS = {"elapsed time per iteration (ms)": "step_time_ms", "learning rate": "learning_rate",
+                    "global batch size": "total_batch_size", "lm loss": "loss", "grad norm": "grad_norm"}
+_HF_TOTALS = {"Total train batch size (w. parallel, distributed & accumulation)": "total_batch_size",
+              "Instantaneous batch size per device": "per_device_batch_size",
+              "Gradient Accumulation steps": "gradient_accumulation_steps", "Total optimization steps": "max_steps",
+              "Num examples": "num_examples", "Num Epochs": "num_epochs"}
+_HF_TOTAL = re.compile(r"^\s*(?P<key>[A-Z][\w .,&()-]+?) = (?P<value>[\d,]+)\s*$")
+_N_GPU = re.compile(r"Process rank: (?P<rank>-?\d+), device: (?P<device>\S+?), n_gpu: (?P<n>\d+)")
+_OF = re.compile(r"\b(?:worker|rank|process) (?P<rank>\d+) of (?P<size>\d+)\b", re.I)
+_TORCHRUN = re.compile(r"\b(?:torchrun|torch\.distributed\.(?:run|launch))\b")
+_NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)")
+_NNODES = re.compile(r"--nnodes[= ](?P<n>\d+)(?![:\d])")
+_THROUGHPUT = re.compile(r"Throughput: (?P<rate>\d+(?:\.\d+)?) (?:images|samples)/s"
+                         r"(?:, Batch size: (?P<batch>\d+))?(?:, Num of GPUs: (?P<gpus>\d+))?"
+                         r"(?:, Total time: (?P<time>[0-9.]+) s)?")
+
+
+def signal_of(code: int | None) -> str | None:
+    """The signal a negative exit code says ended the process (Python's and torchrun's convention)."""
+    return SIGNALS.get(-code, f"signal {-code}") if code is not None and code < 0 else None
+
+
+def parse_watchdog(line: str) -> dict | None:
+    """A watchdog timeout anywhere in ``line``: rank, op, seq, numel, numel_out, timeout_ms,
+    elapsed_ms (None where the line is cut before them), and whether it is ``complete``."""
+    m = _WATCHDOG.search(line)
+    if m is None:
+        return None
+    rest = line[m.end():]
+    out: dict = {"rank": int(m["rank"])}
+    for key, pattern in _WORK_RE.items():
+        f = pattern.search(rest)
+        out[key] = (f[1] if key == "op" else int(f[1])) if f else None
+    out["complete"] = out["elapsed_ms"] is not None
+    return out
+
+
+def parse_work(line: str) -> dict | None:
+    """The work a rank's watchdog stopped at: rank, pg, pg_name, seq, last_enqueued, last_completed."""
+    m = _WORK.search(line)
+    if m is None:
+        return None
+    return {"rank": int(m["rank"]), "pg": m["pg"], "pg_name": m["pg_name"], "seq": int(m["work"]),
+            "last_enqueued": int(m["enqueued"]), "last_completed": int(m["completed"])}
+
+
+def parse_hang(line: str) -> dict | None:
+    m = _HANG.search(line)
+    return None if m is None else {"rank": int(m["rank"]), "pg": m["pg"], "pg_name": m["pg_name"], "why": m["why"]}
+
+
+def parse_mismatch(line: str) -> dict | None:
+    """seq, ranks, ops, shapes and dtypes (per rank, in the order the ranks are named) of a
+    collective mismatch, and ``differs`` / ``differences``: the fields torch says differ, and
+    each with both values (``shape 195812480 vs 51123456``), or None."""
+    if MISMATCH.search(line) is None:
+        return None
+    prints = list(_FINGERPRINT.finditer(line))
+    seqs = {int(p["seq"]) for p in prints if p["seq"] is not None}
+    out = {"seq": min(seqs) if seqs else None, "ranks": ",".join(p["rank"] for p in prints),
+           "ops": ",".join(p["op"] for p in prints),
+           "shapes": ";".join(f"[{p['shape']}]" if p["shape"] is not None else "?" for p in prints) or None,
+           "dtypes": ",".join(p["dtype"] or "?" for p in prints) or None, "differs": None, "differences": None}
+    if (d := _DIFFERS.search(line)) is not None:
+        found = []
+        for m in _DIFF.finditer(d["rest"]):
+            name = m["field"].replace("Tensor ", "")
+            found.append((_FIELD_NAMES.get(name, name), m["a"].strip(), m["b"].strip()))
+        if found:
+            out["differs"] = ",".join(f for f, _, _ in found)
+            out["differences"] = "; ".join(f"{f} {a} vs {b}" for f, a, b in found)
+    return out
+
+
+def mismatches_from_timeouts(timeouts: list[dict]) -> list[dict]:
+    """One mismatch per sequence number that timed out with different operations on different ranks."""
+    by_seq: dict[int, dict[int, str]] = {}
+    for t in timeouts:
+        if t.get("seq") is not None and t.get("rank") is not None and t.get("op") is not None:
+            by_seq.setdefault(t["seq"], {})[t["rank"]] = t["op"]
+    out = []
+    for seq, ops in sorted(by_seq.items()):
+        if len(set(ops.values())) > 1:
+            ranks = sorted(ops)
+            out.append({"seq": seq, "ranks": ",".join(map(str, ranks)), "ops": ",".join(ops[r] for r in ranks)})
+    return out
+
+
+def agent_records(text: str) -> list[dict]:
+    """What launchers say about their workers, in the order the line says it (records may be glued
+    on one line): ``sigterm_sent`` (pid, signal) and ``child_exit`` (local_rank, pid, exitcode,
+    signal, launcher, start: where the record starts in ``text``)."""
+    out = []
+    for m in _SIGTERM.finditer(text):
+        out.append({"what": "sigterm_sent", "pid": int(m["pid"]), "signal": m["signal"], "start": m.start(),
+                    "text": m[0], "launcher": "torchrun"})
+    for m in _DS_KILL.finditer(text):
+        out.append({"what": "sigterm_sent", "pid": int(m["pid"]), "signal": None, "start": m.start(), "text": m[0],
+                    "launcher": "deepspeed"})
+    for m in _AGENT_FAILED.finditer(text):
+        code = int(m["code"])
+        out.append({"what": "child_exit", "local_rank": int(m["local"]), "pid": int(m["pid"]), "exitcode": code,
+                    "signal": signal_of(code), "start": m.start(), "launcher": "torchrun"})
+    if (m := _DS_EXIT.search(text)) is not None:
+        code = int(m["code"])
+        out.append({"what": "child_exit", "local_rank": int(m["local"]), "pid": None, "exitcode": code,
+                    "signal": signal_of(code), "start": m.start(), "launcher": "deepspeed"})
+    return sorted(out, key=lambda r: r["start"])
+
+
+def parse_died(text: str) -> dict | None:
+    """PALS/mpich: ``host: rank 2 died from signal 6 and dumped core``."""
+    m = _DIED.match(text)
+    if m is None:
+        return None
+    sig = int(m["sig"])
+    return {"host": m["host"], "rank": int(m["rank"]), "exitcode": -sig, "signal": signal_of(-sig),
+            "core_dumped": bool(m["core"])}
+
+
+def parse_prte(text: str) -> dict | None:
+    """prterun/mpirun: the first process to exit with a non-zero status (``@1,7`` is rank 7)."""
+    m = _PRTE.search(text)
+    return None if m is None else {"process": m["proc"], "rank": int(m["rank"]), "exitcode": int(m["code"])}
+
+
+def parse_nccl_error(text: str) -> dict | None:
+    """``NCCL error in: <file>:<line>, <reason>, NCCL version X`` (raised into Python, or in a
+    watchdog's ``what():``): reason, version, where, and the rank a ``[... Rank N]`` tag names."""
+    m = _NCCL_ERROR.search(text)
+    if m is None:
+        return None
+    r = _RANK_TAG.search(text, 0, m.start())
+    return {"error": m["error"].strip(), "nccl_version": m["version"], "where": m["where"],
+            "rank": int(r["rank"]) if r else None}
+
+
+def parse_setup_failure(text: str) -> dict | None:
+    """The process group could not form: the rendezvous store timed out, or a port was taken."""
+    if (m := _RENDEZVOUS.search(text)) is not None:
+        return {"kind": "rendezvous_timeout", "timeout_ms": float(m["ms"])}
+    if (m := _IN_USE.search(text)) is not None:
+        return {"kind": "address_in_use", "port": int(m["port"]), "errno": int(m["errno"]), "address": m["addr"]}
+    return None
+
+
+def parse_peer(text: str) -> dict | None:
+    """A peer lost: a torch RPC agent's error (``rank``: the agent, ``peer``) or a socket closed
+    by a remote peer (``peer``: host<port>)."""
+    if (m := _RPC.search(text)) is not None:
+        return {"rank": int(m["agent"]), "peer": m["peer"], "error": m["error"].strip()}
+    if (m := _PEER_CLOSED.search(text)) is not None:
+        return {"rank": None, "peer": m["peer"], "error": "connection closed by remote peer"}
+    return None
+
+
+def parse_progress(text: str) -> dict | None:
+    """The last ``n/total`` of a tqdm bar in ``text`` (a bar may be glued to the next record)."""
+    found = list(_TQDM.finditer(text))
+    return None if not found else {"step": int(found[-1]["n"]), "total": int(found[-1]["total"])}
+
+
+def parse_megatron(text: str) -> dict | None:
+    """Megatron's ``iteration N/ M | ... | lm loss: 1.259228E+01 | ...`` line: a steps row."""
+    m = _MEGATRON.search(text)
+    if m is None:
+        return None
+    values = {}
+    for part in m["fields"].split("|"):
+        key, _, value = part.partition(":")
+        if key.strip() in _MEGATRON_FIELDS:
+            values[_MEGATRON_FIELDS[key.strip()]] = to_float(value.strip())
+    if "loss" not in values:
+        return None
+    ms = values.pop("step_time_ms", None)
+    batch = values.pop("total_batch_size", None)
+    return {"step": int(m["it"]), "max_steps": int(m["of"]), "step_time_s": ms / 1000 if ms is not None else None,
+            "total_batch_size": int(batch) if batch is not None else None, **values}
+
+
+def parse_throughput(text: str) -> dict | None:
+    m = _THROUGHPUT.search(text)
+    if m is None:
+        return None
+    return {"throughput_samples_s": to_float(m["rate"]), "batch_size": int(m["batch"]) if m["batch"] else None,
+            "num_gpus": int(m["gpus"]) if m["gpus"] else None, "duration_s": to_float(m["time"])}
+
+
+def run_facts(text: str) -> dict:
+    """Facts about the run a line states: transformers' totals (``Total train batch size ... = 6``),
+    ``n_gpu``, ``worker N of M``, a torchrun command line's ``--nnodes`` / ``--nproc_per_node``,
+    a ``data parallel size``."""
+    out: dict = {}
+    if (m := _HF_TOTAL.match(text)) is not None and m["key"] in _HF_TOTALS:
+        out[_HF_TOTALS[m["key"]]] = int(m["value"].replace(",", ""))
+    if (m := _N_GPU.search(text)) is not None:
+        out["gpu_count"] = int(m["n"])
+    if (m := _OF.search(text)) is not None and int(m["rank"]) < int(m["size"]):
+        out["world_size_stated"] = int(m["size"])
+    if _TORCHRUN.search(text) and (m := _NPROC.search(text)) is not None:
+        out["nproc_per_node"] = int(m["n"])
+        nodes = _NNODES.search(text)
+        if nodes is not None or "--standalone" in text:
+            out["nnodes"] = int(nodes["n"]) if nodes else 1
+    if (m := re.search(r"data parallel size: (\d+)", text)) is not None:
+        out["data_parallel_size"] = int(m[1])
+    return out
