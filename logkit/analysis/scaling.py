@@ -11,7 +11,8 @@ Definitions (``definitions.SCALING``):
   run left out; ``throughput.py`` says how), else over the whole run (the only figures a run's
   totals give); ``basis`` says which, and the whole-run figures are kept beside.
 - ``speedup_ci``: 95% block-bootstrap interval of the steady speedup (1000 draws of each run's
-  steady throughput, independent seeds; the ratio's 2.5th and 97.5th percentiles).
+  steady throughput, seeded 1000 + the run's position among the sessions: independent and
+  reproducible; the ratio's 2.5th and 97.5th percentiles).
 - ``regime``: "strong" when the global batch is the same, "weak" when the per-rank batch
   (total_batch_size / world_size) is the same, "mixed" otherwise, "unknown" without batch sizes.
 - Only runs of one comparison group are compared (``groups``: same model, same sequence length
@@ -151,7 +152,7 @@ def _steady_detail(base: SessionSummary, cand: SessionSummary, bstate: SteadySta
 def _flag(headline: float | None, ratio: float, ci, basis: str, base, cand, ctx: dict, context: dict) -> tuple:
     if headline is None or ratio <= 1:  # same rank counts: an A/B comparison, not scaling
         return ()
-    kind = "slowdown" if headline < 1 else "superlinear" if headline > ratio * 1.0 + 1e-9 else None
+    kind = "slowdown" if headline < 1 else "superlinear" if headline > ratio + 1e-9 else None
     if kind is None:
         return ()
     causes = _causes(kind, base, cand, ctx, context.get(cand.session_id, {}), context.get(base.session_id, {}))
@@ -186,8 +187,6 @@ def _compare(sessions, summaries, states, b: int, c: int, label: str, boots: dic
                                   if base.basis != "steps" or cand.basis != "steps"
                                   else "every logged step, warm-up included")
         tputs = (base.samples_per_second, cand.samples_per_second)
-    headline = dataclasses.replace(headline, scaling_efficiency=(headline.speedup / ratio
-                                                                 if headline.speedup is not None else None))
     return Comparison(
         baseline=base.session_id, candidate=cand.session_id, group=label, regime=ctx["regime"], basis=basis,
         basis_detail=detail, headline=headline, whole_run=whole, steady=steady, speedup_ci=ci, ci_level=CI_LEVEL,

@@ -34,3 +34,26 @@ def regime(base_batch, base_ranks, cand_batch, cand_ranks) -> str:
     if base_batch / base_ranks == cand_batch / cand_ranks:
         return "weak"
     return "mixed"
+
+
+def steady_bootstrap_interval(base, cand, base_seed, cand_seed, n_boot=1000, level=0.95):
+    """The speedup interval by its definition: each run's steady steps (``(batch, time)`` pairs in
+    step order, warm-up left out) cut into min(n, 200) consecutive blocks; ``n_boot`` draws of
+    each run's blocks with replacement, each run from its own seed (numpy's default generator);
+    each draw's throughput is its samples over its time; the interval is the (1 - level) / 2 and
+    (1 + level) / 2 quantiles of candidate draw / baseline draw."""
+    import numpy as np
+
+    def draws(pairs, seed):
+        n = len(pairs)
+        m = min(n, 200)
+        edges = [k * n // m for k in range(m)] + [n]
+        blocks = [pairs[edges[k]:edges[k + 1]] for k in range(m)]
+        samples = np.array([sum(b for b, _ in block) for block in blocks], dtype=float)
+        seconds = np.array([sum(t for _, t in block) for block in blocks], dtype=float)
+        idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
+        return samples[idx].sum(axis=1) / seconds[idx].sum(axis=1)
+
+    ratio = draws(cand, cand_seed) / draws(base, base_seed)
+    lo, hi = np.quantile(ratio, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
