@@ -116,9 +116,10 @@ def _batch(session, timed: pd.DataFrame, run: dict) -> tuple[int | None, str | N
     return (batch, "performance lines") if batch is not None else (None, None)
 
 
-def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.DataFrame, rank: int) -> None:
+def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.DataFrame) -> None:
     """Figures from the run's own totals (no step times, or sampled step lines), or estimated from
-    sampled lines when the run wrote no totals."""
+    sampled lines when the run wrote no totals. (Timed steps that are not sampled never come
+    here: ``session_summary`` takes them first.)"""
     out["steps_per_second"], out["samples_per_second"] = run["steps_per_second"], run["samples_per_second"]
     if out["samples_per_second"] is None and out["total_steps"] and out["total_batch_size"]:
         out["samples_per_second"] = per_second(out["total_steps"] * out["total_batch_size"], out["duration_s"])
@@ -133,9 +134,6 @@ def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.Dat
         why = (f"the step lines are sampled: {logged} of {run['total_steps']} steps logged" if sampled
                else "no step times logged")
         out.update(basis="run totals", basis_detail=f"run totals from {run['source']} ({why})")
-    elif not timed.empty:  # step times, but more steps than the header claims: use them
-        out.update(_from_rows(timed, out["total_batch_size"]), basis="steps",
-                   basis_detail=f"rank {rank}'s {len(timed)} timed step(s): sum of batch sizes / sum of step times")
 
 
 def _final_loss(out: dict, run: dict, sampled: bool, steps: pd.DataFrame) -> None:
@@ -175,7 +173,7 @@ def session_summary(session) -> SessionSummary:
                    basis_detail=f"rank {rank}'s {len(timed)} timed step(s): sum of batch sizes / sum of step times")
     else:
         out["total_steps"] = run["total_steps"] if run["total_steps"] is not None else max_step
-        _from_totals(out, run, sampled, logged, timed, rank)
+        _from_totals(out, run, sampled, logged, timed)
     if out["total_batch_size"] is None:
         derived = _derive_batch(out["samples_per_second"], out["steps_per_second"])
         if derived is not None:
