@@ -7,6 +7,14 @@ clipping) become that problem's finding; the other warning lines are listed in o
 so that none is lost. The emitter's ``anomaly`` / ``resource_warning`` events of a kind of
 ``schema.findings.EMITTER_KINDS`` become one finding per kind (the non-finite kinds go to the
 NaN finding). Evidence is the event's ``file:line``.
+
+Failed child processes: a negative exit code is a signal (``SIGNAL_MEANINGS``). The finding
+names the first failure (the root cause) and, where a launcher's own lines are all there is (no
+ChildFailedError block), the workers torn down after it. A process killed by a signal whose
+cause the log cannot show (SIGKILL: the host's OOM killer, most often; SIGSEGV, SIGBUS) is a
+finding of its own, with where to look. A collective mismatch names the fields torch says differ
+and both values; ranks whose watchdog stopped at a work item but printed no timeout are named
+with the timeout of that collective.
 """
 
 from __future__ import annotations
@@ -44,6 +52,24 @@ KNOWN_PROBLEMS: tuple[tuple[str, re.Pattern, str, str, str], ...] = tuple(
          "the gradients were clipped; frequent clipping with a rising norm precedes divergence"),
     ))
 
+# What a signal that ended a training process most often means.
+SIGNAL_MEANINGS = {
+    "SIGKILL": "killed by SIGKILL: most often the host's out-of-memory killer (check `dmesg -T` or "
+               "`journalctl -k` on that host for 'Killed process'), else a scheduler enforcing a limit",
+    "SIGABRT": "aborted (SIGABRT): often NCCL's watchdog taking the process down after a timeout or "
+               "an NCCL error, or a failed C++ assertion",
+    "SIGSEGV": "crashed in native code (SIGSEGV): a CUDA, NCCL, driver or extension fault; check for a "
+               "core dump and rerun with CUDA_LAUNCH_BLOCKING=1",
+    "SIGBUS": "SIGBUS: often shared memory exhausted (a container's small /dev/shm used by the data "
+              "loader or NCCL)",
+    "SIGTERM": "terminated (SIGTERM): torn down by the launcher after another rank failed, or by the "
+               "scheduler (time limit, preemption)",
+    "SIGINT": "interrupted (SIGINT): Ctrl-C or the launcher",
+}
+# Signals whose cause the log cannot show: a finding of their own, saying where to look.
+OUTSIDE_SIGNALS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")
+
+
 def _int_list(text) -> list[int]:
     if text is None or (not isinstance(text, (list, tuple)) and pd.isna(text)):
         return []
@@ -61,7 +87,35 @@ def _rank(r) -> str:
     return "?" if pd.isna(r) else str(int(r))
 
 
-def _timeouts(t: pd.DataFrame, sid) -> list[Finding]:
+def _value(row, name):
+    v = row.get(name) if hasattr(row, "get") else None
+    return None if v is None or (not isinstance(v, (list, tuple, str)) and pd.isna(v)) else v
+
+
+def _who(row) -> str:
+    """A failed process as the log names it: its rank, else its local rank and pid."""
+    rank, local, pid = (_value(row, k) for k in ("rank", "local_rank", "pid"))
+    if rank is not None:
+        return f"rank {int(rank)}"
+    who = f"local rank {int(local)}" if local is not None else "a worker"
+    return who + (f" (pid {int(pid)})" if pid is not None else "")
+
+
+def _stuck(work: pd.DataFrame | None, seq: float, named: set) -> str:
+    """Ranks whose watchdog stopped at work ``seq`` (or near it) without a timeout line of theirs."""
+    if work is None or work.empty:
+        return ""
+    rows = work[~work["rank"].isin(list(named))] if named else work
+    if seq >= 0:
+        rows = rows[(rows["seq"].astype("float64") - seq).abs() <= 2]
+    if rows.empty:
+        return ""
+    parts = ", ".join(f"rank {_rank(r)} at work {int(w)}" + (f" (last completed {int(c)})" if pd.notna(c) else "")
+                      for r, w, c in zip(rows["rank"], rows["seq"], rows["last_completed"], strict=True))
+    return f" The watchdog also stopped {parts} with no timeout line of its own: a rank stuck there."
+
+
+def _timeouts(t: pd.DataFrame, sid, work: pd.DataFrame | None = None) -> list[Finding]:
     out = []
     for seq, g in t.groupby(t["seq"].astype("float64").fillna(-1), sort=True):
         per_rank = ", ".join(
@@ -76,10 +130,58 @@ def _timeouts(t: pd.DataFrame, sid) -> list[Finding]:
         else:
             detail += (" Ranks missing from the list never reached this collective, or are waiting on "
                        "another one: look for a crashed or slow rank.")
+        stuck = _stuck(work, seq, set(t["rank"].dropna()))
+        evidence, ranks = list(g["source"]), list(g["rank"])
+        if stuck:
+            near = work[(work["seq"].astype("float64") - seq).abs() <= 2] if seq >= 0 else work
+            near = near[~near["rank"].isin(list(t["rank"].dropna()))]
+            evidence, ranks = evidence + list(near["source"]), ranks + list(near["rank"])
         out.append(Finding.make("critical", "nccl_timeout", sid, f"NCCL timeout at collective {seq_txt} on "
-                                f"{len(g)} rank(s)", detail, g["source"], g["rank"],
+                                f"{len(g)} rank(s)", detail + stuck, evidence, ranks,
                                 seq=None if seq < 0 else int(seq), ops=ops))
     return out
+
+
+def _work_only(work: pd.DataFrame, sid) -> list[Finding]:
+    """Watchdog lines naming the work each rank stopped at, where no timeout line survived."""
+    parts = ", ".join(f"rank {_rank(r)} at work {int(w)}" + (f" (last completed {int(c)})" if pd.notna(c) else "")
+                      for r, w, c in zip(work["rank"], work["seq"], work["last_completed"], strict=True))
+    return [Finding.make("critical", "nccl_timeout", sid, f"NCCL watchdog stopped {len(work)} rank(s)",
+                         f"The NCCL watchdog reported an error or timeout: {parts}. Ranks at different work "
+                         "items are waiting on each other: the lowest one is where the job stopped.",
+                         work["source"], work["rank"], seq=int(work["seq"].min()))]
+
+
+def _fingerprints(row) -> list[str]:
+    """``rank 1: ALLREDUCE [195812480] BFloat16`` for each rank the mismatch names."""
+    ranks, ops = _int_list(row.get("ranks")), str(row.get("ops") or "").split(",")
+    shapes = str(_value(row, "shapes") or "").split(";")
+    dtypes = str(_value(row, "dtypes") or "").split(",")
+    out = []
+    for i, r in enumerate(ranks):
+        extra = "".join(f" {x[i]}" for x in (shapes, dtypes) if len(x) > i and x[i] not in ("", "?"))
+        out.append(f"rank {r}: {ops[i] if i < len(ops) else '?'}{extra}")
+    return out
+
+
+def _mismatch_detail(row, pairs: str) -> tuple[str, str]:
+    """(title tail, detail) of a mismatch: what torch says differs, else what the fingerprints show."""
+    differences = _value(row, "differences")
+    if differences:
+        return (f" ({differences})", f"Ranks ran the same collective number with different arguments "
+                f"({', '.join(_fingerprints(row))}): torch says they differ in {differences}. The job hangs "
+                "until the watchdog fires; the code paths diverged before this call (a shape or dtype that "
+                "depends on the rank's data).")
+    ops = [o for o in str(row.get("ops") or "").split(",") if o]
+    if len(set(ops)) == 1 and len(ops) > 1:
+        found = [f for f, col, sep in (("shape", "shapes", ";"), ("dtype", "dtypes", ",")) if
+                 len({x for x in str(_value(row, col) or "").split(sep) if x and x != "?"}) > 1]
+        said = f"different tensor {' and '.join(found)}" if found else "arguments the log does not show"
+        return (f" ({', '.join(found)})" if found else "",
+                f"Ranks ran the same operation ({ops[0]}) at the same sequence number with {said} "
+                f"({', '.join(_fingerprints(row))}); the job hangs until the watchdog fires.")
+    return "", (f"Ranks called different collectives at the same sequence number ({pairs}); "
+                "the job hangs until the watchdog fires.")
 
 
 def _mismatches(m: pd.DataFrame, sid) -> list[Finding]:
@@ -88,19 +190,22 @@ def _mismatches(m: pd.DataFrame, sid) -> list[Finding]:
         ranks, ops = _int_list(row.get("ranks")), str(row.get("ops") or "").split(",")
         seq = row.get("seq")
         pairs = ", ".join(f"rank {r}: {o}" for r, o in zip(ranks, ops, strict=False))
+        tail, detail = _mismatch_detail(row, pairs)
+        extra = {k: _value(row, k) for k in ("differs", "differences", "shapes", "dtypes") if _value(row, k)}
         out.append(Finding.make("critical", "collective_mismatch", sid,
-                                f"Collective mismatch at sequence {'?' if pd.isna(seq) else int(seq)}",
-                                f"Ranks called different collectives at the same sequence number ({pairs}); "
-                                "the job hangs until the watchdog fires.", [row["source"]], ranks,
-                                seq=None if pd.isna(seq) else int(seq), ops=[o for o in ops if o]))
+                                f"Collective mismatch at sequence {'?' if pd.isna(seq) else int(seq)}{tail}",
+                                detail, [row["source"]], ranks, seq=None if pd.isna(seq) else int(seq),
+                                ops=[o for o in ops if o], **extra))
     return out
 
 
 def _ooms(o: pd.DataFrame, sid) -> list[Finding]:
     parts = []
-    for r, req, cap, free in zip(o["rank"], o.get("requested_gib"), o.get("capacity_gib"), o.get("free_gib"),
-                                 strict=True):
-        parts.append(f"rank {_rank(r)}" + (f" asked {req:.2f} GiB" if pd.notna(req) else "")
+    gpus = o["gpu"] if "gpu" in o.columns else pd.Series([None] * len(o), index=o.index)
+    for r, req, cap, free, gpu in zip(o["rank"], o.get("requested_gib"), o.get("capacity_gib"), o.get("free_gib"),
+                                      gpus, strict=True):
+        who = f"GPU {int(gpu)} (rank not in the log)" if pd.isna(r) and pd.notna(gpu) else f"rank {_rank(r)}"
+        parts.append(who + (f" asked {req:.2f} GiB" if pd.notna(req) else "")
                      + (f" of {cap:.2f} GiB total" if pd.notna(cap) else "")
                      + (f" ({free:.2f} GiB free)" if pd.notna(free) else ""))
     return [Finding.make("critical", "cuda_oom", sid, f"CUDA out of memory on {len(o)} rank(s)",
@@ -108,7 +213,14 @@ def _ooms(o: pd.DataFrame, sid) -> list[Finding]:
                          "or shard optimizer state.", o["source"], o["rank"])]
 
 
-def _children(c: pd.DataFrame, sid) -> list[Finding]:
+def _children(c: pd.DataFrame, sid, teardown: pd.DataFrame | None = None) -> list[Finding]:
+    """torchrun's ChildFailedError entries, as its block gives them; exits reported by a launcher's
+    own lines (no block: ``launcher`` set) get the root cause, the signal's meaning and the
+    workers torn down after it."""
+    launched = c["launcher"].notna() if "launcher" in c.columns else pd.Series(False, index=c.index)
+    signals = _signals(c)
+    if launched.any():
+        return [_launcher_children(c, sid, teardown, signals)]
     parts = [f"rank {_rank(r)}" + (f" on {host}" if host else "") + (f" exit code {int(code)}" if pd.notna(code) else "")
              + (f" ({sig})" if sig else "")
              for r, code, sig, host in zip(c["rank"], c["exitcode"], c["signal"], c["host"], strict=True)]
@@ -117,7 +229,60 @@ def _children(c: pd.DataFrame, sid) -> list[Finding]:
     if len(root):
         detail += f" Root cause: rank {', '.join(str(int(r)) for r in root['rank'].dropna())}."
     return [Finding.make("error", "child_failed", sid, f"{len(c)} child process(es) failed", detail, c["source"],
-                         c["rank"])]
+                         c["rank"], signals=signals, root_cause=_root(c))]
+
+
+def _signals(c: pd.DataFrame) -> list[dict]:
+    """Each failed process with its exit code, signal and what the signal most often means."""
+    out = []
+    for _, row in c.iterrows():
+        sig = _value(row, "signal")
+        out.append({"process": _who(row), "exitcode": _value(row, "exitcode"), "signal": sig,
+                    "meaning": SIGNAL_MEANINGS.get(sig) if sig else None, "host": _value(row, "host")})
+    return out
+
+
+def _root(c: pd.DataFrame) -> dict | None:
+    root = c[c["root_cause"] == True] if "root_cause" in c.columns else c.iloc[:0]  # noqa: E712
+    if root.empty:
+        return None
+    row = root.iloc[0]
+    return {"process": _who(row), "pid": _value(row, "pid"), "exitcode": _value(row, "exitcode"),
+            "signal": _value(row, "signal"), "source": row["source"]}
+
+
+def _launcher_children(c: pd.DataFrame, sid, teardown: pd.DataFrame | None, signals: list[dict]) -> Finding:
+    root = c[c["root_cause"] == True] if "root_cause" in c.columns else c.iloc[:0]  # noqa: E712
+    first = root.iloc[0] if len(root) else c.iloc[0]
+    sig = _value(first, "signal")
+    code = _value(first, "exitcode")
+    detail = f"First failure (root cause): {_who(first)}" + (f" on {_value(first, 'host')}" if _value(first, "host") else "")
+    detail += f", exit code {int(code)}" if code is not None else ""
+    detail += f": {SIGNAL_MEANINGS.get(sig, sig)}." if sig else "."
+    others = [_who(r) + (f" ({_value(r, 'signal')})" if _value(r, "signal") else "")
+              for _, r in c.iterrows() if r["source"] != first["source"]]
+    if others:
+        detail += f" Also failed: {', '.join(others)}."
+    pids = [int(p) for p in teardown["pid"].dropna()] if teardown is not None and len(teardown) else []
+    if pids:
+        detail += (f" Torn down after it by the launcher: {len(pids)} worker(s) (pids {', '.join(map(str, pids))}): "
+                   "their exits are a consequence, not a cause.")
+    return Finding.make("error", "child_failed", sid, f"{len(c)} child process(es) failed", detail, c["source"],
+                        c["rank"], signals=signals, root_cause=_root(c), torn_down_pids=pids)
+
+
+def _outside_signals(c: pd.DataFrame, sid) -> list[Finding]:
+    """A process killed by a signal whose cause the log cannot show: say where to look."""
+    if "signal" not in c.columns:
+        return []
+    hit = c[c["signal"].isin(OUTSIDE_SIGNALS)]
+    out = []
+    for sig, rows in hit.groupby("signal", sort=False):
+        who = ", ".join(_who(r) + (f" on {_value(r, 'host')}" if _value(r, "host") else "") for _, r in rows.iterrows())
+        out.append(Finding.make("critical", "killed_by_signal", sid, f"{sig}: {len(rows)} process(es) killed",
+                                f"{who} {SIGNAL_MEANINGS.get(sig, 'ended by ' + str(sig))}. The log cannot show "
+                                "why: look at the host.", rows["source"], rows["rank"], signal=sig))
+    return out
 
 
 def _nccl_warnings(w: pd.DataFrame, sid) -> list[Finding]:
@@ -133,9 +298,48 @@ def _own_errors(own: pd.DataFrame, sid) -> list[Finding]:
                          own["rank"])]
 
 
-# event kind -> its findings, in the order they are listed
-_BY_KIND = (("nccl_timeout", _timeouts), ("collective_mismatch", _mismatches), ("cuda_oom", _ooms),
-            ("child_failed", _children), ("nccl_warn", _nccl_warnings), ("logger_error", _own_errors))
+def _hangs(h: pd.DataFrame, sid) -> list[Finding]:
+    parts = ", ".join(f"rank {_rank(r)}" + (f" (process group {pg}" + (f" {name}" if name else "") + ")" if pg else "")
+                      for r, pg, name in zip(h["rank"], _col(h, "pg"), _col(h, "pg_name"), strict=True))
+    return [Finding.make("critical", "watchdog_hang", sid, f"NCCL watchdog hang on {len(h)} rank(s)",
+                         f"The NCCL watchdog itself hung and terminated {parts} after dumping debug info: a "
+                         "collective never completed and could not be aborted (a stuck GPU kernel or a dead "
+                         "peer). Look at the ranks' last collectives and at the NCCL flight recorder dump.",
+                         h["source"], h["rank"])]
+
+
+def _nccl_errors(e: pd.DataFrame, sid) -> list[Finding]:
+    row = e.iloc[0]
+    error, version, op = _value(row, "error"), _value(row, "nccl_version"), _value(row, "op")
+    where = f" in {op}" if op else ""
+    return [Finding.make("critical", "nccl_error", sid, f"NCCL error: {error or 'unknown'}",
+                         f"NCCL failed{where}" + (f" (NCCL {version})" if version else "") + f": {error}. "
+                         "A system error is a failed socket, memory or driver call (rerun with NCCL_DEBUG=INFO "
+                         "to see which); a remote error means a peer process died or the network between "
+                         f"hosts failed. {len(e)} line(s) say so.", e["source"], e["rank"],
+                         errors=sorted({str(x) for x in _col(e, "error").dropna()}))]
+
+
+def _setup_failures(f: pd.DataFrame, sid) -> list[Finding]:
+    parts = []
+    for _, row in f.iterrows():
+        if row["kind"] == "rendezvous_timeout":
+            ms = _value(row, "timeout_ms")
+            parts.append("the rendezvous store could not be reached" + (f" within {ms / 1000:.0f} s" if ms else ""))
+        else:
+            port = _value(row, "port")
+            parts.append(f"port {int(port) if port is not None else '?'} was already in use (another job, or a "
+                         "rank started twice)")
+    return [Finding.make("critical", "distributed_init_failed", sid, "Distributed initialisation failed",
+                         f"{'; '.join(dict.fromkeys(parts))}. The ranks could not form a process group: check "
+                         "MASTER_ADDR/MASTER_PORT, the firewall between hosts, and that every node started.",
+                         f["source"], f["rank"])]
+
+
+# event kind(s) -> their findings, in the order they are listed
+_BY_KIND = ((("collective_mismatch",), _mismatches), (("cuda_oom",), _ooms), (("watchdog_hang",), _hangs),
+            (("nccl_error",), _nccl_errors), (("rendezvous_timeout", "address_in_use"), _setup_failures),
+            (("nccl_warn",), _nccl_warnings), (("logger_error",), _own_errors))
 
 
 def event_findings(session) -> list[Finding]:
@@ -144,15 +348,42 @@ def event_findings(session) -> list[Finding]:
     if ev.empty:
         return []
     kind = ev["kind"].astype("object")
-    out: list[Finding] = []
-    for name, make in _BY_KIND:
-        rows = ev[kind == name]
+    out: list[Finding] = _watchdog(ev, kind, sid) + _failed_children(ev, kind, sid)
+    for names, make in _BY_KIND:
+        rows = ev[kind.isin(names)]
         if len(rows):
             out += make(rows, sid)
+    out = _ordered(out)
     structured = {f.kind for f in out}
-    out.extend(_generic_findings(session, ev[kind.isin(["warning", "error"])], structured))
+    generic = ev[kind.isin(["warning", "error"])]
+    out.extend(_generic_findings(session, generic, structured))
     out.extend(_emitter_findings(session, ev[kind.isin([EventType.ANOMALY, EventType.RESOURCE_WARNING])]))
     return out
+
+
+# the order findings of one session are listed in (a stable sort by severity follows)
+_ORDER = ("nccl_timeout", "collective_mismatch", "cuda_oom", "child_failed", "killed_by_signal", "watchdog_hang",
+          "nccl_error", "distributed_init_failed", "nccl_warn", "logger_error")
+
+
+def _ordered(found: list[Finding]) -> list[Finding]:
+    return sorted(found, key=lambda f: _ORDER.index(f.kind) if f.kind in _ORDER else len(_ORDER))
+
+
+def _watchdog(ev: pd.DataFrame, kind: pd.Series, sid) -> list[Finding]:
+    timeouts, work = ev[kind == "nccl_timeout"], ev[kind == "watchdog_work"]
+    if len(timeouts):
+        return _timeouts(timeouts, sid, work)
+    return _work_only(work, sid) if len(work) else []
+
+
+def _failed_children(ev: pd.DataFrame, kind: pd.Series, sid) -> list[Finding]:
+    children = ev[kind == "child_failed"]
+    if children.empty:
+        return []
+    sub = _col(ev, "subkind").astype("object")
+    teardown = ev[(kind == "warning") & (sub == "sigterm_sent")]
+    return _children(children, sid, teardown) + _outside_signals(children, sid)
 
 
 def _col(frame: pd.DataFrame, name: str) -> pd.Series:

@@ -9,6 +9,14 @@ latency-bound when it is smaller than ``half_peak_bytes = alpha x peak`` (the si
 the alpha-beta model t(m) = alpha + m / peak reaches half the peak bandwidth).
 
 ``GPU_PEAK_TFLOPS``: dense (no sparsity) BF16/FP16 tensor-core peak per GPU, vendor datasheets.
+
+``NIC_PEAKS`` / ``network_link``: the network between hosts, which bounds a collective that spans
+several nodes (NVLink does not). One NIC's peak per direction is its link rate / 8 (Gb/s ->
+GB/s); a node's is that times its NICs (NCCL spreads channels over them), the reference for
+a multi-node busbw. The rate comes from the log where it names it (``ibstat``/``ibstatus``'s
+rate, read into ``meta["link_speed_gbps"]``), or from the fabric's one rate (HPE Slingshot 11:
+the ``cxi`` provider); InfiniBand, RoCE, EFA and TCP sockets come in many rates, so without one
+the peak is unknown (None), and says so.
 """
 
 from __future__ import annotations
@@ -78,6 +86,50 @@ GPU_PEAK_TFLOPS: tuple[tuple[str, str, float], ...] = (
     ("a6000", "RTX A6000", 155.0),
     ("t4", "T4", 65.0),
 )
+
+
+# Named rates of InfiniBand 4x links (Gb/s), to say which generation a logged rate is.
+IB_GENERATIONS = {40.0: "QDR", 56.0: "FDR", 100.0: "EDR", 200.0: "HDR", 400.0: "NDR", 800.0: "XDR"}
+# Fabrics whose NIC has one rate: provider (as NCCL's OFI plugin names it) -> (fabric, Gb/s, source)
+NIC_PEAKS: dict[str, tuple[str, float, str]] = {
+    "cxi": ("HPE Slingshot 11", 200.0, "HPE Slingshot 11 NIC (Cassini, the libfabric 'cxi' provider): "
+                                       "200 Gb/s per NIC = 25 GB/s per direction"),
+}
+_UNKNOWN_RATE = {
+    "IB": "InfiniBand HCAs run at 100-800 Gb/s (EDR to XDR) and the log names no rate (ibstat's 'Rate')",
+    "RoCE": "RoCE NICs run at 25-400 Gb/s and the log names no rate",
+    "Socket": "NCCL over TCP sockets: bound by the hosts' Ethernet NICs, whose speed the log does not name",
+    "efa": "AWS EFA: 100-3200 Gb/s per instance, depending on the instance type, which the log does not name",
+}
+
+
+def network_link(meta: dict) -> dict | None:
+    """The reference link of a session that spans hosts, from what its logs say (``meta``:
+    ``network``, ``nics``, ``nic_provider``, ``nic_count``, ``link_speed_gbps``): a row like
+    ``COMMUNICATION_PEAKS``' (``link``, ``peak_busbw_gb_s`` of a node's NICs or None,
+    ``nic_peak_gb_s``, ``nics``, ``source``); None where the logs name no network at all."""
+    network, provider = meta.get("network"), meta.get("nic_provider")
+    nics = [n for n in meta.get("nics") or [] if isinstance(n, dict)]
+    links = sorted({str(n.get("link")) for n in nics if n.get("link")})
+    count = meta.get("nic_count") or (len(nics) if nics else None)
+    rate = meta.get("link_speed_gbps")
+    if not (network or provider or nics or rate):
+        return None
+    kind = links[0] if len(links) == 1 else ("Socket" if network == "Socket" else None)
+    name = NIC_PEAKS[provider][0] if provider in NIC_PEAKS else (kind or network or "network")
+    if rate is None and provider in NIC_PEAKS:
+        rate, source = NIC_PEAKS[provider][1], NIC_PEAKS[provider][2]
+    elif rate is not None:
+        gen = f" {IB_GENERATIONS[rate]}" if kind == "IB" and rate in IB_GENERATIONS else ""
+        source = f"the log names the link rate: {rate:g} Gb/s{gen} = {rate / 8:g} GB/s per direction per NIC"
+    else:
+        source = _UNKNOWN_RATE.get(provider or "", _UNKNOWN_RATE.get(kind or "", "the log names no link rate"))
+    nic_peak = rate / 8.0 if rate is not None else None
+    peak = nic_peak * count if nic_peak is not None and count else nic_peak
+    link = f"{name}" + (f", {count} NIC(s)" if count else "") + (f" at {rate:g} Gb/s" if rate is not None else "")
+    return {"match": None, "gpu_model": None, "link": link, "peak_busbw_gb_s": peak, "nic_peak_gb_s": nic_peak,
+            "nics": count, "alpha_us": None,
+            "source": source + ("" if peak is None else f"; x {count} NIC(s) per node" if count else "")}
 
 
 def link_for(gpu_name: str | None, backend: str | None = None, cpu: bool = False) -> dict | None:

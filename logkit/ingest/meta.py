@@ -6,6 +6,13 @@ model/dataset/system info, read by their specs), rank 0's ``summary.json`` (read
 other formats. A later source fills what the earlier ones left unknown; it never overrides a
 known value, except a guess (``GUESSES``: a duration taken from the last record, the status
 "incomplete" of a stream without a session_end), which yields to summary.json's real one.
+
+``world_size_from`` says where the world size came from: "session_start", "first record",
+"summary.json", "results.json", a reader's own account ("nccl init (nranks)", "nccl-tests
+device table (ranks)", "the log says (worker N of M)", ...), "highest rank seen (a lower
+bound)", "rank streams found (a lower bound)", or None where nothing says (the world size is
+then None: unknown, never 1). A file that only assumes a rank (trainer_state.json, results.json,
+an earlier logger's summary: rank 0 by convention) does not count as a rank seen.
 """
 
 from __future__ import annotations
@@ -69,8 +76,12 @@ def records_meta(streams: dict[int, Stream]) -> dict:
     meta = {}
     for name, spec, key in RECORD_META:
         value = spec[key].read(found[spec.type])
+        if name == "world_size":
+            meta["world_size_from"] = "session_start" if value else None
         if name in FROM_FIRST and not value:
             value = spec[key].read(first)
+            if name == "world_size" and value:
+                meta["world_size_from"] = "first record"
         meta[name] = DEFAULTS.get(name) if value is None and name in DEFAULTS else value
     for spec in WHOLE_META:
         rec = _first(main.records, spec)
@@ -156,7 +167,8 @@ OTHER_META = ("mode", "world_size", "gpu_count", "model", "backend", "start_time
 # The first source sets every key it has, None included (meta's keys are the records' own).
 RECORDS = MetaSource("records", new_keys=True, blank=lambda v: False)
 SUMMARY_JSON = MetaSource("summary.json", SUMMARY_META, blank=_none, over_guesses=True,
-                          stamps={"duration_s": ("duration_from", "summary.json")})
+                          stamps={"duration_s": ("duration_from", "summary.json"),
+                                  "world_size": ("world_size_from", "summary.json")})
 # results.json's "config" is a name ("small"), not our config dict
 RUN_FOLDER = MetaSource("run folder", ("config_name", "session", "optimizations"), blank=_none,
                         renames={"config": "config_name"})
@@ -211,13 +223,32 @@ def _ints(reads, frame: str, col: str) -> list[int]:
     return out
 
 
-def _ranks_seen(reads) -> int | None:
-    """World size of a session without our records: NCCL's nranks, else the ranks its lines name."""
+# Formats whose rows carry a rank by convention (rank 0), not because the file names it.
+ASSUMED_RANK = ("trainer_state", "results_json", "legacy_summary")
+# Where a reader's world size comes from, when the reader does not say.
+WORLD_SIZE_FROM = {"results_json": "results.json", "legacy_summary": "an earlier logger's summary (gpu_count)",
+                   "logkit_text": "our text logs (World size / Processes)", "verbose_jsonl": "verbose JSONL"}
+
+
+def _ranks_seen(reads) -> tuple[int | None, str | None]:
+    """World size of a session without our records and without a reader that knows it: NCCL's
+    nranks, else the highest rank its lines name (a lower bound)."""
     nranks = _ints(reads, "events", "nranks")
     if nranks:
-        return max(nranks)
-    ranks = [r for name in ("steps", "events", "comm") for r in _ints(reads, name, "rank") if r >= 0]
-    return max(ranks) + 1 if ranks else None
+        return max(nranks), "nccl init (nranks)"
+    named = [read for read in reads if read.format not in ASSUMED_RANK]
+    ranks = [r for name in ("steps", "events", "comm") for r in _ints(named, name, "rank") if r >= 0]
+    return (max(ranks) + 1, "highest rank seen (a lower bound)") if ranks else (None, None)
+
+
+def _merge_read(meta: dict, read) -> None:
+    """One file's meta; the world size with where it came from (never one without the other)."""
+    values = dict(read.meta)
+    said = values.pop("world_size_from", None)
+    before = meta.get("world_size")
+    merge(meta, OTHER_FORMATS, values)
+    if before is None and meta.get("world_size") is not None:
+        meta["world_size_from"] = said or WORLD_SIZE_FROM.get(read.format, read.format)
 
 
 def add_reads(meta: dict, reads: list, streams: bool) -> None:
@@ -225,12 +256,12 @@ def add_reads(meta: dict, reads: list, streams: bool) -> None:
     if not reads:
         return
     for read in reads:
-        merge(meta, OTHER_FORMATS, read.meta)
+        _merge_read(meta, read)
         if read.format == "nccl_tests":
             meta.setdefault("nccl_tests", [])
     meta["formats"] = sorted({read.format for read in reads})
     if not streams and meta.get("world_size") is None:
-        meta["world_size"] = _ranks_seen(reads)
+        meta["world_size"], meta["world_size_from"] = _ranks_seen(reads)
     if meta.get("total_steps") is None:
         steps = _ints(reads, "steps", "step")
         meta["total_steps"] = max(steps) if steps else None
@@ -247,6 +278,9 @@ def finish(meta: dict, source: SessionSource) -> dict:
     meta["source_kind"] = source.kind
     if meta.get("world_size") is None and source.rank_files:
         meta["world_size"] = max(source.rank_files) + 1
+        meta["world_size_from"] = "rank streams found (a lower bound)"
+    if meta.get("world_size") is None:
+        meta["world_size_from"] = None  # unknown: no file says, and no rank was seen
     meta.setdefault("status", None)
     meta["ranks_found"] = sorted(source.rank_files)
     meta["files"] = [str(p) for p in source.files]

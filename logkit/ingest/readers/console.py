@@ -40,7 +40,7 @@ from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
 from logkit.schema.values import to_float
 
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
-_GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
+_GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
 _PYLOG = re.compile(r"^\[?(?P<date>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?"
                     r"\s*(?:[-|]\s*)?(?:(?P<name>[\w.]+)\s*-\s*)?\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
@@ -60,7 +60,7 @@ _OOM_MORE = {"allocated_gib": re.compile(rf"(?:Of the allocated memory (?P<v>{_F
              "in_use_gib": re.compile(rf"(?:this process|Process \d+) has (?P<v>{_F}) ?(?P<u>[KMGT]?i?B) memory in use")}
 _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
                         r"(?::\s*(?P<msg>.*))?$")
-_GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
+_GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
 _YEAR = re.compile(r"\b((?:19|20)\d\d)-\d\d-\d\d[ _T]\d\d:")
 _NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
 _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+/\d+ \[\d+:\d+(?::\d+)?<")
@@ -99,13 +99,15 @@ class _Console(Blocks):
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
+        self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
     # -- time ------------------------------------------------------------------------------
     def _time(self, md: str | None, hms: str | None) -> float | None:
         if not md or not hms:
             return None
         try:
-            return epoch(datetime.strptime(f"{self.year}{md} {hms.split('.')[0]}", "%Y%m%d %H:%M:%S")) + (
+            # c10's glog-style header writes the month without its leading zero (E816 for Aug 16)
+            return epoch(datetime.strptime(f"{self.year}{md:0>4} {hms.split('.')[0]}", "%Y%m%d %H:%M:%S")) + (
                 float("0." + hms.split(".")[1]) if "." in hms else 0.0)
         except ValueError:
             return None
@@ -157,6 +159,8 @@ class _Console(Blocks):
     def segment(self, number: int, raw: str) -> bool:
         s = self.prefixes.strip(raw)
         text, rank = s.text, s.rank if s.rank is not None else self.default_rank
+        if not text.strip():
+            return True  # a prefix alone (a pasted line number before an empty line)
         if self.block is not None and self.in_block(number, text):
             self._traceback_call(text)
             return True
@@ -191,8 +195,10 @@ class _Console(Blocks):
             return True
         if "CUDA out of memory" in text and (o := _OOM.search(text)) is not None:
             self._oom(number, text, rank, o)
+            self.trace_open = None
             return True
         if "NCCL error" in text and (e := tl.parse_nccl_error(text)) is not None:
+            self.trace_open = None
             read.meta.setdefault("nccl_version", e["nccl_version"])
             read.event("nccl_error", number, level="ERROR", time_s=t, message=text.strip()[:300],
                        **{**e, "rank": e["rank"] if e["rank"] is not None else rank}, op=self.dist_op,
@@ -204,6 +210,7 @@ class _Console(Blocks):
                        launcher="pals", root_cause=None, **d)
             return True
         if (f := tl.parse_setup_failure(text)) is not None:
+            self.trace_open = None
             read.event(f.pop("kind"), number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300], **f)
             self.block = "trace"
             return True
@@ -258,6 +265,9 @@ class _Console(Blocks):
     # -- a message without its log prefix --------------------------------------------------
     def _message(self, number: int, text: str, level: str | None, rank: int | None, t: float | None) -> bool:
         read = self.read
+        stated = tl.run_facts(text)
+        for key, value in stated.items():
+            self.facts.setdefault(key, value)
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
             return True
@@ -284,14 +294,17 @@ class _Console(Blocks):
             return self._exception(number, text, m, rank, t)
         if self.trace_line(text):
             self._traceback_call(text)
+            if text.startswith("Traceback"):
+                self.trace_open = (number, rank, t)
             return True
         if (p := tl.parse_progress(text)) is not None or _PROGRESS.search(text):
             if p is not None:
                 read.meta["progress"] = {**p, "line": number}
             return True
-        return self._other(number, text, level, rank, t)
+        return self._other(number, text, level, rank, t) or bool(stated)
 
     def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
+        self.trace_open = None
         if m["type"].endswith("ChildFailedError"):
             self.open_child_block()
         else:
@@ -304,10 +317,6 @@ class _Console(Blocks):
         read = self.read
         if "Throughput:" in text and (p := tl.parse_throughput(text)) is not None:
             read.rows["perf"].append({"rank": rank, "step": None, "time_s": t, "source": f"{read.label}:{number}", **p})
-            return True
-        if facts := tl.run_facts(text):
-            for key, value in facts.items():
-                self.facts.setdefault(key, value)
             return True
         if level is not None:
             if level in ("WARNING", "WARN") and not text.strip(" *"):
@@ -344,6 +353,10 @@ class _Console(Blocks):
             self._release(*self.pending)
             self.pending = None
         self.nccl.finish()
+        if self.trace_open is not None:
+            number, rank, t = self.trace_open
+            self.read.event("error", number, rank=rank, level="ERROR", time_s=t, subkind="traceback_cut",
+                            message="a traceback the log ends in, cut before its exception line")
         for ev in self.agent_exits:
             if ev["pid"] is not None and ev["pid"] in self.block_pids:
                 # the ChildFailedError block says it in full: the agent's line stays a line

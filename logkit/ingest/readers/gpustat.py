@@ -1,7 +1,11 @@
 """``gpustat`` / ``gpustat -i N`` captures -> ``gpu`` (one block per sample: a host/time header,
 then ``[i] name | temp, [fan,] util[, power] | used / total MB | processes``).
 
-gpustat's "MB" are MiB (it divides by 1024^2): they become MB (10^6 bytes).
+gpustat's "MB" are MiB (it divides by 1024^2): they become MB (10^6 bytes). ``??`` (a value the
+driver does not report) is absent. Snapshots pasted without their header (``gpustat -i`` output
+copied from a terminal, ``# label`` lines between them, a terminal multiplexer's pane border
+after the values) are told apart by ``sample`` (a new one where a GPU index comes again, or
+after a header or comment line), with the comment as the snapshot's ``label``.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
 from logkit.schema.values import to_float
 
 MIB_TO_MB = 2**20 / 1e6
@@ -18,38 +22,53 @@ HEADER = re.compile(r"^(?P<host>\S+)\s+(?P<stamp>\w{3} \w{3}\s+\d+ \d\d:\d\d:\d\
 GPU_LINE = re.compile(
     r"^\[(?P<gpu>\d+)\] (?P<name>[^|]+?)\s*\|\s*(?P<temp>\d+|\?\?)\s*(?:°|')C,\s*(?:(?P<fan>\d+|\?\?) %,\s*)?"
     r"(?P<util>\d+|\?\?) %(?:,\s*(?P<power>\d+|\?\?) / (?P<power_limit>\d+|\?\?) W)?\s*"
-    r"\|\s*(?P<used>\d+|\?\?) / (?P<total>\d+|\?\?) MB\s*\|(?P<procs>.*)$")
+    r"\|\s*(?P<used>\d+|\?\?)\s*/\s*(?P<total>\d+|\?\?) MB\b(?:\s*\|(?P<procs>.*))?.*$")
+_COMMENT = re.compile(r"^#\s*(?P<label>.*?)\s*$")
 
 
 def read_gpustat(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), "gpustat")
-    host, t = "", None
-    for number, line in enumerate(text_lines(read_bytes(read.path, read), read), start=1):
+    host, t, label = "", None, None
+    sample, seen = -1, set()
+    for number, line in iter_lines(read.path, read):
         if not line.strip():
             continue
         read.lines += 1
         if (h := HEADER.match(line)) is not None:
-            host = h["host"]
-            try:
-                t = epoch(datetime.strptime(" ".join(h["stamp"].split()), "%a %b %d %H:%M:%S %Y"))
-            except ValueError:
-                t = None
-                read.note(number, f"value does not convert: timestamp {h['stamp']!r}", line)
+            host, t, seen = h["host"], _header_time(read, number, h, line), set()
+            sample += 1
             if h["driver"]:
                 read.meta.setdefault("driver_version", h["driver"])
+            read.used += 1
+            continue
+        if (c := _COMMENT.match(line)) is not None:
+            label, seen = c["label"], set()
+            sample += 1
             read.used += 1
             continue
         if (g := GPU_LINE.match(line)) is None:
             read.unmatched(number, line)
             continue
         read.used += 1
+        gpu = int(g["gpu"])
+        if gpu in seen or sample < 0:
+            sample, seen = sample + 1, set()
+        seen.add(gpu)
         used, total = to_float(g["used"]), to_float(g["total"])
         read.rows["gpu"].append({
-            "time_s": t, "host": host, "gpu": int(g["gpu"]), "utilization_pct": to_float(g["util"]),
+            "time_s": t, "host": host, "gpu": gpu, "utilization_pct": to_float(g["util"]),
             "memory_used_mb": used * MIB_TO_MB if used is not None else None,
             "memory_total_mb": total * MIB_TO_MB if total is not None else None,
             "power_w": to_float(g["power"]), "temperature_c": to_float(g["temp"]), "gpu_name": g["name"],
             "fan_pct": to_float(g["fan"]), "power_limit_w": to_float(g["power_limit"]),
-            "processes": g["procs"].strip(),
+            "processes": (g["procs"] or "").strip(), "sample": sample, "label": label,
         })
     return read.result()
+
+
+def _header_time(read: Read, number: int, h: re.Match, line: str) -> float | None:
+    try:
+        return epoch(datetime.strptime(" ".join(h["stamp"].split()), "%a %b %d %H:%M:%S %Y"))
+    except ValueError:
+        read.note(number, f"value does not convert: timestamp {h['stamp']!r}", line)
+        return None

@@ -163,6 +163,9 @@ class NcclProcs:
             meta.update(world_size=max(nranks), world_size_from="nccl init (nranks)")
         elif self.ring:
             meta.update(world_size=self.ring, world_size_from="nccl ring (every rank listed)")
+        elif "ranks_named" in self.facts:
+            meta.update(world_size=max(self.facts["ranks_named"]) + 1,
+                        world_size_from="ranks the NCCL channel lines name (a lower bound)")
         if nnodes:
             meta.update(nodes=max(nnodes), nodes_from="nccl init (nNodes)")
         else:
@@ -182,6 +185,11 @@ class NcclProcs:
         for key in ("network", "nic_provider", "nic_count", "cuda_driver_version", "ib"):
             if key in self.facts:
                 meta[key] = self.facts[key]
+        links = {nic["link"] for nic in self.nics.values()}
+        if "network" not in meta and len(links) == 1:
+            # no "Using network" line: the transport NCCL set up says it (IB and RoCE are NCCL's "IB")
+            meta["network"] = "Socket" if links == {"Socket"} else "IB"
+            meta["network_from"] = "the NICs NCCL set up (no 'Using network' line)"
         if "ranks_named" in self.facts:
             meta["nccl_ranks_seen"] = sorted(self.facts["ranks_named"])
 

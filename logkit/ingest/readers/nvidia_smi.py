@@ -2,7 +2,10 @@
 header with ``nounits``) and ``nvidia-smi dmon`` (``-`` where a metric is unsupported).
 
 MiB become MB (10^6 bytes, the unit of every MB in logkit). ``[N/A]`` and ``[Not Supported]`` are
-absent values, not errors; any other value that does not convert is a diagnostic.
+absent values, not errors; any other value that does not convert is a diagnostic. A query field
+logkit has no name for keeps its value as a number where it is one (``5001 MHz`` -> 5001.0).
+dmon's older ``temp`` column (before ``gtemp``/``mtemp``) is the GPU temperature; a capture pasted
+indented or as a markdown quote (``> \\# gpu ...``) is read as the table it is.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
 
 MIB_TO_MB = 2**20 / 1e6
 # --query-gpu field -> (frame column, factor when the unit is MiB)
@@ -21,13 +24,15 @@ QUERY_COLUMNS: dict[str, str] = {
     "name": "gpu_name", "uuid": "uuid", "pci.bus_id": "bus_id", "utilization.memory": "memory_util_pct",
     "memory.free": "memory_free_mb", "clocks.sm": "sm_clock_mhz", "clocks.current.sm": "sm_clock_mhz",
     "clocks.mem": "mem_clock_mhz", "power.limit": "power_limit_w", "fan.speed": "fan_pct",
-    "pstate": "pstate", "temperature.memory": "memory_temperature_c",
+    "pstate": "pstate", "temperature.memory": "memory_temperature_c", "clocks.current.memory": "mem_clock_mhz",
+    "clocks.current.graphics": "graphics_clock_mhz", "clocks.gr": "graphics_clock_mhz",
 }
 _TEXT_COLUMNS = {"gpu_name", "uuid", "bus_id", "pstate"}
 _ABSENT = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", "-", ""}
 _HEADER_UNIT = re.compile(r"^(?P<field>[\w.]+)(?: \[(?P<unit>[^\]]+)\])?$")
 _VALUE = re.compile(r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>%|MiB|MB|GiB|W|MHz|C)?$")
-DMON_COLUMNS = {"gpu": "gpu", "pwr": "power_w", "gtemp": "temperature_c", "mtemp": "memory_temperature_c",
+DMON_COLUMNS = {"gpu": "gpu", "pwr": "power_w", "gtemp": "temperature_c", "temp": "temperature_c",
+                "mtemp": "memory_temperature_c",
                 "sm": "utilization_pct", "mem": "memory_util_pct", "enc": "enc_pct", "dec": "dec_pct",
                 "jpg": "jpg_pct", "ofa": "ofa_pct", "mclk": "mem_clock_mhz", "pclk": "sm_clock_mhz",
                 "fb": "memory_used_mb", "bar1": "bar1_mb", "ccpm": "ccpm_mb", "pviol": "power_violation_pct",
@@ -57,11 +62,32 @@ def _number(read: Read, number: int, column: str, value: str, unit: str | None, 
     return out * MIB_TO_MB if unit == "MiB" else out
 
 
+def _maybe_number(value: str, unit: str | None):
+    """A field logkit has no name for: its number where it is one, else its text."""
+    m = _VALUE.match(value.strip())
+    if m is None:
+        return value
+    out = float(m["num"])
+    return out * MIB_TO_MB if (m["unit"] or unit) == "MiB" else out
+
+
+_QUOTE = re.compile(r"^\s*(?:>\s?)?\s*\\?(?=#)")  # indentation, a markdown quote, an escaped '#'
+
+
+def _dmon_line(line: str) -> str:
+    """A dmon line without what a paste put before it (indentation, ``> ``, ``\\#``)."""
+    m = _QUOTE.match(line)
+    if m is not None:
+        return line[m.end():]
+    stripped = line.lstrip()
+    return stripped[1:].lstrip() if stripped.startswith(">") else stripped
+
+
 def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
     """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` (repeated headers allowed)."""
     read = Read(Path(path), "nvidia_smi_csv")
     header: list[tuple[str, str | None]] | None = None
-    for number, line in enumerate(text_lines(read_bytes(read.path, read), read), start=1):
+    for number, line in iter_lines(read.path, read):
         if not line.strip():
             continue
         read.lines += 1
@@ -85,8 +111,10 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
                     read.note(number, f"value does not convert: timestamp {value!r}", line)
                 continue
             column = QUERY_COLUMNS.get(field, field.replace(".", "_"))
-            if column in _TEXT_COLUMNS or field not in QUERY_COLUMNS:
+            if column in _TEXT_COLUMNS:
                 row[column] = value
+            elif field not in QUERY_COLUMNS:
+                row[column] = _maybe_number(value, unit)
             else:
                 row[column] = _number(read, number, field, value, unit, line)
         read.rows["gpu"].append(row)
@@ -100,10 +128,11 @@ def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:
     columns: list[str] | None = None
     units: list[str] = []
     sample, seen = -1, set()
-    for number, line in enumerate(text_lines(read_bytes(read.path, read), read), start=1):
-        if not line.strip():
+    for number, raw in iter_lines(read.path, read):
+        if not raw.strip():
             continue
         read.lines += 1
+        line = _dmon_line(raw)
         if line.startswith("#"):
             names = line.lstrip("#").split()
             if "gpu" in names:

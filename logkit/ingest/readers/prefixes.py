@@ -30,7 +30,7 @@ _STAMP = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:
                     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: [\w.-]+ [\w./-]+(?:\[\d+\])?:)?"
                     r"|\d\d:\d\d:\d\d(?:\.\d+)?)\s+")
 # what may follow a timestamp or indentation that is not the line's own
-_AFTER = re.compile(r"\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std|[IWEF]\d{4} \d\d:\d\d:\d\d|\[[IWEF] \S+\.cpp:\d+\]"
+_AFTER = re.compile(r"\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std|[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] \S+\.cpp:\d+\]"
                     r"|[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL ")
 _NUMBERED = (re.compile(r"\[(\d{1,9})\](?: |$)"), re.compile(r"(\d{1,9})(?: (?=\S)|$)"))
 _HOST = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*): (?=\S)")

@@ -15,13 +15,17 @@ TEXT_SUFFIXES = (".log", ".txt", ".out", ".err", ".csv")
 LOGKIT_TEXT_RE = re.compile(r"^(?P<session_id>.+)_(?:main|multigpu|performance)\.log(?:\.gz)?$")
 _SKIP = re.compile(r"_(?:errors\.log|summary\.txt)(?:\.gz)?$")
 _GPUSTAT = re.compile(r"^\[\d+\] [^|]+\|\s*(?:\d+|\?\?)\s*(?:°|')C,", re.M)
-_DMON = re.compile(r"^#\s*(?:Date\s+Time\s+)?gpu\s+(?:pwr|sm|fb|mclk)\b", re.M)
+# dmon's header, also indented or pasted as a markdown quote (``> \\# gpu pwr ...``)
+_DMON = re.compile(r"^[ \t]*(?:>[ \t]*)?\\?#\s*(?:Date\s+Time\s+)?gpu\s+(?:pwr|sm|fb|mclk)\b", re.M)
 _CSV = re.compile(r"^(?:timestamp|index|name|uuid|pci\.bus_id)(?:\s*\[[^\]]*\])?\s*,\s*[\w.]+", re.M)
 _NCCL_TESTS = re.compile(r"^# nThread \d+|^#\s+size\s+count\s+type|^# Avg bus bandwidth", re.M)
 # Enough to call a text file a console capture when found discovering a folder.
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
                       r"|CUDA out of memory|ChildFailedError|\{'loss': |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
-                      r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]", re.M)
+                      r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]"
+                      r"|mismatch between collectives|ProcessGroupNCCL|NCCL error|NCCL version|ncclCommInit"
+                      r"|closing signal SIG|failed \(exitcode: -?\d+\)|exits with return code|died from signal"
+                      r"|OutOfMemoryError|c10d|what\(\):|Process group watchdog|iteration\s+\d+/\s*\d+ \|", re.M)
 # Text formats told by a line of their own, in the order they are tried.
 _TEXT_FORMATS = (("nvidia_smi_csv", _CSV), ("nvidia_smi_dmon", _DMON), ("nccl_tests", _NCCL_TESTS),
                  ("gpustat", _GPUSTAT))

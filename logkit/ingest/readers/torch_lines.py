@@ -77,6 +77,8 @@ _HF_TOTALS = {"Total train batch size (w. parallel, distributed & accumulation)"
               "Num examples": "num_examples", "Num Epochs": "num_epochs"}
 _HF_TOTAL = re.compile(r"^\s*(?P<key>[A-Z][\w .,&()-]+?) = (?P<value>[\d,]+)\s*$")
 _N_GPU = re.compile(r"Process rank: (?P<rank>-?\d+), device: (?P<device>\S+?), n_gpu: (?P<n>\d+)")
+_DP = re.compile(r"data parallel size: (\d+)")
+_IB_RATE = re.compile(r"^\s*[Rr]ate:\s*(?P<rate>\d+(?:\.\d+)?)(?: Gb/sec\b.*)?\s*$")
 _OF = re.compile(r"\b(?:worker|rank|process) (?P<rank>\d+) of (?P<size>\d+)\b", re.I)
 _TORCHRUN = re.compile(r"\b(?:torchrun|torch\.distributed\.(?:run|launch))\b")
 _NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)")
@@ -260,19 +262,22 @@ def parse_throughput(text: str) -> dict | None:
 def run_facts(text: str) -> dict:
     """Facts about the run a line states: transformers' totals (``Total train batch size ... = 6``),
     ``n_gpu``, ``worker N of M``, a torchrun command line's ``--nnodes`` / ``--nproc_per_node``,
-    a ``data parallel size``."""
+    a ``data parallel size``, an InfiniBand port's rate (``ibstat``'s ``Rate: 200``, ``ibstatus``'
+    ``rate: 200 Gb/sec (4X HDR)``). Cheap tests first: every line of a capture comes here."""
     out: dict = {}
-    if (m := _HF_TOTAL.match(text)) is not None and m["key"] in _HF_TOTALS:
+    if " = " in text and (m := _HF_TOTAL.match(text)) is not None and m["key"] in _HF_TOTALS:
         out[_HF_TOTALS[m["key"]]] = int(m["value"].replace(",", ""))
-    if (m := _N_GPU.search(text)) is not None:
+    if "n_gpu" in text and (m := _N_GPU.search(text)) is not None:
         out["gpu_count"] = int(m["n"])
-    if (m := _OF.search(text)) is not None and int(m["rank"]) < int(m["size"]):
+    if " of " in text and (m := _OF.search(text)) is not None and int(m["rank"]) < int(m["size"]):
         out["world_size_stated"] = int(m["size"])
-    if _TORCHRUN.search(text) and (m := _NPROC.search(text)) is not None:
+    if "--nproc" in text and _TORCHRUN.search(text) and (m := _NPROC.search(text)) is not None:
         out["nproc_per_node"] = int(m["n"])
         nodes = _NNODES.search(text)
         if nodes is not None or "--standalone" in text:
             out["nnodes"] = int(nodes["n"]) if nodes else 1
-    if (m := re.search(r"data parallel size: (\d+)", text)) is not None:
+    if "parallel size" in text and (m := _DP.search(text)) is not None:
         out["data_parallel_size"] = int(m[1])
+    if "ate:" in text and (m := _IB_RATE.match(text)) is not None:
+        out["link_speed_gbps"] = float(m["rate"])
     return out
