@@ -118,6 +118,17 @@ def _run(sessions, *, as_json, sections, report_path, plot_dir, export, fail_und
     return status
 
 
+def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, others: dict) -> None:
+    """``--follow``: the live view until the sessions end (NDJSON with --json or without a terminal)."""
+    given = [name for name, value in others.items() if value is not None and value is not False]
+    if given:
+        _fail(f"--follow shows the live view only; run {', '.join(given)} without it")
+    from logkit.report.follow import follow
+
+    raise SystemExit(follow(log_dir, as_json=as_json or not sys.stdout.isatty(), refresh_s=refresh,
+                            timeout_s=timeout, session_ids=session_ids))
+
+
 @click.command(name=PROG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("log_dir_arg", metavar="[LOG_DIR]", required=False, type=click.Path(path_type=Path))
 @click.option("--log-dir", "log_dir_opt", type=click.Path(path_type=Path), default=None,
@@ -157,9 +168,17 @@ def _run(sessions, *, as_json, sections, report_path, plot_dir, export, fail_und
                                 "exist, else whole run) is below X (e.g. 0.8); exit 2 when nothing can be compared.")
 @click.option("--fail-on", "fail_on", type=click.Choice(SEVERITIES), default=None,
               help="Exit 1 when a finding is at this severity or worse.")
+@click.option("--follow", "follow", is_flag=True,
+              help="Follow the sessions being written under LOG_DIR: a live view (one JSON object per refresh "
+                   "with --json or without a terminal) until every session has ended, or Ctrl-C.")
+@click.option("--follow-timeout", "follow_timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS", help="With --follow: stop (exit 1) when nothing is written for SECONDS.")
+@click.option("--refresh", "refresh", type=click.FloatRange(min=0.1, max=2.0), default=1.0, show_default=True,
+              metavar="SECONDS", help="With --follow: seconds between refreshes.")
 def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids, progress, no_cache,
                  do_communication=False, do_performance=False, do_diagnose=False, plot_dir=None,
-                 session_name=None, export=None, fail_under_efficiency=None, fail_on=None):
+                 session_name=None, export=None, fail_under_efficiency=None, fail_on=None, follow=False,
+                 follow_timeout=None, refresh=1.0):
     """Compare the logkit training sessions under LOG_DIR: throughput, speedup, scaling efficiency.
 
     Speedup is the ratio of training throughput (samples/s); scaling efficiency is speedup
@@ -178,6 +197,12 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
             _fail(str(exc))
     if not log_dir.exists():
         _fail(f"no such folder: {log_dir}")
+    if follow:
+        _follow(log_dir, as_json=as_json, session_ids=session_ids, timeout=follow_timeout, refresh=refresh,
+                others={"--compare": do_compare, "--report": report_path, "--plot": plot_dir, "--export": export,
+                        "--communication": do_communication, "--performance": do_performance,
+                        "--diagnose": do_diagnose, "--fail-under-efficiency": fail_under_efficiency,
+                        "--fail-on": fail_on})
 
     from logkit.ingest import load_sessions
 

@@ -1,0 +1,185 @@
+"""What the live view shows (``analyze_logs --follow``): one frozen ``LiveSnapshot`` per refresh.
+
+``live.LiveState`` fills these from the records the tail reads; the renderers of
+``report/live.py`` read them (a terminal view, or one JSON object per refresh). ``to_dict()`` is
+their serializer: the fields below, by name, ``None`` where a figure is not known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from logkit.analysis.results import Finding, plain
+
+
+def _to_dict(obj) -> dict:
+    return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+
+
+@dataclass(frozen=True)
+class LiveRank:
+    """One rank of a session, over its recent window of steps (``live.WINDOW_STEPS``).
+
+    ``status``: running, completed, failed, interrupted, or ``lost`` (the rank wrote no
+    ``session_end`` and stayed silent after the others ended); ``reason``: how a rank that did not
+    complete ended (its session_end's reason, else its last error record's message); ``idle_s``:
+    seconds since its stream last grew."""
+
+    rank: int
+    step: int | None = None
+    max_steps: int | None = None
+    loss: float | None = None
+    samples_per_s: float | None = None
+    step_p50_s: float | None = None
+    step_p95_s: float | None = None
+    data_share: float | None = None
+    sync_share: float | None = None
+    window_steps: int = 0
+    idle_s: float | None = None
+    status: str = "running"
+    reason: str | None = None
+
+    def to_dict(self) -> dict:
+        return _to_dict(self)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A figure across the ranks that have it: its minimum, median and maximum."""
+
+    min: float | None = None
+    median: float | None = None
+    max: float | None = None
+
+    def to_dict(self) -> dict:
+        return _to_dict(self)
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """A session of many ranks (``live.SUMMARY_RANKS`` and more) in a few lines: spreads across ranks,
+    the slowest ranks by their window's median step time (slowest first), the ranks furthest behind
+    by step, and how many ranks are in each status."""
+
+    ranks: int
+    step: Spread
+    samples_per_s: Spread
+    step_p50_s: Spread
+    step_p95_s: Spread
+    slowest: tuple[tuple[int, float], ...]
+    behind: tuple[tuple[int, int], ...]
+    statuses: tuple[tuple[str, int], ...]
+
+    def to_dict(self) -> dict:
+        out = _to_dict(self)
+        out["slowest"] = [{"rank": r, "step_p50_s": t} for r, t in self.slowest]
+        out["behind"] = [{"rank": r, "step": s} for r, s in self.behind]
+        out["statuses"] = dict(self.statuses)
+        return out
+
+
+@dataclass(frozen=True)
+class LiveStraggler:
+    """The slowest rank against the fastest, by their windows' median step times
+    (``vs_fastest``; ``score`` = vs_fastest - 1): a straggler when the score exceeds
+    ``thresholds.STRAGGLER_SCORE``, as in ``performance.stragglers``."""
+
+    rank: int
+    median_step_s: float
+    fastest_rank: int
+    vs_fastest: float
+    score: float
+    is_straggler: bool
+
+    def to_dict(self) -> dict:
+        return _to_dict(self)
+
+
+@dataclass(frozen=True)
+class LiveGpu:
+    """A GPU's latest ``gpu_snapshot`` (interval means): utilization and memory."""
+
+    host: str | None
+    gpu: int
+    utilization_pct: float | None = None
+    memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
+    memory_pct: float | None = None
+
+    def to_dict(self) -> dict:
+        return _to_dict(self)
+
+
+@dataclass(frozen=True)
+class LiveEnd:
+    """How a session ended: ``status`` completed, failed (a rank failed, or was lost) or
+    interrupted; ``detail`` the sentence that says so (with the error where one was logged);
+    ``ranks`` each rank's (rank, status, reason)."""
+
+    status: str
+    detail: str
+    ranks: tuple[tuple[int, str, str | None], ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "detail": self.detail,
+                "ranks": [{"rank": r, "status": s, "reason": why} for r, s, why in self.ranks]}
+
+
+@dataclass(frozen=True)
+class LiveSession:
+    """A followed session. Session figures are its main (lowest) rank's window, as throughput is
+    defined over rank 0's steps; ``step`` is the lowest step any rank reached (the job's
+    progress) and ``eta_s`` the remaining steps at the slowest rank's mean step time.
+    ``ranks``: every rank; ``summary``: set when the session has many ranks, for a view that
+    cannot show a row per rank. ``findings``: newest first, at most ``live.MAX_FINDINGS`` of
+    ``findings_total``."""
+
+    session_id: str
+    folder: str
+    state: str = "running"
+    end: LiveEnd | None = None
+    world_size: int | None = None
+    mode: str | None = None
+    model: str | None = None
+    step: int | None = None
+    max_steps: int | None = None
+    eta_s: float | None = None
+    samples_per_s: float | None = None
+    step_p50_s: float | None = None
+    step_p95_s: float | None = None
+    data_share: float | None = None
+    sync_share: float | None = None
+    idle_s: float | None = None
+    ranks: tuple[LiveRank, ...] = ()
+    summary: RankSummary | None = None
+    straggler: LiveStraggler | None = None
+    gpus: tuple[LiveGpu, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    findings_total: int = 0
+    unreadable_lines: int = 0
+
+    @property
+    def ended(self) -> bool:
+        return self.end is not None
+
+    def to_dict(self) -> dict:
+        return _to_dict(self)
+
+
+@dataclass(frozen=True)
+class LiveSnapshot:
+    """Every followed session at one refresh. ``time``: the wall clock (ISO 8601); ``elapsed_s``:
+    seconds since following began; ``all_ended``: every followed session has ended (and there is
+    one); ``not_followed``: sessions found at the start that had already ended or fell silent
+    long before; ``bytes_read``: bytes read from the streams so far."""
+
+    time: str
+    elapsed_s: float
+    sessions: tuple[LiveSession, ...] = ()
+    all_ended: bool = False
+    not_followed: tuple[str, ...] = ()
+    bytes_read: int = 0
+
+    def to_dict(self) -> dict:
+        return _to_dict(self)

@@ -1,0 +1,117 @@
+"""``analyze_logs LOGDIR --follow``: the loop of the live view. Files -> state -> snapshot -> view,
+once per refresh:
+
+1. find streams that appeared under LOGDIR (``ingest.tail.FolderTail``); at the first look, a
+   session that has already ended (or fell silent long ago) is not followed;
+2. read the bytes each followed stream gained, and feed their records to ``analysis.live.LiveState``;
+3. draw the snapshot (``report.live``: rich on a terminal, NDJSON otherwise).
+
+Ends with 0 when every followed session has ended (saying how each ended) or on Ctrl-C; with 1
+when ``timeout_s`` passes without a byte written to any followed stream.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from logkit.analysis.live import LiveState, over_before_start
+from logkit.analysis.live_results import LiveSnapshot
+from logkit.ingest.tail import FolderTail, last_record
+from logkit.report.live import NdjsonView, TerminalView, end_lines
+
+DEFAULT_REFRESH_S = 1.0
+
+
+class Follower:
+    """The tail and the state of one ``--follow``; ``step()`` is one refresh's reading."""
+
+    def __init__(self, root: str | Path, session_ids=(), now: float | None = None):
+        self.root = Path(root)
+        self.tail = FolderTail(self.root)
+        self.state = LiveState(time.monotonic() if now is None else now)
+        self.session_ids = set(session_ids)
+        self.ignored: set[tuple[str, str]] = set()
+        self.first = True
+
+    def _discover(self, now: float) -> None:
+        by_session: dict[tuple[str, str], list] = {}
+        for stream in self.tail.discover():
+            if self.session_ids and stream.session_id not in self.session_ids:
+                continue
+            by_session.setdefault((stream.folder, stream.session_id), []).append(stream)
+        for key, streams in by_session.items():
+            if key in self.ignored:
+                continue
+            if self.first and key not in self.state.sessions and self._over(streams):
+                self.ignored.add(key)
+                self.state.not_followed.append(key[1])
+                continue
+            for stream in streams:
+                self.tail.follow(stream)
+                self.state.add_stream(stream, now)
+        self.first = False
+
+    @staticmethod
+    def _over(streams) -> bool:
+        lasts = {s.rank: last_record(s.path) for s in streams}
+        try:
+            newest = max(os.stat(s.path).st_mtime for s in streams)
+        except OSError:
+            return False
+        return over_before_start(lasts, time.time() - newest)
+
+    def step(self, now: float | None = None) -> tuple[LiveSnapshot, bool]:
+        """Read what is new; (the snapshot, whether any stream gained bytes)."""
+        clock = now is None
+        now = time.monotonic() if clock else now
+        self._discover(now)
+        grew, began = False, time.monotonic()
+        while True:  # a stream longer than one read is caught up before the view is drawn
+            chunks = self.tail.poll()
+            for chunk in chunks:
+                self.state.feed(chunk, now)
+            grew = grew or bool(chunks)
+            if not self.tail.behind or time.monotonic() - began > DEFAULT_REFRESH_S:
+                break
+        return self.state.snapshot(time.monotonic() if clock else now), grew
+
+    def close(self) -> None:
+        self.tail.close()
+
+
+def follow(root: str | Path, *, as_json: bool, refresh_s: float = DEFAULT_REFRESH_S, timeout_s: float | None = None,
+           session_ids=(), view=None) -> int:
+    """Follow the sessions under ``root`` until they have all ended; the exit status."""
+    follower = Follower(root, session_ids)
+    view = view or (NdjsonView() if as_json else TerminalView(str(root)))
+    snap, status = None, 0
+    last_growth = time.monotonic()
+    try:
+        with view:
+            while True:
+                started = time.monotonic()
+                snap, grew = follower.step()
+                view.update(snap)
+                if grew:
+                    last_growth = started
+                if snap.all_ended:
+                    break
+                if timeout_s is not None and started - last_growth >= timeout_s:
+                    status = 1
+                    break
+                time.sleep(max(0.0, refresh_s - (time.monotonic() - started)))
+    except KeyboardInterrupt:
+        view.say(["stopped (Ctrl-C)", *end_lines(snap)])
+        return 0
+    except BrokenPipeError:  # the reader of the NDJSON went away (| head): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        return 0
+    finally:
+        follower.close()
+    if status:
+        view.say([f"stopped: nothing written for {timeout_s:g} s", *end_lines(snap)])
+    else:
+        view.say(end_lines(snap))
+    return status
