@@ -33,6 +33,13 @@ def main(argv=None) -> int:
     p.add_argument("--inject-nan-at", type=int, default=None, help="make the loss NaN at this step")
     p.add_argument("--fail-at", type=int, default=None, help="raise an exception at this step")
     p.add_argument("--sleep", type=float, default=0.0, help="extra seconds per step (a slower run)")
+    p.add_argument("--slow-rank", type=int, default=None, help="the rank the injections below apply to")
+    p.add_argument("--slow-data", type=float, default=0.0, help="extra seconds of data loading per step on --slow-rank")
+    p.add_argument("--slow-compute", type=float, default=0.0,
+                   help="extra seconds of real compute (matrix products) in each forward on --slow-rank")
+    p.add_argument("--hang-at", type=int, default=None,
+                   help="at this step --slow-rank stops before its gradient sync (the others wait in it)")
+    p.add_argument("--pg-timeout", type=float, default=None, help="process-group timeout, seconds")
     args = p.parse_args(argv)
 
     import torch
@@ -44,6 +51,12 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     handlers = []
+    if args.pg_timeout is not None:
+        from datetime import timedelta
+
+        from accelerate.utils import InitProcessGroupKwargs
+
+        handlers.append(InitProcessGroupKwargs(timeout=timedelta(seconds=args.pg_timeout)))
     if args.bucket_cap_mb is not None:
         from accelerate.utils import DistributedDataParallelKwargs
 
@@ -58,6 +71,7 @@ def main(argv=None) -> int:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
 
+    slow = accelerator.process_index == args.slow_rank
     losses = []
     with TrainingLogger(args.log_dir, args.verbosity, accelerator=accelerator, model=model,
                         per_device_batch_size=args.batch_size, max_steps=args.steps,
@@ -66,11 +80,17 @@ def main(argv=None) -> int:
         for n in range(1, args.steps + 1):
             if n == args.fail_at:
                 raise RuntimeError(f"injected failure at step {n}")
+            # the step's batches are read before the step starts: the time between two steps is data time
+            micro = [load(batches, args.slow_data if slow else 0.0) for _ in range(args.grad_accum)]
             with tlog.step() as step:  # one optimizer step (all its accumulation micro-batches)
-                for _ in range(args.grad_accum):
-                    xb, yb = next(batches)
+                for xb, yb in micro:
                     with accelerator.accumulate(model):
-                        loss = torch.nn.functional.mse_loss(model(xb), yb)
+                        out = model(xb)
+                        if slow and args.slow_compute:
+                            out = out + busy(args.slow_compute)
+                        loss = torch.nn.functional.mse_loss(out, yb)
+                        if slow and n == args.hang_at:
+                            time.sleep(3600)  # never reaches backward: the others wait in the gradient sync
                         if n == args.inject_nan_at:
                             loss = loss * float("nan")
                         accelerator.backward(loss)
@@ -96,6 +116,24 @@ def main(argv=None) -> int:
     # tear the process group down before the interpreter does (gloo's threads at exit can abort)
     accelerator.end_training()
     return 0
+
+
+def load(batches, delay: float):
+    """The next batch; ``delay`` seconds of (injected) slow data loading first."""
+    if delay:
+        time.sleep(delay)
+    return next(batches)
+
+
+def busy(seconds: float):
+    """``seconds`` of real compute (products of 256 x 256 matrices), as a zero to add to the output."""
+    import torch
+
+    a = torch.randn(256, 256)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        a = torch.tanh(a @ a)
+    return a.sum() * 0.0
 
 
 def parse_settings(items: list[str]) -> dict:

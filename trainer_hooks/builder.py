@@ -14,7 +14,7 @@ from collections import deque
 from types import MappingProxyType
 
 from logkit.schema import bandwidth_mb_s, busbw_factor
-from logkit.schema.records import ANOMALY, COMMUNICATION, PERFORMANCE, TRAINING_STEP
+from logkit.schema.records import ANOMALY, COMMUNICATION, PERFORMANCE, STEP_PHASES, TRAINING_STEP
 from logkit.schema.values import per_second, to_float
 from trainer_hooks.findings import LossSpikeDetector, SlowStepDetector, trend
 from trainer_hooks.layout import HEADER, layout, top_key
@@ -28,6 +28,7 @@ STEP_FIELDS = (f"{HEADER} max_steps epoch local_rank step_time_s avg_step_time_s
 COMM_FIELDS = (f"{HEADER} op size_bytes duration_ms algbw_mb_s busbw_mb_s group_size bucket timing_source "
                "local_rank")
 PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total_batch_size"
+PHASE_FIELDS = f"{HEADER} begin_clock_s compute_s first_ready_s sync_s buckets timing_source"
 
 _NO_METRICS = MappingProxyType({})
 # keys a step record gets only where the settings ask for them, after the others
@@ -107,6 +108,7 @@ class RecordBuilder:
         self._comm_record = layout(COMMUNICATION, COMM_FIELDS, type=COMMUNICATION.type, level="INFO",
                                    local_rank=local_rank, **rank)
         self._perf_record = layout(PERFORMANCE, PERF_FIELDS, type=PERFORMANCE.type, level="INFO", **rank)
+        self._phase_record = layout(STEP_PHASES, PHASE_FIELDS, type=STEP_PHASES.type, level="DEBUG", **rank)
         self._anomaly = layout(ANOMALY, HEADER, type=ANOMALY.type, level="WARNING", **rank)
 
     # -- steps -----------------------------------------------------------------------------
@@ -210,3 +212,22 @@ class RecordBuilder:
                     op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6), algbw_mb_s=_rounded(algbw, 4),
                     busbw_mb_s=_rounded(busbw, 4), group_size=group_size, bucket=bucket, timing_source=timing_source))
         return out
+
+    def phases(self, wall: float, elapsed: float, items: list, timing_source: str, clock_offset: float) -> list[dict]:
+        """One ``step_phases`` record per step of ``items`` (step, begin, compute_s, first_ready_s,
+        sync_s, buckets) that gets a step record (``step_records_every``); ``begin`` goes on the
+        job clock (minus ``clock_offset``)."""
+        every = self.settings.step_records_every
+        time_s = round(elapsed, 6)
+        return [self._phase_record(
+            timestamp=wall, time_s=time_s, step=step,
+            message=f"Step {step}: gradients ready after {_ms(compute)} ms, last bucket synced in {_ms(sync)} ms",
+            begin_clock_s=_rounded(begin - clock_offset if begin is not None else None, 6),
+            compute_s=_rounded(compute, 6), first_ready_s=_rounded(first, 6), sync_s=_rounded(sync, 6),
+            buckets=count, timing_source=timing_source)
+            for step, begin, compute, first, sync, count in items
+            if step % every == 0 or step == self.max_steps]
+
+
+def _ms(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds * 1e3:.1f}"

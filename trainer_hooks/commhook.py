@@ -15,19 +15,44 @@ from collections import deque
 
 
 class CommTimer:
-    """Per-bucket timings of gradient synchronisation.
+    """Per-bucket timings of gradient synchronisation, and per step when its gradients were ready.
 
     On CUDA a pair of CUDA events brackets each bucket's all-reduce (start: the bucket is
     ready on the compute stream; end: recorded on a stream synchronised with the NCCL
-    kernel), read back later with ``query()`` so the training stream never stalls. On CPU
-    (gloo) it is wall time from launch to completion.
+    kernel), read back later with ``query()`` so the training stream never stalls; an event
+    recorded at the step's start anchors the buckets' ready times (device time). On CPU
+    (gloo) it is wall time from launch to completion, on the host's monotonic clock.
+
+    The training thread's own state (``launched``, ``done``, ``last_bucket``, ``expected``)
+    says where the step is: what a stall or an exception reports.
     """
 
     def __init__(self) -> None:
-        self.pending: list[tuple] = []  # launched since the last collect: (bucket, bytes, start, end)
-        self._in_flight: deque = deque()  # (step, bucket, bytes, start, end) awaiting the GPU
+        self.pending: list[tuple] = []  # launched since the last collect: (bucket, bytes, start, end, seq)
+        self._in_flight: deque = deque()  # (step, bucket, bytes, start, end, seq) awaiting the GPU
+        self._steps: dict[int, _StepSync] = {}  # steps whose buckets are not all read yet
         self.group_size = 1
         self.timing_source = "wall"
+        self.anchor = None  # the current step's start: a perf_counter reading, or a CUDA event
+        self.begin: float | None = None  # the current step's start on the host's monotonic clock
+        self.launched = self.done = 0  # buckets of the current step launched, completed
+        self.expected: int | None = None  # buckets per step (the last step's count)
+        self.last_bucket: int | None = None
+
+    def step_begin(self) -> None:
+        """A step starts (training thread): its buckets' ready times are measured from here."""
+        if self.launched:
+            self.expected = self.launched
+        self.launched = self.done = 0
+        self.last_bucket = None
+        self.begin = time.perf_counter()
+        if self.timing_source == "cuda_event":
+            import torch
+
+            self.anchor = torch.cuda.Event(enable_timing=True)
+            self.anchor.record()
+        else:
+            self.anchor = self.begin
 
     def hook(self, process_group, bucket):
         # Same arithmetic as torch's default allreduce_hook.
@@ -39,6 +64,8 @@ class CommTimer:
         size_bytes = tensor.numel() * tensor.element_size()
         index = bucket.index()
         pending = self.pending
+        seq = self.launched
+        self.launched, self.last_bucket = seq + 1, index
         if tensor.is_cuda:
             self.timing_source = "cuda_event"
             start = torch.cuda.Event(enable_timing=True)
@@ -54,52 +81,104 @@ class CommTimer:
                 end.record()  # on a stream that waits for the all-reduce kernel
             else:
                 end = time.perf_counter()
-            pending.append((index, size_bytes, start, end))
+            pending.append((index, size_bytes, start, end, seq))
+            self.done += 1
             return f.value()[0]
 
         return fut.then(done)
 
-    def collect(self, step: int, wait: bool = False) -> list[tuple[int, int, int, float]]:
-        """Measurements ready now, as ``(step, bucket, bytes, seconds)``; the buckets launched
-        since the last call belong to ``step``. ``wait=True`` (session end) waits for the GPU."""
+    def collect(self, step: int, wait: bool = False) -> tuple[list[tuple], list[tuple]]:
+        """Measurements ready now: ``(step, bucket, bytes, seconds)`` per bucket, and per step
+        whose buckets are all read ``(step, begin, compute_s, first_ready_s, sync_s, buckets)``
+        (``begin``: the step's start on the host's monotonic clock). The
+        buckets launched since the last call belong to ``step``. ``wait=True`` (session end)
+        waits for the GPU."""
         launched, self.pending = self.pending, []
-        self._in_flight.extend((step, *item) for item in launched)
-        ready = []
+        if launched:
+            self._steps[step] = _StepSync(self.anchor, self.begin, len(launched))
+            self._in_flight.extend((step, *item) for item in launched)
+        ready, phases = [], []
         while self._in_flight:
-            item_step, index, size, start, end = self._in_flight[0]
-            if isinstance(start, float):
-                seconds = end - start
-            else:
-                if not end.query():
-                    if not wait:
-                        break  # the GPU is still on it: read it at a later step
-                    end.synchronize()
-                seconds = start.elapsed_time(end) / 1e3
+            item = self._in_flight[0]
+            end = item[4]
+            if not isinstance(end, float) and not end.query():
+                if not wait:
+                    break  # the GPU is still on it: read it at a later step
+                end.synchronize()
             self._in_flight.popleft()
-            ready.append((item_step, index, size, seconds))
-        return ready
+            self._read(item, ready, phases)
+        return ready, phases
 
+    def _read(self, item: tuple, ready: list, phases: list) -> None:
+        step, index, size, start, end, seq = item
+        ready.append((step, index, size, _seconds(start, end)))
+        sync = self._steps.get(step)
+        if sync is not None and sync.add(seq, start, end):
+            del self._steps[step]
+            phases.append((step, sync.begin, *sync.figures(), sync.count))
 
-    def finish(self, step: int, wait: bool) -> tuple[list[tuple[int, int, int, float]], int]:
+    def finish(self, step: int, wait: bool) -> tuple[list[tuple], list[tuple], int]:
         """Session end: every measurement left, as ``collect`` gives them, and how many were
         dropped. ``wait=True`` waits for the GPU; ``wait=False`` never touches a device
         synchronisation (a signal handler, a failing run): unfinished events are dropped."""
         if wait:
-            return self.collect(step, wait=True), 0
-        ready = self.collect(step)
+            return (*self.collect(step, wait=True), 0)
+        ready, phases = self.collect(step)
         dropped = 0
         while self._in_flight:  # behind an unfinished bucket: read the finished ones, drop the rest
-            item_step, index, size, start, end = self._in_flight.popleft()
+            item = self._in_flight.popleft()
             try:
-                done = isinstance(start, float) or end.query()
+                done = isinstance(item[4], float) or item[4].query()
             except Exception:
                 done = False
             if done:
-                seconds = end - start if isinstance(start, float) else start.elapsed_time(end) / 1e3
-                ready.append((item_step, index, size, seconds))
+                self._read(item, ready, phases)
             else:
                 dropped += 1
-        return ready, dropped
+        return ready, phases, dropped
+
+    def where(self) -> tuple[str | None, str | None]:
+        """The step's phase as the buckets say (None before any is launched) and its detail."""
+        if not self.launched:
+            return None, None
+        detail = (f"bucket {self.last_bucket} launched last: {self.launched} of {self.expected or '?'} launched, "
+                  f"{self.done} done")
+        if self.expected is not None and self.done >= self.expected:
+            return "optimizer", detail
+        return "gradient_sync", detail
+
+
+def _seconds(start, end) -> float:
+    return end - start if isinstance(start, float) else start.elapsed_time(end) / 1e3
+
+
+class _StepSync:
+    """One step's buckets as they are read: the first launched's ready time, the last launched's
+    ready time and its all-reduce, measured from the step's anchor."""
+
+    __slots__ = ("anchor", "begin", "count", "read", "first", "last")
+
+    def __init__(self, anchor, begin: float | None, count: int) -> None:
+        self.anchor, self.begin, self.count, self.read = anchor, begin, count, 0
+        self.first = self.last = None  # (seq, start, end)
+
+    def add(self, seq: int, start, end) -> bool:
+        """One bucket read; True when it was the step's last."""
+        self.read += 1
+        if self.first is None or seq < self.first[0]:
+            self.first = (seq, start, end)
+        if self.last is None or seq > self.last[0]:
+            self.last = (seq, start, end)
+        return self.read >= self.count
+
+    def figures(self) -> tuple[float | None, float | None, float]:
+        """(compute_s, first_ready_s, sync_s): the last bucket's ready time from the step's start,
+        the first's, and the last's all-reduce."""
+        sync = _seconds(self.last[1], self.last[2])
+        anchor = self.anchor
+        if anchor is None or isinstance(anchor, float) != isinstance(self.last[1], float):
+            return None, None, sync
+        return _seconds(anchor, self.last[1]), _seconds(anchor, self.first[1]), sync
 
 
 def find_ddp(model):

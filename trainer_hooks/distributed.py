@@ -130,3 +130,30 @@ def agree_session_id(log_dir: Path, info: RankInfo, session_id: str | None = Non
         sid, _ = create_session_dir(log_dir)
     (log_dir / sid).mkdir(parents=True, exist_ok=True)
     return sid
+
+
+def measure_clock_offset(info: RankInfo, rounds: int = 5) -> tuple[float, float]:
+    """(this host's monotonic clock minus rank 0's host's, the uncertainty), in seconds.
+
+    A collective (every rank calls it, right after ``agree_session_id``): ``rounds`` times, a
+    barrier, then every rank reads its clock and the readings are exchanged. The ranks leave a
+    barrier within its release latency of each other, so each round's difference to rank 0
+    is the offset give or take that latency; the median is kept, half the spread over the
+    rounds is the uncertainty. Ranks on rank 0's host share its clock (CLOCK_MONOTONIC is
+    one clock for every process of a host): (0, 0), as without a process group.
+    """
+    dist = _dist()
+    if dist is None or info.world_size <= 1:
+        return 0.0, 0.0
+    diffs, host0 = [], None
+    for _ in range(rounds):
+        dist.barrier()
+        now = time.perf_counter()
+        gathered: list = [None] * info.world_size
+        dist.all_gather_object(gathered, (info.hostname, now))
+        host0, t0 = gathered[0]
+        diffs.append(now - t0)
+    if host0 == info.hostname:
+        return 0.0, 0.0
+    diffs.sort()
+    return diffs[len(diffs) // 2], (diffs[-1] - diffs[0]) / 2

@@ -35,6 +35,7 @@ from logkit.schema.records import (
     RESOURCE_WARNING,
     SESSION_END,
     SESSION_START,
+    STALL,
     SYSTEM_INFO,
     TRAINER_LOG,
     RecordSpec,
@@ -43,15 +44,19 @@ from logkit.schema.values import to_float
 from trainer_hooks import sysinfo
 from trainer_hooks.builder import RecordBuilder
 from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
-from trainer_hooks.distributed import RankInfo, agree_session_id, rank_info
+from trainer_hooks.distributed import RankInfo, agree_session_id, measure_clock_offset, rank_info
 from trainer_hooks.findings import resource_findings
 from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
 from trainer_hooks.settings import LogSettings, resolve_settings
+from trainer_hooks.stall import StallWatch, thread_stack
 from trainer_hooks.steps import StepLogging
 from trainer_hooks.summary import GpuStats, build_summary, summary_text, write_whole
 from trainer_hooks.textlog import TextRenderer
 from trainer_hooks.writer import RecordWriter
+
+# The clock of the *_clock_s fields: time.perf_counter's (CLOCK_MONOTONIC on Linux)
+_CLOCK = time.get_clock_info("perf_counter").implementation
 
 
 class SessionLogger(StepLogging, NonFiniteChecks):
@@ -97,6 +102,8 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         self._builder: RecordBuilder | None = None
         self._start_record: dict = {}
         self._gpu_stats = GpuStats()
+        self._stall_watch: StallWatch | None = None
+        self._clock_uncertainty = 0.0
         self._init_steps()
         self._init_nonfinite()
 
@@ -144,6 +151,8 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         self._started = True
         self.info = info = rank_info()
         self.session_id = agree_session_id(self.log_dir, info, self.requested_session_id)
+        # the second collective of the start, right after the first (nothing between can fail)
+        self.clock_offset, self._clock_uncertainty = measure_clock_offset(info)
         self.folder = self.log_dir / self.session_id
         self._open_files()
         if total_batch_size is None and per_device_batch_size is not None:
@@ -165,7 +174,8 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             per_device_batch_size=per_device_batch_size, gradient_accumulation_steps=gradient_accumulation_steps,
             total_batch_size=total_batch_size, max_steps=max_steps, verbosity=self.verbosity,
             settings=asdict(self.settings), config=dict(config or {}), versions=sysinfo.versions(),
-            gpus=sysinfo.gpu_list(), **self._requested_id(),
+            gpus=sysinfo.gpu_list(), **self._requested_id(), clock=_CLOCK, clock_offset_s=round(self.clock_offset, 9),
+            clock_offset_uncertainty_s=round(self._clock_uncertainty, 9),
         )
         self._emit(self._start_record)
         # host, model and data facts: free-form beyond the keys every record has (kept whole as meta)
@@ -180,6 +190,28 @@ class SessionLogger(StepLogging, NonFiniteChecks):
                                                           world_size=info.world_size, local_rank=info.local_rank),
                                       max_steps, total_batch_size, self._sampler)
         self._last_step_end = time.perf_counter()
+        if self.settings.stall_min_s > 0:
+            self._stall_watch = StallWatch(self, self.settings.stall_factor, self.settings.stall_min_s)
+            self._stall_watch.start()
+
+    def last_progress(self) -> float:
+        """When the rank last ended a step (or started logging), on ``time.perf_counter``."""
+        return self._last_step_end if self._last_step_end is not None else self._t0
+
+    def report_stall(self, waited: float, limit: float) -> None:
+        """A ``stall`` record (stall watch thread): where the training thread is, and its stack."""
+        step, phase, detail = self.where()
+        rank = self.info.rank if self.info else 0
+        self._emit(self._record(
+            STALL, f"No step ended for {waited:.0f}s (limit {limit:.0f}s): rank {rank} is in {phase} of step {step}"
+            + (f" ({detail})" if detail else ""), "WARNING", step, phase=phase, phase_detail=detail,
+            clock_s=round(self.job_clock(), 6), value=round(waited, 3), threshold=round(limit, 3),
+            stack=thread_stack(self._train_thread)))
+
+    def _where_fields(self) -> dict:
+        """The step and phase the rank is in, for the record that says how it ended."""
+        step, phase, detail = self.where()
+        return dict(step=step, phase=phase, phase_detail=detail, clock_s=round(self.job_clock(), 6))
 
     def _requested_id(self) -> dict:
         """The id asked for, when this session's differs, said once on rank 0's stderr too."""
@@ -309,10 +341,9 @@ class SessionLogger(StepLogging, NonFiniteChecks):
     @guarded
     def error(self, exc: BaseException) -> None:
         self._emit(self._record(
-            ERROR, f"{type(exc).__name__}: {exc}", "ERROR", step=self._last_step or None,
-            exception_type=type(exc).__name__,
+            ERROR, f"{type(exc).__name__}: {exc}", "ERROR", exception_type=type(exc).__name__,
             traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        ))
+            **self._where_fields()))
 
     @guarded
     def end_unfinished(self, reason: str = "the process exited before training ended") -> None:
@@ -344,6 +375,10 @@ class SessionLogger(StepLogging, NonFiniteChecks):
                 fn()
 
     def _end(self, status: str, reason: str | None, from_signal: bool) -> None:
+        where = self._where_fields() if status != Status.COMPLETED else {}
+        watch, self._stall_watch = self._stall_watch, None
+        if watch is not None:
+            watch.stop()
         self.flush_step()
         # Only a completed run waits for the GPU to finish its last timed syncs; a failing or
         # signalled one may have a hung collective behind those events.
@@ -362,6 +397,9 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             fields["reason"] = reason
         if dropped:
             fields["comm_timings_dropped"] = dropped
+        if where:
+            message += f" in {where['phase']} of step {where['step']}"
+            fields.update(where)
         end = self._record(
             SESSION_END, message, "INFO" if status == Status.COMPLETED else "ERROR",
             status=status, duration_s=round(duration, 6), total_steps=self._last_step, steps_logged=self._steps_done,

@@ -40,6 +40,9 @@ class LogSettings:
         step's ``resource_usage`` carries them (``ultra``: the complete system state).
     main_level / multigpu_level: lowest level written to main.log / multigpu.log
         (``TRAINING_LOG_LEVEL`` / ``MULTIGPU_LOG_LEVEL``; DEBUG in multigpu.log logs every sync).
+    stall_factor / stall_min_s: a ``stall`` record (the step, phase and Python stack of the
+        training thread) when no step has ended for max(stall_factor x the median step,
+        stall_min_s) seconds; ``stall_min_s=0`` turns the stall watch off.
     """
 
     verbosity: str = "high"
@@ -68,6 +71,8 @@ class LogSettings:
     slow_step_factor: float = 3.0
     loss_spike_factor: float = 3.0
     nan_dump_max_bytes: int = 64 * 1024 * 1024
+    stall_factor: float = 10.0
+    stall_min_s: float = 60.0
 
 
 VERBOSITY_LEVELS: dict[str, dict] = {

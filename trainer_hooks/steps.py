@@ -8,7 +8,10 @@ figures and the record itself are made by ``RecordBuilder.step`` on the writer t
 from __future__ import annotations
 
 import math
+import statistics
+import threading
 import time
+from collections import deque
 from typing import NamedTuple
 
 from logkit.schema import findings as kinds
@@ -59,10 +62,16 @@ class StepLogging:
         self._final_loss: float | None = None
         self._micro = 0
         self._micro_end: float | None = None
+        self._recent_times: deque = deque(maxlen=64)  # for the stall watch's median step
+        self._train_thread: int | None = None
+        self.clock_offset = 0.0  # this host's monotonic clock minus rank 0's host's
 
     @guarded
     def step_begin(self) -> None:
         self.flush_step()
+        self._train_thread = threading.get_ident()
+        if self._comm_timed:
+            self.comm.step_begin()
         self._step_begin = time.perf_counter()
         self._micro = 0
         self._micro_end = None
@@ -97,6 +106,7 @@ class StepLogging:
         self._last_step_end, self._step_begin = now, None
         batch = total_batch_size or self._total_batch_size
         self._step_time_sum += step_time
+        self._recent_times.append(step_time)
         self._steps_done += 1
         self._last_step = step
         if batch:
@@ -148,21 +158,43 @@ class StepLogging:
             self._writer.put_call(self._builder.step, pending)
         comm, self._pending_comm = self._pending_comm, None
         if comm:
-            self._put_comm(comm)
+            self._put_comm(*comm)
 
-    def _put_comm(self, items: list) -> None:
-        if items and self._writer is not None and self._builder is not None:
+    def _put_comm(self, items: list, phases: list) -> None:
+        if (items or phases) and self._writer is not None and self._builder is not None:
             elapsed = time.perf_counter() - self._t0
-            self._writer.put_call(self._builder.comm, self._wall0 + elapsed, elapsed, items,
-                                  self.comm.timing_source, self.comm.group_size)
+            if items:
+                self._writer.put_call(self._builder.comm, self._wall0 + elapsed, elapsed, items,
+                                      self.comm.timing_source, self.comm.group_size)
+            if phases:
+                self._writer.put_call(self._builder.phases, self._wall0 + elapsed, elapsed, phases,
+                                      self.comm.timing_source, self.clock_offset)
+
+    def where(self) -> tuple[int, str, str | None]:
+        """(the step the rank is in, its phase, the phase's detail): ``data`` between steps
+        (``setup`` before the first), ``forward_backward`` until a gradient bucket is ready,
+        then ``gradient_sync`` and, when every bucket of the step is synchronised, ``optimizer``."""
+        step = self._last_step + 1
+        if self._step_begin is None:
+            return step, "data" if self._steps_done else "setup", None
+        phase, detail = self.comm.where() if self._comm_timed else (None, None)
+        return step, phase or "forward_backward", detail
+
+    def median_step_time(self) -> float | None:
+        times = list(self._recent_times)
+        return statistics.median(times) if times else None
+
+    def job_clock(self) -> float:
+        """Now on the job clock (the host's monotonic clock minus its offset to rank 0's host)."""
+        return time.perf_counter() - self.clock_offset
 
     def _end_comm(self, wait_device: bool) -> int:
         """The sync timings still unread: all of them (waiting for the GPU) or the ready ones;
         returns how many were dropped unread, said in a record."""
         if not self._comm_timed:
             return 0
-        items, dropped = self.comm.finish(self._last_step, wait=wait_device)
-        self._put_comm(items)
+        items, phases, dropped = self.comm.finish(self._last_step, wait=wait_device)
+        self._put_comm(items, phases)
         if dropped:
             self._emit(self._record(RESOURCE_WARNING, f"{dropped} gradient-sync timings were still on the GPU at the "
                                     "end and were dropped unread (the session did not complete)", "INFO",

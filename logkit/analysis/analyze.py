@@ -9,6 +9,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from logkit.analysis.breakdown import (
+    BREAKDOWN_COLUMNS,
+    arrival_stragglers,
+    step_breakdown,
+    synced_steps,
+    with_arrivals,
+)
 from logkit.analysis.communication import COMM_COLUMNS, SYNC_OPS, communication_peaks, communication_table
 from logkit.analysis.curves import curves
 from logkit.analysis.definitions import DEFINITIONS
@@ -38,9 +45,10 @@ def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _context(sessions, gpus, comm, strag) -> tuple[dict, dict]:
+def _context(sessions, gpus, comm, strag, breakdown) -> tuple[dict, dict]:
     """What the scaling flags' causes draw on, per session: one busy GPU, the largest gradient-sync
-    share of step time, the straggler; and the busy-GPU facts themselves."""
+    share of step time (its exposed part where the phases were timed), the straggler; and the
+    busy-GPU facts themselves."""
     busy, context = {}, {}
     for s in sessions:
         sid = s.session_id
@@ -49,6 +57,9 @@ def _context(sessions, gpus, comm, strag) -> tuple[dict, dict]:
             busy[sid] = b
         sync = comm[(comm["session_id"] == sid) & comm["op"].isin(SYNC_OPS)] if len(comm) else comm
         share = sync["sync_share_of_step_time"].max() if len(sync) else None
+        phased = breakdown[breakdown["session_id"] == sid] if len(breakdown) else breakdown
+        if len(phased):
+            share = (phased["comm_exposed_s"] / phased["step_s"].where(phased["step_s"] > 0)).max()
         st = strag[(strag["session_id"] == sid) & strag["is_straggler"].astype(bool)] if len(strag) else strag
         context[sid] = {"busy_gpu": bool(b), "sync_share": None if share is None or pd.isna(share) else float(share),
                         "straggler": int(st["rank"].iloc[0]) if len(st) else None}
@@ -78,22 +89,26 @@ def analyze(sessions: list) -> Analysis:
     run with the fewest ranks)."""
     sessions = list(sessions)
     perf = _concat([step_stats(s) for s in sessions], STEP_COLUMNS)
-    strag = stragglers(perf)
+    synced = {s.session_id: synced_steps(s) for s in sessions}
+    breakdown = _concat([step_breakdown(s, synced[s.session_id]) for s in sessions], BREAKDOWN_COLUMNS)
+    strag = with_arrivals(stragglers(perf), [arrival_stragglers(s, synced[s.session_id]) for s in sessions])
     gpus = _concat([gpu_table(s) for s in sessions], GPU_COLUMNS)
     comm = _concat([communication_table(s) for s in sessions], COMM_COLUMNS)
-    busy, context = _context(sessions, gpus, comm, strag)
+    busy, context = _context(sessions, gpus, comm, strag, breakdown)
     scaling = scaling_analysis(sessions, context)
     summaries = {r.session_id: r for r in scaling.sessions}
     health = {s.session_id: session_health(s, summaries[s.session_id].final_loss,
                                             summaries[s.session_id].final_loss_from) for s in sessions}
     findings = diagnose(sessions, {
-        "scaling": scaling, "communication": comm, "performance": perf, "stragglers": strag, "gpus": gpus,
+        "scaling": scaling, "communication": comm, "performance": perf, "stragglers": strag,
+        "step_breakdown": breakdown, "gpus": gpus,
         "health": health, "busy_gpu": busy, "slow_steps": {s.session_id: slow_step_list(s) for s in sessions},
     })
     return Analysis(
         scaling=scaling, communication=comm, nccl_tests=_concat([nccl_tests_table(s) for s in sessions],
                                                                 NCCL_TESTS_COLUMNS),
-        communication_peaks=communication_peaks(), performance=perf, stragglers=strag, gpus=gpus,
+        communication_peaks=communication_peaks(), performance=perf, stragglers=strag, step_breakdown=breakdown,
+        gpus=gpus,
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
         findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling),
         diagnostics=_diagnostics(sessions))

@@ -7,6 +7,8 @@ Keys are the figures' names as the results and the JSON name them; thresholds co
 from __future__ import annotations
 
 from logkit.analysis.thresholds import (
+    ARRIVAL_MARGIN,
+    CAUSE_SHARE,
     CI_LEVEL,
     MAX_BLOCKS,
     MIN_R2,
@@ -15,6 +17,7 @@ from logkit.analysis.thresholds import (
     REACH,
     SLOW_FACTOR,
     STRAGGLER_SCORE,
+    STRAGGLER_SHARE,
     WARMUP_TOLERANCE,
 )
 
@@ -88,13 +91,37 @@ PERFORMANCE: dict[str, str] = {
     "slow_steps": f"steps with step_time_s > {SLOW_FACTOR:g} x the rank's median step time",
     "data_share": "sum of data_time_s / sum of step_time_s over the rank's steps that logged both",
     "vs_fastest": "the rank's median step time / the fastest rank's median step time",
-    "score": "vs_fastest - 1; a straggler is the slowest rank with score > "
-             f"{STRAGGLER_SCORE:g}",
+    "score": "where the gradient sync was timed per step (step_phases): the rank's median lateness_s / the "
+             f"median step time, and a straggler is the rank with the largest score > {STRAGGLER_SCORE:g} that "
+             f"was the last arrival in >= {STRAGGLER_SHARE:.0%} of the synced steps; else vs_fastest - 1, and a "
+             f"straggler is the slowest rank with score > {STRAGGLER_SCORE:g}",
     "avg_util / peak_util": "mean / max of utilization_pct over the GPU snapshots",
     "avg_memory_pct": "mean of memory used / memory total x 100 over the snapshots",
     "mfu": "achieved FLOP/s per GPU / the GPU's dense BF16 peak; FLOPs per token = 4 N + 2 N_trainable "
            "(forward 2N, activation gradients 2N, weight gradients 2 N_trainable: LoRA-aware), "
            "tokens/s of the whole job over steady steps, divided among world_size GPUs",
+}
+
+BREAKDOWN: dict[str, str] = {
+    "sync_s": "a rank's last gradient bucket's all-reduce in a step, launch to completion (device time on GPUs)",
+    "data_s": "median over the synced steps of data_time_s: previous step end to this step's start",
+    "compute_s": "median over the synced steps of the time from the step's start to its last gradient bucket "
+                 "ready (forward and backward)",
+    "comm_exposed_s": "median over the synced steps of the smallest sync_s among the ranks: the all-reduce after "
+                      "backward, which no compute hides (the last rank to arrive waits for nobody)",
+    "wait_s": "median over the synced steps of the rank's sync_s - the smallest: its wait at the gradient sync "
+              "for the last rank to arrive",
+    "other_s": "median over the synced steps of step time - data - compute - sync_s: the optimizer and host "
+               "work between the sync and the step's end",
+    "lateness_s": "median over the synced steps of the largest sync_s of the step - the rank's: how much later "
+                  "than the first rank it reached the sync",
+    "last_arrival_share": "share of the synced steps in which the rank had the smallest sync_s, by more than "
+                          f"{ARRIVAL_MARGIN:.0%} of the median step time (the rank the others waited for)",
+    "cause": "the straggler's phase (data: data_s, compute: compute_s, host: other_s) whose median exceeds the "
+             f"other ranks' median by the most, when that excess is >= {CAUSE_SHARE:.0%} of its lateness; "
+             "null otherwise",
+    "synced steps": "steps every rank of the session synchronised and timed (step_phases records, written when "
+                    "the DDP gradient sync is timed)",
 }
 
 HEALTH: dict[str, str] = {
@@ -110,4 +137,4 @@ FINDINGS: dict[str, str] = {
     "severity": "critical > error > warning > info; findings are listed in that order",
 }
 
-DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **HEALTH, **FINDINGS}
+DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **BREAKDOWN, **HEALTH, **FINDINGS}

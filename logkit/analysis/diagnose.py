@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from logkit.analysis.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.communication import SYNC_OPS
 from logkit.analysis.log_findings import event_findings
 from logkit.analysis.results import MAX_EVIDENCE, Finding, Scaling
@@ -131,14 +132,27 @@ def _gpu_findings(s, sid, gpus: pd.DataFrame, busy: dict | None) -> list[Finding
     return out
 
 
+def _straggler(s, sid, row) -> Finding:
+    rank = int(row["rank"])
+    share = row.get("last_arrival_share")
+    if share is None or pd.isna(share):  # no per-step phases: by step time
+        return Finding.make("warning", "straggler", sid, f"Rank {rank} is a straggler",
+                            f"Median step {row['median_step_s']:.4g} s, {row['vs_fastest']:.2f}x the fastest "
+                            f"rank (score {row['score']:.2f}).", _rank_evidence(s, [rank]), [rank])
+    cause = row.get("cause")
+    why = (f" Cause: {CAUSE_WORDS[cause]}; {CAUSE_ADVICE[cause].format(rank=rank)}." if cause in CAUSE_WORDS
+           else " Its data, compute and host times do not explain it.")
+    return Finding.make("warning", "straggler", sid, f"Rank {rank} holds the others back at the gradient sync",
+                        f"Rank {rank} was the last to reach the gradient sync in {share:.0%} of the synced steps, "
+                        f"{row['lateness_s'] * 1e3:.3g} ms after the first rank ({row['score']:.0%} of a step)."
+                        + why, _rank_evidence(s, [rank]), [rank], cause=cause, last_arrival_share=float(share))
+
+
 def _step_findings(s, sid, perf: pd.DataFrame, strag: pd.DataFrame, worst: list[dict]) -> list[Finding]:
     out = []
     st = strag[(strag["session_id"] == sid) & strag["is_straggler"].astype(bool)] if len(strag) else strag
     for _, row in st.iterrows():
-        out.append(Finding.make("warning", "straggler", sid, f"Rank {int(row['rank'])} is a straggler",
-                                f"Median step {row['median_step_s']:.4g} s, {row['vs_fastest']:.2f}x the fastest "
-                                f"rank (score {row['score']:.2f}).", _rank_evidence(s, [int(row["rank"])]),
-                                [row["rank"]]))
+        out.append(_straggler(s, sid, row))
     p = perf[perf["session_id"] == sid] if len(perf) else perf
     slow = p[p["slow_steps"] > 0] if len(p) else p
     if len(slow):
@@ -154,11 +168,28 @@ def _step_findings(s, sid, perf: pd.DataFrame, strag: pd.DataFrame, worst: list[
     return out
 
 
-def _comm_findings(s, sid, comm: pd.DataFrame) -> list[Finding]:
+def _exposed_bound(s, sid, rows: pd.DataFrame) -> list[Finding]:
+    """Communication-bound by the exposed sync (the per-step phases say how much of it is waiting)."""
+    share = rows["comm_exposed_s"] / rows["step_s"].where(rows["step_s"] > 0)
+    bound = rows[share >= COMM_BOUND_SHARE]
+    if not len(bound):
+        return []
+    return [Finding.make("warning", "communication_bound", sid, "Communication-bound",
+                         "The gradient sync that backward does not hide takes " + ", ".join(
+                             f"{x:.0%} of step time on rank {int(r)} ({e * 1e3:.3g} of {t * 1e3:.3g} ms, median)"
+                             for r, x, e, t in zip(bound["rank"], share[bound.index], bound["comm_exposed_s"],
+                                                   bound["step_s"], strict=True))
+                         + ": larger buckets (bucket_cap_mb), gradient accumulation (fewer syncs per sample) or a "
+                           "faster interconnect shorten it.", _rank_evidence(s, list(bound["rank"])), bound["rank"])]
+
+
+def _comm_findings(s, sid, comm: pd.DataFrame, breakdown: pd.DataFrame) -> list[Finding]:
     out = []
     c = comm[comm["session_id"] == sid] if len(comm) else comm
     sync = c[c["op"].isin(SYNC_OPS)] if len(c) else c
-    bound = sync[sync["sync_share_of_step_time"] >= COMM_BOUND_SHARE] if len(sync) else sync
+    phased = breakdown[breakdown["session_id"] == sid] if len(breakdown) else breakdown
+    bound = sync[sync["sync_share_of_step_time"] >= COMM_BOUND_SHARE] if len(sync) and not len(phased) else sync[:0]
+    out += _exposed_bound(s, sid, phased) if len(phased) else []
     if len(bound):
         out.append(Finding.make("warning", "communication_bound", sid, "Communication-bound",
                                 "Gradient sync takes " + ", ".join(
@@ -192,7 +223,7 @@ def _unparsed(s, sid) -> list[Finding]:
 
 def diagnose(sessions: list, parts: dict) -> tuple[Finding, ...]:
     """Findings for ``sessions`` from the other analyses' results in ``parts`` (keys: scaling,
-    communication, performance, stragglers, gpus, health {sid: Health}, busy_gpu {sid: ..},
+    communication, performance, stragglers, step_breakdown, gpus, health {sid: Health}, busy_gpu {sid: ..},
     slow_steps {sid: [..]}), most severe first (stable within a severity)."""
     out: list[Finding] = []
     empty = pd.DataFrame()
@@ -204,7 +235,7 @@ def diagnose(sessions: list, parts: dict) -> tuple[Finding, ...]:
         _merge(out, sid, "gpu_util_low", "low_gpu_util")
         out += _step_findings(s, sid, perf, strag, parts.get("slow_steps", {}).get(sid) or [])
         _merge(out, sid, "slow_step", "slow_steps")
-        out += _comm_findings(s, sid, comm) + _unparsed(s, sid)
+        out += _comm_findings(s, sid, comm, parts.get("step_breakdown", empty)) + _unparsed(s, sid)
     out += _comparison_findings(sessions, parts.get("scaling") or Scaling())
     return tuple(sorted(out, key=lambda f: f.severity.rank))
 

@@ -422,8 +422,8 @@ class Curves:
 # ---------------------------------------------------------------------------------------
 # Everything
 # ---------------------------------------------------------------------------------------
-_DICT_KEYS = ("scaling", "communication", "nccl_tests", "communication_peaks", "performance", "stragglers", "gpus",
-              "mfu", "health", "loss_parity", "findings", "definitions")
+_DICT_KEYS = ("scaling", "communication", "nccl_tests", "communication_peaks", "performance", "stragglers",
+              "step_breakdown", "gpus", "mfu", "health", "loss_parity", "findings", "definitions")
 
 
 @dataclass(frozen=True)
@@ -432,7 +432,9 @@ class Analysis:
 
     Frames (columns declared where they are made): ``communication`` (per session, rank and op),
     ``nccl_tests`` (per nccl-tests op and placement), ``communication_peaks`` (the reference table),
-    ``performance`` (step-time spread per rank), ``stragglers``, ``gpus`` (per GPU), ``diagnostics``
+    ``performance`` (step-time spread per rank), ``stragglers`` (by arrival at the gradient sync where
+    the phases were timed, else by step time), ``step_breakdown`` (per rank: data, compute, exposed
+    communication, wait), ``gpus`` (per GPU), ``diagnostics``
     (the sessions' parse diagnostics). ``mfu`` and ``health`` by session id; ``findings`` most
     severe first; ``definitions`` of every figure; ``curves`` what the plots draw.
     """
@@ -450,6 +452,8 @@ class Analysis:
     findings: tuple[Finding, ...]
     definitions: Mapping[str, str]
     curves: Curves = field(default_factory=Curves)
+    step_breakdown: pd.DataFrame = field(default_factory=lambda: _frame(
+        "session_id", "rank", "steps", "data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s", "step_s"))
     diagnostics: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["session_id", "file", "line", "reason", "text"]))
 

@@ -31,3 +31,8 @@ BUSY_UTIL, IDLE_UTIL = 50.0, 10.0  # one GPU busy while the others idle: device_
 LOW_UTIL = 50.0  # average GPU utilization below this: low
 LOW_EFFICIENCY = 0.7  # headline scaling efficiency below this: low
 SLOW_STEPS_WARNING = 0.01  # slow steps above 1% of the steps: a warning, else info
+
+# why a run is slow (breakdown.py)
+ARRIVAL_MARGIN = 0.02  # a step's last arrival came 2% of a step after the next one (else no one was last)
+STRAGGLER_SHARE = 0.5  # the straggler was its steps' last arrival in at least half of them
+CAUSE_SHARE = 0.5  # a phase that explains at least half of the straggler's lateness is its cause

@@ -42,6 +42,7 @@ class Session:
     steps: pd.DataFrame = field(default_factory=lambda: make_frame("steps", []))
     comm: pd.DataFrame = field(default_factory=lambda: make_frame("comm", []))
     perf: pd.DataFrame = field(default_factory=lambda: make_frame("perf", []))
+    phases: pd.DataFrame = field(default_factory=lambda: make_frame("phases", []))
     gpu: pd.DataFrame = field(default_factory=lambda: make_frame("gpu", []))
     evals: pd.DataFrame = field(default_factory=lambda: make_frame("evals", []))
     events: pd.DataFrame = field(default_factory=lambda: make_frame("events", []))

@@ -6,7 +6,7 @@
   ``loss_parity``, ``health``, ``gpus`` (and ``baseline``)
 - ``communication``: ``communication`` (one row per session, rank and op), ``nccl_tests`` (one row
   per nccl-tests op and placement)
-- ``performance``: ``performance``, ``stragglers``, ``gpus``, ``mfu``
+- ``performance``: ``performance``, ``stragglers``, ``step_breakdown``, ``gpus``, ``mfu``
 - ``diagnose``: ``findings``
 - ``all``: every section
 
@@ -22,7 +22,7 @@ from logkit.analysis.results import Analysis, plain
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "compare": ("sessions", "comparisons", "groups", "not_compared", "fit", "fits", "loss_parity", "health", "gpus"),
     "communication": ("communication", "nccl_tests"),
-    "performance": ("performance", "stragglers", "gpus", "mfu"),
+    "performance": ("performance", "stragglers", "step_breakdown", "gpus", "mfu"),
     "diagnose": ("findings",),
 }
 _SCALING_KEYS = ("sessions", "comparisons", "groups", "not_compared", "fit", "fits")

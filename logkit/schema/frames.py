@@ -21,6 +21,7 @@ from logkit.schema.records import (
     GPU_DEVICE,
     GPU_SNAPSHOT,
     PERFORMANCE,
+    STEP_PHASES,
     TRAINING_STEP,
     RecordField,
     RecordSpec,
@@ -64,6 +65,8 @@ FRAMES: dict[str, tuple[Column, ...]] = {
              *columns_from(COMMUNICATION, "bucket timing_source time_s")),
     "perf": columns_from(PERFORMANCE, "rank step avg_step_time_s throughput_samples_s total_batch_size window_steps "
                                       "time_s", contract=5),
+    "phases": columns_from(STEP_PHASES, "rank step begin_clock_s compute_s first_ready_s sync_s buckets timing_source "
+                                        "time_s", contract=6),
     "gpu": (_from(GPU_SNAPSHOT, "time_s", True), _from(GPU_SNAPSHOT, "host", True),
             *columns_from(GPU_DEVICE, "gpu utilization_pct memory_used_mb memory_total_mb power_w temperature_c",
                           contract=6),
@@ -72,7 +75,7 @@ FRAMES: dict[str, tuple[Column, ...]] = {
     "evals": (Column("step", "Int64", None, True), Column("name", "object", None, True, "the metric's name"),
               Column("value", "float64", None, True), Column("rank", "Int64"), Column("time_s", "float64")),
     "events": (*columns_from(EVENT, "time_s rank level kind message", contract=5), _SOURCE,
-               *columns_from(EVENT, "step subkind value threshold"),
+               *columns_from(EVENT, "step subkind value threshold status phase phase_detail clock_s stack"),
                # what other formats tell (logs we did not write): NCCL, torchrun, CUDA
                *(Column(n, t) for n, t in (
                    ("host", "object"), ("op", "object"), ("seq", "Int64"), ("numel", "Int64"),

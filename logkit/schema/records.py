@@ -28,7 +28,8 @@ from logkit.schema.values import as_float, as_int, as_text
 __all__ = [
     "SCHEMA_VERSION", "EventType", "EVENT_TYPES", "REQUIRED_KEYS", "Mode", "Status", "RecordField", "F",
     "RecordSpec", "COMMON", "SESSION_ID", "SESSION_START", "SESSION_END", "SYSTEM_INFO", "MODEL_INFO", "DATASET_INFO",
-    "TRAINING_STEP", "COMMUNICATION", "PERFORMANCE", "GPU_SNAPSHOT", "GPU_DEVICE", "EVALUATION", "ANOMALY",
+    "TRAINING_STEP", "COMMUNICATION", "PERFORMANCE", "STEP_PHASES", "STALL", "GPU_SNAPSHOT", "GPU_DEVICE",
+    "EVALUATION", "ANOMALY",
     "RESOURCE_WARNING", "NAN_DETECTED", "CHECKPOINT_SAVED", "EPOCH_COMPLETE", "ERROR", "BATCH_COMPLETE",
     "TRAINER_LOG", "EVENT", "RECORD_SPECS", "FRAME_SPECS", "UNITS",
 ]
@@ -55,6 +56,9 @@ class EventType:
     EPOCH_COMPLETE = "epoch_complete"
     ERROR = "error"
     SESSION_END = "session_end"
+    # where each synchronised step's time went (DDP with gradient sync timed), and a rank that stopped
+    STEP_PHASES = "step_phases"
+    STALL = "stall"
     # verbosity "ultra": every micro-batch of gradient accumulation, every log dict the trainer gives
     BATCH_COMPLETE = "batch_complete"
     TRAINER_LOG = "trainer_log"
@@ -222,6 +226,11 @@ SESSION_START = RecordSpec(EventType.SESSION_START, "meta", (
     F("gpus", type=list, doc="[{index, name, uuid, memory_total_mb}]"),
     F("requested_session_id", type=str, doc="the id the run asked for, where its own differs (not a safe "
                                             "folder name, or another run's streams are under it)"),
+    F("clock", type=str, doc="the clock of the *_clock_s fields: the host's CLOCK_MONOTONIC (one clock for "
+                             "every process of a host) minus clock_offset_s"),
+    F("clock_offset_s", unit="s", doc="this host's CLOCK_MONOTONIC minus rank 0's host's, measured at start "
+                                      "(0 on rank 0's host): *_clock_s of all ranks are on one job clock"),
+    F("clock_offset_uncertainty_s", unit="s", doc="half the spread of the offset over the measuring rounds"),
 ), "one per rank, first: who, where, with what")
 
 SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (
@@ -230,6 +239,10 @@ SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (
     F("total_steps", type=int), F("steps_logged", type=int), F("final_loss"),
     F("training_time_s", unit="s", doc="sum of optimizer-step times"),
     F("samples_seen", type=int), F("reason", type=str), F("comm_timings_dropped", type=int),
+    F("phase", type=str, doc="what the rank was doing when it ended (a failed or interrupted run): data, "
+                             "forward_backward, gradient_sync, optimizer; step is the step it was in"),
+    F("phase_detail", type=str, doc="the gradient bucket last launched, and how many of the step's were"),
+    F("clock_s", unit="s", doc="when, on the job clock"),
 ), "one per rank, last")
 
 SYSTEM_INFO = RecordSpec(EventType.SYSTEM_INFO, "meta", (), "host facts (platform, CPUs, memory, disk)")
@@ -283,6 +296,17 @@ PERFORMANCE = RecordSpec(EventType.PERFORMANCE, "perf", (
     F("total_batch_size", type=int),
 ), "over the last window of steps")
 
+STEP_PHASES = RecordSpec(EventType.STEP_PHASES, "phases", (
+    F("begin_clock_s", unit="s", doc="the step's start on the job clock (session_start's clock)"),
+    F("compute_s", unit="s", doc="step start to the last gradient bucket ready: forward and backward "
+                                 "(device time where timing_source is cuda_event)"),
+    F("first_ready_s", unit="s", doc="step start to the first gradient bucket ready"),
+    F("sync_s", unit="s", doc="the last bucket's all-reduce, launch to completion: the gradient sync after "
+                              "backward, its wait for the last rank to arrive included"),
+    F("buckets", type=int, doc="gradient buckets synchronised in the step"),
+    F("timing_source", type=str, doc="cuda_event or wall", store="category"),
+), "one per synchronised step, when its timings are read (a GPU's a step or two later)")
+
 GPU_DEVICE = RecordSpec("", "gpu", (
     F("gpu", "index", int, doc="CUDA ordinal"),
     F("utilization_pct", "utilization_percent", unit="%"),
@@ -332,7 +356,16 @@ CHECKPOINT_SAVED = RecordSpec(EventType.CHECKPOINT_SAVED, None, (
 EPOCH_COMPLETE = RecordSpec(EventType.EPOCH_COMPLETE, None, (F("epoch", **_X),))
 ERROR = RecordSpec(EventType.ERROR, None, (
     F("exception_type", type=str, **_X), F("traceback", type=str, **_X), F("subkind", "kind", str),
-    F("signal", type=str, doc="the signal that ended the process (SIGTERM, SIGINT)", **_X)))
+    F("signal", type=str, doc="the signal that ended the process (SIGTERM, SIGINT)", **_X),
+    F("phase", type=str, doc="what the rank was doing (as session_end's); step is the step it was in"),
+    F("phase_detail", type=str), F("clock_s", unit="s", doc="when, on the job clock")))
+STALL = RecordSpec(EventType.STALL, None, (
+    F("phase", type=str, doc="data, forward_backward, gradient_sync or optimizer"),
+    F("phase_detail", type=str), F("clock_s", unit="s", doc="when, on the job clock"),
+    F("value", doc="seconds since the rank's last step ended"),
+    F("threshold", doc="the limit: max(stall_factor x the median step, stall_min_s)"),
+    F("stack", type=str, doc="the training thread's Python stack"),
+), "no step ended for longer than the limit: where the training thread is (training goes on)")
 BATCH_COMPLETE = RecordSpec(EventType.BATCH_COMPLETE, None, (
     F("micro_batch", type=int, **_X), F("duration_s", unit="s", **_X)))
 TRAINER_LOG = RecordSpec(EventType.TRAINER_LOG, None, (F("logs", type=dict, **_X),))
@@ -340,15 +373,17 @@ TRAINER_LOG = RecordSpec(EventType.TRAINER_LOG, None, (F("logs", type=dict, **_X
 EVENT = RecordSpec("", None, (
     F("time_s", "elapsed_s"), F("rank", type=int), F("level", type=str),
     F("kind", "type", str, doc="the record's type"), F("message", type=str), F("step", type=int), *_FINDING,
+    F("status", type=str), F("phase", type=str), F("phase_detail", type=str), F("clock_s", unit="s"),
+    F("stack", type=str),
 ), "a row of the events frame")
 
 RECORD_SPECS: dict[str, RecordSpec] = {s.type: s for s in (
     SESSION_START, SESSION_END, SYSTEM_INFO, MODEL_INFO, DATASET_INFO, TRAINING_STEP, COMMUNICATION,
-    PERFORMANCE, GPU_SNAPSHOT, EVALUATION, ANOMALY, RESOURCE_WARNING, NAN_DETECTED, CHECKPOINT_SAVED,
-    EPOCH_COMPLETE, ERROR, BATCH_COMPLETE, TRAINER_LOG)}
+    PERFORMANCE, STEP_PHASES, GPU_SNAPSHOT, EVALUATION, ANOMALY, RESOURCE_WARNING, NAN_DETECTED, CHECKPOINT_SAVED,
+    EPOCH_COMPLETE, ERROR, STALL, BATCH_COMPLETE, TRAINER_LOG)}
 # The records that fill a frame of their own, by frame (every other record is an event).
 FRAME_SPECS: dict[str, RecordSpec] = {"steps": TRAINING_STEP, "comm": COMMUNICATION, "perf": PERFORMANCE,
-                                      "gpu": GPU_SNAPSHOT}
+                                      "phases": STEP_PHASES, "gpu": GPU_SNAPSHOT}
 
 # Units of every field that has one, by its JSONL key (the contract's prose form).
 UNITS: dict[str, str] = {

@@ -57,9 +57,9 @@ def test_sigterm_with_a_hung_device_still_writes_session_end(tmp_path):
     proc, records, sid = _child(tmp_path, """
         for step in (1, 2, 3):
             log.step_begin()
-            log.comm.pending.append((0, 1000, DoneEvent(0.0), DoneEvent(2.0)))
+            log.comm.pending.append((0, 1000, DoneEvent(0.0), DoneEvent(2.0), 0))
             if step == 3:  # step 3's second bucket never finishes
-                log.comm.pending.append((1, 1000, DoneEvent(0.0), HungEvent()))
+                log.comm.pending.append((1, 1000, DoneEvent(0.0), HungEvent(), 1))
             log.step_end(step, loss=1.0)
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(60)  # not reached: the handler ends the session, then the signal kills

@@ -21,6 +21,7 @@ from logkit.schema.records import (
     RECORD_SPECS,
     SESSION_END,
     SESSION_START,
+    STEP_PHASES,
     SYSTEM_INFO,
     TRAINING_STEP,
     RecordSpec,
@@ -28,7 +29,7 @@ from logkit.schema.records import (
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_sampler import fake_pynvml
 from trainer_hooks import session as session_mod
-from trainer_hooks.builder import COMM_FIELDS, PERF_FIELDS, STEP_FIELDS, RecordBuilder
+from trainer_hooks.builder import COMM_FIELDS, PERF_FIELDS, PHASE_FIELDS, STEP_FIELDS, RecordBuilder
 from trainer_hooks.distributed import RankInfo
 from trainer_hooks.layout import HEADER, layout, reader
 from trainer_hooks.sampling import nvml as nvml_mod
@@ -87,19 +88,20 @@ def run(tmp_path, monkeypatch):
     monkeypatch.setattr(session_mod, "install_comm_hook", lambda ddp, timer: None)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
-    log = SessionLogger(tmp_path, "ultra", gpu_snapshot_interval=0.1, memory_high_pct=0.0, performance_log_steps=4)
+    log = SessionLogger(tmp_path, "ultra", gpu_snapshot_interval=0.1, memory_high_pct=0.0, performance_log_steps=4,
+                        stall_min_s=0.1, stall_factor=2.0)
     log.start(model=model, per_device_batch_size=2, max_steps=STEPS, dataset=[[1.0, 2.0]] * 4)
     log.comm.group_size = 2
     log.attach_model(model)
     for step in range(1, STEPS + 1):
         log.step_begin()
         now = time.perf_counter()
-        log.comm.pending.extend((bucket, 4000, now - 0.001, now) for bucket in range(2))
+        log.comm.pending.extend((bucket, 4000, now - 0.001, now, bucket) for bucket in range(2))
         log.micro_batch_end()
         model(torch.randn(3, 4)).pow(2).mean().backward()
         log.check_gradients(model, step)
         model.zero_grad()
-        time.sleep(0.15 if step == 8 else 0.01)  # step 8 is slow
+        time.sleep(0.4 if step == 8 else 0.01)  # step 8 is slow, and stalls (over 0.1 s)
         loss = float("nan") if step == 10 else 2.0
         log.step_end(step, epoch=step / STEPS, tokens=64, flush=False)
         log.trainer_log(step, {"loss": loss, "epoch": step / STEPS})
@@ -127,7 +129,7 @@ def test_a_real_run_writes_only_declared_keys(run):
 
 def test_every_frame_column_is_where_its_spec_says(run):
     first_step = min(r["elapsed_s"] for r in run if r["type"] == TRAINING_STEP.type)
-    for spec in (TRAINING_STEP, COMMUNICATION, PERFORMANCE, GPU_SNAPSHOT):
+    for spec in (TRAINING_STEP, COMMUNICATION, PERFORMANCE, STEP_PHASES, GPU_SNAPSHOT):
         records = [r for r in run if r["type"] == spec.type]
         assert records, spec.type
         for record in records:
@@ -140,7 +142,7 @@ def test_every_frame_column_is_where_its_spec_says(run):
 
 
 @pytest.mark.parametrize("spec, names", [(TRAINING_STEP, STEP_FIELDS), (COMMUNICATION, COMM_FIELDS),
-                                         (PERFORMANCE, PERF_FIELDS), (ANOMALY, HEADER)])
+                                         (PERFORMANCE, PERF_FIELDS), (STEP_PHASES, PHASE_FIELDS), (ANOMALY, HEADER)])
 def test_the_emitters_layouts_read_back_through_the_spec(spec, names):
     """Each field gets a value of its own: the compiled layout puts it where ``spec.build`` does,
     in the same order, and ``spec[name].get`` finds it there; a spliced mapping lands in its group."""

@@ -44,7 +44,7 @@ def _run(tmp_path, steps: int, late: dict | None = None, **settings) -> tuple[Se
             end = _FakeEvent(2.0 + bucket, done=not (bucket == 1 and step in late))
             if not end.done:
                 open_events[step] = end
-            log.comm.pending.append((bucket, size, _FakeEvent(0.0), end))
+            log.comm.pending.append((bucket, size, _FakeEvent(0.0), end, bucket))
         time.sleep(0.002)
         log.step_end(step, loss=1.0 / step, learning_rate=1e-3)
     log.end()

@@ -236,13 +236,19 @@ class _FakeEvent:
 
 
 def test_cuda_event_timings_are_read_when_ready_and_keep_their_step():
+    """Bucket timings and each step's phases (the last-launched bucket's ready time from the step's
+    anchor event, the first's, the last's all-reduce) come when the GPU has finished, in order."""
     from trainer_hooks.commhook import CommTimer
 
     timer = CommTimer()
-    timer.pending.append((0, 1000, _FakeEvent(0.0), _FakeEvent(2.0)))
-    timer.pending.append((1, 2000, _FakeEvent(1.0), _FakeEvent(4.0, done=False)))  # the GPU is still on it
-    assert timer.collect(step=1) == [(1, 0, 1000, 0.002)]  # no wait: bucket 1 stays in flight
-    timer.pending.append((0, 1000, _FakeEvent(10.0), _FakeEvent(11.0)))
-    assert timer.collect(step=2) == []  # in order: step 2 waits behind step 1's open bucket
-    ready = timer.collect(step=3, wait=True)  # session end: wait for the GPU
+    timer.anchor, timer.begin = _FakeEvent(-5.0), 100.0  # step 1 started 5 ms before its first bucket
+    timer.pending.append((0, 1000, _FakeEvent(0.0), _FakeEvent(2.0), 0))
+    timer.pending.append((1, 2000, _FakeEvent(1.0), _FakeEvent(4.0, done=False), 1))  # the GPU is still on it
+    assert timer.collect(step=1) == ([(1, 0, 1000, 0.002)], [])  # no wait: bucket 1 stays in flight
+    timer.anchor, timer.begin = _FakeEvent(9.0), 101.0
+    timer.pending.append((0, 1000, _FakeEvent(10.0), _FakeEvent(11.0), 0))
+    assert timer.collect(step=2) == ([], [])  # in order: step 2 waits behind step 1's open bucket
+    ready, phases = timer.collect(step=3, wait=True)  # session end: wait for the GPU
     assert ready == [(1, 1, 2000, 0.003), (2, 0, 1000, 0.001)]
+    # (step, begin, compute: anchor to the last bucket's start, first ready, last bucket's sync, buckets)
+    assert phases == [(1, 100.0, 0.006, 0.005, 0.003, 2), (2, 101.0, 0.001, 0.001, 0.001, 1)]

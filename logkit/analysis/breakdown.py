@@ -1,0 +1,151 @@
+"""Where each rank's step time goes, and which rank the others wait for: from the per-step phases
+the emitter times on every rank (``step_phases``: when the step's gradients were ready, how long
+the last bucket's all-reduce took), never from step times alone (in DDP the all-reduce makes
+every rank's step take the same wall time, so step times cannot show who held the others back).
+
+Definitions (``definitions.BREAKDOWN``), over the steps every rank of the session synchronised:
+
+- ``sync_s`` of a rank and step: its last gradient bucket's all-reduce, launch to completion.
+  The rank that arrives last at the sync waits for nobody, so its ``sync_s`` is the exposed
+  communication alone; every other rank's is that plus its wait for the last one.
+- ``comm_exposed_s`` = min over ranks of ``sync_s`` (communication not hidden behind backward);
+  ``wait_s`` = the rank's ``sync_s`` - that minimum (time at the sync waiting for the last rank).
+- ``data_s`` (the step record's data time), ``compute_s`` (step start to the last bucket ready:
+  forward and backward), ``other_s`` = step time - data - compute - sync (optimizer, host work).
+- ``step_breakdown``: per (session, rank) the medians of those over the synced steps.
+- ``lateness_s`` of a rank and step = the largest ``sync_s`` of the step - the rank's own: how
+  much later than the first rank it arrived. The last arrival of a step is the rank with the
+  smallest ``sync_s``, if it came ``ARRIVAL_MARGIN`` (of the step's median step time) after the next.
+- stragglers by arrival: ``last_arrival_share`` = share of the synced steps in which the rank
+  was the last arrival; ``score`` = its median lateness / the session's median step time; the
+  straggler is the rank with the largest score, over ``STRAGGLER_SCORE``, last in at least
+  ``STRAGGLER_SHARE`` of the steps. ``cause``: the phase in which it spends more than the
+  other ranks (median against the median of theirs): ``data``, ``compute`` or ``host``
+  (``other_s``), when that excess explains at least ``CAUSE_SHARE`` of its lateness; else null.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from logkit.analysis.thresholds import ARRIVAL_MARGIN, CAUSE_SHARE, STRAGGLER_SCORE, STRAGGLER_SHARE
+
+BREAKDOWN_COLUMNS = ["session_id", "rank", "steps", "data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s",
+                     "step_s"]
+ARRIVAL_COLUMNS = ["session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler", "cause",
+                   "last_arrival_share", "lateness_s"]
+# the phases a straggler's lateness may come from: (cause, the per-step column)
+CAUSES = (("data", "data_s"), ("compute", "compute_s"), ("host", "other_s"))
+# what each cause means, and what to do about it
+CAUSE_WORDS = {"data": "data loading", "compute": "slower forward/backward", "host": "host work after the sync"}
+CAUSE_ADVICE = {
+    "data": "give rank {rank}'s DataLoader more workers (num_workers, pin_memory, prefetch_factor) or move its "
+            "preprocessing out of the loop",
+    "compute": "rank {rank} computes slower than the others: check its GPU's clocks and temperature (nvidia-smi -q "
+               "-d PERFORMANCE), a different GPU model, or an uneven share of the batch (sequence lengths)",
+    "host": "rank {rank} spends longer between the sync and the step's end (optimizer on the CPU, logging, "
+            "checkpoints, a busy host): look at what runs there on that rank only",
+}
+
+
+def synced_steps(session) -> pd.DataFrame:
+    """One row per (rank, step) of the steps every rank synchronised: rank, step, data_s, compute_s,
+    sync_s, step_s, other_s, comm_exposed_s, wait_s, lateness_s, last (the step's last arrival)."""
+    ph = session.phases
+    if ph.empty:
+        return pd.DataFrame()
+    ph = ph.dropna(subset=["rank", "step", "sync_s"]).drop_duplicates(["rank", "step"])
+    ranks = ph["rank"].nunique()
+    if ranks < 2:
+        return pd.DataFrame()
+    steps = session.steps.dropna(subset=["rank", "step"]).drop_duplicates(["rank", "step"])
+    rows = ph[["rank", "step", "compute_s", "sync_s"]].merge(
+        steps[["rank", "step", "data_time_s", "step_time_s"]], on=["rank", "step"], how="inner")
+    rows = rows[rows.groupby("step")["rank"].transform("size") == ranks].rename(
+        columns={"data_time_s": "data_s", "step_time_s": "step_s"})
+    if rows.empty:
+        return rows
+    g = rows.groupby("step")["sync_s"]
+    rows["comm_exposed_s"] = g.transform("min")
+    rows["wait_s"] = rows["sync_s"] - rows["comm_exposed_s"]
+    rows["lateness_s"] = g.transform("max") - rows["sync_s"]
+    rows["other_s"] = (rows["step_s"] - rows["data_s"].fillna(0) - rows["compute_s"].fillna(0)
+                       - rows["sync_s"]).clip(lower=0)
+    rows["last"] = _last_arrivals(rows)
+    return rows.reset_index(drop=True)
+
+
+def _last_arrivals(rows: pd.DataFrame) -> pd.Series:
+    """Per row: whether its rank was its step's last arrival (the smallest sync_s, by a margin)."""
+    step_time = float(rows["step_s"].median()) if rows["step_s"].notna().any() else 0.0
+    margin = ARRIVAL_MARGIN * step_time
+    ordered = rows.sort_values(["step", "sync_s"], kind="stable")
+    second = ordered.groupby("step")["sync_s"].transform(lambda s: s.iloc[1] if len(s) > 1 else np.nan)
+    first = ordered.groupby("step").cumcount() == 0
+    last = first & ((second - ordered["sync_s"]) > margin)
+    return last.reindex(rows.index)
+
+
+def step_breakdown(session, rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per rank of ``session``: ``BREAKDOWN_COLUMNS`` (medians over the synced steps)."""
+    rows = synced_steps(session) if rows is None else rows
+    if rows.empty:
+        return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
+    g = rows.groupby("rank", sort=True)
+    out = g[["data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s", "step_s"]].median()
+    out.insert(0, "steps", g.size())
+    out = out.reset_index()
+    out["rank"] = out["rank"].astype("int64")
+    out.insert(0, "session_id", session.session_id)
+    return out[BREAKDOWN_COLUMNS]
+
+
+def arrival_stragglers(session, rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per rank of ``session``: ``ARRIVAL_COLUMNS`` (see module doc); empty without synced steps."""
+    rows = synced_steps(session) if rows is None else rows
+    if rows.empty:
+        return pd.DataFrame(columns=ARRIVAL_COLUMNS)
+    g = rows.groupby("rank", sort=True)
+    step = float(rows["step_s"].median())
+    out = pd.DataFrame({"median_step_s": g["step_s"].median(), "lateness_s": g["lateness_s"].median(),
+                        "last_arrival_share": g["last"].mean().astype("float64")})
+    fastest = out["median_step_s"].min()
+    out["vs_fastest"] = out["median_step_s"] / fastest if fastest > 0 else np.nan
+    out["score"] = out["lateness_s"] / step if step > 0 else np.nan
+    top = out["score"].idxmax() if out["score"].notna().any() else None
+    out["is_straggler"] = False
+    out["cause"] = None
+    if top is not None and out.at[top, "score"] > STRAGGLER_SCORE and out.at[top, "last_arrival_share"] >= STRAGGLER_SHARE:
+        out.at[top, "is_straggler"] = True
+        out.at[top, "cause"] = straggler_cause(rows, top, float(out.at[top, "lateness_s"]))
+    out = out.reset_index()
+    out["rank"] = out["rank"].astype("int64")
+    out.insert(0, "session_id", session.session_id)
+    return out[ARRIVAL_COLUMNS]
+
+
+def straggler_cause(rows: pd.DataFrame, rank, lateness: float) -> str | None:
+    """The phase ``rank`` spends more time in than the other ranks, when that explains its lateness."""
+    medians = rows.groupby("rank")[[c for _, c in CAUSES]].median()
+    mine, others = medians.loc[rank], medians.drop(index=rank).median()
+    excess = {cause: float(mine[col] - others[col]) for cause, col in CAUSES
+              if pd.notna(mine[col]) and pd.notna(others[col])}
+    if not excess:
+        return None
+    cause = max(excess, key=excess.get)
+    return cause if excess[cause] >= CAUSE_SHARE * lateness and excess[cause] > 0 else None
+
+
+def with_arrivals(by_step_time: pd.DataFrame, by_arrival: list[pd.DataFrame]) -> pd.DataFrame:
+    """The stragglers table: a session's rows by arrival where it has synced steps, else its rows
+    by step time (``performance.stragglers``: no cause, no arrival share)."""
+    arrived = [f for f in by_arrival if len(f)]
+    done = set().union(*(set(f["session_id"]) for f in arrived)) if arrived else set()
+    rest = by_step_time[~by_step_time["session_id"].isin(done)].reindex(columns=ARRIVAL_COLUMNS)
+    frames = [f for f in (rest, *arrived) if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=ARRIVAL_COLUMNS)
+    out = pd.concat(frames, ignore_index=True)
+    out["is_straggler"] = out["is_straggler"].astype(bool)
+    return out[ARRIVAL_COLUMNS]
