@@ -92,6 +92,7 @@ class _Console(Blocks):
         self.default_rank, self.prefixes = rank, prefixes
         self.timeouts: list[dict] = []
         self.seen_timeouts: set[tuple] = set()
+        self.timeouts_events: list[dict] = []
         self.nccl = NcclProcs(read)
         self.year = 1970
         self.hf_step = 0
@@ -161,11 +162,15 @@ class _Console(Blocks):
         text, rank = s.text, s.rank if s.rank is not None else self.default_rank
         if not text.strip():
             return True  # a prefix alone (a pasted line number before an empty line)
-        if self.block is not None and self.in_block(number, text):
-            self._traceback_call(text)
-            return True
         m = _GLOG_STAMP.search(text)
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
+        if "<" in text and (p := tl.parse_progress(text)) is not None:
+            self.read.meta["progress"] = {**p, "line": number}  # a bar may carry the next record glued on
+        if self.block is not None and self.in_block(number, text):
+            self._traceback_call(text)
+            if text.startswith("Traceback"):
+                self.trace_open = (number, rank, t)
+            return True
         if "Watchdog caught" in text and (w := tl.parse_watchdog(text)) is not None:
             if w["complete"]:
                 self._timeout(number, text, w, t)
@@ -210,9 +215,9 @@ class _Console(Blocks):
                        launcher="pals", root_cause=None, **d)
             return True
         if (f := tl.parse_setup_failure(text)) is not None:
-            self.trace_open = None
             read.event(f.pop("kind"), number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300], **f)
-            self.block = "trace"
+            if _EXCEPTION.match(text):  # raised: its traceback follows
+                self.block, self.trace_open = "trace", None
             return True
         level = None
         if (m := _GLOG.match(text)) is not None:
@@ -240,11 +245,15 @@ class _Console(Blocks):
         self.seen_timeouts.add(key)
         complete = w.pop("complete")
         self.timeouts.append({**w, "line": number})
-        self.read.event("nccl_timeout", number, level="ERROR", message=text.strip()[-300:], time_s=t,
-                        truncated=not complete, **w)
+        self.timeouts_events.append(self.read.event("nccl_timeout", number, level="ERROR", time_s=t,
+                                                    message=text.strip()[-300:], truncated=not complete, **w))
 
     def _work(self, number: int, text: str, w: dict, t: float | None) -> None:
         self.read.event("watchdog_work", number, level="ERROR", message=text.strip()[-300:], time_s=t, **w)
+        for ev in reversed(self.timeouts_events):  # the rank's own timeout line says the same work
+            if ev["rank"] == w["rank"] and ev["seq"] in (w["seq"], None):
+                ev.update(last_enqueued=w["last_enqueued"], last_completed=w["last_completed"])
+                break
 
     def _oom(self, number: int, text: str, rank: int | None, o: re.Match) -> None:
         cap = _OOM_NEW.search(text) or _OOM_OLD.search(text)
@@ -292,14 +301,12 @@ class _Console(Blocks):
             return True
         if (m := _EXCEPTION.match(text)) is not None:
             return self._exception(number, text, m, rank, t)
+        if _PROGRESS.search(text):
+            return True  # its n/total went to meta (segment)
         if self.trace_line(text):
             self._traceback_call(text)
             if text.startswith("Traceback"):
                 self.trace_open = (number, rank, t)
-            return True
-        if (p := tl.parse_progress(text)) is not None or _PROGRESS.search(text):
-            if p is not None:
-                read.meta["progress"] = {**p, "line": number}
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
 
@@ -374,7 +381,7 @@ class _Console(Blocks):
         meta, f = self.read.meta, self.facts
         for key in ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size",
                     "gradient_accumulation_steps", "num_examples", "nproc_per_node", "data_parallel_size",
-                    "link_speed_gbps"):
+                    "link_speed_gbps", "deepspeed_version", "memory_mb"):
             if key in f:
                 meta.setdefault(key, f[key])
         if "world_size" in meta:

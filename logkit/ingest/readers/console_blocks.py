@@ -39,6 +39,7 @@ class Blocks:
         self.current: dict | None = None  # the event a block is filling
         self.root_cause = False
         self.block_pids: set[int] = set()  # the pids a ChildFailedError block names
+        self.script: str | None = None
 
     def open_child_block(self) -> None:
         self.block, self.current, self.root_cause = "child", None, False
@@ -85,12 +86,15 @@ class Blocks:
     def _child_line(self, number: int, text: str) -> bool:
         if _CHILD_ENTRY.match(text) is not None:
             self.current = self.read.event("child_failed", number, rank=None, level="ERROR",
-                                           message="torchrun child process failed", root_cause=self.root_cause)
+                                           message="torchrun child process failed", root_cause=self.root_cause,
+                                           script=self.script)
             return True
         if text.startswith("Root Cause"):
             self.root_cause = True
             return True
         if _CHILD_TEXT.match(text):
+            if text.endswith(" FAILED"):
+                self.script = text[: -len(" FAILED")].strip()  # the script whose children failed
             return True
         if (m := _CHILD_FIELD.match(text)) is not None and self.current is not None:
             self._child_field(m["key"], m["value"].strip())

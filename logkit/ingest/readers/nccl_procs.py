@@ -11,15 +11,19 @@ lower bound), ``hosts``, ``ranks_by_host``, ``devices`` (CUDA devices per host),
 ``network``, ``nics``, ``nic_provider``, ``nic_count``, ``cuda_driver_version``.
 
 Lines torn by processes writing without line buffering can lose the head of a host name
-(``5c0s31b0n0:307469`` for ``x3005c0s31b0n0:307469``): such a process is joined to the one
-whose host name ends with it and has the same pid.
+(``5c0s31b0n0:307469`` for ``x3005c0s31b0n0:307469``) or carry another record's tail before it
+(``x3005x3005c0s31b0n0:307469``): a process whose host name and another's (same pid) end one
+with the other is joined to the one more lines name.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from logkit.ingest.readers.base import Read
+
+_VIA_NET = re.compile(r"^NET/(?P<net>.+?)/\d+$")
 
 
 @dataclass
@@ -34,9 +38,10 @@ class _Proc:
     network: str | None = None
     channels: int | None = None
     message: str = ""
+    count: int = 0  # lines that named this host and pid
 
     def merge(self, other: _Proc) -> None:
-        self.line = min(self.line, other.line)
+        self.line, self.count = min(self.line, other.line), self.count + other.count
         self.devices |= other.devices
         for comm, facts in other.comms.items():
             self.comms.setdefault(comm, {}).update({k: v for k, v in facts.items() if v is not None})
@@ -63,6 +68,7 @@ class NcclProcs:
             proc = self.procs[key] = _Proc(n["host"], n["pid"], number)
         if launcher_rank is not None and proc.launcher_rank is None:
             proc.launcher_rank = launcher_rank
+        proc.count += 1
         return proc
 
     def line(self, number: int, n: dict, launcher_rank: int | None) -> None:
@@ -82,8 +88,7 @@ class NcclProcs:
             ev["chain"] = link if ev["chain"] is None else f"{ev['chain']}; {link}"
         else:
             self._fact(proc, n, number)
-        if what not in ("warn", "chain"):
-            proc.devices.add(n["dev"])
+        proc.devices.add(n["dev"])
 
     def _comm(self, comm: dict, n: dict, number: int) -> None:
         for key in ("rank", "nranks", "nnodes", "local_ranks", "local_rank", "comm_id", "bus_id"):
@@ -91,10 +96,10 @@ class NcclProcs:
                 comm[key] = n[key]
         if n["what"] == "init":
             comm["device"] = int(n["dev"]) if comm.get("device") is None else comm["device"]
-            if n["state"] == "complete" or comm.get("state") is None:
+            # an init's state is how far its init got: an abort or destroy later (the end of every
+            # run) does not undo a complete init
+            if n["state"] == "complete" or (n["state"] == "start" and comm.get("state") is None):
                 comm["state"], comm["line"], comm["message"] = n["state"], number, n["message"].strip()
-            elif n["state"] != "start":
-                comm["state"] = n["state"]  # an abort after a complete init says how it ended
 
     def _fact(self, proc: _Proc, n: dict, number: int) -> None:
         what = n["what"]
@@ -113,6 +118,8 @@ class NcclProcs:
         elif what == "peer":
             proc.rank = n["rank"] if proc.rank is None else proc.rank
             self.facts.setdefault("ranks_named", set()).update(n["ranks"])
+            if (net := _VIA_NET.match(n["via"])) is not None:  # "via NET/Socket/0": the network's transport
+                self.facts.setdefault("via", set()).add(net["net"])
         elif what == "version":
             self.read.meta.setdefault("nccl_version", n["version"])
         elif what == "driver":
@@ -124,22 +131,25 @@ class NcclProcs:
     def _joined(self) -> list[_Proc]:
         """The processes, torn host names joined to their whole ones."""
         procs = dict(self.procs)
-        for (host, pid), proc in list(procs.items()):
-            whole = [k for k in procs if k[1] == pid and k[0] != host and k[0].endswith(host)]
-            if len(whole) == 1:
-                procs[whole[0]].merge(proc)
-                del procs[(host, pid)]
+        for key in sorted(procs, key=lambda k: procs[k].count):
+            host, pid = key
+            same = [k for k in procs if k[1] == pid and k[0] != host and (k[0].endswith(host) or host.endswith(k[0]))]
+            whole = max(same, key=lambda k: procs[k].count, default=None)
+            if whole is not None and procs[whole].count >= procs[key].count:
+                procs[whole].merge(procs.pop(key))
         return sorted(procs.values(), key=lambda p: p.line)
 
     def finish(self) -> None:
         """The ``nccl_init`` events and the capture's meta."""
         procs = self._joined()
-        for proc in procs:
-            self._events(proc)
+        networks = {p.network for p in procs if p.network}
+        network = next(iter(networks)) if len(networks) == 1 else None
+        for proc in procs:  # a process that did not say its network uses the capture's one, if one
+            self._events(proc, network)
         if procs:
             self._meta(procs)
 
-    def _events(self, proc: _Proc) -> None:
+    def _events(self, proc: _Proc, network: str | None) -> None:
         comms = sorted(proc.comms.items(), key=lambda kv: kv[1]["line"])
         if not comms:
             comms = [(None, {"line": proc.line, "rank": proc.rank if proc.rank is not None else proc.launcher_rank})]
@@ -147,7 +157,7 @@ class NcclProcs:
             device = facts.get("device")
             self.read.event(
                 "nccl_init", facts["line"], host=proc.host, rank=facts.get("rank"), nranks=facts.get("nranks"),
-                comm_id=facts.get("comm_id") or comm, network=proc.network, level="INFO",
+                comm_id=facts.get("comm_id") or comm, network=proc.network or network, level="INFO",
                 message=facts.get("message") or f"NCCL process {proc.host}:{proc.pid}", pid=proc.pid,
                 device=device if device is not None else (min(proc.devices) if proc.devices else None),
                 channels=proc.channels, nnodes=facts.get("nnodes"), local_ranks=facts.get("local_ranks"),
@@ -186,10 +196,14 @@ class NcclProcs:
             if key in self.facts:
                 meta[key] = self.facts[key]
         links = {nic["link"] for nic in self.nics.values()}
+        via = self.facts.get("via", set())
         if "network" not in meta and len(links) == 1:
             # no "Using network" line: the transport NCCL set up says it (IB and RoCE are NCCL's "IB")
             meta["network"] = "Socket" if links == {"Socket"} else "IB"
             meta["network_from"] = "the NICs NCCL set up (no 'Using network' line)"
+        elif "network" not in meta and len(via) == 1:
+            meta["network"] = next(iter(via))
+            meta["network_from"] = "the channels' transport (via NET/<network>/<n>)"
         if "ranks_named" in self.facts:
             meta["nccl_ranks_seen"] = sorted(self.facts["ranks_named"])
 

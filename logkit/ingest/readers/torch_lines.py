@@ -77,6 +77,10 @@ _HF_TOTALS = {"Total train batch size (w. parallel, distributed & accumulation)"
               "Num examples": "num_examples", "Num Epochs": "num_epochs"}
 _HF_TOTAL = re.compile(r"^\s*(?P<key>[A-Z][\w .,&()-]+?) = (?P<value>[\d,]+)\s*$")
 _N_GPU = re.compile(r"Process rank: (?P<rank>-?\d+), device: (?P<device>\S+?), n_gpu: (?P<n>\d+)")
+_DS_VERSION = re.compile(r"DeepSpeed info: version=(?P<v>[^,\s]+)")
+# Megatron: "[Rank 0] (after 1 iterations) memory (MB) | allocated: 17657.19 | max allocated: ..."
+_MEGATRON_MEMORY = re.compile(r"\[Rank (?P<rank>\d+)\] \(after \d+ iterations\) memory \(MB\)(?P<fields>.*)$")
+_MEMORY_FIELD = re.compile(r"\|\s*([a-z ]+?):\s*([0-9.]+)")
 _DP = re.compile(r"data parallel size: (\d+)")
 _IB_RATE = re.compile(r"^\s*[Rr]ate:\s*(?P<rate>\d+(?:\.\d+)?)(?: Gb/sec\b.*)?\s*$")
 _OF = re.compile(r"\b(?:worker|rank|process) (?P<rank>\d+) of (?P<size>\d+)\b", re.I)
@@ -280,4 +284,9 @@ def run_facts(text: str) -> dict:
         out["data_parallel_size"] = int(m[1])
     if "ate:" in text and (m := _IB_RATE.match(text)) is not None:
         out["link_speed_gbps"] = float(m["rate"])
+    if "DeepSpeed info" in text and (m := _DS_VERSION.search(text)) is not None:
+        out["deepspeed_version"] = m["v"]
+    if "memory (MB)" in text and (m := _MEGATRON_MEMORY.search(text)) is not None:
+        values = {k.strip().replace(" ", "_"): to_float(v) for k, v in _MEMORY_FIELD.findall(m["fields"])}
+        out["memory_mb"] = {"rank": int(m["rank"]), **values}
     return out
