@@ -80,7 +80,7 @@ def _gib(value: str | None, unit: str | None) -> float | None:
 
 def strip_prefixes(line: str) -> tuple[str, int | None]:
     """``line`` without launcher prefixes (they may nest), and the first rank they named."""
-    s = Prefixes().strip(line)
+    s = Prefixes().peel(line)
     return s.text, s.rank
 
 
@@ -138,7 +138,7 @@ class _Console(Blocks):
         paste wrapped it) when joining the two reads whole, else the held line is read as it is."""
         held_at, held, kind, t = self.pending
         self.pending = None
-        if self.prefixes.strip(raw).text == raw:  # a continuation carries no prefix of its own
+        if self.prefixes.peel(raw).text == raw:  # a continuation carries no prefix of its own
             for joined in (held + raw, held.rstrip() + " " + raw.lstrip()):
                 if kind == "watchdog" and (w := tl.parse_watchdog(joined)) is not None and w["complete"]:
                     self._timeout(held_at, joined, w, t)
@@ -158,7 +158,7 @@ class _Console(Blocks):
             self.read.unmatched(number, text)
 
     def segment(self, number: int, raw: str) -> bool:
-        s = self.prefixes.strip(raw)
+        s = self.prefixes.peel(raw)
         text, rank = s.text, s.rank if s.rank is not None else self.default_rank
         if not text.strip():
             return True  # a prefix alone (a pasted line number before an empty line)

@@ -104,7 +104,7 @@ class Prefixes:
             return line[m.end():], None, m["stamp"]
         return None
 
-    def strip(self, line: str) -> Stripped:
+    def peel(self, line: str) -> Stripped:
         """``line`` without every leading prefix (they nest: ``[default0]:[rank0]:``)."""
         rank = stamp = None
         for _ in range(8):  # prefixes nest a few deep; a bound keeps odd input cheap
