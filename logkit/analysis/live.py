@@ -51,6 +51,7 @@ from logkit.schema.records import (
     RESOURCE_WARNING,
     SESSION_END,
     SESSION_START,
+    STALL,
     TRAINING_STEP,
     Status,
 )
@@ -264,8 +265,8 @@ def _gpus(session: _Session, record: dict) -> None:
 
 
 def _finding(session: _Session, rank: int, kind: str | None, record: dict, where: str) -> Finding | None:
-    """A finding of the run's own checks, a non-finite value, or an error; None for anything else
-    (and for the emitter's notes about itself)."""
+    """A finding of the run's own checks, a non-finite value, a stall (no step ended for long: where
+    the rank is), or an error; None for anything else (and for the emitter's notes about itself)."""
     step = STEP.read(record)
     message = MESSAGE.read(record) or ""
     if kind in _FINDING_SPECS:
@@ -280,6 +281,11 @@ def _finding(session: _Session, rank: int, kind: str | None, record: dict, where
     if kind == NAN_DETECTED.type:
         sub = NAN_DETECTED["subkind"].read(record) or kind
         return Finding.make(Severity.ERROR, sub, session.session_id, "NaN/Inf", message, (where,), (rank,), step=step)
+    if kind == STALL.type:
+        phase = STALL["phase"].read(record)
+        detail = message + (f" (in {phase})" if phase and phase not in message else "")
+        return Finding.make(Severity.WARNING, kind, session.session_id, "Stalled", detail, (where,), (rank,),
+                            step=step, seconds=as_float(STALL["value"].read(record), finite=True))
     if kind == ERROR.type:
         sub = ERROR["subkind"].read(record)
         title = "Session not ended" if sub == EXIT_BEFORE_END else "Error"

@@ -28,6 +28,7 @@ from logkit.schema.records import (
     RESOURCE_WARNING,
     SESSION_END,
     SESSION_START,
+    STALL,
     TRAINING_STEP,
 )
 
@@ -136,17 +137,22 @@ def test_gpus_and_findings_newest_first(tmp_path):
               rec(RESOURCE_WARNING, "s1", 0, 1, 10, subkind="sampling_degraded"),  # a note of the logger: no finding
               rec(ANOMALY, "s1", 0, 1, 4, subkind="slow_step", value=0.9, threshold=0.3),
               rec(ANOMALY, "s1", 0, 1, 7, subkind="loss_spike", value=9.0, threshold=3.0),
+              rec(STALL, "s1", 0, 1, 11, phase="gradient_sync", value=75.0, threshold=60.0)
+              | {"message": "No step ended for 75s (limit 60s)"},
               rec(ERROR, "s1", 0, 1, 10, exception_type="ValueError") | {"message": "ValueError: boom"})
     snap, _ = Follower(tmp_path, now=0.0).step(0.0)
     s = snap.sessions[0]
     (g,) = s.gpus
     assert (g.host, g.gpu, g.utilization_pct, g.memory_pct) == ("node1", 0, 87.5, 50.0)
-    assert [(f.kind, f.extra["step"]) for f in s.findings] == [("error", 10), ("loss_spike", 7), ("slow_step", 4)]
-    assert s.findings_total == 3 and s.findings[0].severity.value == "error"
-    assert s.findings[2].evidence == (f"{run.path(0).name}:{1 + 10 * 4 + 3}",)  # file:line of the record
+    assert [(f.kind, f.extra["step"]) for f in s.findings] == [("error", 10), ("stall", 11), ("loss_spike", 7),
+                                                                ("slow_step", 4)]
+    assert s.findings_total == 4 and s.findings[0].severity.value == "error"
+    assert s.findings[1].detail == "No step ended for 75s (limit 60s) (in gradient_sync)"
+    assert s.findings[1].extra["seconds"] == 75.0
+    assert s.findings[3].evidence == (f"{run.path(0).name}:{1 + 10 * 4 + 3}",)  # file:line of the record
     text = render(snap)
     assert "node1:0 88% util, memory 40.0/80.0 GB (50%)" in text
-    assert text.index("ValueError: boom") < text.index("Loss spikes") < text.index("Slow steps")
+    assert text.index("ValueError: boom") < text.index("Stalled") < text.index("Loss spikes") < text.index("Slow steps")
 
 
 def test_a_session_ends_when_every_rank_has_ended(tmp_path):
