@@ -186,10 +186,10 @@ class LiveState:
         self.not_followed: list[str] = []
         self.bytes_read = 0
 
-    def add_stream(self, stream, now: float) -> None:
-        """A stream to follow (a ``tail.Stream``): its session shows from now on."""
+    def add_stream(self, stream, now: float, age_s: float = 0.0) -> None:
+        """A stream to follow (a ``tail.Stream``), last written ``age_s`` ago: its session shows from now on."""
         session = self._session(stream, now)
-        session.ranks.setdefault(stream.rank, _Rank(stream.rank, now))
+        session.ranks.setdefault(stream.rank, _Rank(stream.rank, now - max(age_s, 0.0)))
 
     def _session(self, stream, now: float) -> _Session:
         key = (stream.folder, stream.session_id)
@@ -204,7 +204,7 @@ class LiveState:
         if chunk.reset or rank not in session.ranks:
             session.ranks[rank] = _Rank(rank, now)
         state = session.ranks[rank]
-        state.last_seen = now
+        state.last_seen = now - chunk.age_s  # when the stream was last written, on the follower's clock
         self.bytes_read += chunk.nbytes
         session.unreadable += len(chunk.notes)
         where = chunk.stream.path.name

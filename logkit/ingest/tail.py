@@ -48,13 +48,15 @@ class Stream:
 class Chunk:
     """What one poll read from one stream: ``records`` as (line number, record), ``notes`` as
     (line number, reason, text) for lines that are no record, ``reset`` when the stream was read
-    again from its start (it shrank or was replaced), ``nbytes`` the bytes read."""
+    again from its start (it shrank or was replaced), ``nbytes`` the bytes read, ``age_s`` seconds
+    since the file was last written (its mtime; 0 when written now)."""
 
     stream: Stream
     records: list[tuple[int, dict]] = field(default_factory=list)
     notes: list[tuple[int, str, str]] = field(default_factory=list)
     reset: bool = False
     nbytes: int = 0
+    age_s: float = 0.0
 
 
 class StreamTail:
@@ -110,6 +112,7 @@ class StreamTail:
             return None
         out = chunk if chunk is not None else Chunk(Stream(self.path, "", "", -1))
         out.reset = reset
+        out.age_s = max(0.0, time.time() - st.st_mtime)
         try:
             self._read(min(st.st_size - self.offset, self.max_read), out)
         except OSError as exc:

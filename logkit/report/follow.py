@@ -50,8 +50,16 @@ class Follower:
                 continue
             for stream in streams:
                 self.tail.follow(stream)
-                self.state.add_stream(stream, now)
+                self.state.add_stream(stream, now, self._age(stream.path))
         self.first = False
+
+    @staticmethod
+    def _age(path: Path) -> float:
+        """Seconds since the file was last written (0 when it cannot be told)."""
+        try:
+            return max(0.0, time.time() - os.stat(path).st_mtime)
+        except OSError:
+            return 0.0
 
     @staticmethod
     def _over(streams) -> bool:

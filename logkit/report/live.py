@@ -55,7 +55,8 @@ def _header(s: LiveSession) -> Text:
     text.append(s.session_id, style="bold")
     if s.folder not in (".", "", s.session_id):
         text.append(f"  ({s.folder})", style="dim")
-    facts = [x for x in (s.mode, f"{s.world_size} ranks" if s.world_size else None, s.model) if x]
+    ranks = f"{s.world_size} rank{'s' if s.world_size != 1 else ''}" if s.world_size else None
+    facts = [x for x in (s.mode, ranks, s.model) if x]
     if facts:
         text.append("  " + " · ".join(facts))
     status = s.end.status if s.end else "running"

@@ -313,3 +313,15 @@ def test_the_terminal_view_draws_in_place_and_then_says_how_it_ended(tmp_path):
     text = console.file.getvalue()
     assert view.n == 2 and re.search(r"rank 0 +4/200 ", text)
     assert text.rstrip().endswith("s1: completed at step 4")
+
+
+def test_idle_time_is_counted_from_when_the_stream_was_last_written(tmp_path):
+    run = Run(tmp_path, "s1", 2)
+    run.steps(1, 5)
+    two_min_ago = time.time() - 120
+    os.utime(run.path(1), (two_min_ago, two_min_ago))  # rank 1 quiet for 2 minutes, rank 0 writing
+    snap, _ = Follower(tmp_path, now=0.0).step(0.0)
+    idle = {r.rank: r.idle_s for r in snap.sessions[0].ranks}
+    assert idle[0] == pytest.approx(0.0, abs=2.0) and idle[1] == pytest.approx(120.0, abs=2.0)
+    text = render(snap)
+    assert re.search(r"^rank 1 +5/200 .* 2m0\ds +running", text, re.M)
