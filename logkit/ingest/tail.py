@@ -28,7 +28,7 @@ from logkit.ingest.jsonl_lines import decode_line
 from logkit.schema.files import RANK_JSONL_RE
 
 MAX_DEPTH = 4  # folders below the root searched for streams (logs/<session>/ is depth 1)
-MAX_READ = 8 << 20  # bytes read from one stream in one poll (a long stream is caught up over several)
+MAX_READ = 1 << 20  # bytes read from one stream in one poll (a long stream is caught up over several)
 HEAD_BYTES = 64  # a stream's first bytes, compared to tell a replaced file from a grown one
 PEEK_BYTES = 64 << 10  # how far back from the end the last whole line is looked for
 SETTLE_NS = 2_000_000_000  # a folder changed this recently is listed again at the next poll
