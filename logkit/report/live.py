@@ -182,8 +182,9 @@ def end_lines(snap: LiveSnapshot | None) -> list[str]:
     """How each followed session ended (or that it had not), one line each."""
     if snap is None or not snap.sessions:
         return ["no session was followed"]
-    return [f"{s.session_id}: {s.end.detail}" if s.end else f"{s.session_id}: still running at step "
-            f"{_step(s.step, s.max_steps)}" for s in snap.sessions]
+    return [f"{s.session_id}: {s.end.detail}" if s.end else
+            f"{s.session_id}: still running at step {_step(s.step, s.max_steps)}" if s.step is not None else
+            f"{s.session_id}: still running, no step logged yet" for s in snap.sessions]
 
 
 class TerminalView:
