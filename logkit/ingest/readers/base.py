@@ -28,7 +28,7 @@ FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events")
 UNMATCHED = "line matches no known grammar"
 KEEP_NOTES = 1000  # diagnostics kept with their text, per reason and file; the rest are counted
 MAX_LINE_CHARS = 1 << 20  # a longer "line" (a binary blob, a log without newlines) is cut, and noted
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18  # bytes read at a time: memory for the lines in flight stays a few MB
 
 _RANK_DIR = re.compile(r"^rank[_-]?\d+$")  # as discovery names the folders of a run's ranks
 # CSI sequences (colours, cursor moves) and OSC sequences (window titles, hyperlinks).

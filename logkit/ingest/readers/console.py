@@ -66,6 +66,10 @@ _NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
 _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+/\d+ \[\d+:\d+(?::\d+)?<")
 _DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_gather\w*|reduce_scatter\w*|broadcast"
                         r"|barrier|all_to_all\w*|gather|scatter|reduce|send|recv)\(")
+YEAR_SCAN_BYTES = 8 << 20  # how far to look for a full date (a capture without one is read twice otherwise)
+_GLOG_FIRST = frozenset("[IWEF")
+_LEVEL_FIRST = frozenset("DIWEC")
+_EXCEPTION_WORDS = ("Error", "Exception", "Interrupt", "Exit", "Failure", "Warning")
 _AGENT_HINT = ("closing signal", "exitcode", "Killing subprocess", "return code")
 _UNITS = {"B": 1 / 2**30, "KB": 1e3 / 2**30, "KiB": 1 / 2**20, "MB": 1e6 / 2**30, "MiB": 1 / 2**10,
           "GB": 1e9 / 2**30, "GiB": 1.0, "TB": 1e12 / 2**30, "TiB": 2.0**10}
@@ -162,7 +166,7 @@ class _Console(Blocks):
         text, rank = s.text, s.rank if s.rank is not None else self.default_rank
         if not text.strip():
             return True  # a prefix alone (a pasted line number before an empty line)
-        m = _GLOG_STAMP.search(text)
+        m = _GLOG_STAMP.search(text) if ":" in text else None
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
         if "<" in text and (p := tl.parse_progress(text)) is not None:
             self.read.meta["progress"] = {**p, "line": number}  # a bar may carry the next record glued on
@@ -192,7 +196,7 @@ class _Console(Blocks):
 
     def _not_nccl(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         read = self.read
-        if (v := _NCCL_VERSION.match(text)) is not None:
+        if text.startswith("NCCL version") and (v := _NCCL_VERSION.match(text)) is not None:
             read.meta.setdefault("nccl_version", v["version"])
             return True
         if "mismatch between collectives" in text and (mm := tl.parse_mismatch(text)) is not None:
@@ -210,22 +214,23 @@ class _Console(Blocks):
                        exception=m["type"] if (m := _EXCEPTION.match(text)) else None)
             self.block = "trace"
             return True
-        if (d := tl.parse_died(text)) is not None:
+        if "died from signal" in text and (d := tl.parse_died(text)) is not None:
             read.event("child_failed", number, level="ERROR", time_s=t, message=text.strip()[:300],
                        launcher="pals", root_cause=None, **d)
             return True
-        if (f := tl.parse_setup_failure(text)) is not None:
+        if ("timed out" in text or "already in use" in text) and (f := tl.parse_setup_failure(text)) is not None:
             read.event(f.pop("kind"), number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300], **f)
             if _EXCEPTION.match(text):  # raised: its traceback follows
                 self.block, self.trace_open = "trace", None
             return True
         level = None
-        if (m := _GLOG.match(text)) is not None:
+        first = text[:1]
+        if first in _GLOG_FIRST and (m := _GLOG.match(text)) is not None:
             level = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}[m["lvl"]]
             t, text = self._time(m["md"], m["hms"]), m["msg"]
-        elif (m := _PYLOG.match(text)) is not None:
+        elif (first == "[" or first.isdigit()) and (m := _PYLOG.match(text)) is not None:
             level, t, text = m["level"], self._full_time(m["date"]), m["msg"]
-        elif (m := _LEVEL_BAR.match(text)) is not None:
+        elif first in _LEVEL_FIRST and (m := _LEVEL_BAR.match(text)) is not None:
             level, text = m["level"], m["msg"]
         return self._message(number, text, level, rank, t)
 
@@ -280,12 +285,12 @@ class _Console(Blocks):
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
             return True
-        if (m := _GPU_STEP.match(text)) is not None:
+        if text.startswith("[GPU ") and (m := _GPU_STEP.match(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else int(m["gpu"]), "step": int(m["step"]),
                                "time_s": t, "loss": to_float(m["loss"]), "learning_rate": to_float(m["lr"]),
                                "grad_norm": to_float(m["gn"]), "max_steps": int(m["max"]), "eta": m["eta"]})
             return True
-        if (m := _NAN_HEAD.match(text)) is not None:
+        if "DETECTED" in text and (m := _NAN_HEAD.match(text)) is not None:
             self.block = "nan"
             self.current = read.event("nan_detected", number, rank=rank if rank is not None else int(m["gpu"]),
                                       level="ERROR", message=text.strip(), gpu=int(m["gpu"]), time_s=t)
@@ -299,9 +304,9 @@ class _Console(Blocks):
         if "iteration" in text and (it := tl.parse_megatron(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else 0, "time_s": t, **it})
             return True
-        if (m := _EXCEPTION.match(text)) is not None:
+        if any(w in text for w in _EXCEPTION_WORDS) and (m := _EXCEPTION.match(text)) is not None:
             return self._exception(number, text, m, rank, t)
-        if _PROGRESS.search(text):
+        if "/" in text and _PROGRESS.search(text):
             return True  # its n/total went to meta (segment)
         if self.trace_line(text):
             self._traceback_call(text)
@@ -329,12 +334,12 @@ class _Console(Blocks):
             if level in ("WARNING", "WARN") and not text.strip(" *"):
                 return True  # banner rules of torchrun's warnings
             if level in ("WARNING", "WARN", "ERROR", "CRITICAL"):
-                peer = tl.parse_peer(text) or {}
+                peer = (tl.parse_peer(text) if "peer" in text or "RPC" in text else None) or {}
                 read.event("error" if level in ("ERROR", "CRITICAL") else "warning", number,
                            rank=rank if rank is not None else peer.get("rank"), level=level, time_s=t,
                            message=text.strip()[:300], **({"peer": peer["peer"]} if peer else {}))
             return True
-        if (peer := tl.parse_peer(text)) is not None:
+        if ("peer" in text or "RPC" in text) and (peer := tl.parse_peer(text)) is not None:
             read.event("warning", number, rank=rank if rank is not None else peer["rank"], level="WARNING",
                        time_s=t, message=text.strip()[:300], peer=peer["peer"])
             return True
@@ -399,11 +404,16 @@ class _Console(Blocks):
 
 
 def _year(path: Path) -> int:
-    """glog stamps carry no year: the first full date in the file, else the file's own year."""
+    """glog stamps carry no year: the first full date in the file's first ``YEAR_SCAN_BYTES``,
+    else the year the file was last written."""
     scratch = Read(path, "console")  # a second pass: its notes are the first pass's
+    seen = 0
     for _, line in iter_lines(path, scratch):
         if "-" in line and (m := _YEAR.search(line)) is not None:
             return int(m[1])
+        seen += len(line) + 1
+        if seen > YEAR_SCAN_BYTES:
+            break
     try:
         return datetime.fromtimestamp(path.stat().st_mtime).year
     except (OSError, ValueError, OverflowError):

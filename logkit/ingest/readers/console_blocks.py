@@ -21,6 +21,7 @@ TRACE_NOISE = re.compile(r"^(?:Traceback \(most recent call last\):|\s+File \".*
                          r"|During handling of the above exception.*|The above exception was the direct cause.*"
                          r"|frame #\d+: .*|Exception raised from .*|terminate called .*|\s*what\(\):.*"
                          r"|To enable traceback see: .*|\[W \S+\] .*)$")
+_TRACE_FIRST = frozenset(" \t^TDtfEw[")  # the first characters TRACE_NOISE's lines can have
 _CHILD_FIELD = re.compile(r"^\s+(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$")
 _CHILD_ENTRY = re.compile(r"^\[(?P<i>\d+)\]:\s*$")
 _CHILD_TEXT = re.compile(r"^(?:={3,}|-{3,}|\S+ FAILED|Failures:|Root Cause \(first observed failure\):"
@@ -46,7 +47,7 @@ class Blocks:
 
     def trace_line(self, text: str) -> bool:
         """A traceback's own line (a ``Traceback`` header opens a block)."""
-        if not TRACE_NOISE.match(text):
+        if text[:1] not in _TRACE_FIRST or not TRACE_NOISE.match(text):
             return False
         if text.startswith("Traceback"):
             self.block = "trace"
@@ -54,7 +55,7 @@ class Blocks:
 
     @staticmethod
     def nan_rule(text: str) -> bool:
-        return bool(_NAN_LINES.match(text)) and text.startswith("=")  # the rule that opens a NaN report
+        return text.startswith("=") and bool(_NAN_LINES.match(text))  # the rule that opens a NaN report
 
     def in_block(self, number: int, text: str) -> bool:
         """Whether ``text`` belongs to the open block (which closes on a line that does not)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, epoch, read_bytes, text_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
 from logkit.schema.lines import ERRORS_LINE
 
 LOGGER_ERROR = "logger_error"
@@ -22,7 +22,7 @@ def _time(stamp: str) -> float | None:
 
 def read_logkit_errors(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), "logkit_errors")
-    for number, line in enumerate(text_lines(read_bytes(read.path, read), read), start=1):
+    for number, line in iter_lines(read.path, read):
         if not line.strip():
             continue
         read.lines += 1

@@ -86,22 +86,30 @@ class Prefixes:
         return cls(_numbers(lines), _hosts(lines))
 
     def _once(self, line: str) -> tuple[str, int | None, str | None] | None:
-        """``line`` without one leading prefix (the rank or stamp it named), or None."""
+        """``line`` without one leading prefix (the rank or stamp it named), or None. The first
+        character picks the rules to try: most lines have no prefix, and cost one look."""
         if self.numbers is not None and (m := self.numbers.match(line)):
             return line[m.end():], None, None
         if self.hosts is not None and (m := self.hosts.match(line)):
             return line[m.end():], None, None
-        for simple in (_COLOUR, _RAY, _HOST_STREAM, _CRI):
-            if (m := simple.match(line)) is not None:
-                return line[m.end():].lstrip(" ") if simple is _COLOUR else line[m.end():], None, None
-        if (m := _LAUNCHER.match(line)) is not None:
+        first = line[:1]
+        if first == "[" and (m := _COLOUR.match(line)) is not None:
+            return line[m.end():].lstrip(" "), None, None
+        if first == "(" and (m := _RAY.match(line)) is not None:
+            return line[m.end():], None, None
+        if first in "[Gs" and (m := _LAUNCHER.match(line)) is not None:
             r = m["r1"] or m["r2"] or m["r3"]
             rest = line[m.end():]
             return rest[1:] if rest.startswith(" ") else rest, int(r) if r is not None else None, None
-        if line[:1].isspace() and _AFTER.match(line.lstrip()):
-            return line.lstrip(), None, None
-        if (m := _STAMP.match(line)) is not None and _AFTER.match(line, m.end()):
+        if first.isdigit() and (m := _CRI.match(line)) is not None:
+            return line[m.end():], None, None
+        if first.isspace():
+            return (line.lstrip(), None, None) if _AFTER.match(line.lstrip()) else None
+        if (first.isdigit() or first.isupper()) and (m := _STAMP.match(line)) is not None \
+                and _AFTER.match(line, m.end()):
             return line[m.end():], None, m["stamp"]
+        if " [std" in line[:200] and (m := _HOST_STREAM.match(line)) is not None:
+            return line[m.end():], None, None
         return None
 
     def peel(self, line: str) -> Stripped:
