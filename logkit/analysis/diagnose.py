@@ -100,7 +100,8 @@ def _health_findings(s, sid, h) -> list[Finding]:
         steps = sorted({n.step for n in h.nan_steps if n.step is not None})
         out.append(Finding.make("error", "nan", sid, f"NaN/Inf at {len(h.nan_steps)} point(s)",
                                 f"Non-finite loss, gradients or tensors at steps {steps[:20]}.",
-                                [n.source for n in h.nan_steps] or _files_of(s), [n.rank for n in h.nan_steps]))
+                                [n.source for n in h.nan_steps if n.source] or _files_of(s),
+                                [n.rank for n in h.nan_steps]))
     if h is not None and h.divergence:
         d = h.divergence
         lowest = s.steps[s.steps["rank"] == s.steps["rank"].min()] if not s.steps.empty else s.steps
