@@ -308,15 +308,26 @@ def _hangs(h: pd.DataFrame, sid) -> list[Finding]:
                          h["source"], h["rank"])]
 
 
+# What an NCCL error's reason most often means, by a word of it.
+NCCL_ERROR_MEANINGS = (
+    ("remote", "a peer process died or the network between hosts failed: look at the other ranks' last lines"),
+    ("system", "a socket, memory or driver call failed: rerun with NCCL_DEBUG=INFO to see which (a firewall, "
+               "a wrong network interface, /dev/shm too small)"),
+    ("internal", "NCCL hit a state it does not expect: often NCCL versions that differ between hosts, or a "
+                 "topology it cannot handle; rerun with NCCL_DEBUG=INFO"),
+    ("invalid", "a call with invalid arguments or usage: ranks disagree on the communicator or the buffers"),
+)
+
+
 def _nccl_errors(e: pd.DataFrame, sid) -> list[Finding]:
     row = e.iloc[0]
     error, version, op = _value(row, "error"), _value(row, "nccl_version"), _value(row, "op")
     where = f" in {op}" if op else ""
+    meaning = next((m for word, m in NCCL_ERROR_MEANINGS if word in str(error or "").lower()),
+                   "rerun with NCCL_DEBUG=INFO to see which call failed")
     return [Finding.make("critical", "nccl_error", sid, f"NCCL error: {error or 'unknown'}",
-                         f"NCCL failed{where}" + (f" (NCCL {version})" if version else "") + f": {error}. "
-                         "A system error is a failed socket, memory or driver call (rerun with NCCL_DEBUG=INFO "
-                         "to see which); a remote error means a peer process died or the network between "
-                         f"hosts failed. {len(e)} line(s) say so.", e["source"], e["rank"],
+                         f"NCCL failed{where}" + (f" (NCCL {version})" if version else "") + f": {error}: {meaning}. "
+                         f"{len(e)} line(s) say so.", e["source"], e["rank"],
                          errors=sorted({str(x) for x in _col(e, "error").dropna()}))]
 
 

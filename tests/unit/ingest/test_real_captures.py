@@ -319,3 +319,22 @@ def test_unmatched_lines_are_counted_past_the_first_thousand(tmp_path):
     (summary,) = diag[diag["reason"] != UNMATCHED].to_dict("records")
     assert summary["reason"].startswith(f"500 more of: {UNMATCHED} (lines {KEEP_NOTES + 1}-{n}")
     assert summary["line"] == KEEP_NOTES + 1
+
+
+# --- what the launchers and NCCL say when the group cannot form or breaks ---------------------------------------
+@pytest.mark.parametrize("path, kind, said, words", [
+    ("tracebacks/pytorch_69197_rendezvous_connect_timed_out.log", "distributed_init_failed",
+     "Original timeout was 60000 ms", "within 60 s"),
+    ("tracebacks/pytorch_85604_address_already_in_use.log", "distributed_init_failed",
+     "[::]:47531 (errno: 98 - Address already in use)", "port 47531"),
+    ("tracebacks/nccl_875_all_gather_unhandled_system_error.log", "nccl_error",
+     "dist.all_gather(", "in all_gather (NCCL 2.10.3)"),
+    ("console/ms_swift_7992_clock_prefix_watchdog_hang_sigterm.log", "watchdog_hang",
+     "[PG ID 17 PG GUID 137(INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP) Rank 2]",
+     "rank 2 (process group 17 INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP)"),
+])
+def test_setup_failures_nccl_errors_and_watchdog_hangs(tmp_path, path, kind, said, words):
+    text = excerpt(path)
+    assert said in text  # what the finding's words rest on, in the excerpt
+    found = findings(load(tmp_path, text))
+    assert kind in found and words in found[kind].detail
