@@ -80,10 +80,12 @@ def main(argv=None) -> int:
         for n in range(1, args.steps + 1):
             if n == args.fail_at:
                 raise RuntimeError(f"injected failure at step {n}")
-            # the step's batches are read before the step starts: the time between two steps is data time
-            micro = [load(batches, args.slow_data if slow else 0.0) for _ in range(args.grad_accum)]
+            # the step's first batch is read before the step starts (the time between two steps is its
+            # data time); with accumulation the others are read inside it, as a loop over the loader does
+            first = load(batches, args.slow_data if slow else 0.0)
             with tlog.step() as step:  # one optimizer step (all its accumulation micro-batches)
-                for xb, yb in micro:
+                for k in range(args.grad_accum):
+                    xb, yb = first if k == 0 else load(batches, args.slow_data if slow else 0.0)
                     with accelerator.accumulate(model):
                         out = model(xb)
                         if slow and args.slow_compute:

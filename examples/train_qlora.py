@@ -55,7 +55,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--fail-at", type=int, default=None, help="raise an exception at the start of this step")
     p.add_argument("--catch-failure", action="store_true",
                    help="catch the training's exception, print it and exit with status 1 (a script's usual handler)")
+    p.add_argument("--slow-rank", type=int, default=None, help="the rank --slow-data applies to")
+    p.add_argument("--slow-data", type=float, default=0.0,
+                   help="extra seconds of data loading per batch on --slow-rank (a slow collator)")
     return p.parse_args(argv)
+
+
+def slow_collator(seconds: float):
+    """transformers' default collator, ``seconds`` slower per batch (an injected slow data pipeline)."""
+    from transformers import default_data_collator
+
+    def collate(features):
+        time.sleep(seconds)
+        return default_data_collator(features)
+
+    return collate
 
 
 def fail_at_callback(step: int):
@@ -242,8 +256,9 @@ def main(argv=None) -> int:
         trainer = SFTTrainer(model=model, args=SFTConfig(**common, max_length=args.seq_len, packing=False),
                              train_dataset=train_data, processing_class=tokenizer, callbacks=callbacks)
     else:
+        slow = args.slow_data and rank == args.slow_rank
         trainer = Trainer(model=model, args=TrainingArguments(**common), train_dataset=train_data,
-                          callbacks=callbacks)
+                          callbacks=callbacks, data_collator=slow_collator(args.slow_data) if slow else None)
     t0 = time.perf_counter()
     try:
         result = trainer.train()

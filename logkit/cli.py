@@ -108,7 +108,8 @@ def _run(sessions, *, as_json, sections, report_path, plot_dir, export, fail_und
 
         renderers = {"compare": console.render_compare, "communication": console.render_communication,
                      "performance": console.render_performance, "diagnose": console.render_diagnose}
-        click.echo("\n\n".join(renderers[name](analysis) for name in sections))
+        blocks = [console.render_verdict(analysis), *(renderers[name](analysis) for name in sections)]
+        click.echo("\n\n".join(b for b in blocks if b))
     _outputs(analysis, sessions, as_json=as_json, report_path=report_path, plot_dir=plot_dir, export=export)
     status = 0
     if fail_under_efficiency is not None:

@@ -76,6 +76,7 @@ class CommTimer:
         fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
 
         def done(f):
+            value = f.value()[0]  # raises when the all-reduce failed: then it is not done
             if tensor.is_cuda:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()  # on a stream that waits for the all-reduce kernel
@@ -83,7 +84,7 @@ class CommTimer:
                 end = time.perf_counter()
             pending.append((index, size_bytes, start, end, seq))
             self.done += 1
-            return f.value()[0]
+            return value
 
         return fut.then(done)
 

@@ -34,6 +34,7 @@ from logkit.analysis.performance import (
 )
 from logkit.analysis.results import Analysis, Scaling
 from logkit.analysis.scaling import scaling_analysis
+from logkit.analysis.verdict import verdict
 
 DIAGNOSTIC_COLUMNS = ["session_id", "file", "line", "reason", "text"]
 
@@ -111,4 +112,5 @@ def analyze(sessions: list) -> Analysis:
         gpus=gpus,
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
         findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling),
+        verdict=verdict(scaling, breakdown, strag, findings),
         diagnostics=_diagnostics(sessions))

@@ -20,6 +20,7 @@ import pandas as pd
 
 from logkit.analysis.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.communication import SYNC_OPS
+from logkit.analysis.hang import hang_findings
 from logkit.analysis.log_findings import event_findings
 from logkit.analysis.results import MAX_EVIDENCE, Finding, Scaling
 from logkit.analysis.thresholds import (
@@ -231,7 +232,8 @@ def diagnose(sessions: list, parts: dict) -> tuple[Finding, ...]:
     perf, strag, gpus, comm = (parts.get(k, empty) for k in ("performance", "stragglers", "gpus", "communication"))
     for s in sessions:
         sid = s.meta.get("session_id")
-        out += event_findings(s) + _status_findings(s, sid) + _health_findings(s, sid, parts.get("health", {}).get(sid))
+        out += event_findings(s) + hang_findings(s) + _status_findings(s, sid)
+        out += _health_findings(s, sid, parts.get("health", {}).get(sid))
         out += _gpu_findings(s, sid, gpus, parts.get("busy_gpu", {}).get(sid))
         _merge(out, sid, "gpu_util_low", "low_gpu_util")
         out += _step_findings(s, sid, perf, strag, parts.get("slow_steps", {}).get(sid) or [])

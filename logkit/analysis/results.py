@@ -422,8 +422,8 @@ class Curves:
 # ---------------------------------------------------------------------------------------
 # Everything
 # ---------------------------------------------------------------------------------------
-_DICT_KEYS = ("scaling", "communication", "nccl_tests", "communication_peaks", "performance", "stragglers",
-              "step_breakdown", "gpus", "mfu", "health", "loss_parity", "findings", "definitions")
+_DICT_KEYS = ("verdict", "scaling", "communication", "nccl_tests", "communication_peaks", "performance",
+              "stragglers", "step_breakdown", "gpus", "mfu", "health", "loss_parity", "findings", "definitions")
 
 
 @dataclass(frozen=True)
@@ -436,7 +436,8 @@ class Analysis:
     the phases were timed, else by step time), ``step_breakdown`` (per rank: data, compute, exposed
     communication, wait), ``gpus`` (per GPU), ``diagnostics``
     (the sessions' parse diagnostics). ``mfu`` and ``health`` by session id; ``findings`` most
-    severe first; ``definitions`` of every figure; ``curves`` what the plots draw.
+    severe first; ``definitions`` of every figure; ``curves`` what the plots draw; ``verdict`` the
+    sentences every report opens with.
     """
 
     scaling: Scaling
@@ -452,6 +453,7 @@ class Analysis:
     findings: tuple[Finding, ...]
     definitions: Mapping[str, str]
     curves: Curves = field(default_factory=Curves)
+    verdict: tuple[str, ...] = ()
     step_breakdown: pd.DataFrame = field(default_factory=lambda: _frame(
         "session_id", "rank", "steps", "data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s", "step_s"))
     diagnostics: pd.DataFrame = field(

@@ -20,7 +20,7 @@ from logkit.report.format import fmt
 
 TEMPLATE = "report.html.j2"
 MAX_DIAGNOSTICS = 1000  # rows of the parse-diagnostics table; the total is always stated
-_TABLES = ("communication", "nccl_tests", "communication_peaks", "performance", "stragglers", "gpus")
+_TABLES = ("communication", "nccl_tests", "communication_peaks", "performance", "stragglers", "step_breakdown", "gpus")
 
 
 def _environment():

@@ -10,7 +10,8 @@
 - ``diagnose``: ``findings``
 - ``all``: every section
 
-and always adds ``definitions`` (the definition of every figure).
+and always adds ``verdict`` (the sentences every report opens with) and ``definitions`` (the
+definition of every figure).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def analysis_document(analysis: Analysis, sections=("all",)) -> dict:
         doc[key] = whole["scaling"][key] if key in _SCALING_KEYS else whole[key]
     if whole["scaling"]["baseline"] is not None and "sessions" in doc:
         doc["baseline"] = whole["scaling"]["baseline"]
+    doc["verdict"] = whole["verdict"]
     doc["definitions"] = whole["definitions"]
     return doc
 

@@ -34,7 +34,12 @@ PLOTS: dict[str, str] = {
     "gpu_utilization.png": "GPU utilization (%) against time since the session's start, per GPU",
     "bandwidth_vs_size.png": "bus bandwidth against message size per op (median per size)",
     "step_time_per_rank.png": "step time distribution per rank (box: p25-p75, line: p50, whiskers: p5-p95, dot: max)",
+    "step_breakdown.png": "where each rank's step goes (medians over the synced steps): data, forward/backward, "
+                          "exposed gradient sync, waiting for the last rank, optimizer and host work",
 }
+# the step breakdown's parts: (column, label), stacked in this order
+BREAKDOWN_PARTS = (("data_s", "data"), ("compute_s", "forward/backward"), ("comm_exposed_s", "exposed sync"),
+                   ("wait_s", "waiting for the last rank"), ("other_s", "optimizer / host"))
 
 
 def _mpl():
@@ -350,6 +355,34 @@ def _step_time_per_rank(analysis: Analysis, Figure, sns):
     return fig
 
 
+def _step_breakdown(analysis: Analysis, Figure, sns):
+    frame = analysis.step_breakdown
+    ids = list(dict.fromkeys(frame["session_id"]))[:MAX_PANELS]
+    n = max(len(ids), 1)
+    fig = Figure(figsize=(10, max(4.0, 1.2 + 1.6 * n)), layout="constrained")
+    axes = fig.subplots(n, 1, squeeze=False)[:, 0]
+    colors = sns.color_palette("colorblind", len(BREAKDOWN_PARTS))
+    for ax, sid in zip(axes, ids, strict=False):
+        rows = frame[frame["session_id"] == sid].sort_values("rank")
+        labels = [f"rank {int(r)}" for r in rows["rank"]]
+        left = [0.0] * len(rows)
+        for (col, label), color in zip(BREAKDOWN_PARTS, colors, strict=True):
+            ms = [0.0 if v != v else v * 1e3 for v in rows[col].astype("float64")]
+            ax.barh(labels, ms, left=left, color=color, label=label)
+            left = [a + b for a, b in zip(left, ms, strict=True)]
+        ax.invert_yaxis()
+        ax.set_title(str(sid), fontsize=10)
+        ax.set_xlabel("ms per step (median)")
+    if ids:
+        axes[0].legend(fontsize=8, loc="lower right", ncols=len(BREAKDOWN_PARTS))
+    else:
+        _empty(axes[0], "no per-step phases logged (multi-rank DDP runs with gradient sync timed)")
+    fig.suptitle("Where each rank's step goes")
+    _caption(fig, "medians over the steps every rank synchronised; a rank's wait is the time its last gradient "
+                  "all-reduce spent waiting for the last rank to arrive")
+    return fig
+
+
 _MAKERS = {
     "training_comparison.png": _training_comparison,
     "loss_curves.png": _loss_curves,
@@ -357,6 +390,7 @@ _MAKERS = {
     "gpu_utilization.png": _gpu_utilization,
     "bandwidth_vs_size.png": _bandwidth_vs_size,
     "step_time_per_rank.png": _step_time_per_rank,
+    "step_breakdown.png": _step_breakdown,
 }
 
 

@@ -62,3 +62,10 @@ def session_order(analysis: Analysis, *tables: str) -> list:
             if r.get("session_id") not in order:
                 order.append(r.get("session_id"))
     return order
+
+
+def render_verdict(analysis: Analysis) -> str:
+    """The verdict's sentences, one per line, under a rule: what every console output opens with."""
+    if not analysis.verdict:
+        return ""
+    return "\n".join(["VERDICT", RULE, *analysis.verdict])

@@ -6,8 +6,26 @@ from logkit.analysis.results import Analysis, Mfu
 from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_lines, rows, session_order
 from logkit.report.format import fmt, pct
 
-_KEYS = ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score", "avg_util / peak_util",
+_KEYS = ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score", "data_s", "compute_s",
+         "comm_exposed_s", "wait_s", "other_s", "last_arrival_share", "cause", "avg_util / peak_util",
          "avg_memory_pct", "mfu"]
+_PARTS = (("data_s", "data"), ("compute_s", "fwd/bwd"), ("comm_exposed_s", "exposed sync"), ("wait_s", "wait"),
+          ("other_s", "optimizer/host"))
+
+
+def _ms(value) -> str:
+    return fmt(value * 1e3 if value is not None else None, ".2f", " ms")
+
+
+def _breakdown_lines(rows_: list[dict]) -> list[str]:
+    if not rows_:
+        return []
+    out = [f"  Where each step goes (median over {fmt(rows_[0].get('steps'), 'd')} synced steps):"]
+    for r in sorted(rows_, key=lambda r: r.get("rank") or 0):
+        out.append(f"    rank {fmt(r.get('rank'), 'd')}: " + ", ".join(f"{label} {_ms(r.get(key))}"
+                                                                       for key, label in _PARTS)
+                   + f" of {_ms(r.get('step_s'))}")
+    return out
 
 
 def _rank_lines(perf: list[dict]) -> list[str]:
@@ -20,6 +38,15 @@ def _rank_lines(perf: list[dict]) -> list[str]:
 
 def _straggler_lines(strag: list[dict]) -> list[str]:
     flagged = [r for r in strag if r.get("is_straggler")]
+    arrival = [r for r in strag if r.get("last_arrival_share") is not None]
+    if flagged and arrival:
+        return [f"  ⚠ Straggler: rank {fmt(r.get('rank'), 'd')}, last to the gradient sync in "
+                f"{pct(r.get('last_arrival_share'))} of steps, {_ms(r.get('lateness_s'))} after the first rank"
+                f" (score {fmt(r.get('score'), '.2f')}); cause: {r.get('cause') or 'not explained'}" for r in flagged]
+    if arrival:
+        latest = max(arrival, key=lambda r: r.get("last_arrival_share") or 0)
+        return [f"  Stragglers: none (rank {fmt(latest.get('rank'), 'd')} was last to the sync in "
+                f"{pct(latest.get('last_arrival_share'))} of steps)"]
     if flagged:
         return [f"  ⚠ Straggler: rank {fmt(r.get('rank'), 'd')} (median step {fmt(r.get('median_step_s'), '.3f', 's')}, "
                 f"{fmt(r.get('vs_fastest'), '.2f', 'x')} the fastest rank, score {fmt(r.get('score'), '.2f')})"
@@ -51,6 +78,7 @@ def render_performance(analysis: Analysis) -> str:
         lines += ["", f"⏱ Session: {sid}" + ("" if training else f" ({KIND_WORDS.get(summary.kind, summary.kind)})")]
         perf = rows(analysis.performance, sid)
         lines += _rank_lines(perf) or (["  No step times logged."] if training else [])
+        lines += _breakdown_lines(rows(analysis.step_breakdown, sid))
         lines += _straggler_lines(rows(analysis.stragglers, sid)) + gpu_lines(analysis, sid)
         if training:  # a capture has no model, no MFU
             lines += _mfu_lines(analysis.mfu.get(sid))

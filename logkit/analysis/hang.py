@@ -1,0 +1,166 @@
+"""Who hung: a post-mortem of a run whose ranks stopped in a collective, from whatever exists.
+
+Sources, all optional: each rank's stream (its last completed step; the step and phase its last
+``stall``, ``error`` or ``session_end`` record says it was in, with the stall's Python stack),
+the watchdog's timeout lines of a console capture (``nccl_timeout`` events: the collective's
+sequence number, each rank's last enqueued and completed work), the launcher's failure lines
+(``child_failed``), and Flight Recorder dumps (``flight_recorder`` events: the last collective
+each rank enqueued).
+
+Definitions (``definitions.HANG``):
+
+- a rank's position: (step, phase) of its last phase record, phases ordered setup < data <
+  forward_backward < gradient_sync < optimizer; without one, the step after its last completed
+  step, phase unknown.
+- waiting ranks: ranks whose last position is in a gradient sync (or that the watchdog saw time
+  out in a collective). The collective they waited in: the latest such (step, sync).
+- culprits: ranks whose position is before that collective (they never reached it); by the
+  watchdog: ranks whose last enqueued work is below the sequence number the others timed out
+  at; by the Flight Recorder: ranks whose last collective is below the others' last.
+- a ``hang`` finding is made when culprits are named (critical), or, naming none, when a stall
+  record is there or a rank's stream ends waiting in a sync of a run that did not complete
+  (error). A watchdog timeout alone that names no one is left to the timeout finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from logkit.analysis.results import Finding
+from logkit.schema.values import to_int
+
+PHASES = ("setup", "data", "forward_backward", "gradient_sync", "optimizer")
+_ORDER = {p: i for i, p in enumerate(PHASES)}
+_PHASE_KINDS = ("stall", "error", "session_end")
+
+
+@dataclass(frozen=True)
+class RankState:
+    """Where one rank was last seen."""
+
+    rank: int
+    step: int | None  # the step it was in
+    phase: str | None
+    detail: str | None
+    source: str | None  # file:line of the record that says so
+    stack_top: str | None  # the innermost frame of its last stall record's stack
+    status: str | None  # its session_end's status, None when its stream just stops
+
+    def position(self) -> tuple[int, int]:
+        return (self.step if self.step is not None else -1, _ORDER.get(self.phase, -1))
+
+    def words(self) -> str:
+        if self.phase is None:
+            return f"after step {self.step - 1}" if self.step and self.step > 1 else "before its first step"
+        out = f"in {self.phase} of step {self.step}" + (f" ({self.detail})" if self.detail else "")
+        return out + (f", at {self.stack_top}" if self.stack_top else "")
+
+
+def innermost(stack) -> str | None:
+    """The innermost frame of a Python stack as ``traceback.format_stack`` prints it: 'file:line (code)'."""
+    if not isinstance(stack, str):
+        return None
+    lines = stack.rstrip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        text = lines[i].strip()
+        if text.startswith('File "'):
+            path, _, rest = text[6:].partition('", line ')
+            number = rest.split(",")[0]
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return f"{path.rsplit('/', 1)[-1]}:{number}" + (f" ({code})" if code else "")
+    return None
+
+
+def rank_states(session) -> dict[int, RankState]:
+    """Each rank's last known position, from its stream's steps and phase records."""
+    steps, ev = session.steps, session.events
+    done = steps.dropna(subset=["rank", "step"]).groupby("rank")["step"].max() if len(steps) else pd.Series(dtype=float)
+    ranks = set(int(r) for r in done.index)
+    marks = ev[ev["kind"].isin(_PHASE_KINDS)] if len(ev) else ev
+    ranks |= set(int(r) for r in marks["rank"].dropna()) if len(marks) else set()
+    out = {}
+    for rank in sorted(ranks):
+        last_done = to_int(done.get(rank)) if rank in done.index else None
+        mine = marks[marks["rank"] == rank] if len(marks) else marks
+        ends = mine[mine["kind"] == "session_end"] if len(mine) else mine
+        status = ends["status"].dropna().iloc[-1] if len(ends) and ends["status"].notna().any() else None
+        placed = mine[mine["phase"].notna()] if len(mine) else mine
+        if len(placed):
+            row = placed.iloc[-1]
+            stalls = mine[mine["kind"] == "stall"]
+            out[rank] = RankState(rank, to_int(row["step"]), row["phase"], row.get("phase_detail"), row.get("source"),
+                                  innermost(stalls["stack"].iloc[-1]) if len(stalls) else None, status)
+        else:
+            out[rank] = RankState(rank, last_done + 1 if last_done is not None else None, None, None, None, None,
+                                  status)
+    return out
+
+
+def _by_streams(states: dict[int, RankState]) -> tuple[list[int], list[int], tuple[int, int] | None]:
+    """(waiting ranks, culprit ranks, the (step, phase) of the collective waited in) from positions."""
+    waiting = [s for s in states.values() if s.phase == "gradient_sync"]
+    if not waiting:
+        return [], [], None
+    target = max(s.position() for s in waiting)
+    # a rank whose phase is unknown is behind only when it had not finished the step before
+    culprits = [s.rank for s in states.values() if s.phase != "gradient_sync"
+                and (s.position() < target if s.phase is not None else (s.step or 0) < target[0])]
+    return [s.rank for s in waiting if s.position() == target], culprits, target
+
+
+def _by_watchdog(events: pd.DataFrame) -> tuple[list[int], list[int], int | None]:
+    """(ranks that timed out, ranks whose last enqueued work is below that collective, its seq)."""
+    t = events[events["kind"] == "nccl_timeout"] if len(events) else events
+    if not len(t) or not t["seq"].notna().any():
+        return [], [], None
+    seq = int(t["seq"].max())
+    timed_out = sorted({int(r) for r in t.loc[t["seq"] == seq, "rank"].dropna()})
+    enq = t.dropna(subset=["rank", "last_enqueued"])
+    behind = sorted({int(r) for r, e in zip(enq["rank"], enq["last_enqueued"], strict=True) if e < seq})
+    return timed_out, behind, seq
+
+
+def _by_flight_recorder(events: pd.DataFrame) -> list[int]:
+    fr = events[events["kind"] == "flight_recorder"] if len(events) else events
+    if not len(fr) or not fr["seq"].notna().any():
+        return []
+    last = fr.dropna(subset=["rank", "seq"]).groupby("rank")["seq"].max()
+    return sorted(int(r) for r, s in last.items() if s < last.max())
+
+
+def hang_findings(session) -> list[Finding]:
+    """The ``hang`` finding of ``session``, if it hung (see module doc)."""
+    sid, ev = session.session_id, session.events
+    states = rank_states(session)
+    waiting, culprits, target = _by_streams(states)
+    timed_out, behind, seq = _by_watchdog(ev)
+    fr_behind = _by_flight_recorder(ev)
+    stalls = ev[ev["kind"] == "stall"] if len(ev) else ev
+    completed = bool(states) and all(s.status == "completed" for s in states.values())
+    named = sorted(set(culprits) | set(behind) | set(fr_behind))
+    # a watchdog timeout that names no one is the timeout finding's (log_findings); a hang is more
+    if not named and not len(stalls) and not (waiting and not completed):
+        return []
+    where = (f"the gradient sync of step {target[0]}" if target else
+             f"collective SeqNum {seq}" if seq is not None else "a collective")
+    waiters = sorted(set(waiting) | set(timed_out))
+    lines = [f"rank {r} {states[r].words()}" for r in sorted(states) if states[r].step is not None]
+    detail = (f"Rank(s) {', '.join(map(str, waiters)) or '?'} waited in {where}"
+              + (f"; rank(s) {', '.join(map(str, named))} never reached it" if named else
+                 "; the rank that never reached it is not in the logs")
+              + (". Last seen: " + "; ".join(lines) if lines else "") + ".")
+    if seq is not None and behind:
+        detail += f" The watchdog: the last work rank(s) {', '.join(map(str, behind))} enqueued is below SeqNum {seq}."
+    # the culprits' own records first: their last stall record (its stack) says where they were
+    first = stalls[stalls["rank"].isin(named)] if len(stalls) else stalls
+    evidence = (list(first["source"].dropna())[::-1] + [states[r].source for r in named if states[r].source]
+                + [s.source for s in states.values() if s.source] + list(stalls["source"].dropna()))
+    if seq is not None:
+        evidence += list(ev.loc[ev["kind"] == "nccl_timeout", "source"].dropna())
+    title = (f"Hang: rank(s) {', '.join(map(str, named))} never reached {where}" if named
+             else f"Hang in {where}")
+    return [Finding.make("critical" if named else "error", "hang", sid, title, detail,
+                         list(dict.fromkeys(evidence)), named or waiters, culprit_ranks=named,
+                         waiting_ranks=waiters)]

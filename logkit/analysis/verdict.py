@@ -1,0 +1,96 @@
+"""The verdict: two or three plain sentences that open every report. Did multi-GPU pay off, where
+the time went, what to do. Made from the other analyses' results only (no figure of its own):
+
+1. pay-off: the headline comparison of the largest rank count against its baseline (``paid off``
+   at a scaling efficiency of at least ``LOW_EFFICIENCY``, ``partly`` above a speedup of 1, else
+   ``did not``);
+2. where the time went: the step breakdown of the multi-rank session with timed phases, told
+   for the rank that waits most (its median shares of the step);
+3. what to do: a hang's culprit, else the straggler's cause and its remedy, else the largest
+   phase's remedy (exposed communication, data loading), else the comparison's own causes.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from logkit.analysis.breakdown import CAUSE_ADVICE, CAUSE_WORDS
+from logkit.analysis.results import Comparison, Finding, Scaling
+from logkit.analysis.thresholds import COMM_BOUND_SHARE, LOW_EFFICIENCY
+
+DATA_HEAVY = 0.2  # data loading above 20% of a step is worth the advice on its own
+
+
+def _headline(scaling: Scaling) -> Comparison | None:
+    scaling_runs = [c for c in scaling.comparisons if c.is_scaling and c.speedup is not None]
+    return max(scaling_runs, key=lambda c: c.rank_ratio or 0) if scaling_runs else None
+
+
+def _payoff(c: Comparison, scaling: Scaling) -> str:
+    cand, base = scaling.summary(c.candidate), scaling.summary(c.baseline)
+    n, m = (cand.world_size if cand else None) or "?", (base.world_size if base else None) or "?"
+    eff = c.scaling_efficiency
+    figures = f"{n} ranks ran {c.speedup:.2f}x the samples/s of {m}" + (
+        f" ({eff:.0%} scaling efficiency, {c.basis})" if eff is not None else "")
+    if eff is not None and eff >= LOW_EFFICIENCY:
+        return f"Multi-GPU paid off: {figures}."
+    if c.speedup > 1:
+        return f"Multi-GPU paid off only in part: {figures}."
+    return f"Multi-GPU did not pay off: {figures}."
+
+
+def _time_sentence(rows: pd.DataFrame) -> tuple[str, pd.Series] | None:
+    """Where a step's time goes, for the rank that waits most."""
+    if rows.empty:
+        return None
+    row = rows.loc[rows["wait_s"].idxmax()] if rows["wait_s"].notna().any() else rows.iloc[0]
+    step = row["step_s"]
+    if not step or pd.isna(step):
+        return None
+    parts = [(row["data_s"], "loading data"), (row["compute_s"], "in forward and backward"),
+             (row["comm_exposed_s"], "in gradient sync that backward does not hide"),
+             (row["wait_s"], "waiting at the sync for the last rank"), (row["other_s"], "in the optimizer and host work")]
+    said = ", ".join(f"{v / step:.0%} {words}" for v, words in parts if pd.notna(v))
+    return f"A step takes {step * 1e3:.3g} ms (median); rank {int(row['rank'])} spends {said}.", row
+
+
+def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series | None,
+            c: Comparison | None) -> str | None:
+    hang = next((f for f in findings if f.kind == "hang"), None)
+    if hang is not None:
+        return f"{hang.title}: read its last stall record and stack in --diagnose ({hang.evidence[0]})." \
+            if hang.evidence else f"{hang.title}."
+    flagged = strag[strag["is_straggler"].astype(bool)] if len(strag) else strag
+    if len(flagged):
+        s = flagged.iloc[0]
+        rank, cause = int(s["rank"]), s.get("cause")
+        if cause in CAUSE_ADVICE:
+            return f"Rank {rank} holds the others back ({CAUSE_WORDS[cause]}): {CAUSE_ADVICE[cause].format(rank=rank)}."
+        return f"Rank {rank} holds the others back; its data, compute and host times do not say why."
+    if row is not None and row["step_s"]:
+        if row["comm_exposed_s"] / row["step_s"] >= COMM_BOUND_SHARE:
+            return ("The exposed gradient sync is the largest cost: larger buckets (bucket_cap_mb), gradient "
+                    "accumulation or a faster interconnect shorten it.")
+        if pd.notna(row["data_s"]) and row["data_s"] / row["step_s"] >= DATA_HEAVY:
+            return "Data loading is a large share of every step: more DataLoader workers, pin_memory, prefetching."
+    if c is not None and c.flags:
+        return f"The {c.flags[0].kind}: {c.flags[0].cause}."
+    return None
+
+
+def verdict(scaling: Scaling, breakdown: pd.DataFrame, strag: pd.DataFrame,
+            findings: tuple[Finding, ...]) -> tuple[str, ...]:
+    """Two or three sentences (see module doc); empty when there is nothing to say."""
+    c = _headline(scaling)
+    out = [_payoff(c, scaling)] if c is not None else []
+    sid = c.candidate if c is not None and len(breakdown) and (breakdown["session_id"] == c.candidate).any() else (
+        breakdown["session_id"].iloc[-1] if len(breakdown) else None)
+    rows = breakdown[breakdown["session_id"] == sid] if sid is not None else breakdown
+    timed = _time_sentence(rows)
+    if timed is not None:
+        out.append(timed[0])
+    st = strag[strag["session_id"] == sid] if sid is not None and len(strag) else strag
+    advice = _advice(findings, st, timed[1] if timed else None, c)
+    if advice:
+        out.append(advice)
+    return tuple(out)
