@@ -55,6 +55,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--fail-at", type=int, default=None, help="raise an exception at the start of this step")
     p.add_argument("--catch-failure", action="store_true",
                    help="catch the training's exception, print it and exit with status 1 (a script's usual handler)")
+    p.add_argument("--own-token-average", action="store_true",
+                   help="average the loss over each rank's own tokens (average_tokens_across_devices=False): no "
+                        "cross-rank gather before each step, so a rank's data time is its own")
     p.add_argument("--slow-rank", type=int, default=None, help="the rank --slow-data applies to")
     p.add_argument("--slow-data", type=float, default=0.0,
                    help="extra seconds of data loading per batch on --slow-rank (a slow collator)")
@@ -243,6 +246,7 @@ def main(argv=None) -> int:
         ddp_find_unused_parameters=False,
         dataloader_num_workers=0,
         disable_tqdm=True,
+        average_tokens_across_devices=not args.own_token_average,
     )
     callback = LogkitCallback(
         log_dir=args.log_dir, verbosity=args.verbosity, model_name=args.model or "tiny-llama (local)",

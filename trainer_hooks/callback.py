@@ -67,6 +67,8 @@ class LogkitCallback(TrainerCallback):
             "seed": args.seed,
             "output_dir": str(args.output_dir),
             "gradient_checkpointing": bool(getattr(args, "gradient_checkpointing", False)),
+            # the Trainer then gathers each step's token count across ranks inside the data phase
+            "average_tokens_across_devices": bool(getattr(args, "average_tokens_across_devices", False)),
             **(self.config or {}),
         }
         self.logger.start(model=model, model_name=self.model_name, config=config, per_device_batch_size=per_device,

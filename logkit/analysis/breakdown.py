@@ -9,13 +9,15 @@ Definitions (``definitions.BREAKDOWN``), over the steps every rank of the sessio
   The rank that arrives last at the sync waits for nobody, so its ``sync_s`` is the exposed
   communication alone; every other rank's is that plus its wait for the last one.
 - ``comm_exposed_s`` = min over ranks of ``sync_s`` (communication not hidden behind backward);
-  ``wait_s`` = the rank's ``sync_s`` - that minimum (time at the sync waiting for the last rank).
+  ``wait_s`` = the rank's ``sync_s`` - that minimum (time at the sync waiting for the last rank),
+  plus its forward wait (``_forward_wait``: a collective at the start of forward).
 - ``data_s`` (the step record's data time), ``compute_s`` (step start to the last bucket ready:
   forward and backward), ``other_s`` = step time - data - compute - sync (optimizer, host work).
 - ``step_breakdown``: per (session, rank) the medians of those over the synced steps.
-- ``lateness_s`` of a rank and step = the largest ``sync_s`` of the step - the rank's own: how
-  much later than the first rank it arrived. The last arrival of a step is the rank with the
-  smallest ``sync_s``, if it came ``ARRIVAL_MARGIN`` (of the step's median step time) after the next.
+- ``lateness_s`` of a rank and step = the largest ``sync_s`` of the step - the rank's own (how
+  much later than the first rank it arrived at the sync), or its step start - the earliest, if
+  larger. The last arrival of a step is the rank with the largest lateness, if it came
+  ``ARRIVAL_MARGIN`` (of the step's median step time) after the next.
 - stragglers by arrival: ``last_arrival_share`` = share of the synced steps in which the rank
   was the last arrival; ``score`` = its median lateness / the session's median step time; the
   straggler is the rank with the largest score, over ``STRAGGLER_SCORE``, last in at least
@@ -60,7 +62,7 @@ def synced_steps(session) -> pd.DataFrame:
     if ranks < 2:
         return pd.DataFrame()
     steps = session.steps.dropna(subset=["rank", "step"]).drop_duplicates(["rank", "step"])
-    rows = ph[["rank", "step", "compute_s", "sync_s"]].merge(
+    rows = ph.reindex(columns=["rank", "step", "begin_clock_s", "compute_s", "sync_s"]).merge(
         steps[["rank", "step", "data_time_s", "step_time_s"]], on=["rank", "step"], how="inner")
     rows = rows[rows.groupby("step")["rank"].transform("size") == ranks].rename(
         columns={"data_time_s": "data_s", "step_time_s": "step_s"})
@@ -70,20 +72,41 @@ def synced_steps(session) -> pd.DataFrame:
     rows["comm_exposed_s"] = g.transform("min")
     rows["wait_s"] = rows["sync_s"] - rows["comm_exposed_s"]
     rows["lateness_s"] = g.transform("max") - rows["sync_s"]
-    rows["other_s"] = (rows["step_s"] - rows["data_s"].fillna(0) - rows["compute_s"].fillna(0)
-                       - rows["sync_s"]).clip(lower=0)
+    _forward_wait(rows)
+    rows["other_s"] = (rows["step_s"] - rows["data_s"].fillna(0) - rows["compute_s"].fillna(0) - rows["wait_s"]
+                       - rows["comm_exposed_s"]).clip(lower=0)
     rows["last"] = _last_arrivals(rows)
-    return rows.reset_index(drop=True)
+    return rows.drop(columns="begin_clock_s").reset_index(drop=True)
+
+
+def _forward_wait(rows: pd.DataFrame) -> None:
+    """A collective at the start of forward (DDP broadcasts the module's buffers, e.g. rotary
+    embeddings' inv_freq) holds a rank that started its step early until the last one starts: that
+    wait lands in its compute_s, and the ranks reach the gradient sync together. Per step, with
+    ``late_start`` = the last rank's step start - the rank's own (job clock):
+    forward wait = clip(compute_s - the last starter's compute_s, 0, late_start), counted above
+    ``ARRIVAL_MARGIN`` of the median step (below, it is compute's own noise); it moves from
+    compute_s to wait_s, and lateness_s is the larger of the sync's and the start's."""
+    if rows["begin_clock_s"].isna().any():
+        return
+    by_step = rows.groupby("step")["begin_clock_s"]
+    late_start = by_step.transform("max") - rows["begin_clock_s"]
+    starter = rows.loc[by_step.idxmax()].set_index("step")["compute_s"]
+    fwd = (rows["compute_s"] - rows["step"].map(starter)).clip(lower=0).clip(upper=late_start).fillna(0)
+    fwd = fwd.where(fwd > ARRIVAL_MARGIN * rows["step_s"].median(), 0.0)  # below: compute's own noise
+    rows["compute_s"] -= fwd
+    rows["wait_s"] += fwd
+    rows["lateness_s"] = np.maximum(rows["lateness_s"], rows["begin_clock_s"] - by_step.transform("min"))
 
 
 def _last_arrivals(rows: pd.DataFrame) -> pd.Series:
-    """Per row: whether its rank was its step's last arrival (the smallest sync_s, by a margin)."""
+    """Per row: whether its rank was its step's last arrival (the largest lateness, by a margin)."""
     step_time = float(rows["step_s"].median()) if rows["step_s"].notna().any() else 0.0
     margin = ARRIVAL_MARGIN * step_time
-    ordered = rows.sort_values(["step", "sync_s"], kind="stable")
-    second = ordered.groupby("step")["sync_s"].transform(lambda s: s.iloc[1] if len(s) > 1 else np.nan)
+    ordered = rows.sort_values(["step", "lateness_s"], ascending=[True, False], kind="stable")
+    second = ordered.groupby("step")["lateness_s"].transform(lambda s: s.iloc[1] if len(s) > 1 else np.nan)
     first = ordered.groupby("step").cumcount() == 0
-    last = first & ((second - ordered["sync_s"]) > margin)
+    last = first & ((ordered["lateness_s"] - second) > margin)
     return last.reindex(rows.index)
 
 

@@ -106,16 +106,21 @@ BREAKDOWN: dict[str, str] = {
     "sync_s": "a rank's last gradient bucket's all-reduce in a step, launch to completion (device time on GPUs)",
     "data_s": "median over the synced steps of data_time_s: previous step end to this step's start",
     "compute_s": "median over the synced steps of the time from the step's start to its last gradient bucket "
-                 "ready (forward and backward)",
+                 "ready (forward and backward), less its forward wait",
+    "forward wait": "a collective at the start of forward (DDP broadcasts module buffers) holds a rank that "
+                    "started its step early until the last rank starts: per step, the rank's compute time - the "
+                    "last starter's, clipped to [0, how much later the last rank started] (job clock), counted above "
+                    f"{ARRIVAL_MARGIN:.0%} of the median step time",
     "comm_exposed_s": "median over the synced steps of the smallest sync_s among the ranks: the all-reduce after "
                       "backward, which no compute hides (the last rank to arrive waits for nobody)",
-    "wait_s": "median over the synced steps of the rank's sync_s - the smallest: its wait at the gradient sync "
-              "for the last rank to arrive",
-    "other_s": "median over the synced steps of step time - data - compute - sync_s: the optimizer and host "
+    "wait_s": "median over the synced steps of the rank's sync_s - the smallest (its wait at the gradient sync "
+              "for the last rank to arrive) + its forward wait",
+    "other_s": "median over the synced steps of step time - data - compute - wait - exposed sync: the optimizer and host "
                "work between the sync and the step's end",
-    "lateness_s": "median over the synced steps of the largest sync_s of the step - the rank's: how much later "
-                  "than the first rank it reached the sync",
-    "last_arrival_share": "share of the synced steps in which the rank had the smallest sync_s, by more than "
+    "lateness_s": "median over the synced steps of the larger of: the step's largest sync_s - the rank's (how "
+                  "much later than the first rank it reached the sync) and the rank's step start - the earliest "
+                  "(job clock)",
+    "last_arrival_share": "share of the synced steps in which the rank had the largest lateness, by more than "
                           f"{ARRIVAL_MARGIN:.0%} of the median step time (the rank the others waited for)",
     "cause": "the straggler's phase (data: data_s, compute: compute_s, host: other_s) whose median exceeds the "
              f"other ranks' median by the most, when that excess is >= {CAUSE_SHARE:.0%} of its lateness; "

@@ -25,6 +25,7 @@ from logkit.analysis.log_findings import event_findings
 from logkit.analysis.results import MAX_EVIDENCE, Finding, Scaling
 from logkit.analysis.thresholds import (
     COMM_BOUND_SHARE,
+    DATA_HEAVY,
     LOW_EFFICIENCY,
     LOW_UTIL,
     SAMPLES_RATIO_TOLERANCE,
@@ -170,6 +171,28 @@ def _step_findings(s, sid, perf: pd.DataFrame, strag: pd.DataFrame, worst: list[
     return out
 
 
+def _data_wait_hidden(s, sid, breakdown: pd.DataFrame) -> list[Finding]:
+    """transformers' Trainer gathers each step's token count across ranks before the step
+    (``average_tokens_across_devices``): a slow loader on one rank then shows as data time on every
+    rank, and nobody arrives last at the gradient sync, so the straggler cannot be named."""
+    rows = breakdown[breakdown["session_id"] == sid] if len(breakdown) else breakdown
+    config = s.meta.get("config") or {}
+    if not len(rows) or not config.get("average_tokens_across_devices"):
+        return []
+    heavy = rows[rows["data_s"] >= DATA_HEAVY * rows["step_s"]]
+    if len(heavy) < 2:
+        return []
+    return [Finding.make(
+        "warning", "data_wait_in_token_gather", sid, "Data time includes waiting for the slowest rank's data",
+        "transformers' Trainer gathers each step's token count across the ranks before the step "
+        "(average_tokens_across_devices=True), so every rank's data time ("
+        + ", ".join(f"rank {int(r)} {d * 1e3:.3g} ms" for r, d in zip(heavy["rank"], heavy["data_s"], strict=True))
+        + ", median) includes waiting for the slowest rank's loader, and no rank arrives last at the gradient "
+          "sync: run once with average_tokens_across_devices=False to see which rank loads slowly, then give its "
+          "DataLoader more workers (num_workers, pin_memory, prefetch_factor).",
+        _rank_evidence(s, list(heavy["rank"])), heavy["rank"])]
+
+
 def _exposed_bound(s, sid, rows: pd.DataFrame) -> list[Finding]:
     """Communication-bound by the exposed sync (the per-step phases say how much of it is waiting)."""
     share = rows["comm_exposed_s"] / rows["step_s"].where(rows["step_s"] > 0)
@@ -239,6 +262,7 @@ def diagnose(sessions: list, parts: dict) -> tuple[Finding, ...]:
         out += _step_findings(s, sid, perf, strag, parts.get("slow_steps", {}).get(sid) or [])
         _merge(out, sid, "slow_step", "slow_steps")
         out += _comm_findings(s, sid, comm, parts.get("step_breakdown", empty)) + _unparsed(s, sid)
+        out += _data_wait_hidden(s, sid, parts.get("step_breakdown", empty))
     out += _comparison_findings(sessions, parts.get("scaling") or Scaling())
     return tuple(sorted(out, key=lambda f: f.severity.rank))
 

@@ -36,3 +36,4 @@ SLOW_STEPS_WARNING = 0.01  # slow steps above 1% of the steps: a warning, else i
 ARRIVAL_MARGIN = 0.02  # a step's last arrival came 2% of a step after the next one (else no one was last)
 STRAGGLER_SHARE = 0.5  # the straggler was its steps' last arrival in at least half of them
 CAUSE_SHARE = 0.5  # a phase that explains at least half of the straggler's lateness is its cause
+DATA_HEAVY = 0.2  # data loading above 20% of a step is worth advice on its own

@@ -16,9 +16,7 @@ import pandas as pd
 
 from logkit.analysis.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.results import Comparison, Finding, Scaling
-from logkit.analysis.thresholds import COMM_BOUND_SHARE, LOW_EFFICIENCY
-
-DATA_HEAVY = 0.2  # data loading above 20% of a step is worth the advice on its own
+from logkit.analysis.thresholds import COMM_BOUND_SHARE, DATA_HEAVY, LOW_EFFICIENCY
 
 
 def _headline(scaling: Scaling) -> Comparison | None:
@@ -49,7 +47,7 @@ def _time_sentence(rows: pd.DataFrame) -> tuple[str, pd.Series] | None:
         return None
     parts = [(row["data_s"], "loading data"), (row["compute_s"], "in forward and backward"),
              (row["comm_exposed_s"], "in gradient sync that backward does not hide"),
-             (row["wait_s"], "waiting at the sync for the last rank"), (row["other_s"], "in the optimizer and host work")]
+             (row["wait_s"], "waiting for the last rank"), (row["other_s"], "in the optimizer and host work")]
     said = ", ".join(f"{v / step:.0%} {words}" for v, words in parts if pd.notna(v))
     return f"A step takes {step * 1e3:.3g} ms (median); rank {int(row['rank'])} spends {said}.", row
 
@@ -72,6 +70,9 @@ def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series |
             return ("The exposed gradient sync is the largest cost: larger buckets (bucket_cap_mb), gradient "
                     "accumulation or a faster interconnect shorten it.")
         if pd.notna(row["data_s"]) and row["data_s"] / row["step_s"] >= DATA_HEAVY:
+            gathered = next((f for f in findings if f.kind == "data_wait_in_token_gather"), None)
+            if gathered is not None:
+                return f"{gathered.title}: {gathered.detail}"
             return "Data loading is a large share of every step: more DataLoader workers, pin_memory, prefetching."
     if c is not None and c.flags:
         return f"The {c.flags[0].kind}: {c.flags[0].cause}."

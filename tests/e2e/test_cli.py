@@ -36,12 +36,15 @@ def logs(tmp_path):
 def test_compare_prints_the_seed_style_comparison(logs):
     r = run(logs, "--compare")
     assert r.returncode == 0, r.stderr
-    out = r.stdout
+    speedup = (8 / 0.3) / (8 / 0.5)
+    # the verdict first, then the comparison
+    verdict, out = r.stdout.split("\n\n", 1)
+    assert verdict.splitlines()[:3] == ["VERDICT", "=" * 60, f"Multi-GPU paid off: 2 ranks ran {speedup:.2f}x the "
+                                        f"samples/s of 1 ({speedup / 2:.0%} scaling efficiency, steady state)."]
     assert out.startswith("SINGLE-PROCESS vs MULTI-PROCESS COMPARISON (CPU)\n" + "=" * 60)
     assert "📱 SINGLE-PROCESS SESSIONS (1):" in out and "🔗 MULTI-PROCESS SESSIONS (1):" in out
     assert "  Session: cpu_single" in out and "  Ranks: 2" in out
     assert "  Duration: 4.5s (0.1min)" in out
-    speedup = (8 / 0.3) / (8 / 0.5)
     assert f"Speedup: {speedup:.2f}x" in out
     assert f"Scaling Efficiency: {speedup / 2 * 100:.1f}%" in out
     assert "Regime: strong scaling" in out
@@ -61,7 +64,7 @@ def test_gpu_sessions_use_gpu_words(tmp_path):
                   start="2026-11-22T03:00:00+00:00")
     r = run(tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("SINGLE GPU vs MULTI-GPU COMPARISON")
+    assert r.stdout.startswith("VERDICT\n") and "\n\nSINGLE GPU vs MULTI-GPU COMPARISON\n" in r.stdout
     assert "📱 SINGLE GPU SESSIONS (1):" in r.stdout and "🔗 MULTI-GPU SESSIONS (1):" in r.stdout
     assert "  GPU 0: 90.0% avg util, 100.0% peak, 50.0% avg memory" in r.stdout
     assert "🚀 Multi-GPU Speedup: 1.67x" in r.stdout and "📊 GPU Efficiency: 83.3%" in r.stdout

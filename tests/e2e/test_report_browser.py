@@ -197,7 +197,7 @@ def test_report_renders_in_headless_chromium_without_network(tmp_path):
                                  "Training curves", "Diagnosis", "Parse diagnostics"]
     alts = {i["alt"] for i in state["images"]}
     assert alts == {"training_comparison.png", "loss_curves.png", "throughput.png", "gpu_utilization.png",
-                    "bandwidth_vs_size.png", "step_time_per_rank.png"}
+                    "bandwidth_vs_size.png", "step_time_per_rank.png", "step_breakdown.png"}
     for img in state["images"]:  # every plot decoded by the browser
         assert img["data"] and img["complete"] and img["w"] >= 500 and img["h"] >= 300, img
     assert state["scripts"] == 0  # the session id's "<script>" stayed text
