@@ -119,6 +119,7 @@ def agree_session_id(log_dir: Path, info: RankInfo, session_id: str | None = Non
     if info.rank == 0 and sid is None:
         try:
             sid, _ = create_session_dir(log_dir)
+            claim_stream(log_dir / sid, sid, info.rank)  # before the broadcast, which may never return
         except OSError:
             sid = f"training_{datetime.now().strftime('%Y%m%d_%H%M%S')}"
     dist = _dist()
@@ -129,7 +130,18 @@ def agree_session_id(log_dir: Path, info: RankInfo, session_id: str | None = Non
     if sid is None:
         sid, _ = create_session_dir(log_dir)
     (log_dir / sid).mkdir(parents=True, exist_ok=True)
+    claim_stream(log_dir / sid, sid, info.rank)
     return sid
+
+
+def claim_stream(folder: Path, sid: str, rank: int) -> None:
+    """This rank's stream, created empty as soon as its session folder exists: a run killed before
+    the writer's first flush (or hung in its start) still leaves a session that its file names
+    identify (its id, its ranks), and another run given the same id takes another folder."""
+    try:
+        (folder / SessionFiles(sid).rank_jsonl(rank)).touch(exist_ok=True)
+    except OSError:
+        pass  # an unwritable folder: the writer says so when it first writes
 
 
 def measure_clock_offset(info: RankInfo, rounds: int = 5) -> tuple[float, float]:

@@ -32,6 +32,7 @@ from logkit.analysis.thresholds import (
     SLOW_FACTOR,
     SLOW_STEPS_WARNING,
 )
+from logkit.ingest.meta import IN_PROGRESS, IN_PROGRESS_MIN_S, IN_PROGRESS_STEPS, NO_RECORD
 
 
 def _files_of(session, ranks=None) -> list[str]:
@@ -85,14 +86,29 @@ def _merge(out: list[Finding], sid, event_kind: str, table_kind: str) -> None:
 
 
 def _status_findings(s, sid) -> list[Finding]:
-    status = s.meta.get("status")
+    status, idle = s.meta.get("status"), s.meta.get("idle_s")
     if status in ("failed", "interrupted"):
         return [Finding.make("error", "status", sid, f"Run {status}", f"session_end says status={status}.",
                              _files_of(s))]
     if status == "incomplete":
+        said = (f" and were last written {idle:.0f} s ago: the run was killed or stopped without ending its "
+                "session" if idle is not None else ": the run was killed or is still running")
         return [Finding.make("warning", "status", sid, "Run cut off (no session_end record)",
-                             "The streams end without session_end: the run was killed or is still running.",
-                             _files_of(s))]
+                             f"The streams end without session_end{said}.", _files_of(s))]
+    if status == IN_PROGRESS:
+        return [Finding.make("info", "status", sid, f"Run in progress: {s.meta.get('status_detail')}",
+                             f"No session_end yet and its files were written {idle:.0f} s ago (within max("
+                             f"{IN_PROGRESS_MIN_S:.0f} s, {IN_PROGRESS_STEPS} x its median step time)): "
+                             + ("every figure covers the steps logged so far." if len(s.steps) else
+                                "no step is logged yet."), _files_of(s))]
+    if status == NO_RECORD:
+        ranks = s.meta.get("ranks_found") or []
+        files = f"the streams of rank(s) {', '.join(map(str, ranks))}" if ranks else "its files"
+        return [Finding.make("warning", "no_records", sid, "Run stopped before writing its first record",
+                             f"The session folder holds {files} but not one record: the run was killed, or failed, "
+                             "before the logger's first flush (half a second after it started, by default), or hung "
+                             "in its start (every rank must reach it). The launcher's console output says why.",
+                             _files_of(s), ranks)]
     return []
 
 

@@ -1,5 +1,6 @@
 """Findings from what the logs say: NCCL timeouts and collective mismatches, CUDA out of memory,
-failed child processes, NCCL warnings, the emitter's own checks, and warning / error lines.
+failed child processes, NCCL warnings, the emitter's own checks, what the stream checks repaired
+or set aside (``record_findings.py``), and warning / error lines.
 
 Generic warning / error lines that name a known problem (``KNOWN_PROBLEMS``: NCCL timeout,
 distributed initialisation failure, out of memory, network errors, collective mismatch, gradient
@@ -23,7 +24,9 @@ import re
 
 import pandas as pd
 
+from logkit.analysis.record_findings import record_check_findings
 from logkit.analysis.results import Finding
+from logkit.ingest.record_checks import RECORD_CHECK
 from logkit.schema.findings import EMITTER_KINDS, NONFINITE_KINDS
 from logkit.schema.records import EventType
 
@@ -350,7 +353,8 @@ def _setup_failures(f: pd.DataFrame, sid) -> list[Finding]:
 # event kind(s) -> their findings, in the order they are listed
 _BY_KIND = ((("collective_mismatch",), _mismatches), (("cuda_oom",), _ooms), (("watchdog_hang",), _hangs),
             (("nccl_error",), _nccl_errors), (("rendezvous_timeout", "address_in_use"), _setup_failures),
-            (("nccl_warn",), _nccl_warnings), (("logger_error",), _own_errors))
+            (("nccl_warn",), _nccl_warnings), (("logger_error",), _own_errors),
+            ((RECORD_CHECK,), record_check_findings))
 
 
 def event_findings(session) -> list[Finding]:
@@ -374,7 +378,7 @@ def event_findings(session) -> list[Finding]:
 
 # the order findings of one session are listed in (a stable sort by severity follows)
 _ORDER = ("nccl_timeout", "collective_mismatch", "cuda_oom", "child_failed", "killed_by_signal", "watchdog_hang",
-          "nccl_error", "distributed_init_failed", "nccl_warn", "logger_error")
+          "nccl_error", "distributed_init_failed", "nccl_warn", "logger_error", RECORD_CHECK)
 
 
 def _ordered(found: list[Finding]) -> list[Finding]:

@@ -118,6 +118,7 @@ class SessionSummary:
     model: str | None = None
     start_time: str | None = None
     duration_from: str | None = None
+    status_detail: str | None = None  # what the status rests on ("still running (last written 4 s ago)")
 
     @property
     def is_training(self) -> bool:

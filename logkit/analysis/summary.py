@@ -182,5 +182,6 @@ def session_summary(session) -> SessionSummary:
     return SessionSummary(
         session_id=meta.get("session_id"), mode=meta.get("mode"), world_size=to_int(meta.get("world_size")),
         gpu_count=to_int(meta.get("gpu_count")), logged_steps=logged, kind=session_kind(session),
-        status=meta.get("status"), model=meta.get("model"), start_time=meta.get("start_time"),
+        status=meta.get("status"), status_detail=meta.get("status_detail"), model=meta.get("model"),
+        start_time=meta.get("start_time"),
         duration_from=meta.get("duration_from"), **out)

@@ -55,6 +55,13 @@ def build_session(source: SessionSource) -> Session:
     return Session(meta=meta.finish(found, source), **frames.result(by_time=bool(reads)))
 
 
+def _as_of_now(session: Session, source: SessionSource) -> Session:
+    """``session`` with what its files' modification times say now (still running or not:
+    ``meta.liveness``). Kept out of ``build_session`` so that a cached session is judged anew."""
+    meta.liveness(session, source)
+    return session
+
+
 def _check_readable(path: Path) -> None:
     """A path that exists but cannot be read is the user's to fix: say so plainly."""
     try:
@@ -85,14 +92,15 @@ def load_session(path: str | Path) -> Session:
         src = source_for_file(path)
         if src is None:
             return _empty(path, "file could not be listed with its folder")
-        return build_session(src)
+        return _as_of_now(build_session(src), src)
     sources = sources_in_folder(path) or discover(path)
     if not sources:
         return _empty(path, "no training logs found (no format logkit reads)")
     named = [s for s in sources if s.session_id == path.name]
     if named or len(sources) == 1:
-        return build_session((named or sources)[0])
-    sessions = sorted((build_session(s) for s in sources), key=Session.start_key)
+        src = (named or sources)[0]
+        return _as_of_now(build_session(src), src)
+    sessions = sorted((_as_of_now(build_session(s), s) for s in sources), key=Session.start_key)
     chosen = sessions[0]
     others = ", ".join(s.session_id for s in sessions[1:])
     note = diagnostic(str(path), None, f"folder holds {len(sessions)} sessions; loaded the earliest, "
@@ -137,7 +145,7 @@ def build_sessions(sources: list[SessionSource], cache: bool = False, progress: 
                 store(src, session)
         else:
             session = build_session(src)
-        sessions.append(session)
+        sessions.append(_as_of_now(session, src))
         if bar is not None:
             bar.update(_source_bytes(src))
     if bar is not None:

@@ -13,12 +13,20 @@ device table (ranks)", "the log says (worker N of M)", ...), "highest rank seen 
 bound)", "rank streams found (a lower bound)", or None where nothing says (the world size is
 then None: unknown, never 1). A file that only assumes a rank (trainer_state.json, results.json,
 an earlier logger's summary: rank 0 by convention) does not count as a rank seen.
+
+What no file says, the files' modification times do, at each read (``liveness``, applied by
+``load`` after the cache, so never stored): a session of ours without session_end whose streams
+or text logs were written recently is "in progress"; one whose files hold no record and are no
+longer written "stopped before its first record".
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
@@ -29,6 +37,7 @@ from logkit.ingest.assemble import diagnostic
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.jsonl_lines import Stream
 from logkit.ingest.mapping import TYPE
+from logkit.ingest.session import iso_seconds
 from logkit.schema.files import SUMMARY
 from logkit.schema.records import (
     DATASET_INFO,
@@ -288,3 +297,82 @@ def finish(meta: dict, source: SessionSource) -> dict:
     for key in ALWAYS:
         meta.setdefault(key, None)
     return meta
+
+
+# --- is it still being written? ---------------------------------------------------------------
+# The status of a session of ours without session_end, as of the read (``liveness``):
+IN_PROGRESS = "in progress"  # its files were written recently: the run is still going
+NO_RECORD = "stopped before its first record"  # its files hold no record, and nothing writes them
+# "Recently": within max(IN_PROGRESS_MIN_S, IN_PROGRESS_STEPS x the main rank's median step time)
+# of the read. Two minutes cover the writer's 0.5 s flush interval, an evaluation or a checkpoint
+# between two steps, and clocks of two hosts a little apart; ten steps, runs of slow steps.
+IN_PROGRESS_MIN_S = 120.0
+IN_PROGRESS_STEPS = 10
+# Statuses that say no session_end was read (a reader's or summary.json's status is kept as it is).
+NOT_ENDED = (None, "incomplete")
+# The frames a record or a line of a run fills (a text log's header fills meta only).
+DATA_FRAMES = ("steps", "comm", "perf", "phases", "gpu", "evals", "events")
+
+
+def in_progress_window(session) -> float:
+    """Seconds since the last write within which a session without session_end is in progress."""
+    times = session.timed_steps(main_rank=True)["step_time_s"]
+    median = float(times.median()) if len(times) else 0.0
+    return max(IN_PROGRESS_MIN_S, IN_PROGRESS_STEPS * median)
+
+
+def _our_files(source: SessionSource) -> list[Path]:
+    """The files a run of ours writes while it runs: its rank streams and text logs."""
+    return [source.rank_files[r] for r in sorted(source.rank_files)] + [
+        f.path for f in source.extra if f.format == "logkit_text"]
+
+
+def last_written(paths: list[Path]) -> float | None:
+    """The latest modification time (POSIX seconds) of ``paths``, read from the files now."""
+    times = []
+    for path in paths:
+        try:
+            times.append(os.stat(path).st_mtime)
+        except OSError:
+            continue
+    return max(times) if times else None
+
+
+def _last_record(meta: dict) -> float | None:
+    """POSIX seconds of the last record, where the records say it in absolute time (a start time
+    with its UTC offset, and the elapsed time of the last record)."""
+    start, duration = meta.get("start_time"), meta.get("duration_s")
+    if meta.get("duration_from") != "last record" or not isinstance(start, str) or duration is None:
+        return None
+    stamp = iso_seconds(start)
+    aware = stamp is not None and datetime.fromisoformat(start.replace("Z", "+00:00")).tzinfo is not None
+    return stamp + float(duration) if aware else None
+
+
+def liveness(session, source: SessionSource, now: float | None = None) -> None:
+    """A session of ours that no session_end (nor summary.json) says ended: "in progress" while
+    its files were written within ``in_progress_window`` of ``now`` (and its last record, where
+    its time is known, is as recent: logs copied without their times are not running);
+    ``NO_RECORD`` when its files hold no record and are no longer written; else as it was read
+    ("incomplete": killed, or stopped without an end). Adds ``last_written`` (ISO 8601, UTC),
+    ``idle_s`` (seconds between it and ``now``) and ``status_detail``."""
+    meta = session.meta
+    paths = _our_files(source)
+    if meta.get("status") not in NOT_ENDED or not paths:
+        return
+    written = last_written(paths)
+    if written is None:
+        return
+    now = time.time() if now is None else now
+    idle, window = round(max(0.0, now - written), 1), in_progress_window(session)
+    meta["last_written"] = datetime.fromtimestamp(written, tz=timezone.utc).isoformat()
+    meta["idle_s"] = idle
+    empty = all(getattr(session, name).empty for name in DATA_FRAMES)
+    record = _last_record(meta)
+    if idle <= window and (record is None or abs(now - record) <= window):
+        meta["status"] = IN_PROGRESS
+        meta["status_detail"] = (f"still running (last written {idle:.0f} s ago"
+                                 + ("; no record written yet)" if empty else ")"))
+    elif empty:
+        meta["status"] = NO_RECORD
+        meta["status_detail"] = "its files hold no record (killed or failed before the logger's first flush)"

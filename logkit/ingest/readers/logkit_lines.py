@@ -19,6 +19,7 @@ HEADER_META: dict[str, tuple[str, type]] = {
     "accelerator processes": ("world_size", int), "mixed precision": ("mixed_precision", str),
     "total batch size": ("total_batch_size", int), "per-device batch size": ("per_device_batch_size", int),
     "gradient accumulation steps": ("gradient_accumulation_steps", int),
+    "session status": ("status", str),  # the last line of multigpu.log and performance.log: how the run ended
 }
 _ALERT_LEVELS = ("WARNING", "WARN", "ERROR", "CRITICAL")
 

@@ -69,7 +69,7 @@ def _session_block(s: SessionSummary, analysis: Analysis, gpu: bool) -> list[str
         lines.append(f"  Steady samples/sec: {fmt(s.steady_samples_per_second)} (after {fmt(s.warmup_steps, 'd')} "
                      f"warm-up steps, {fmt(s.steady_steps, 'd')} steady steps)")
     if s.status not in (None, "completed"):
-        lines.append(f"  Status: {s.status}")
+        lines.append(f"  Status: {s.status}" + (f": {s.status_detail}" if s.status_detail else ""))
     return lines + gpu_lines(analysis, s.session_id) + _health_line(analysis, s.session_id)
 
 
