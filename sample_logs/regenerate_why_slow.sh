@@ -4,7 +4,8 @@
 # times on every rank:
 #   logs/  one rank, and two ranks where rank 1 loads each batch 50 ms slower (a data straggler)
 #   hang/  two ranks where rank 1 stops before its gradient sync at step 10 (process-group
-#          timeout 8 s, stall records after 3 s): rank 0 waits in the sync, then fails
+#          timeout 8 s, stall records after 3 s): rank 0 waits in the sync, then fails; torch's
+#          Flight Recorder on (TORCH_FR_BUFFER_SIZE), dumped by each rank at its stall or error
 # Run from anywhere: `make fixtures`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,11 +25,25 @@ launch() {
 launch 1 --log-dir "$work/logs"
 sleep 1  # session ids are per second
 launch 2 --log-dir "$work/logs" --slow-rank 1 --slow-data 0.05
-launch 2 --log-dir "$work/hang" --slow-rank 1 --hang-at 10 --pg-timeout 8 --log-setting stall_min_s=3 || true
+TORCH_FR_BUFFER_SIZE=2000 launch 2 --log-dir "$work/hang" --slow-rank 1 --hang-at 10 --pg-timeout 8 --log-setting stall_min_s=3 || true
 rm -rf "$dest"
 mkdir -p "$dest"
 cp -r "$work/logs" "$work/hang" "$dest/"
 # the paths the runs recorded (stacks, tracebacks, the log folder): relative to the repository
-sed -i -e "s#$work/##g" -e "s#$PWD/##g" "$dest"/*/*/* 2>/dev/null || true
+sed -i -e "s#$work/##g" -e "s#$PWD/##g" "$dest"/*/*/*.{log,jsonl,json,txt} 2>/dev/null || true
+# and in the Flight Recorder dumps (pickles: unpickled as plain data, paths cut, pickled again)
+"$PY" - "$PWD/" "$dest"/hang/*/*.pkl <<'PYEOF'
+import pickle, sys
+from pathlib import Path
+from logkit.ingest.readers.flight_recorder import load_dump
+cut = sys.argv[1]
+for name in sys.argv[2:]:
+    path = Path(name)
+    doc = load_dump(path.read_bytes())
+    for entry in doc["entries"]:
+        for frame in entry.get("frames") or []:
+            frame["filename"] = str(frame.get("filename", "")).replace(cut, "")
+    path.write_bytes(pickle.dumps(doc, protocol=path.read_bytes()[1]))
+PYEOF
 echo "fixtures written to $dest"
 ls -R "$dest"

@@ -41,7 +41,7 @@ from logkit.schema.records import (
     RecordSpec,
 )
 from logkit.schema.values import to_float
-from trainer_hooks import sysinfo
+from trainer_hooks import flight, sysinfo
 from trainer_hooks.builder import RecordBuilder
 from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
 from trainer_hooks.distributed import RankInfo, agree_session_id, measure_clock_offset, rank_info
@@ -207,6 +207,15 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             + (f" ({detail})" if detail else ""), "WARNING", step, phase=phase, phase_detail=detail,
             clock_s=round(self.job_clock(), 6), value=round(waited, 3), threshold=round(limit, 3),
             stack=thread_stack(self._train_thread)))
+        self._dump_flight_recorder()
+
+    def _dump_flight_recorder(self) -> None:
+        """The rank's Flight Recorder dump beside its stream, where torch records collectives."""
+        if self.folder is not None and self.info is not None and flight.recording():
+            try:
+                flight.dump_to(self.folder / SessionFiles(self.session_id).flight_recorder(self.info.rank))
+            except Exception as exc:  # a dump is a bonus: it must never fail the run
+                self._fault("flight recorder dump", exc)
 
     def _where_fields(self) -> dict:
         """The step and phase the rank is in, for the record that says how it ended."""
@@ -344,6 +353,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             ERROR, f"{type(exc).__name__}: {exc}", "ERROR", exception_type=type(exc).__name__,
             traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
             **self._where_fields()))
+        self._dump_flight_recorder()
 
     @guarded
     def end_unfinished(self, reason: str = "the process exited before training ended") -> None:

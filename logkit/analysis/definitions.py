@@ -142,4 +142,16 @@ FINDINGS: dict[str, str] = {
     "severity": "critical > error > warning > info; findings are listed in that order",
 }
 
-DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **BREAKDOWN, **HEALTH, **FINDINGS}
+HANG: dict[str, str] = {
+    "waiting_ranks": "ranks whose last record (stall, error, session_end) says they were in a gradient sync, "
+                     "ranks the watchdog saw time out in a collective, and ranks a Flight Recorder dump shows at "
+                     "their process group's last collective",
+    "culprit_ranks": "ranks that never reached the collective the others waited in: their last phase is before "
+                     "it (streams), their last enqueued work is below the SeqNum the others timed out at "
+                     "(watchdog), or their last collective in a process group is below the group's last (Flight "
+                     "Recorder dumps)",
+    "hang": "a finding when culprits are named (critical), or, naming none, when a stall record exists or a rank "
+            "of a run that did not complete ends waiting in a sync (error)",
+}
+
+DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **BREAKDOWN, **HEALTH, **FINDINGS, **HANG}

@@ -16,7 +16,8 @@ Definitions (``definitions.HANG``):
   out in a collective). The collective they waited in: the latest such (step, sync).
 - culprits: ranks whose position is before that collective (they never reached it); by the
   watchdog: ranks whose last enqueued work is below the sequence number the others timed out
-  at; by the Flight Recorder: ranks whose last collective is below the others' last.
+  at; by the Flight Recorder: per process group, ranks whose last collective is below the
+  group's last (the ranks at the last one waited in it).
 - a ``hang`` finding is made when culprits are named (critical), or, naming none, when a stall
   record is there or a rank's stream ends waiting in a sync of a run that did not complete
   (error). A watchdog timeout alone that names no one is left to the timeout finding.
@@ -122,12 +123,41 @@ def _by_watchdog(events: pd.DataFrame) -> tuple[list[int], list[int], int | None
     return timed_out, behind, seq
 
 
-def _by_flight_recorder(events: pd.DataFrame) -> list[int]:
+def _by_flight_recorder(events: pd.DataFrame) -> tuple[list[int], list[int], str | None]:
+    """(ranks behind, ranks at the last collective, where) by the dumps: per process group, the
+    ranks whose last collective is below the group's last, and those that reached it."""
     fr = events[events["kind"] == "flight_recorder"] if len(events) else events
-    if not len(fr) or not fr["seq"].notna().any():
-        return []
-    last = fr.dropna(subset=["rank", "seq"]).groupby("rank")["seq"].max()
-    return sorted(int(r) for r, s in last.items() if s < last.max())
+    fr = fr.dropna(subset=["rank", "seq"]) if len(fr) else fr
+    if not len(fr):
+        return [], [], None
+    behind, ahead, where = set(), set(), None
+    for pg, rows in fr.groupby(fr["pg"].fillna("?"), sort=True):
+        last = rows.groupby("rank")["seq"].max()
+        if last.nunique() < 2:
+            continue
+        top = int(last.max())
+        behind |= {int(r) for r, s in last.items() if s < top}
+        ahead |= {int(r) for r, s in last.items() if s == top}
+        if where is None:
+            op = rows.loc[rows["seq"] == top, "op"].dropna()
+            where = f"collective #{top}{f' ({op.iloc[0]})' if len(op) else ''} of process group {pg}"
+    return sorted(behind), sorted(ahead - behind), where
+
+
+def _flight_detail(events: pd.DataFrame, behind: list[int]) -> tuple[str, list[str]]:
+    """What the culprits' Flight Recorder dumps say (their last collective, and the line of the run
+    that enqueued it), and the dumps as evidence, the culprits' first."""
+    fr = events[events["kind"] == "flight_recorder"] if len(events) and behind else events.iloc[:0]
+    if not len(fr):
+        return "", []
+    mine = fr[fr["rank"].isin(behind)].sort_values("seq", ascending=False)
+    said = []
+    for _, row in mine.drop_duplicates("rank").iterrows():
+        stack = str(row["stack"]).splitlines()[0] if isinstance(row.get("stack"), str) else None
+        said.append(f"rank {int(row['rank'])}'s last was #{int(row['seq'])} ({row['op']}, {row['status']})"
+                    + (f", enqueued at {stack}" if stack else ""))
+    sources = list(mine["source"].dropna()) + list(fr["source"].dropna())
+    return (" The Flight Recorder: " + "; ".join(said) + "." if said else ""), sources
 
 
 def hang_findings(session) -> list[Finding]:
@@ -136,7 +166,7 @@ def hang_findings(session) -> list[Finding]:
     states = rank_states(session)
     waiting, culprits, target = _by_streams(states)
     timed_out, behind, seq = _by_watchdog(ev)
-    fr_behind = _by_flight_recorder(ev)
+    fr_behind, fr_waiting, fr_where = _by_flight_recorder(ev)
     stalls = ev[ev["kind"] == "stall"] if len(ev) else ev
     completed = bool(states) and all(s.status == "completed" for s in states.values())
     named = sorted(set(culprits) | set(behind) | set(fr_behind))
@@ -144,8 +174,8 @@ def hang_findings(session) -> list[Finding]:
     if not named and not len(stalls) and not (waiting and not completed):
         return []
     where = (f"the gradient sync of step {target[0]}" if target else
-             f"collective SeqNum {seq}" if seq is not None else "a collective")
-    waiters = sorted(set(waiting) | set(timed_out))
+             f"collective SeqNum {seq}" if seq is not None else fr_where or "a collective")
+    waiters = sorted(set(waiting) | set(timed_out) | set(fr_waiting))
     lines = [f"rank {r} {states[r].words()}" for r in sorted(states) if states[r].step is not None]
     detail = (f"Rank(s) {', '.join(map(str, waiters)) or '?'} waited in {where}"
               + (f"; rank(s) {', '.join(map(str, named))} never reached it" if named else
@@ -153,9 +183,12 @@ def hang_findings(session) -> list[Finding]:
               + (". Last seen: " + "; ".join(lines) if lines else "") + ".")
     if seq is not None and behind:
         detail += f" The watchdog: the last work rank(s) {', '.join(map(str, behind))} enqueued is below SeqNum {seq}."
+    fr_text, fr_sources = _flight_detail(ev, fr_behind)
+    detail += fr_text
     # the culprits' own records first: their last stall record (its stack) says where they were
     first = stalls[stalls["rank"].isin(named)] if len(stalls) else stalls
-    evidence = (list(first["source"].dropna())[::-1] + [states[r].source for r in named if states[r].source]
+    evidence = (list(first["source"].dropna())[::-1] + fr_sources
+                + [states[r].source for r in named if r in states and states[r].source]
                 + [s.source for s in states.values() if s.source] + list(stalls["source"].dropna()))
     if seq is not None:
         evidence += list(ev.loc[ev["kind"] == "nccl_timeout", "source"].dropna())

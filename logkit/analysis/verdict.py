@@ -56,8 +56,8 @@ def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series |
             c: Comparison | None) -> str | None:
     hang = next((f for f in findings if f.kind == "hang"), None)
     if hang is not None:
-        return f"{hang.title}: read its last stall record and stack in --diagnose ({hang.evidence[0]})." \
-            if hang.evidence else f"{hang.title}."
+        return f"{hang.title}: see where it was in --diagnose ({hang.evidence[0]})." if hang.evidence \
+            else f"{hang.title}."
     flagged = strag[strag["is_straggler"].astype(bool)] if len(strag) else strag
     if len(flagged):
         s = flagged.iloc[0]

@@ -120,9 +120,18 @@ def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[Sess
     sources = [found[k] for k in sorted(found)]
     if len(sources) == 1:
         sources[0].extra.extend(loose)
-    else:
-        sources.extend(SessionSource(_file_id(f.path), folder, extra=[f], kind="file") for f in loose)
-    return sources
+        return sources
+    return sources + _loose_sessions(folder, loose)
+
+
+def _loose_sessions(folder: Path, loose: list[SourceFile]) -> list[SessionSource]:
+    """A session per loose file; the ranks' Flight Recorder dumps of one job, in a folder of
+    their own, make one session."""
+    dumps = [f for f in loose if f.format == "flight_recorder"]
+    out = [SessionSource(folder.name or "flight_recorder", folder, extra=dumps, kind="file")] if len(dumps) > 1 \
+        else []
+    rest = [f for f in loose if f.format != "flight_recorder" or len(dumps) < 2]
+    return out + [SessionSource(_file_id(f.path), folder, extra=[f], kind="file") for f in rest]
 
 
 def _file_id(path: Path) -> str:

@@ -50,6 +50,10 @@ class SessionFiles:
     def rank_jsonl(self, rank: int) -> str:
         return self._name(f"rank{rank}.jsonl")
 
+    def flight_recorder(self, rank: int) -> str:
+        """The rank's PyTorch Flight Recorder dump, written at a stall or an error when recording is on."""
+        return self._name(f"flight_recorder_rank{rank}.pkl")
+
 
 def session_files(session_id: str) -> SessionFiles:
     return SessionFiles(session_id)

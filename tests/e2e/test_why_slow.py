@@ -6,6 +6,7 @@ rank 1. Read back with the CLI as a user types it (--performance / --diagnose --
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 
@@ -19,11 +20,11 @@ DELAY = 0.05  # seconds injected per step on rank 1
 LOOP = ["--steps", "30", "--hidden", "1024", "--batch-size", "64", "--sleep", "0.1"]
 
 
-def _loop(tmp_path, name: str, *inject: str, check: bool = True):
+def _loop(tmp_path, name: str, *inject: str, check: bool = True, env: dict | None = None):
     logs = tmp_path / name
     try:
         accelerate_launch("examples/train_accelerate_loop.py", [*LOOP, "--log-dir", str(logs), *inject], 2,
-                          cwd=tmp_path)
+                          cwd=tmp_path, env=env)
     except AssertionError:
         if check:
             raise
@@ -82,7 +83,7 @@ def test_slow_compute_on_rank_1_is_a_compute_straggler(tmp_path):
 
 def test_a_rank_that_stops_before_the_sync_is_named_with_its_stack(tmp_path):
     logs, session = _loop(tmp_path, "hang", "--slow-rank", "1", "--hang-at", "6", "--pg-timeout", "6",
-                          "--log-setting", "stall_min_s=2", check=False)
+                          "--log-setting", "stall_min_s=2", check=False, env={"TORCH_FR_BUFFER_SIZE": "1000"})
     doc = _json(logs, "--diagnose")
     (hang,) = [f for f in doc["findings"] if f["kind"] == "hang"]
     assert hang["severity"] == "critical" and hang["culprit_ranks"] == [1] and hang["waiting_ranks"] == [0]
@@ -96,6 +97,14 @@ def test_a_rank_that_stops_before_the_sync_is_named_with_its_stack(tmp_path):
     assert name.endswith("_rank1.jsonl") and json.loads(lines[int(number) - 1])["type"] == "stall"
     waiting = [r for r in read_jsonl(next(session.glob("*_rank0.jsonl"))) if r["type"] == "stall"]
     assert waiting and waiting[0]["phase"] == "gradient_sync"
+    # each rank dumped torch's Flight Recorder (rank 1 at its stall, rank 0 at its stall and error):
+    # rank 1's last all-reduce is one behind rank 0's, the one rank 0 timed out in
+    last = {}
+    for rank in (0, 1):
+        (dump,) = session.glob(f"*_flight_recorder_rank{rank}.pkl")
+        last[rank] = max(e["collective_seq_id"] for e in pickle.loads(dump.read_bytes())["entries"])
+    assert last[1] == last[0] - 1
+    assert f"rank 1's last was #{last[1]}" in hang["detail"]
 
 
 def _trainer(tmp_path, *extra: str) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from logkit.ingest.readers.base import ReadResult
 from logkit.ingest.readers.console import read_console
+from logkit.ingest.readers.flight_recorder import read_flight_recorder
 from logkit.ingest.readers.gpustat import read_gpustat
 from logkit.ingest.readers.json_docs import read_legacy_summary, read_results_json, read_trainer_state
 from logkit.ingest.readers.logkit_errors import read_logkit_errors
@@ -35,6 +36,7 @@ READERS: dict[str, Callable[..., ReadResult]] = {
     "trainer_state": read_trainer_state,
     "results_json": read_results_json,
     "legacy_summary": read_legacy_summary,
+    "flight_recorder": read_flight_recorder,
 }
 
 

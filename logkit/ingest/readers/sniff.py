@@ -31,6 +31,22 @@ _TEXT_FORMATS = (("nvidia_smi_csv", _CSV), ("nvidia_smi_dmon", _DMON), ("nccl_te
                  ("gpustat", _GPUSTAT))
 
 
+# a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
+_FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
+
+
+def _flight_recorder(path: Path, suffix: str) -> bool:
+    if suffix not in ("", ".pkl", ".pickle", ".json"):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(PEEK)
+    except OSError:
+        return False
+    opens = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") or head.lstrip()[:1] == b"{"
+    return opens and b"entries" in head and any(k in head for k in _FR_KEYS)
+
+
 def _peek(path: Path) -> str:
     try:
         if path.name.endswith(".gz"):
@@ -83,6 +99,8 @@ def sniff(path: Path, loose: bool = False) -> str | None:
     if LOGKIT_TEXT_RE.match(name):
         return "logkit_text"
     suffix = Path(base).suffix.lower()
+    if _flight_recorder(path, suffix):
+        return "flight_recorder"
     if suffix == ".json":
         return _sniff_json(path, base)
     if suffix == ".jsonl":

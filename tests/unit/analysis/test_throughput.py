@@ -192,3 +192,10 @@ def test_steady_state_without_a_logged_batch():
     st = steady_state(session("t", steps=rows), default_batch=16)  # the run's batch fills in
     assert (st.warmup_steps, st.steady_steps) == (1, 4)
     assert st.samples_per_second == 16 * 4 / 2.0 and list(st.batch) == [16.0] * 4
+
+
+def test_the_half_run_cap_is_an_integer_count_for_an_even_run_too():
+    # 100 steps, none of the first 50 steady: the count is 50, an int (not 50.0)
+    times = [2.0] * 60 + [1.0] * 40
+    k = warmup_count(np.array(times))
+    assert k == 50 == warmup_oracle(times) and type(k) is int

@@ -227,3 +227,71 @@ def test_cache_rebuilt_when_the_readers_code_changed(one_session, count_builds, 
     finally:
         monkeypatch.undo()
         cache._readers_fingerprint.cache_clear()  # the real code's fingerprint for the tests after
+
+
+# Where an entry lives and what store says: read off the folder, not from cache's own helpers.
+
+
+def _entries(cache_dir: Path) -> list[Path]:
+    return sorted(p for p in (cache_dir / "sessions").iterdir())
+
+
+def test_the_default_cache_dir_is_under_the_home_cache(monkeypatch, tmp_path):
+    from logkit.ingest.cache import cache_dir
+
+    monkeypatch.delenv("LOGKIT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "logkit"
+
+
+def test_an_entry_is_one_folder_named_by_32_hex_digits_under_sessions(one_session, cache_dir):
+    stream, first = one_session
+    (entry,) = _entries(cache_dir)
+    assert len(entry.name) == 32 and set(entry.name) <= set("0123456789abcdef")
+    assert (entry / "stamp.json").is_file()
+    again = reload(stream)
+    assert again.meta["cache"] == str(entry)  # the session says which entry it came from
+    assert "cache" not in first.meta  # a parsed session has none
+
+
+def test_a_rebuilt_entry_replaces_the_old_one_and_is_read_next_time(one_session, cache_dir, count_builds):
+    stream, _ = one_session
+    (old,) = _entries(cache_dir)
+    old_stamp = (old / "stamp.json").read_bytes()
+    append_bytes(stream, b'{"type": "training_ste\n')
+    reload(stream)
+    assert count_builds == ["s", "s"]
+    (entry,) = _entries(cache_dir)  # the same key, its content replaced: no second folder, no temp left
+    assert entry == old and (entry / "stamp.json").read_bytes() != old_stamp
+    assert len(reload(stream).diagnostics) == 1 and count_builds == ["s", "s"]  # the new entry is used
+
+
+def test_store_says_whether_it_wrote_and_leaves_nothing_behind_when_it_cannot(tmp_path, cache_dir, monkeypatch):
+    from logkit.ingest import cache, store
+    from logkit.ingest.discover import discover
+    from logkit.ingest.load import build_session
+
+    folder = write_session(tmp_path / "logs", "s", world_size=1, step_times=[0.5] * 4)
+    (source,) = discover(folder.parent)
+    session = build_session(source)
+    assert cache.store(source, session) is True
+    assert cache.load_cached(source) is not None
+    # the temporary folder is made beside the entries, whatever the system's temp dir is
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "no_such_dir"))
+    assert cache.store(source, session) is True
+    monkeypatch.undo()
+    # a write that fails: False, and no half-written folder left
+    monkeypatch.setenv("LOGKIT_CACHE_DIR", str(cache_dir))
+
+    def failing(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cache, "write_session", failing)
+    shutil.rmtree(cache_dir)
+    assert cache.store(source, session) is False
+    assert list((cache_dir / "sessions").iterdir()) == []
+    monkeypatch.setattr(cache, "write_session", store.write_session)
+    # a file that cannot be stat'ed: nothing to key the entry on
+    rank_file(folder, "s", 0).unlink()
+    assert cache.store(source, session) is False

@@ -218,7 +218,8 @@ def test_unreadable_path_gets_a_clear_error(tmp_path):
     assert proc.stderr.startswith(f"analyze_logs: cannot read {path}: ") and proc.stderr.count("\n") == 1
 
 
-TEXT_FORMATS = [f for f in READERS if f not in ("trainer_state", "results_json", "legacy_summary", "verbose_jsonl")]
+DOC_FORMATS = ["trainer_state", "results_json", "legacy_summary", "verbose_jsonl", "flight_recorder"]
+TEXT_FORMATS = [f for f in READERS if f not in DOC_FORMATS]
 _LINES = [
     "GPU0:INFO | [GPU 0] Step [3/10] | Loss: 1.5 | LR: 1e-4", "[rank1]:[E1122 10:00:00.1 x.cpp:1] [Rank 1] Watchdog",
     "node:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1 commId 0x2 - Init COMPLETE",
@@ -247,10 +248,12 @@ def test_no_input_crashes_a_text_reader_and_unused_lines_are_counted(fmt, lines,
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fmt=st.sampled_from(["trainer_state", "results_json", "legacy_summary", "verbose_jsonl"]),
+@given(fmt=st.sampled_from(DOC_FORMATS),
        data=st.binary(max_size=200) | st.sampled_from([b'{"log_history": [1, {"loss": "x"}]}', b"[]",
                                                        b'{"session": 3, "training_metrics": {}}', b"{}",
-                                                       b'{"log_history": [{"eval_loss": NaN, "step": 1.5}]}']))
+                                                       b'{"log_history": [{"eval_loss": NaN, "step": 1.5}]}',
+                                                       b'{"entries": [{"collective_seq_id": 1e400}], "pg_config": 1}',
+                                                       b"\x80\x02}q\x00X\x07\x00\x00\x00entriesq\x01]q\x02s."]))
 def test_no_input_crashes_a_json_reader(fmt, data):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "doc.json"
