@@ -8,6 +8,7 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from logkit.analysis.communication import communication_peaks, communication_table
@@ -261,3 +262,175 @@ def test_peak_table_has_sources():
 
 def test_empty_comm():
     assert communication_table(session("e")).empty
+
+
+def _rec(rank, op, step, size, dur, *, alg=None, bus=None, group=None, source=None, timing="cuda_event"):
+    return {"rank": rank, "op": op, "step": step, "size_bytes": size, "duration_ms": dur, "algbw_mb_s": alg,
+            "busbw_mb_s": bus, "group_size": group, "source": source, "timing_source": timing}
+
+
+def test_every_row_and_column_of_a_mixed_table_by_hand():
+    """Four ranks by the meta, records of several ops with and without rank, op, algbw, busbw, group
+    size, step and source; summary.json totals for rank 0's op. Every expected value written out."""
+    f0, f1 = "x_rank0.jsonl", "x_rank1.jsonl"
+    comm = [
+        # rank 0 gradient_sync, no group size (the world size, 4: factor 2(n-1)/n = 1.5), busbw never logged
+        _rec(0, "gradient_sync", 1, 4_000_000, 2.0, source=f"{f0}:5"),  # algbw 2000 (derived)
+        _rec(0, "gradient_sync", 2, 6_000_000, 3.0, alg=2500.0, source=f"{f0}:9"),  # algbw as logged
+        _rec(0, "gradient_sync", 3, 8_000_000, 5.0, source=f"{f0}:13"),  # 1600
+        _rec(0, "gradient_sync", 5, 2_000_000, 1.0, source=f"{f0}:20"),  # 2000; step 5 has no step time
+        _rec(0, None, 1, 100, 1.0),  # an op not named: "unknown", no bus factor
+        # rank 1 gradient_sync in a group of 2 (factor 1): busbw logged once, derived once
+        _rec(1, "gradient_sync", 1, 20_000_000, 4.0, bus=7000.0, group=2, timing="wall"),  # algbw 5000
+        _rec(1, "gradient_sync", 2, 20_000_000, 4.0, group=2, timing="wall"),  # busbw 5000 derived
+        _rec(1, "broadcast", None, 1000, 0.5, source=f"{f1}:3"),  # algbw 2, factor 1
+        _rec(None, "my_op", 1, 3_000_000, 1.5),  # no rank; an op outside the table: no busbw
+    ]
+    steps = step_rows([0.1, 0.2, 0.4, 0.3], rank=0)  # rank 1 logged no steps: rank 0's times count
+    s = session("x", world_size=4, gpus=H100, backend="nccl", mode="MULTI-GPU", comm=comm, steps=steps,
+                summary={"communication": {"gradient_sync": {"count": 10, "total_mb": 50.0}}})
+    t = communication_table(s)
+    assert list(t.columns) == [
+        "session_id", "rank", "op", "count", "total_bytes", "mean_bytes", "p50_ms", "p95_ms", "algbw_mb_s",
+        "busbw_mb_s", "busbw_from", "total_ms", "sync_share_of_step_time", "matched_steps", "group_size",
+        "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes", "latency_bound", "verdict",
+        "note", "sampled", "summary_count", "summary_total_bytes", "summary_mean_bytes", "sources"]
+    assert str(t["rank"].dtype) == "Int64" and str(t["matched_steps"].dtype) == "int64"
+    assert set(t["session_id"]) == {"x"}
+    # rows by rank (no rank first), then op in name order, an unnamed op last
+    assert [(None if pd.isna(r) else int(r), op) for r, op in zip(t["rank"], t["op"], strict=True)] == [
+        (None, "my_op"), (0, "gradient_sync"), (0, "unknown"), (1, "broadcast"), (1, "gradient_sync")]
+    peak, half = 450.0, 20e-6 * 450e9  # the H100 row: 450 GB/s, alpha 20 us: half the peak at 9 MB
+    assert set(t["link"]) == {"NVLink 4 (H100 SXM)"} and set(t["peak_busbw_gb_s"]) == {peak}
+    assert set(t["half_peak_bytes"]) == {half}
+    assert set(t["timing_source"]) == {"cuda_event,wall"}  # the session's timing sources, each once
+    rows = {(None if pd.isna(r) else int(r), op): row for (r, op), row in
+            zip(zip(t["rank"], t["op"], strict=True), t.to_dict("records"), strict=True)}
+
+    g0 = rows[(0, "gradient_sync")]
+    durs = [2.0, 3.0, 5.0, 1.0]
+    assert (g0["count"], g0["total_bytes"], g0["mean_bytes"]) == (4, 20e6, 5e6)
+    assert g0["p50_ms"] == 2.5 and g0["p95_ms"] == pytest.approx(np.quantile(durs, 0.95)) and g0["total_ms"] == 11.0
+    assert g0["algbw_mb_s"] == np.median([2000.0, 2500.0, 1600.0, 2000.0])
+    assert g0["busbw_mb_s"] == pytest.approx(np.median([3000.0, 3750.0, 2400.0, 3000.0]))
+    assert g0["busbw_from"] == "derived: algbw x 2(n-1)/n = 1.5 (n = 4)" and g0["group_size"] == 4.0
+    assert g0["sync_share_of_step_time"] == pytest.approx((2.0 + 3.0 + 5.0) / 1000 / (0.1 + 0.2 + 0.4))
+    assert g0["matched_steps"] == 3
+    assert g0["pct_of_peak"] == pytest.approx(3000.0 / (peak * 1000) * 100)
+    assert g0["verdict"] == "latency-bound" and g0["latency_bound"] is True  # 5 MB < 9 MB, 0.7% of the peak
+    assert g0["note"].startswith("latency-bound: mean message 5 MB < 9 MB")
+    assert g0["sources"] == f"{f0}:5 .. {f0}:20"
+    assert g0["sampled"] is True and g0["summary_count"] == 10.0  # the run did 10, 4 were logged
+    assert g0["summary_total_bytes"] == 50e6 and g0["summary_mean_bytes"] == 5e6
+
+    g1 = rows[(1, "gradient_sync")]
+    assert (g1["count"], g1["total_bytes"], g1["algbw_mb_s"], g1["group_size"]) == (2, 40e6, 5000.0, 2.0)
+    assert g1["busbw_mb_s"] == 6000.0 and g1["busbw_from"] == "logged, derived where missing"
+    assert g1["sync_share_of_step_time"] == pytest.approx(8.0 / 1000 / (0.1 + 0.2)) and g1["matched_steps"] == 2
+    assert g1["verdict"] == "below peak" and g1["latency_bound"] is False  # 20 MB messages, 1.3% of the peak
+    assert g1["note"].startswith("below peak at large messages: 1.3% of the NVLink 4 (H100 SXM) peak of 450 GB/s")
+    assert pd.isna(g1["sources"])
+    assert g1["sampled"] is False and np.isnan(g1["summary_count"]) and np.isnan(g1["summary_total_bytes"])
+
+    b1 = rows[(1, "broadcast")]
+    assert (b1["count"], b1["algbw_mb_s"], b1["busbw_mb_s"]) == (1, 2.0, 2.0)
+    assert b1["busbw_from"] == "derived: algbw x 1 (n = 4)" and b1["sources"] == f"{f1}:3"
+    assert np.isnan(b1["sync_share_of_step_time"]) and b1["matched_steps"] == 0  # no step number
+
+    for key in ((None, "my_op"), (0, "unknown")):
+        row = rows[key]
+        assert np.isnan(row["busbw_mb_s"]) and pd.isna(row["busbw_from"]) and row["verdict"] == "unknown"
+        assert pd.isna(row["latency_bound"]) is False and row["latency_bound"] is False
+    assert rows[(None, "my_op")]["algbw_mb_s"] == 2000.0 and rows[(0, "unknown")]["algbw_mb_s"] == pytest.approx(0.1)
+    # rank-less records count at rank 0's step times
+    assert rows[(None, "my_op")]["sync_share_of_step_time"] == pytest.approx(1.5 / 1000 / 0.1)
+
+
+def test_the_reference_link_by_hosts_mode_and_backend():
+    from logkit.analysis.communication import session_link
+    from logkit.analysis.peaks import CPU_LINK, GLOO_LINK
+    from tests.support.analysis_synth import event_rows
+
+    def init(host, network=None, kind="nccl_init"):
+        return {"kind": kind, "host": host, "network": network}
+
+    two_hosts = session("n", world_size=4, gpus=H100, backend="nccl",
+                        events=event_rows(init("a", "IB"), init("b", "IB"), init("b", "Socket")))
+    assert session_link(two_hosts) == {
+        "link": "inter-node network (IB, Socket)", "peak_busbw_gb_s": None, "alpha_us": None,
+        "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
+    unnamed = session("u", gpus=H100, backend="nccl", events=event_rows(init("a"), init("b")))
+    assert session_link(unnamed)["link"] == "inter-node network"
+    # one host in NCCL's init lines (another only in other events): the GPUs' own link
+    one_host = session("o", gpus=H100, backend="nccl", events=event_rows(init("a"), init("b", kind="other")))
+    assert session_link(one_host) == link_for("NVIDIA H100 80GB HBM3", "nccl")
+    assert session_link(session("c", mode="multi-cpu", backend="gloo", gpus=H100)) == CPU_LINK
+    assert session_link(session("c", mode="CPU", gpus=H100)) == CPU_LINK
+    assert session_link(session("c", mode="MULTI-GPU", backend="GLOO")) == CPU_LINK  # gloo, no GPU named
+    assert session_link(session("c", mode="MULTI-GPU", backend="Gloo", gpus=H100)) == GLOO_LINK
+    assert session_link(session("c", mode="MULTI-GPU")) is None
+    # through the table: a link without a peak gives no reference, with the link's reason
+    t = communication_table(session("n", world_size=4, gpus=H100, backend="nccl", comm=comm_rows([1e6], [1.0]),
+                                    events=event_rows(init("a"), init("b"))))
+    assert t["verdict"].tolist() == ["no reference"] and np.isnan(t["peak_busbw_gb_s"].iloc[0])
+    assert t["note"].iloc[0] == "several hosts: the network, not the GPUs' link, bounds the collectives"
+    assert np.isnan(t["half_peak_bytes"].iloc[0]) and np.isnan(t["pct_of_peak"].iloc[0])
+    assert pd.isna(t["latency_bound"].iloc[0])  # no peak: not known
+
+
+def test_verdict_at_its_edges():
+    from logkit.analysis.communication import verdict
+
+    link = link_for("NVIDIA H100 80GB HBM3", "nccl")  # 450 GB/s, half the peak at 9 MB
+    at = NEAR_PEAK * 450_000.0  # MB/s at exactly 60% of the peak
+    v, note = verdict(50e6, at, link)
+    assert v == "bandwidth-bound" and note == ("bandwidth-bound: 60% of the NVLink 4 (H100 SXM) peak of 450 GB/s at "
+                                               "50 MB messages: the link is the limit")
+    assert verdict(50e6, np.nextafter(at, 0), link)[0] == "below peak"
+    v, note = verdict(9e6, 4500.0, link)  # exactly half-peak messages are not smaller than it
+    assert v == "below peak" and note.startswith("below peak at large messages: 1.0% of the NVLink 4 (H100 SXM) "
+                                                 "peak of 450 GB/s at 9 MB messages: check the topology")
+    v, note = verdict(2e6, 4500.0, link)
+    assert v == "latency-bound" and note == ("latency-bound: mean message 2 MB < 9 MB needed for half of the NVLink 4 "
+                                             "(H100 SXM) peak, and 1.0% of its 450 GB/s: per-call latency dominates")
+    assert verdict(None, 4500.0, link)[1].startswith("below peak at large messages: 1.0% of the NVLink 4 (H100 SXM) "
+                                                     "peak of 450 GB/s: check")  # no message size: none said
+    assert verdict(float("nan"), 4500.0, link)[0] == "below peak"
+    assert verdict(2e6, float("nan"), link) == (
+        "unknown", "no bus bandwidth logged or derivable (size, duration or ranks missing)")
+    assert verdict(2e6, None, link)[0] == "unknown"
+    assert verdict(2e6, 4500.0, None) == ("unknown", "GPU model unknown: no reference peak")
+
+
+def test_summary_totals_only_on_the_lowest_rank_and_the_mean_as_written():
+    comm = (comm_rows([1000] * 2, [0.1] * 2, rank=0, op="broadcast")
+            + comm_rows([4_000_000] * 3, [1.0] * 3, rank=0) + comm_rows([4_000_000] * 3, [1.0] * 3, rank=1))
+    s = session("t", world_size=2, gpus=H100, backend="nccl", comm=comm,
+                summary={"communication": {"gradient_sync": {"count": 3, "total_mb": 12.0, "avg_mb": 3.5}}})
+    t = communication_table(s).set_index(["rank", "op"])
+    g0 = t.loc[(0, "gradient_sync")]
+    # the run's count equals the logged one: not sampled; avg_mb as the run wrote it, not total / count
+    assert g0["sampled"] is False or g0["sampled"] == False  # noqa: E712 (numpy bool)
+    assert (g0["summary_count"], g0["summary_total_bytes"], g0["summary_mean_bytes"]) == (3.0, 12e6, 3.5e6)
+    assert np.isnan(t.loc[(1, "gradient_sync"), "summary_count"])  # rank 1: the summary is rank 0's
+    assert np.isnan(t.loc[(0, "broadcast"), "summary_count"])  # an op the summary does not name
+    assert not t["sampled"].any()
+
+
+def test_sources_from_the_first_and_last_records_that_have_one():
+    from logkit.analysis.communication import file_line
+
+    rows = comm_rows([1000] * 4, [1.0] * 4)
+    for row, src in zip(rows, [None, "r0.jsonl:7", "r0.jsonl:8", None], strict=True):
+        row["source"] = src
+    one = comm_rows([1000] * 2, [1.0] * 2, op="broadcast")
+    one[1]["source"] = "r0.jsonl:12"
+    t = communication_table(session("s", world_size=2, comm=rows + one)).set_index("op")
+    assert t.loc["gradient_sync", "sources"] == "r0.jsonl:7 .. r0.jsonl:8"
+    assert t.loc["broadcast", "sources"] == "r0.jsonl:12"
+    # the file:line column: source where it reads as one, else origin (older nccl-tests frames)
+    frame = pd.DataFrame({"source": ["not a place", None], "origin": ["a.log:3", "junk"]}, index=[5, 6])
+    got = file_line(frame)
+    assert got.tolist() == ["a.log:3", None] and list(got.index) == [5, 6]
+    none = file_line(pd.DataFrame({"source": ["x", None]}, index=[3, 4]))
+    assert none.tolist() == [None, None] and list(none.index) == [3, 4] and none.dtype == object
