@@ -130,6 +130,25 @@ def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, others: di
                             timeout_s=timeout, session_ids=session_ids))
 
 
+def _load(log_dir: Path, *, cache, progress, dask_address, whole) -> list:
+    """The sessions under ``log_dir``, through the engine (``analysis.engine``: each rank read and reduced
+    here, in a local pool, or on a Dask cluster); ``whole``: every record kept (for --export)."""
+    try:
+        if whole:
+            if dask_address:
+                _fail("--export writes every record: run it without --dask")
+            from logkit.ingest import load_sessions
+
+            return load_sessions(log_dir, cache=cache, progress=progress)
+        from logkit.analysis.engine import load_sessions as engine_sessions
+
+        return engine_sessions(log_dir, cache=cache, progress=progress, scheduler=dask_address)
+    except OSError as exc:
+        _fail(str(exc))
+    except RuntimeError as exc:  # Dask missing or its scheduler unreachable
+        _fail(str(exc))
+
+
 @click.command(name=PROG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("log_dir_arg", metavar="[LOG_DIR]", required=False, type=click.Path(path_type=Path))
 @click.option("--log-dir", "log_dir_opt", type=click.Path(path_type=Path), default=None,
@@ -169,6 +188,9 @@ def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, others: di
                                 "exist, else whole run) is below X (e.g. 0.8); exit 2 when nothing can be compared.")
 @click.option("--fail-on", "fail_on", type=click.Choice(SEVERITIES), default=None,
               help="Exit 1 when a finding is at this severity or worse.")
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="Read and reduce each rank's logs on this Dask scheduler's workers (e.g. tcp://host:8786; "
+                   "default: $LOGKIT_DASK_SCHEDULER, else this machine). Needs pip install 'logkit[dask]'.")
 @click.option("--follow", "follow", is_flag=True,
               help="Follow the sessions being written under LOG_DIR: a live view (one JSON object per refresh "
                    "with --json or without a terminal) until every session has ended, or Ctrl-C.")
@@ -179,7 +201,7 @@ def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, others: di
 def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids, progress, no_cache,
                  do_communication=False, do_performance=False, do_diagnose=False, plot_dir=None,
                  session_name=None, export=None, fail_under_efficiency=None, fail_on=None, follow=False,
-                 follow_timeout=None, refresh=1.0):
+                 follow_timeout=None, refresh=1.0, dask_address=None):
     """Compare the logkit training sessions under LOG_DIR: throughput, speedup, scaling efficiency.
 
     Speedup is the ratio of training throughput (samples/s); scaling efficiency is speedup
@@ -205,12 +227,8 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
                         "--diagnose": do_diagnose, "--fail-under-efficiency": fail_under_efficiency,
                         "--fail-on": fail_on})
 
-    from logkit.ingest import load_sessions
-
-    try:
-        sessions = load_sessions(log_dir, cache=not no_cache, progress=progress)
-    except OSError as exc:
-        _fail(str(exc))
+    sessions = _load(log_dir, cache=not no_cache, progress=progress, dask_address=dask_address,
+                     whole=export is not None)
     if not sessions:
         _fail(f"no logkit sessions found under {log_dir}")
     if session_ids:

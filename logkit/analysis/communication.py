@@ -32,9 +32,12 @@ Output of nccl-tests is summarised by ``nccl_tests.py`` instead: a median over a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
+from logkit.analysis.curves import bandwidth_points
 from logkit.analysis.groups import session_kind
 from logkit.analysis.peaks import (
     COMMUNICATION_PEAKS,
@@ -109,12 +112,15 @@ def _empty() -> pd.DataFrame:
     return pd.DataFrame(columns=COMM_COLUMNS)
 
 
-def _group_n(comm: pd.DataFrame, meta: dict) -> np.ndarray:
+def _group_n(comm: pd.DataFrame, world_size) -> np.ndarray:
     n = comm["group_size"].astype("float64").to_numpy()
-    ws = meta.get("world_size")
-    if isinstance(ws, (int, float)) and not isinstance(ws, bool) and ws > 0:
-        n = np.where(np.isnan(n), float(ws), n)
+    if _usable_world_size(world_size):
+        n = np.where(np.isnan(n), float(world_size), n)
     return n
+
+
+def _usable_world_size(ws) -> bool:
+    return isinstance(ws, (int, float)) and not isinstance(ws, bool) and ws > 0
 
 
 def _step_times(session) -> pd.DataFrame:
@@ -129,23 +135,31 @@ def _step_times(session) -> pd.DataFrame:
     return out.drop_duplicates(["rank", "step"], keep="last")
 
 
-def _sync_share(frame: pd.DataFrame, session) -> tuple[pd.Series, pd.Series]:
-    """Per key (rank, op): (share of step time over matched steps, number of matched steps).
-    Integer keys throughout: (rank, op, step) and (rank, step) packed into one int64 each."""
-    st = _step_times(session)
+def _per_key_step(frame: pd.DataFrame, span: int | None = None) -> tuple:
+    """(key, step, rank, summed duration) per (key, step) of the records with a step and a duration,
+    ordered by key then step; None when there are none."""
     has = (frame["step"].notna() & frame["dur"].notna()).to_numpy()
-    if st.empty or not has.any():
-        return pd.Series(dtype="float64"), pd.Series(dtype="int64")
+    if not has.any():
+        return None
     key = frame["key"].to_numpy()[has].astype("int64")
     step = frame["step"].to_numpy()[has].astype("int64")
     rank = frame["rank_f"].to_numpy()[has].astype("int64")
     dur = frame["dur"].to_numpy()[has]
-    span = int(max(step.max(), st["step"].max())) + 1
+    span = int(step.max()) + 1 if span is None else span
     # one row per (key, step): the op's summed duration at that step on that rank
-    k3 = key * span + step
-    uniq, first, inverse = np.unique(k3, return_index=True, return_inverse=True)
-    dsum = np.bincount(inverse, weights=dur)
-    u_key, u_step, u_rank = key[first], step[first], rank[first]
+    _, first, inverse = np.unique(key * span + step, return_index=True, return_inverse=True)
+    return key[first], step[first], rank[first], np.bincount(inverse, weights=dur)
+
+
+def _sync_share(frame: pd.DataFrame, st: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Per key (rank, op): (share of step time over matched steps, number of matched steps), from the
+    records (``frame``: key, rank_f, step, dur) and the step times ``st`` (``_step_times``).
+    Integer keys throughout: (rank, op, step) and (rank, step) packed into one int64 each."""
+    has = (frame["step"].notna() & frame["dur"].notna()).to_numpy()
+    if st.empty or not has.any():
+        return pd.Series(dtype="float64"), pd.Series(dtype="int64")
+    span = int(max(frame["step"].to_numpy()[has].max(), st["step"].max())) + 1
+    u_key, u_step, u_rank, dsum = _per_key_step(frame, span)
     # the step time of that rank and step; the lowest rank's where the rank logged no steps
     st_rank = st["rank"].to_numpy().astype("int64")
     st_step = st["step"].to_numpy().astype("int64")
@@ -190,12 +204,9 @@ def _summary_ops(meta: dict) -> dict:
     return comm if isinstance(comm, dict) else {}
 
 
-def communication_table(session) -> pd.DataFrame:
-    """One row per (rank, op) of ``session``'s comm frame: ``COMM_COLUMNS`` (see module doc).
-    nccl-tests sessions have none (``nccl_tests_table`` reads them)."""
-    comm = session.comm
-    if comm.empty or session_kind(session) == "nccl_tests":
-        return _empty()
+def _records(comm: pd.DataFrame, world_size) -> tuple[pd.DataFrame, np.ndarray]:
+    """The records as the figures read them (key per (rank, op), bandwidths derived where missing), and
+    the op names of the keys."""
     rank = comm["rank"].astype("float64").fillna(-1).to_numpy().astype("int64")  # -1: no rank
     codes, ops = pd.factorize(comm["op"], sort=True)  # arrow strings factorize without a copy to objects
     ops = [str(o) for o in ops]
@@ -209,7 +220,7 @@ def communication_table(session) -> pd.DataFrame:
     alg_derived = np.isnan(alg) & ~np.isnan(size) & (dur > 0)
     alg = np.where(alg_derived, size / 1e6 / (dur / 1000.0), alg)
     bus = comm["busbw_mb_s"].to_numpy(dtype="float64")
-    n = _group_n(comm, session.meta)
+    n = _group_n(comm, world_size)
     op_names = np.asarray(ops, dtype=object)
     factor = np.full(len(comm), np.nan)
     for i, name in enumerate(op_names):
@@ -223,6 +234,13 @@ def communication_table(session) -> pd.DataFrame:
                           "bus": bus, "bus_derived": bus_derived, "bus_logged": ~np.isnan(
                               comm["busbw_mb_s"].to_numpy(dtype="float64")), "group": n,
                           })
+    return frame, op_names
+
+
+def _key_stats(comm: pd.DataFrame, world_size, st: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, op) key, in key order: the figures of the records alone (everything but the link,
+    the verdicts and the run's totals), with ``key``. ``st``: the step times (``_step_times``)."""
+    frame, op_names = _records(comm, world_size)
     g = frame.groupby("key", sort=True)
     out = pd.DataFrame({
         "count": g.size(), "total_bytes": g["size"].sum(min_count=1), "mean_bytes": g["size"].mean(),
@@ -230,22 +248,33 @@ def communication_table(session) -> pd.DataFrame:
         "algbw_mb_s": g["alg"].median(), "busbw_mb_s": g["bus"].median(), "total_ms": g["dur"].sum(min_count=1),
         "group_size": g["group"].max(), "n_derived": g["bus_derived"].sum(), "n_logged": g["bus_logged"].sum(),
     })
-    share, matched = _sync_share(frame, session)
+    share, matched = _sync_share(frame, st)
     keys = out.index.to_numpy()
     out["sync_share_of_step_time"] = share.reindex(out.index).to_numpy()
     out["matched_steps"] = matched.reindex(out.index).fillna(0).astype("int64").to_numpy()
     out = out.reset_index(drop=True)
-    out.insert(0, "op", op_names[keys % (len(ops) + 1)])
-    r = (keys // (len(ops) + 1) - 1).astype("float64")
+    width = len(op_names) + 1
+    out.insert(0, "op", op_names[keys % width])
+    r = (keys // width - 1).astype("float64")
     out.insert(0, "rank", np.where(r < 0, np.nan, r))
+    out.insert(0, "key", keys)
     out["busbw_from"] = [_busbw_from(op, nd, nl, gs) for op, nd, nl, gs in
                          zip(out["op"], out["n_derived"], out["n_logged"], out["group_size"], strict=True)]
-    firsts, lasts = _first_last(key, comm)
+    firsts, lasts = _first_last(frame["key"].to_numpy(), comm)
     out["sources"] = [None if k not in firsts else (firsts[k] if firsts[k] == lasts[k] else f"{firsts[k]} .. {lasts[k]}")
                       for k in keys.tolist()]
-    out = out.drop(columns=["n_derived", "n_logged"])
+    return out.drop(columns=["n_derived", "n_logged"])
+
+
+def _timing_sources(comm: pd.DataFrame) -> set[str]:
     ts = comm["timing_source"].dropna()
-    out["timing_source"] = ",".join(sorted(set(map(str, ts.unique())))) if len(ts) else None
+    return set(map(str, ts.unique())) if len(ts) else set()
+
+
+def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFrame:
+    """The per-key figures with the session's link, verdicts and totals: ``COMM_COLUMNS``."""
+    out = out.drop(columns=["key"]).reset_index(drop=True)
+    out["timing_source"] = ",".join(sorted(timing_sources)) if timing_sources else None
     link = session_link(session)
     half = half_peak_bytes(link)
     peak = link.get("peak_busbw_gb_s") if link else None
@@ -262,6 +291,71 @@ def communication_table(session) -> pd.DataFrame:
     out["rank"] = out["rank"].astype("Int64")
     out.insert(0, "session_id", session.meta.get("session_id"))
     return out[COMM_COLUMNS]
+
+
+def communication_table(session) -> pd.DataFrame:
+    """One row per (rank, op) of ``session``'s comm frame: ``COMM_COLUMNS`` (see module doc).
+    nccl-tests sessions have none (``nccl_tests_table`` reads them). A session the engine merged from
+    per-rank partial results (``session.comm_partial``) gives the same rows from those."""
+    if session.comm_partial is not None:
+        return _from_parts(session)
+    comm = session.comm
+    if comm.empty or session_kind(session) == "nccl_tests":
+        return _empty()
+    out = _key_stats(comm, session.meta.get("world_size"), _step_times(session))
+    return _finish(out, session, _timing_sources(comm))
+
+
+@dataclass
+class CommPart:
+    """One rank's comm records reduced where they were read (``rank_part``): the per-(rank, op) figures,
+    exact, as ``communication_table`` computes them; per (op, step) the summed durations where the rank
+    has no step times of its own (its sync share needs the lowest rank's, merged centrally); the timing
+    sources; the bandwidth curve's (op, size) medians; the world size assumed for records without a
+    group size and whether any had none."""
+
+    stats: pd.DataFrame
+    leftover: pd.DataFrame | None
+    timing_sources: set
+    bandwidth: pd.DataFrame
+    world_size: float | None
+    needs_world_size: bool
+
+
+def rank_part(comm: pd.DataFrame, steps_session, world_size) -> CommPart | None:
+    """The ``CommPart`` of one rank's comm frame; ``steps_session``: a session holding the rank's steps."""
+    if comm.empty:
+        return None
+    st = _step_times(steps_session)
+    stats = _key_stats(comm, world_size, st)
+    leftover = None
+    if st.empty:
+        frame, _ = _records(comm, world_size)
+        per = _per_key_step(frame)
+        if per is not None:
+            leftover = pd.DataFrame({"key": per[0], "step": per[1].astype("float64"),
+                                     "rank_f": per[2].astype("float64"), "dur": per[3]})
+    return CommPart(stats, leftover, _timing_sources(comm), bandwidth_points(comm),
+                    float(world_size) if _usable_world_size(world_size) else None,
+                    bool(comm["group_size"].isna().any()))
+
+
+def _from_parts(session) -> pd.DataFrame:
+    """``communication_table`` from the per-rank ``CommPart``s of ``session.comm_partial``."""
+    parts = [p for p in session.comm_partial if p is not None and len(p.stats)]
+    if not parts or session_kind(session) == "nccl_tests":
+        return _empty()
+    outs, st = [], None
+    for p in parts:
+        out = p.stats
+        if p.leftover is not None:
+            st = _step_times(session) if st is None else st
+            share, matched = _sync_share(p.leftover, st)
+            out = out.assign(sync_share_of_step_time=share.reindex(out["key"]).to_numpy(),
+                             matched_steps=matched.reindex(out["key"]).fillna(0).astype("int64").to_numpy())
+        outs.append(out)
+    out = pd.concat(outs, ignore_index=True)
+    return _finish(out, session, set().union(*(p.timing_sources for p in parts)))
 
 
 def _busbw_from(op, n_derived, n_logged, group) -> str | None:

@@ -88,22 +88,48 @@ def _gpu_utilization(sessions) -> pd.DataFrame:
     return _concat(parts, Curves().gpu_utilization)
 
 
+def bandwidth_points(c: pd.DataFrame) -> pd.DataFrame:
+    """Per (op, size_mb) of a comm frame: the median bandwidth (busbw, else algbw) and the records."""
+    bw = c["busbw_mb_s"].astype("float64").fillna(c["algbw_mb_s"].astype("float64"))
+    part = pd.DataFrame({"op": c["op"], "size_mb": c["size_bytes"].astype("float64") / 1e6, "bw": bw})
+    part = part[(part["size_mb"] > 0) & (part["bw"] > 0)]  # also drops NaN sizes and bandwidths
+    if part.empty:
+        return pd.DataFrame(columns=["op", "size_mb", "median", "size"])
+    # grouped on the op column as it is (arrow strings: no per-row conversion of millions of records)
+    agg = part.groupby(["op", "size_mb"], sort=True, dropna=False)["bw"].agg(["median", "size"]).reset_index()
+    op = agg["op"].astype("object")
+    return agg.assign(op=op.where(op.notna(), "?").astype(str))
+
+
+def _merged_points(parts: list) -> pd.DataFrame:
+    """The ranks' ``bandwidth_points`` as one: per (op, size_mb), the record-weighted median of the
+    ranks' medians (the plot's approximation of the median over all records: exact with one rank)."""
+    frames = [p.bandwidth for p in parts if p is not None and len(p.bandwidth)]
+    if not frames:
+        return pd.DataFrame(columns=["op", "size_mb", "median", "size"])
+    rows = []
+    for (op, size), g in pd.concat(frames, ignore_index=True).groupby(["op", "size_mb"], sort=True):
+        g = g.sort_values("median", kind="stable")
+        w = g["size"].to_numpy(dtype="float64")
+        i = int(np.searchsorted(np.cumsum(w), w.sum() / 2.0))
+        rows.append({"op": op, "size_mb": size, "median": float(g["median"].iloc[min(i, len(g) - 1)]),
+                     "size": int(w.sum())})
+    return pd.DataFrame(rows)
+
+
 def _bandwidth(sessions) -> pd.DataFrame:
     parts = []
     for s in sessions:
-        c = s.comm
-        if c.empty:
+        if s.comm_partial is not None:
+            agg = _merged_points(s.comm_partial)
+        elif s.comm.empty:
             continue
-        bw = c["busbw_mb_s"].astype("float64").fillna(c["algbw_mb_s"].astype("float64"))
-        part = pd.DataFrame({"op": c["op"], "size_mb": c["size_bytes"].astype("float64") / 1e6, "bw": bw})
-        part = part[(part["size_mb"] > 0) & (part["bw"] > 0)]  # also drops NaN sizes and bandwidths
-        if part.empty:
+        else:
+            agg = bandwidth_points(s.comm)
+        if agg.empty:
             continue
-        # grouped on the op column as it is (arrow strings: no per-row conversion of millions of records)
-        agg = part.groupby(["op", "size_mb"], sort=True, dropna=False)["bw"].agg(["median", "size"]).reset_index()
-        op = agg["op"].astype("object")
-        parts.append(pd.DataFrame({"session_id": s.session_id, "op": op.where(op.notna(), "?").astype(str),
-                                   "size_mb": agg["size_mb"], "busbw_mb_s": agg["median"], "records": agg["size"]}))
+        parts.append(pd.DataFrame({"session_id": s.session_id, "op": agg["op"], "size_mb": agg["size_mb"],
+                                   "busbw_mb_s": agg["median"], "records": agg["size"]}))
     return _concat(parts, Curves().bandwidth)
 
 

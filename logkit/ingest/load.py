@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from logkit.ingest import jsonl_arrow, jsonl_lines, meta
@@ -32,12 +33,60 @@ def _companions(source: SessionSource) -> list[dict]:
     return [READERS[f.format](f.path).meta for f in source.companions if f.format == "results_json"]
 
 
-def build_session(source: SessionSource) -> Session:
-    """Read the files of ``source`` into a ``Session`` (never raises on content)."""
+def _read_stream(path: Path, rank: int, frames) -> jsonl_lines.Stream:
+    """One rank's stream into ``frames`` (``add``, ``mark``, ``truncate``): the fast engine, else line by line."""
+    stream = jsonl_arrow.read_stream(path, rank, frames) if FAST_JSONL else None
+    return stream or jsonl_lines.read_stream(path, rank, frames.add)
+
+
+@dataclass
+class RankRead:
+    """What one rank's stream gives a session: its frame tables in file order, as (frame name, arrow
+    table) pairs, and its ``Stream`` (whole records, latest time, diagnostics). Picklable: the
+    analysis engine makes these where the files are and merges them centrally (``build_session``)."""
+
+    rank: int
+    tables: list = field(default_factory=list)
+    stream: jsonl_lines.Stream | None = None
+
+    # the frames' interface that the engines fill
+    def add(self, name: str, table) -> None:
+        if table.num_rows:
+            self.tables.append((name, table))
+
+    def mark(self) -> int:
+        return len(self.tables)
+
+    def truncate(self, mark: int) -> None:
+        del self.tables[mark:]
+
+
+def read_rank(path: str | Path, rank: int) -> RankRead:
+    """The tables and stream of one rank's JSONL stream (``build_session(source, ranks=...)`` merges them)."""
+    read = RankRead(rank)
+    read.stream = _read_stream(Path(path), rank, read)
+    return read
+
+
+def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Frames, streams: dict) -> None:
+    """The streams' tables added to ``frames`` rank by rank: read here, or given (``ranks``, in rank order)."""
+    if ranks is None:
+        for rank, path in sorted(source.rank_files.items()):
+            streams[rank] = _read_stream(path, rank, frames)
+        return
+    for read in ranks:
+        for name, table in read.tables:
+            frames.add(name, table)
+        read.tables = []  # each table once in memory: the frames hold its values now
+        streams[read.rank] = read.stream
+
+
+def build_session(source: SessionSource, ranks: list[RankRead] | None = None) -> Session:
+    """Read the files of ``source`` into a ``Session`` (never raises on content). ``ranks``: the
+    streams already read (``read_rank``), one per rank file, in rank order."""
     frames, streams, diagnostics = Frames(), {}, []
-    for rank, path in sorted(source.rank_files.items()):
-        stream = jsonl_arrow.read_stream(path, rank, frames) if FAST_JSONL else None
-        streams[rank] = stream or jsonl_lines.read_stream(path, rank, frames.add)
+    _add_ranks(source, ranks, frames, streams)
+    for rank in sorted(streams):
         diagnostics += streams[rank].diagnostics
     summary = None
     if source.summary is not None:
@@ -55,7 +104,7 @@ def build_session(source: SessionSource) -> Session:
     return Session(meta=meta.finish(found, source), **frames.result(by_time=bool(reads)))
 
 
-def _as_of_now(session: Session, source: SessionSource) -> Session:
+def as_of_now(session: Session, source: SessionSource) -> Session:
     """``session`` with what its files' modification times say now (still running or not:
     ``meta.liveness``). Kept out of ``build_session`` so that a cached session is judged anew."""
     meta.liveness(session, source)
@@ -92,15 +141,15 @@ def load_session(path: str | Path) -> Session:
         src = source_for_file(path)
         if src is None:
             return _empty(path, "file could not be listed with its folder")
-        return _as_of_now(build_session(src), src)
+        return as_of_now(build_session(src), src)
     sources = sources_in_folder(path) or discover(path)
     if not sources:
         return _empty(path, "no training logs found (no format logkit reads)")
     named = [s for s in sources if s.session_id == path.name]
     if named or len(sources) == 1:
         src = (named or sources)[0]
-        return _as_of_now(build_session(src), src)
-    sessions = sorted((_as_of_now(build_session(s), s) for s in sources), key=Session.start_key)
+        return as_of_now(build_session(src), src)
+    sessions = sorted((as_of_now(build_session(s), s) for s in sources), key=Session.start_key)
     chosen = sessions[0]
     others = ", ".join(s.session_id for s in sessions[1:])
     note = diagnostic(str(path), None, f"folder holds {len(sessions)} sessions; loaded the earliest, "
@@ -109,7 +158,7 @@ def load_session(path: str | Path) -> Session:
     return chosen
 
 
-def _source_bytes(src: SessionSource) -> int:
+def source_bytes(src: SessionSource) -> int:
     total = 0
     for p in src.files:
         try:
@@ -119,9 +168,9 @@ def _source_bytes(src: SessionSource) -> int:
     return total
 
 
-def _progress_bar(sources: list[SessionSource], progress: bool | None):
+def progress_bar(sources: list[SessionSource], progress: bool | None):
     """tqdm over the bytes to read, on stderr: when asked, or on a terminal for a long ingest."""
-    total = sum(_source_bytes(src) for src in sources)
+    total = sum(source_bytes(src) for src in sources)
     show = progress if progress is not None else (sys.stderr.isatty() and total > PROGRESS_MIN_BYTES)
     if not show:
         return None
@@ -132,7 +181,7 @@ def _progress_bar(sources: list[SessionSource], progress: bool | None):
 
 def build_sessions(sources: list[SessionSource], cache: bool = False, progress: bool | None = None) -> list[Session]:
     """Sessions of ``sources`` (from the cache where it is valid), sorted by start time."""
-    bar = _progress_bar(sources, progress)
+    bar = progress_bar(sources, progress)
     sessions = []
     for src in sources:
         session = None
@@ -145,9 +194,9 @@ def build_sessions(sources: list[SessionSource], cache: bool = False, progress: 
                 store(src, session)
         else:
             session = build_session(src)
-        sessions.append(_as_of_now(session, src))
+        sessions.append(as_of_now(session, src))
         if bar is not None:
-            bar.update(_source_bytes(src))
+            bar.update(source_bytes(src))
     if bar is not None:
         bar.close()
     return sorted(sessions, key=Session.start_key)

@@ -1,0 +1,233 @@
+"""One engine for one machine or a cluster: a function mapped over ranks, its partial results merged
+centrally, with the same figures as the sessions read whole.
+
+- **map** (``rank_partial``, where the files are): one rank's stream is read (``ingest.load.read_rank``)
+  and its comm records, the bulk of a stream (one per gradient bucket per step), are reduced to that
+  rank's figures (``communication.rank_part``: counts, sums, medians and 95th percentiles per op,
+  exact, as each is a figure of one rank). What stays is bounded by the rank's steps, not its
+  records: its step, phase, performance, GPU, eval and event tables, the whole records its meta is
+  read from, its diagnostics. A worker holds one rank at a time.
+- **merge** (here): ``build_session(source, ranks=...)`` assembles each session from its ranks'
+  partial results as it does from files; the comm reductions go to ``Session.comm_partial``, from
+  which ``communication_table`` gives the same rows. Everything else (step statistics, breakdowns
+  and stragglers across ranks, findings) is computed by ``analyze`` from the merged frames. Memory:
+  ranks x steps, never the comm records.
+- **where it runs**: in this process for small folders; in a local process pool for large ones
+  (``POOL_MIN_BYTES`` of streams, several ranks, several cores); on an existing dask.distributed
+  cluster when a scheduler address is given (``--dask ADDRESS`` or ``$LOGKIT_DASK_SCHEDULER``;
+  the workers must see the log files at the same paths and have logkit installed).
+
+One approximation, in the plots only: the bandwidth curve's point per (op, size) is the
+record-weighted median of the ranks' medians (exact with one rank); every figure of the JSON is exact.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from logkit.analysis.communication import CommPart, rank_part
+from logkit.ingest.assemble import frame_of
+from logkit.ingest.discover import SessionSource, discover
+from logkit.ingest.load import (
+    RankRead,
+    as_of_now,
+    build_session,
+    load_session,
+    progress_bar,
+    read_rank,
+    source_bytes,
+)
+from logkit.ingest.meta import records_meta
+from logkit.ingest.session import Session
+
+ENV_SCHEDULER = "LOGKIT_DASK_SCHEDULER"
+POOL_MIN_BYTES = 256 << 20
+
+
+@dataclass
+class RankPartial:
+    """What the map gives for one rank: its ``RankRead`` without comm tables, and their ``CommPart``."""
+
+    read: RankRead
+    comm: CommPart | None
+
+
+def rank_partial(path: str, rank: int, world_size: float | None = None) -> RankPartial:
+    """The map: one rank's stream read and its comm records reduced (see module doc). ``world_size``:
+    the n of records without a group size (default: what the stream's own records say)."""
+    read = read_rank(path, rank)
+    comm = frame_of("comm", [t for name, t in read.tables if name == "comm"], extra_columns=True)
+    read.tables = [(name, t) for name, t in read.tables if name != "comm"]
+    steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
+    if world_size is None:
+        world_size = records_meta({rank: read.stream}).get("world_size")
+    return RankPartial(read, rank_part(comm, Session(steps=steps), world_size))
+
+
+# --- where the map runs ---------------------------------------------------------------------------
+
+class _Now:
+    """A call made when its result is asked for (in-process: one rank in memory at a time)."""
+
+    def __init__(self, fn, args) -> None:
+        self.fn, self.args = fn, args
+
+    def result(self):
+        return self.fn(*self.args)
+
+
+class InProcess:
+    name = "in-process"
+
+    def submit(self, fn, *args):
+        return _Now(fn, args)
+
+    def close(self) -> None:
+        pass
+
+
+class LocalPool:
+    """A pool of worker processes on this machine."""
+
+    name = "local process pool"
+
+    def __init__(self, workers: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.workers = workers
+        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def submit(self, fn, *args):
+        return self.pool.submit(fn, *args)
+
+    def close(self) -> None:
+        self.pool.shutdown(cancel_futures=True)
+
+
+class DaskCluster:
+    """An existing dask.distributed cluster, by its scheduler's address."""
+
+    name = "dask"
+
+    def __init__(self, address: str) -> None:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise RuntimeError("--dask needs Dask: pip install 'logkit[dask]'") from None
+        try:
+            # the connect timeout is Dask's (distributed.comm.timeouts.connect, 30 s by default)
+            self.client = Client(address, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise RuntimeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        self.name = f"dask ({address})"
+
+    def submit(self, fn, *args):
+        return self.client.submit(fn, *args, pure=False)  # files change: never a result by arguments
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def executor(scheduler: str | None = None, total_bytes: int = 0, tasks: int = 1):
+    """Where the map runs: Dask at ``scheduler`` (or ``$LOGKIT_DASK_SCHEDULER``); else a local pool for
+    ``POOL_MIN_BYTES`` or more over several tasks on several cores; else this process."""
+    address = scheduler or os.environ.get(ENV_SCHEDULER)
+    if address:
+        return DaskCluster(address)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if tasks > 1 and cores > 1 and total_bytes >= POOL_MIN_BYTES:
+        return LocalPool(min(cores, tasks))
+    return InProcess()
+
+
+# --- the merge ------------------------------------------------------------------------------------
+
+def _usable(ws) -> float | None:
+    return float(ws) if isinstance(ws, (int, float)) and not isinstance(ws, bool) and ws > 0 else None
+
+
+def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> Session:
+    """The session of ``source`` from its ranks' partial results (in rank order). ``remap(path, rank,
+    world_size)``: the map again for a rank whose comm records needed the session's world size and
+    assumed another (a world size from summary.json, say): its ``RankPartial``."""
+    comm = [p.comm for p in parts]
+    session = build_session(source, ranks=[p.read for p in parts])
+    ws = _usable(session.meta.get("world_size"))
+    for i, (rank, path) in enumerate(sorted(source.rank_files.items())):
+        c = comm[i]
+        if c is not None and c.needs_world_size and c.world_size != ws and remap is not None:
+            comm[i] = remap(str(path), rank, ws).comm
+    session.comm_partial = comm
+    return session
+
+
+def _cached(source: SessionSource, cache: bool) -> Session | None:
+    if not cache:
+        return None
+    from logkit.ingest.cache import load_cached
+
+    return load_cached(source)
+
+
+def _central(source: SessionSource, cache: bool) -> Session:
+    """A session without rank streams (text logs, other formats): read here, through the cache."""
+    session = _cached(source, cache)
+    if session is None:
+        session = build_session(source)
+        if cache:
+            from logkit.ingest.cache import store
+
+            store(source, session)
+    return session
+
+
+def build_sessions(sources: list[SessionSource], *, cache: bool = False, progress: bool | None = None,
+                   scheduler: str | None = None, runner=None) -> list[Session]:
+    """The sessions of ``sources`` through the engine, sorted by start time. A session whose whole
+    frames the cache holds is taken from it; ``runner``: an ``executor()`` to use (not closed here)."""
+    jobs = []
+    for src in sources:
+        whole = _cached(src, cache) if src.rank_files else None
+        jobs.append((src, whole))
+    mapped = [src for src, whole in jobs if whole is None and src.rank_files]
+    total = sum(source_bytes(src) for src in mapped)
+    own = runner is None
+    runner = runner or executor(scheduler, total, sum(len(s.rank_files) for s in mapped))
+    try:
+        # every rank submitted first (the workers run ahead), then merged session by session
+        futures = {id(src): [runner.submit(rank_partial, str(Path(p).resolve()), r)
+                             for r, p in sorted(src.rank_files.items())] for src in mapped}
+        bar = progress_bar(sources, progress)
+        sessions = []
+        for src, whole in jobs:
+            if whole is not None:
+                session = whole
+            elif src.rank_files:
+                parts = [f.result() for f in futures.pop(id(src))]
+                session = merge(src, parts, remap=lambda p, r, ws: runner.submit(rank_partial, p, r, ws).result())
+            else:
+                session = _central(src, cache)
+            sessions.append(as_of_now(session, src))
+            if bar is not None:
+                bar.update(source_bytes(src))
+        if bar is not None:
+            bar.close()
+    finally:
+        if own:
+            runner.close()
+    return sorted(sessions, key=Session.start_key)
+
+
+def load_sessions(root: str | Path, *, cache: bool = False, progress: bool | None = None,
+                  scheduler: str | None = None) -> list[Session]:
+    """Every session under ``root`` through the engine (``ingest.load_sessions``' contract; the comm
+    records reduced per rank: ``Session.comm_partial``). ``scheduler``: a Dask scheduler's address."""
+    root = Path(root)
+    if not root.exists():
+        raise FileNotFoundError(f"no such file or folder: {root}")
+    if root.is_file():
+        return [load_session(root)]
+    return build_sessions(discover(root), cache=cache, progress=progress, scheduler=scheduler)
