@@ -138,11 +138,11 @@ def _peak_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def _measured_partial(path: str, rank: int, world_size=None):
+def _measured_partial(*args):
     """The map, with the worker process's peak memory (KB) when it ended."""
     from logkit.analysis.engine import rank_partial
 
-    part = rank_partial(path, rank, world_size)
+    part = rank_partial(*args)
     return part, _peak_kb()
 
 
@@ -193,7 +193,7 @@ def _one(folder: Path, workers: int) -> dict:
     records = sum(1 for p in folder.rglob("*.jsonl") for _ in open(p, "rb"))
     return {"ranks": len(s.meta.get("ranks_found") or []), "records": records, "map_merge_s": t_map,
             "analyze_s": t_analyze, "worker_peak_mb": runner.worker_peak_kb / 1024,
-            "central_peak_mb": (_peak_kb() - 0) / 1024, "central_start_mb": base / 1024,
+            "central_peak_mb": _peak_kb() / 1024, "central_start_mb": base / 1024,
             "merged_frames_mb": frames / 1e6, "comm_rows": int(analysis.communication["count"].sum())}
 
 
@@ -202,7 +202,9 @@ def _run_one(ranks: int, steps: int, buckets: int, workers: int, tmp: Path) -> d
     if not folder.exists():
         write_fleet(folder, ranks, steps, buckets)
     out = subprocess.run([sys.executable, __file__, "--one", str(folder), "--workers", str(workers)],
-                         capture_output=True, text=True, check=True, cwd=ROOT)
+                         capture_output=True, text=True, cwd=ROOT)
+    if out.returncode:
+        raise SystemExit(out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -54,16 +54,25 @@ class RankPartial:
     comm: CommPart | None
 
 
-def rank_partial(path: str, rank: int, world_size: float | None = None) -> RankPartial:
+def rank_partial(path: str, rank: int, world_size: float | None = None, cache: bool = False) -> RankPartial:
     """The map: one rank's stream read and its comm records reduced (see module doc). ``world_size``:
-    the n of records without a group size (default: what the stream's own records say)."""
+    the n of records without a group size (default: what the stream's own records say). ``cache``:
+    through the cache of partial results (``rank_cache``) of the machine it runs on."""
+    if cache:
+        from logkit.analysis import rank_cache
+
+        hit = rank_cache.load(path, rank, world_size)
+        if hit is not None:
+            return RankPartial(*hit)
     read = read_rank(path, rank)
     comm = frame_of("comm", [t for name, t in read.tables if name == "comm"], extra_columns=True)
     read.tables = [(name, t) for name, t in read.tables if name != "comm"]
     steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
-    if world_size is None:
-        world_size = records_meta({rank: read.stream}).get("world_size")
-    return RankPartial(read, rank_part(comm, Session(steps=steps), world_size))
+    assumed = records_meta({rank: read.stream}).get("world_size") if world_size is None else world_size
+    part = RankPartial(read, rank_part(comm, Session(steps=steps), assumed))
+    if cache:
+        rank_cache.store(path, rank, world_size, part)
+    return part
 
 
 # --- where the map runs ---------------------------------------------------------------------------
@@ -159,7 +168,7 @@ def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> Sessio
     for i, (rank, path) in enumerate(sorted(source.rank_files.items())):
         c = comm[i]
         if c is not None and c.needs_world_size and c.world_size != ws and remap is not None:
-            comm[i] = remap(str(path), rank, ws).comm
+            comm[i] = remap(str(Path(path).resolve()), rank, ws).comm
     session.comm_partial = comm
     return session
 
@@ -186,8 +195,10 @@ def _central(source: SessionSource, cache: bool) -> Session:
 
 def build_sessions(sources: list[SessionSource], *, cache: bool = False, progress: bool | None = None,
                    scheduler: str | None = None, runner=None) -> list[Session]:
-    """The sessions of ``sources`` through the engine, sorted by start time. A session whose whole
-    frames the cache holds is taken from it; ``runner``: an ``executor()`` to use (not closed here)."""
+    """The sessions of ``sources`` through the engine, sorted by start time. ``cache``: a session whose
+    whole frames the session cache holds is taken from it, else each rank's partial result from the
+    cache of partial results (``rank_cache``, written where the map ran); ``runner``: an
+    ``executor()`` to use (not closed here)."""
     jobs = []
     for src in sources:
         whole = _cached(src, cache) if src.rank_files else None
@@ -198,7 +209,7 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, progres
     runner = runner or executor(scheduler, total, sum(len(s.rank_files) for s in mapped))
     try:
         # every rank submitted first (the workers run ahead), then merged session by session
-        futures = {id(src): [runner.submit(rank_partial, str(Path(p).resolve()), r)
+        futures = {id(src): [runner.submit(rank_partial, str(Path(p).resolve()), r, None, cache)
                              for r, p in sorted(src.rank_files.items())] for src in mapped}
         bar = progress_bar(sources, progress)
         sessions = []
@@ -207,7 +218,7 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, progres
                 session = whole
             elif src.rank_files:
                 parts = [f.result() for f in futures.pop(id(src))]
-                session = merge(src, parts, remap=lambda p, r, ws: runner.submit(rank_partial, p, r, ws).result())
+                session = merge(src, parts, remap=lambda p, r, ws: runner.submit(rank_partial, p, r, ws, cache).result())
             else:
                 session = _central(src, cache)
             sessions.append(as_of_now(session, src))
