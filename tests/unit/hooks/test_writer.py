@@ -230,3 +230,51 @@ def test_a_record_kept_as_plain_values_ends_its_line(tmp_path):
     writer.close()
     data = path.read_bytes()
     assert data.endswith(b"\n") and [orjson.loads(x)["type"] for x in data.split(b"\n")[:-1]] == ["y", "z"]
+
+
+def test_timestamps_are_utc_whatever_the_local_zone(monkeypatch):
+    import time as time_module
+
+    from trainer_hooks import writer as writer_module
+
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+05:30, no daylight saving
+    time_module.tzset()
+    try:
+        writer_module._ISO_SECONDS.clear()
+        assert iso_timestamp(1733495422.25) == "2024-12-06T14:30:22.250000+00:00"
+    finally:
+        monkeypatch.undo()
+        time_module.tzset()
+        writer_module._ISO_SECONDS.clear()
+
+
+def test_missing_folders_are_made_and_undecodable_text_is_replaced_not_dropped(tmp_path):
+    stream, text = tmp_path / "a" / "b" / "stream.jsonl", tmp_path / "c" / "d" / "main.log"
+    writer = RecordWriter(stream, tmp_path / "errors.log", flush_interval_s=60)
+    writer.put({"type": "x", "timestamp": 1.0})
+    writer.put_text(text, "loss \udcff ok")  # a lone surrogate (a mis-decoded byte) cannot be UTF-8
+    writer.close()
+    assert len(_lines(stream)) == 1
+    assert text.read_bytes() == b"loss ? ok\n"
+    assert not (tmp_path / "errors.log").exists()
+
+
+def test_close_leaves_no_file_open(tmp_path):
+    import os
+
+    path, text = tmp_path / "stream.jsonl", tmp_path / "main.log"
+    writer = RecordWriter(path, tmp_path / "errors.log", flush_interval_s=60)
+    writer.put({"type": "x", "timestamp": 1.0})
+    writer.put_text(text, "a line")
+    writer.close()
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc: open files cannot be listed")
+    open_paths = set()
+    for fd in fds.iterdir():
+        try:
+            open_paths.add(os.readlink(fd))
+        except OSError:
+            pass
+    assert str(path) not in open_paths and str(text) not in open_paths
+    assert len(_lines(path)) == 1 and text.read_text() == "a line\n"
