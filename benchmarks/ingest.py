@@ -11,11 +11,13 @@ folder, then times, on the same files:
 - peak memory of our ingest (a fresh process) against the memory of the frames it built
   (target <= 1.5x);
 - a second analysis through the Parquet cache against the first (target >= 10x);
-- optionally (``--big-gb``) the chunked aggregates of a big folder, with their peak memory.
+- optionally (``--big-gb``) a big folder through the engine (``logkit.analysis.engine``: ranks mapped
+  on a local pool of 2 processes, merged and analysed centrally), with its peak memory per worker and
+  central, which follow one rank's stream and the ranks, not the folder's size.
 
     python benchmarks/ingest.py                 # ~100 MB session (default)
     python benchmarks/ingest.py --size 1000     # ~1 GB session
-    python benchmarks/ingest.py --big-gb 3      # also: aggregates of a 3 GB folder, in chunks
+    python benchmarks/ingest.py --big-gb 3      # also: a 3 GB folder through the engine
 """
 
 from __future__ import annotations
@@ -34,39 +36,43 @@ from pathlib import Path
 import orjson
 
 RANKS = 8
+BIG_RANK_MB = 128  # the big folder's streams: ranks enough that each is about this size
 
 
-def _rec(t0, elapsed, sid, rank, type_, message, **fields):
+def _rec(world, t0, elapsed, sid, rank, type_, message, **fields):
     r = {"timestamp": (t0 + timedelta(seconds=elapsed)).isoformat(timespec="microseconds"),
          "elapsed_s": round(elapsed, 6), "type": type_, "level": "INFO", "message": message,
-         "session_id": sid, "rank": rank, "world_size": RANKS}
+         "session_id": sid, "rank": rank, "world_size": world}
     r.update(fields)
     return orjson.dumps(r) + b"\n"
 
 
-def generate(folder: Path, mb_total: float, sid: str = "training_20251122_100000", copies: bool = False) -> Path:
-    """One session of ``RANKS`` streams, about ``mb_total`` MB of JSONL, as the emitter writes it
+def generate(folder: Path, mb_total: float, sid: str = "training_20251122_100000", copies: bool = False,
+             ranks: int = RANKS) -> Path:
+    """One session of ``ranks`` streams, about ``mb_total`` MB of JSONL, as the emitter writes it
     at verbosity "high": per step a step record with resource usage, 4 gradient buckets; a GPU
     snapshot and a performance record every 10 steps; an evaluation every 200. ``copies``: ranks
-    1.. are copies of rank 0's stream and no text logs are written (the big folder, written fast)."""
+    1.. are rank 0's stream with their own rank in each record, and no text logs are written (the
+    big folder, written fast)."""
     session = folder / sid
     session.mkdir(parents=True, exist_ok=True)
     t0 = datetime(2025, 11, 22, 10, 0, tzinfo=timezone.utc)
-    per_rank = mb_total * 1e6 / RANKS
-    for rank in range(RANKS):
+    per_rank = mb_total * 1e6 / ranks
+    first = session / f"{sid}_rank0.jsonl"
+    for rank in range(ranks):
         if copies and rank:
-            shutil.copyfile(session / f"{sid}_rank0.jsonl", session / f"{sid}_rank{rank}.jsonl")
+            (session / f"{sid}_rank{rank}.jsonl").write_bytes(first.read_bytes().replace(b'"rank":0,', b'"rank":%d,' % rank))
             continue
         out = []
         size = 0
         el = 0.5
-        out.append(_rec(t0, el, sid, rank, "session_start", f"Session {sid} started on rank {rank}/{RANKS}",
+        out.append(_rec(ranks, t0, el, sid, rank, "session_start", f"Session {sid} started on rank {rank}/{ranks}",
                         mode="MULTI-GPU", local_rank=rank, hostname="node1", backend="nccl", mixed_precision="bf16",
-                        model_name="meta-llama/Llama-3.1-8B", gpu_count=RANKS, total_batch_size=64, max_steps=10**6,
+                        model_name="meta-llama/Llama-3.1-8B", gpu_count=ranks, total_batch_size=64, max_steps=10**6,
                         config={"learning_rate": 2e-4, "lora_r": 16, "seq_len": 2048},
                         versions={"python": "3.11.7", "torch": "2.5.1", "nccl": "2.21.5"},
                         gpus=[{"index": i, "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{i}",
-                               "memory_total_mb": 85520.0} for i in range(RANKS)]))
+                               "memory_total_mb": 85520.0} for i in range(ranks)]))
         step = 0
         counted = 0  # records already in ``size``
         while size < per_rank:
@@ -75,11 +81,11 @@ def generate(folder: Path, mb_total: float, sid: str = "training_20251122_100000
             el += st
             for b in range(4):
                 dur = 3.1 + 0.1 * b
-                out.append(_rec(t0, el - 0.05, sid, rank, "communication", f"gradient_sync bucket {b}", step=step,
+                out.append(_rec(ranks, t0, el - 0.05, sid, rank, "communication", f"gradient_sync bucket {b}", step=step,
                                 op="gradient_sync", size_bytes=26_214_400, duration_ms=dur,
                                 algbw_mb_s=round(26.2144 / dur * 1000, 3), busbw_mb_s=round(26.2144 / dur * 1750, 3),
-                                group_size=RANKS, bucket=b, timing_source="cuda_event"))
-            out.append(_rec(t0, el, sid, rank, "training_step_complete", f"Step {step} completed", step=step,
+                                group_size=ranks, bucket=b, timing_source="cuda_event"))
+            out.append(_rec(ranks, t0, el, sid, rank, "training_step_complete", f"Step {step} completed", step=step,
                             max_steps=10**6, epoch=round(step / 5000, 6),
                             timing={"step_time_seconds": st, "avg_step_time_seconds": 0.47,
                                     "data_time_seconds": 0.012, "eta_minutes": 812.4,
@@ -90,20 +96,20 @@ def generate(folder: Path, mb_total: float, sid: str = "training_20251122_100000
                             resource_usage={"cpu": {"usage_percent": 31.5},
                                             "memory": {"usage_percent": 41.2, "used_gb": 211.3}}))
             if step % 10 == 0:
-                out.append(_rec(t0, el, sid, rank, "gpu_snapshot", "GPU snapshot", hostname="node1", devices=[
+                out.append(_rec(ranks, t0, el, sid, rank, "gpu_snapshot", "GPU snapshot", hostname="node1", devices=[
                     {"index": rank, "utilization_percent": 97.0, "memory_used_mb": 71234.0,
                      "memory_total_mb": 85520.0, "memory_usage_percent": 83.3, "temperature_c": 66.0,
                      "power_w": 612.4, "sm_clock_mhz": 1980.0}]))
-                out.append(_rec(t0, el, sid, rank, "performance", "Performance over 10 steps", step=step,
+                out.append(_rec(ranks, t0, el, sid, rank, "performance", "Performance over 10 steps", step=step,
                                 window_steps=10, avg_step_time_s=0.47, throughput_samples_s=136.2,
                                 total_batch_size=64))
             if step % 200 == 0:
-                out.append(_rec(t0, el, sid, rank, "evaluation", f"Evaluation at step {step}", step=step,
+                out.append(_rec(ranks, t0, el, sid, rank, "evaluation", f"Evaluation at step {step}", step=step,
                                 metrics={"eval_loss": 1.9, "eval_perplexity": 6.69}))
             if step % 50 == 0:
                 size += sum(map(len, out[counted:]))
                 counted = len(out)
-        out.append(_rec(t0, el + 1, sid, rank, "session_end", "Session completed", status="completed",
+        out.append(_rec(ranks, t0, el + 1, sid, rank, "session_end", "Session completed", status="completed",
                         duration_s=el + 1, total_steps=step, final_loss=1.0))
         (session / f"{sid}_rank{rank}.jsonl").write_bytes(b"".join(out))
         if rank == 0 and not copies:
@@ -183,10 +189,18 @@ if what == "ingest":
     (src,) = sources_in_folder(Path(sys.argv[2]))
     s = L.build_session(src)
     frames = sum(int(getattr(s, n).memory_usage(deep=True).sum()) for n in ("steps", "comm", "perf", "gpu", "evals", "events", "diagnostics"))
-else:
-    from logkit.ingest.aggregate import aggregate_sessions
-    aggs = aggregate_sessions(sys.argv[2])
-    frames = 0
+else:  # the engine on a local pool of 2 processes; "frames": the largest worker's peak RSS
+    from benchmarks.fleet import _MeasuredPool
+    from logkit.analysis import analyze
+    from logkit.analysis.engine import build_sessions
+    from logkit.ingest.discover import discover
+    runner = _MeasuredPool(2)
+    try:
+        sessions = build_sessions(discover(Path(sys.argv[2])), runner=runner)
+    finally:
+        runner.close()
+    analyze(sessions)
+    frames = runner.worker_peak_kb * 1024
 el = time.perf_counter() - t
 print(base, status("VmHWM"), frames, el)
 """
@@ -207,7 +221,7 @@ def _child(what: str, path: Path) -> tuple[int, int, int, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=float, default=100.0, help="MB of JSONL in the session (default 100)")
-    ap.add_argument("--big-gb", type=float, default=0.0, help="GB of JSONL for the chunked-aggregate run (0: skip)")
+    ap.add_argument("--big-gb", type=float, default=0.0, help="GB of JSONL for the engine's big-folder run (0: skip)")
     ap.add_argument("--skip-pandas", action="store_true", help="leave pandas.read_json out (slow on large sizes)")
     ap.add_argument("--repeat", type=int, default=2, help="timing repeats (best of)")
     args = ap.parse_args()
@@ -277,12 +291,15 @@ def main() -> None:
             shutil.rmtree(tmp / "logs")
             big = tmp / "big"
             t = time.perf_counter()
-            generate(big, args.big_gb * 1000, copies=True)
+            ranks = max(RANKS, round(args.big_gb * 1000 / BIG_RANK_MB))
+            generate(big, args.big_gb * 1000, copies=True, ranks=ranks)
             size = sum(f.stat().st_size for f in big.rglob("*.jsonl"))
-            print(f"\nChunked aggregates: generated {size / 1e9:.2f} GB in {time.perf_counter() - t:.0f} s")
-            base, peak, _, el = _child("aggregate", big)
-            print(f"  aggregate_sessions: {el:.1f} s ({size / 1e6 / el:.0f} MB/s), peak RSS {peak / 1e6:.0f} MB"
-                  f" ({(peak - base) / 1e6:.0f} MB above start); memory does not grow with the folder's size")
+            print(f"\nBig folder through the engine: generated {size / 1e9:.2f} GB in {ranks} streams"
+                  f" in {time.perf_counter() - t:.0f} s")
+            base, peak, worker, el = _child("engine", big)
+            print(f"  map + merge + analyze on a pool of 2: {el:.1f} s ({size / 1e6 / el:.0f} MB/s); peak RSS per worker"
+                  f" {worker / 1e6:.0f} MB ({worker / (size / ranks):.1f}x one stream), central {peak / 1e6:.0f} MB"
+                  f" ({(peak - base) / 1e6:.0f} MB above start): {peak / size:.2f}x of the folder")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

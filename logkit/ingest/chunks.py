@@ -1,5 +1,5 @@
-"""Whole lines of a stream, a chunk at a time: how our JSONL streams are read in bulk, by the
-fast engine (``jsonl_arrow``) and by the aggregates of folders larger than memory (``aggregate``).
+"""Whole lines of a stream, a chunk at a time: how the fast engine (``jsonl_arrow``) reads our JSONL
+streams in bulk.
 
 One buffer is filled and handed out in place (never copied): a consumer is done with a chunk
 before it asks for the next one. Memory is one chunk, whatever the size of the stream.

@@ -1,5 +1,5 @@
-"""The Parquet cache of parsed sessions, the fast JSONL path against the per-line reader, the
-progress bar, and aggregates read in chunks."""
+"""The Parquet cache of parsed sessions, the fast JSONL path against the per-line reader, and the
+progress bar (a folder larger than memory: tests/unit/analysis/test_engine_big_folder.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 
 import logkit
 from logkit.ingest import load as load_module
-from logkit.ingest.aggregate import aggregate_sessions
 from tests.support.launch import REPO, analyze_logs, fixture_session
 from tests.support.synth import append_bytes, rank_file, write_session
 
@@ -92,20 +91,6 @@ def test_progress_bar_on_request(tmp_path, capsys):
     assert "reading logs" in capsys.readouterr().err
     proc = analyze_logs("--progress", "--no-cache", str(SAMPLES / "qlora_tiny_cpu" / "logs"))
     assert proc.returncode == 0 and "reading logs" in proc.stderr
-
-
-def test_aggregates_in_chunks_equal_the_frames(tmp_path):
-    folder = write_session(tmp_path, "agg", world_size=2, gpu_count=2, step_times=[0.25, 0.5, 0.75] * 20,
-                           total_batch_size=16)
-    (agg,) = aggregate_sessions(tmp_path, chunk_bytes=4096)  # many chunks, lines cut at their edges
-    s = logkit.load_session(folder)
-    rank0 = s.steps[s.steps["rank"] == 0]
-    assert agg["session_id"] == "agg" and agg["steps"] == len(s.steps)
-    assert agg["step_time_s"] == pytest.approx(rank0["step_time_s"].sum())
-    assert agg["samples_per_second"] == pytest.approx(rank0["total_batch_size"].sum() / rank0["step_time_s"].sum())
-    assert agg["comm"]["gradient_sync"]["bytes"] == s.comm["size_bytes"].sum()
-    assert agg["comm"]["gradient_sync"]["count"] == len(s.comm)
-    assert agg["final_loss"] == rank0["loss"].iloc[-1] and agg["records"] > 0
 
 
 def test_cache_dir_from_environment(monkeypatch, tmp_path):
