@@ -3,6 +3,9 @@
 Generates a realistic session (8 ranks of JSONL streams, plus rank 0's text logs) in a temp
 folder, then times, on the same files:
 
+- the first read of our JSONL, logkit's fast engine (``jsonl_arrow.read_stream``: each stream parsed
+  into its frame tables) against ``pyarrow.json.read_json`` parsing the same files into tables,
+  rounds alternated: ratio = pyarrow's time / ours, wall and CPU (target >= 1.0);
 - our JSONL ingest (``build_session``) against ``pyarrow.json.read_json``,
   ``polars.read_ndjson`` and ``pandas.read_json(lines=True)``: ratio = our throughput / the
   fastest reader's (target >= 0.8);
@@ -18,6 +21,7 @@ folder, then times, on the same files:
     python benchmarks/ingest.py                 # ~100 MB session (default)
     python benchmarks/ingest.py --size 1000     # ~1 GB session
     python benchmarks/ingest.py --big-gb 3      # also: a 3 GB folder through the engine
+    python benchmarks/ingest.py --first-read-only --repeat 7   # only the first read against pyarrow.json
 """
 
 from __future__ import annotations
@@ -173,6 +177,41 @@ def _references(files: list[Path], skip_pandas: bool) -> dict[str, float | str]:
     return out
 
 
+def _first_read(files: list[Path], repeat: int) -> None:
+    """logkit's fast engine against pyarrow.json.read_json on the same files, in alternated rounds."""
+    import pyarrow.json as pj
+
+    from logkit.ingest.jsonl_arrow import read_stream
+    from logkit.ingest.load import RankRead
+
+    def ours():
+        for rank, f in enumerate(files):
+            if read_stream(f, rank, RankRead(rank)) is None:
+                raise SystemExit(f"{f}: the fast engine refused it")
+
+    def theirs():
+        for f in files:
+            pj.read_json(f)
+
+    ours(), theirs()  # warm
+    rounds = []
+    for _ in range(repeat):
+        times = []
+        for fn in (ours, theirs):
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            times += [time.perf_counter() - wall, time.process_time() - cpu]
+        rounds.append(times)
+    mb = sum(f.stat().st_size for f in files) / 1e6
+    med = [statistics.median(r[i] for r in rounds) for i in range(4)]
+    wall_ratio = statistics.median(r[2] / r[0] for r in rounds)
+    cpu_ratio = statistics.median(r[3] / r[1] for r in rounds)
+    print(f"\nFirst read of the JSONL ({mb:.0f} MB, {len(files)} streams), median of {repeat} alternated rounds:")
+    print(f"  logkit jsonl_arrow.read_stream  {med[0]:6.2f} s wall ({mb / med[0]:6.1f} MB/s)  {med[1]:6.2f} s CPU")
+    print(f"  pyarrow.json.read_json          {med[2]:6.2f} s wall ({mb / med[2]:6.1f} MB/s)  {med[3]:6.2f} s CPU")
+    print(f"  ratio pyarrow time / logkit time: wall {wall_ratio:.2f}x, CPU {cpu_ratio:.2f}x  (target >= 1.0)")
+
+
 _CHILD = r"""
 import sys, time, os
 sys.path.insert(0, os.getcwd())
@@ -224,6 +263,7 @@ def main() -> None:
     ap.add_argument("--big-gb", type=float, default=0.0, help="GB of JSONL for the engine's big-folder run (0: skip)")
     ap.add_argument("--skip-pandas", action="store_true", help="leave pandas.read_json out (slow on large sizes)")
     ap.add_argument("--repeat", type=int, default=2, help="timing repeats (best of)")
+    ap.add_argument("--first-read-only", action="store_true", help="only the first read against pyarrow.json")
     args = ap.parse_args()
 
     from logkit.ingest.discover import sources_in_folder
@@ -240,6 +280,9 @@ def main() -> None:
         text_bytes = sum(f.stat().st_size for f in texts)
         print(f"generated {jsonl_bytes / 1e6:.0f} MB JSONL in {len(files)} streams + {text_bytes / 1e6:.0f} MB text logs"
               f" in {time.perf_counter() - t:.1f} s  (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+        _first_read(files, max(3, args.repeat))
+        if args.first_read_only:
+            return
 
         (src,) = sources_in_folder(session)
         build_session(src)  # warm: first-call set-up of pyarrow and pandas is not what we measure
