@@ -261,7 +261,10 @@ def test_peak_table_has_sources():
 
 
 def test_empty_comm():
-    assert communication_table(session("e")).empty
+    from logkit.analysis.communication import COMM_COLUMNS
+
+    t = communication_table(session("e"))
+    assert t.empty and list(t.columns) == COMM_COLUMNS
 
 
 def _rec(rank, op, step, size, dur, *, alg=None, bus=None, group=None, source=None, timing="cuda_event"):
@@ -331,6 +334,7 @@ def test_every_row_and_column_of_a_mixed_table_by_hand():
     assert g1["note"].startswith("below peak at large messages: 1.3% of the NVLink 4 (H100 SXM) peak of 450 GB/s")
     assert pd.isna(g1["sources"])
     assert g1["sampled"] is False and np.isnan(g1["summary_count"]) and np.isnan(g1["summary_total_bytes"])
+    assert np.isnan(g1["summary_mean_bytes"])
 
     b1 = rows[(1, "broadcast")]
     assert (b1["count"], b1["algbw_mb_s"], b1["busbw_mb_s"]) == (1, 2.0, 2.0)
@@ -434,3 +438,62 @@ def test_sources_from_the_first_and_last_records_that_have_one():
     assert got.tolist() == ["a.log:3", None] and list(got.index) == [5, 6]
     none = file_line(pd.DataFrame({"source": ["x", None]}, index=[3, 4]))
     assert none.tolist() == [None, None] and list(none.index) == [3, 4] and none.dtype == object
+
+
+def test_sources_of_interleaved_ops_are_each_ops_own_first_and_last():
+    rows = []
+    for _ in range(3):  # gradient_sync and broadcast records alternate in the stream
+        rows += comm_rows([1000], [1.0], op="gradient_sync") + comm_rows([10], [0.1], op="broadcast")
+    for i, row in enumerate(rows):
+        row["source"] = f"r0.jsonl:{10 + i}"
+    tail = comm_rows([1000] * 3, [1.0] * 3, op="allgather")
+    for row, src in zip(tail, ["r0.jsonl:30", "r0.jsonl:31", None], strict=True):
+        row["source"] = src  # the last record without a place: the range ends at a place the op has
+    t = communication_table(session("i", world_size=2, comm=rows + tail)).set_index("op")
+    assert t.loc["gradient_sync", "sources"] == "r0.jsonl:10 .. r0.jsonl:14"
+    assert t.loc["broadcast", "sources"] == "r0.jsonl:11 .. r0.jsonl:15"
+    assert t.loc["allgather", "sources"] in ("r0.jsonl:30", "r0.jsonl:30 .. r0.jsonl:31")
+
+
+def test_rank_counts_of_one_and_unknown():
+    # one rank (the meta's world size, no group size): all-reduce moves nothing over the bus, a
+    # broadcast's busbw is its algbw; a group of 0 ranks or no count at all gives no busbw
+    one = comm_rows([4_000_000], [2.0], op="allreduce") + comm_rows([4_000_000], [2.0], op="broadcast")
+    for row in one:
+        row["group_size"] = row["busbw_mb_s"] = None
+    t = communication_table(session("one", world_size=1, comm=one)).set_index("op")
+    assert t.loc["allreduce", "busbw_mb_s"] == 0.0 and t.loc["broadcast", "busbw_mb_s"] == 2000.0
+    assert t.loc["broadcast", "busbw_from"] == "derived: algbw x 1 (n = 1)"
+    unknown = session("none", comm=one)
+    unknown.meta["world_size"] = None  # no count of ranks anywhere
+    t = communication_table(unknown).set_index("op")
+    assert t["busbw_mb_s"].isna().all() and t["algbw_mb_s"].tolist() == [2000.0, 2000.0]
+    zero = comm_rows([4_000_000], [2.0], op="allreduce")
+    zero[0]["group_size"], zero[0]["busbw_mb_s"] = 0, None
+    t = communication_table(session("zero", comm=zero))
+    assert np.isnan(t["busbw_mb_s"].iloc[0]) and pd.isna(t["busbw_from"].iloc[0])
+
+
+def test_sync_share_with_rankless_steps_a_step_logged_twice_and_records_without_duration():
+    steps = step_rows([0.1, 0.1], rank=None) + step_rows([0.5, 0.5], rank=1)  # rank-less rows are rank 0's
+    steps += step_rows([0.4], rank=1, start_step=2)  # rank 1's step 2 logged again: the last one counts
+    comm = comm_rows([1000] * 2, [10.0] * 2, rank=0) + comm_rows([1000] * 2, [10.0] * 2, rank=1)
+    comm += [dict(comm_rows([1000], [1.0], rank=0)[0], duration_ms=None, algbw_mb_s=None, step=2)]
+    comm += [dict(comm_rows([1000], [7.0], rank=0)[0], step=None)]
+    t = communication_table(session("r", world_size=2, comm=comm, steps=steps)).set_index("rank")
+    assert t.loc[0, "sync_share_of_step_time"] == pytest.approx(0.020 / 0.2) and t.loc[0, "matched_steps"] == 2
+    assert t.loc[1, "sync_share_of_step_time"] == pytest.approx(0.020 / 0.9) and t.loc[1, "matched_steps"] == 2
+
+
+def test_summary_totals_of_any_shape():
+    comm = comm_rows([2_000_000] * 2, [1.0] * 2)
+    for row in comm:
+        row["rank"] = None  # text logs: no rank on the records, the summary still applies
+    t = communication_table(session("a", comm=comm, summary={"communication": {"gradient_sync": {"count": 5}}}))
+    assert t["summary_count"].tolist() == [5.0] and bool(t["sampled"].iloc[0])
+    assert np.isnan(t["summary_mean_bytes"].iloc[0]) and np.isnan(t["summary_total_bytes"].iloc[0])
+    t = communication_table(session("b", comm=comm, summary={"communication": {"gradient_sync": {"total_mb": 8.0}}}))
+    assert t["summary_total_bytes"].tolist() == [8e6] and np.isnan(t["summary_mean_bytes"].iloc[0])
+    assert np.isnan(t["summary_count"].iloc[0]) and not bool(t["sampled"].iloc[0])
+    t = communication_table(session("c", comm=comm, summary={"communication": ["not", "a", "table"]}))
+    assert np.isnan(t["summary_count"].iloc[0])
