@@ -258,6 +258,11 @@ def test_peak_table_has_sources():
     assert link_for("NVIDIA H100 80GB HBM3", backend="gloo")["peak_busbw_gb_s"] is None
     assert link_for("mystery") is None
     assert half_peak_bytes(COMMUNICATION_PEAKS[0]) == pytest.approx(20e-6 * 900e9)
+    for row in frame.to_dict("records"):  # alpha x peak, where the table gives both
+        if row["alpha_us"] is not None and row["peak_busbw_gb_s"] is not None and row["alpha_us"] == row["alpha_us"]:
+            assert row["half_peak_bytes"] == pytest.approx(row["alpha_us"] * 1e-6 * row["peak_busbw_gb_s"] * 1e9)
+    assert frame["half_peak_bytes"].notna().sum() == sum(
+        1 for r in COMMUNICATION_PEAKS if r.get("alpha_us") is not None and r.get("peak_busbw_gb_s") is not None)
 
 
 def test_empty_comm():
@@ -339,6 +344,7 @@ def test_every_row_and_column_of_a_mixed_table_by_hand():
     b1 = rows[(1, "broadcast")]
     assert (b1["count"], b1["algbw_mb_s"], b1["busbw_mb_s"]) == (1, 2.0, 2.0)
     assert b1["busbw_from"] == "derived: algbw x 1 (n = 4)" and b1["sources"] == f"{f1}:3"
+    assert b1["total_bytes"] == 1000.0 and b1["total_ms"] == 0.5  # one record is a total too
     assert np.isnan(b1["sync_share_of_step_time"]) and b1["matched_steps"] == 0  # no step number
 
     for key in ((None, "my_op"), (0, "unknown")):
@@ -480,7 +486,11 @@ def test_sync_share_with_rankless_steps_a_step_logged_twice_and_records_without_
     comm = comm_rows([1000] * 2, [10.0] * 2, rank=0) + comm_rows([1000] * 2, [10.0] * 2, rank=1)
     comm += [dict(comm_rows([1000], [1.0], rank=0)[0], duration_ms=None, algbw_mb_s=None, step=2)]
     comm += [dict(comm_rows([1000], [7.0], rank=0)[0], step=None)]
-    t = communication_table(session("r", world_size=2, comm=comm, steps=steps)).set_index("rank")
+    comm += [dict(r, rank=None) for r in comm_rows([1000] * 2, [10.0] * 2, op="allgather")]  # rank 0's
+    t = communication_table(session("r", world_size=2, comm=comm, steps=steps))
+    rankless = t[t["rank"].isna()].iloc[0]
+    assert rankless["op"] == "allgather" and rankless["sync_share_of_step_time"] == pytest.approx(0.020 / 0.2)
+    t = t[t["rank"].notna()].set_index("rank")
     assert t.loc[0, "sync_share_of_step_time"] == pytest.approx(0.020 / 0.2) and t.loc[0, "matched_steps"] == 2
     assert t.loc[1, "sync_share_of_step_time"] == pytest.approx(0.020 / 0.9) and t.loc[1, "matched_steps"] == 2
 
@@ -497,3 +507,31 @@ def test_summary_totals_of_any_shape():
     assert np.isnan(t["summary_count"].iloc[0]) and not bool(t["sampled"].iloc[0])
     t = communication_table(session("c", comm=comm, summary={"communication": ["not", "a", "table"]}))
     assert np.isnan(t["summary_count"].iloc[0])
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # np.where computes size / 0 it then drops
+def test_sync_share_keys_stay_apart_with_many_ranks_and_few_steps():
+    # 4 ranks x 2 ops over 2 steps: 8 (rank, op) keys, each with its own durations; rank 3 logged
+    # no steps and the lowest rank with steps is 1 (rank 0 logged none either)
+    steps = step_rows([1.0, 1.0], rank=1) + step_rows([2.0, 2.0], rank=2)
+    comm, expected = [], {}
+    for rank in range(4):
+        for j, op in enumerate(("gradient_sync", "broadcast")):
+            d = 10.0 * (rank + 1) + j
+            comm += comm_rows([1000, 1000], [d, d], rank=rank, op=op)
+            own = 2.0 if rank == 2 else 1.0  # ranks 0 and 3 take rank 1's steps
+            expected[(rank, op)] = 2 * d / 1000 / (2 * own)
+    rankless = comm_rows([1000, 1000], [5.0, 5.0], op="allgather")
+    for row in rankless:
+        row["rank"] = None
+    expected[(None, "allgather")] = 0.010 / 2.0  # a record without rank is rank 0's: rank 1's steps here
+    comm += rankless
+    t = communication_table(session("k", world_size=4, comm=comm, steps=steps))
+    got = {(None if pd.isna(r) else int(r), op): x for r, op, x in
+           zip(t["rank"], t["op"], t["sync_share_of_step_time"], strict=True)}
+    assert got == pytest.approx(expected)
+    # a record of 0 ms has no algbw (not an infinite one): the median is the other record's
+    zero = [dict(comm_rows([1000], [4.0], op="reduce")[0], algbw_mb_s=None),
+            dict(comm_rows([1000], [1.0], op="reduce")[0], duration_ms=0.0, algbw_mb_s=None)]
+    row = communication_table(session("z", comm=zero)).iloc[0]
+    assert row["count"] == 2 and row["algbw_mb_s"] == pytest.approx(1000 / 1e6 / 0.004)
