@@ -161,3 +161,47 @@ def test_a_batch_derived_from_the_runs_rates(samples, steps, batch):
     summary = session_summary(session("s", summary={"samples_per_second": samples, "steps_per_second": steps}))
     assert summary.total_batch_size == batch
     assert summary.total_batch_size_from == ("derived: samples/s / steps/s" if batch else None)
+
+
+def test_a_batch_of_zero_in_summary_json_gives_way_to_the_header():
+    summary = session_summary(session("s", steps=step_rows(TIMES, batch=None), total_batch_size=16,
+                                      summary={"total_batch_size": 0}))
+    assert (summary.total_batch_size, summary.total_batch_size_from) == (16, "logged")
+
+
+def test_without_any_logged_batch_the_performance_lines_give_it():
+    import dataclasses
+
+    from logkit.ingest.session import make_frame
+
+    base = session("s", steps=step_rows(TIMES, batch=None))
+    perf = make_frame("perf", [{"rank": 0, "step": 5, "total_batch_size": b} for b in (24, 24, 12)])
+    summary = session_summary(dataclasses.replace(base, perf=perf))
+    assert (summary.total_batch_size, summary.total_batch_size_from) == (24, "performance lines")  # the most common
+    assert summary.samples_per_second == 5 * 24 / 2.0
+    none = session_summary(base)
+    assert (none.total_batch_size, none.total_batch_size_from, none.samples_per_second) == (None, None, None)
+
+
+def test_a_step_without_any_batch_takes_the_one_its_rate_and_time_imply():
+    (row,) = step_rows([0.25], batch=None)
+    row["samples_per_s"] = 48.0  # x 0.25 s: 12 samples
+    summary = session_summary(session("s", steps=[row]))  # no batch anywhere else
+    assert summary.samples_per_second == 48.0 and summary.total_batch_size == 12
+    assert summary.total_batch_size_from == "derived: samples/s / steps/s"
+
+
+def test_the_summary_carries_the_sessions_own_facts_and_its_main_rank():
+    rows = step_rows(TIMES, batch=8, rank=1) + step_rows(TIMES, batch=8, rank=2)
+    s = session("s", world_size=3, steps=rows, status="completed", model="tiny-llama",
+                start_time="2026-01-01T00:00:00+00:00", duration_from="session_end")
+    summary = session_summary(s)
+    assert (summary.status, summary.model, summary.start_time, summary.duration_from) == (
+        "completed", "tiny-llama", "2026-01-01T00:00:00+00:00", "session_end")
+    assert summary.basis_detail == "rank 1's 5 timed step(s): sum of batch sizes / sum of step times"
+
+
+def test_untimed_numbered_steps_give_the_step_count_when_the_run_gives_none():
+    rows = step_rows([None] * 4, batch=8, start_step=3)  # steps 3..6, no times
+    summary = session_summary(session("s", steps=rows))
+    assert summary.total_steps == 6 and summary.basis is None and summary.samples_per_second is None
