@@ -309,3 +309,25 @@ def test_ratio_of_figures():
     assert scaling._ratio(None, 2.0) is None and scaling._ratio(2.0, None) is None
     assert scaling._ratio(2.0, 0.0) is None
     assert scaling._ratio(float("inf"), 2.0) is None and scaling._ratio(2.0, float("inf")) is None
+
+
+def test_a_steady_slowdown_is_significant_and_a_baseline_listed_second_keeps_its_own_seed():
+    base_t = [2.0] + [0.5 + 0.01 * (i % 3) for i in range(30)]
+    cand_t = [2.0] + [1.0 + 0.01 * (i % 4) for i in range(30)]
+    cand, base = run("cand", cand_t, ranks=2, hour=1), run("base", base_t)
+    (c,) = scaling_analysis([cand, base]).comparisons  # the baseline is the second session: seed 1001
+    assert (c.baseline, c.candidate) == ("base", "cand")
+    kb, kc = warmup_oracle(base_t), warmup_oracle(cand_t)
+    expected = steady_bootstrap_interval([(8, t) for t in base_t[kb:]], [(8, t) for t in cand_t[kc:]], 1001, 1000)
+    assert c.speedup_ci == pytest.approx(expected, rel=1e-12) and c.speedup_ci[1] < 1
+    (f,) = c.flags
+    assert (f.kind, f.basis, f.significant) == ("slowdown", "steady state", True)
+
+
+def test_a_slowdown_on_whole_runs_of_different_bases_gives_that_as_a_cause():
+    base = session("base", world_size=1, summary={"samples_per_second": 40.0, "steps_per_second": 5.0},
+                   start_time="2026-01-01T00:00:00+00:00")
+    cand = run("cand", [0.5, 0.5, 0.5], ranks=2, hour=1)  # 16 samples/s against 40
+    (c,) = scaling_analysis([base, cand]).comparisons
+    (f,) = c.flags
+    assert f.kind == "slowdown" and c.note in f.causes and c.note.startswith("throughput on different bases")
