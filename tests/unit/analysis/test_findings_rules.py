@@ -338,3 +338,68 @@ def test_findings_are_ordered_by_severity_keeping_their_order_within_one():
     s.diagnostics = pd.DataFrame({"file": ["m.log"], "line": [1], "reason": ["x"]})
     kinds = [f["kind"] for f in found([s], gpus=gpus(5.0), communication=comm(verdict="latency-bound", note="n"))]
     assert kinds == ["status", "low_gpu_util", "latency_bound", "unparsed_lines"]
+
+
+# -- why a run is slow: per-step phases -----------------------------------------------------------
+
+
+def arrivals(*rows):
+    cols = ("session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler", "cause",
+            "last_arrival_share", "lateness_s")
+    return pd.DataFrame([dict(zip(cols, r, strict=True)) for r in rows])
+
+
+def breakdown(*rows):
+    cols = ("session_id", "rank", "steps", "data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s", "step_s")
+    return pd.DataFrame([dict(zip(cols, r, strict=True)) for r in rows])
+
+
+def test_a_straggler_by_its_arrival_at_the_sync_and_its_cause():
+    table = arrivals(("s", 0, 0.5, 1.0, 0.0, False, None, 0.0, 0.0),
+                     ("s", 1, 0.6, 1.2, 0.1, True, "data", 0.97, 0.0512))
+    f = only([run()], "straggler", stragglers=table)
+    assert (f["severity"], f["title"]) == ("warning", "Rank 1 holds the others back at the gradient sync")
+    assert f["detail"] == ("Rank 1 was the last to reach the gradient sync in 97% of the synced steps, 51.2 ms after "
+                           "the first rank (10% of a step). Cause: data loading; give rank 1's DataLoader more workers "
+                           "(num_workers, pin_memory, prefetch_factor) or move its preprocessing out of the loop.")
+    assert f["evidence"] == ["s_rank1.jsonl (steps 3-10)"] and f["ranks"] == [1]
+    assert (f["cause"], f["last_arrival_share"]) == ("data", 0.97)
+    table = arrivals(("s", 1, 0.6, 1.2, 0.1, True, None, 0.6, 0.02))
+    f = only([run()], "straggler", stragglers=table)
+    assert f["detail"].endswith("(10% of a step). Its data, compute and host times do not explain it.")
+    assert f["cause"] is None and f["last_arrival_share"] == 0.6
+
+
+def test_communication_bound_by_the_exposed_sync_of_the_phases():
+    phases = breakdown(("s", 0, 8, 0.01, 0.2, 0.09, 0.0, 0.0, 0.3), ("s", 1, 8, 0.01, 0.2, 0.0899, 0.0, 0.0, 0.3),
+                       ("x", 0, 8, 0.0, 0.0, 0.9, 0.0, 0.0, 1.0))
+    table = comm(sync_share_of_step_time=0.9)  # the comm table's upper bound is not used where phases exist
+    (f,) = [f for f in found([run()], step_breakdown=phases, communication=table) if f["kind"] == "communication_bound"]
+    assert (f["severity"], f["title"]) == ("warning", "Communication-bound")
+    assert f["detail"] == ("The gradient sync that backward does not hide takes 30% of step time on rank 0 (90 of "
+                           "300 ms, median): larger buckets (bucket_cap_mb), gradient accumulation (fewer syncs per "
+                           "sample) or a faster interconnect shorten it.")  # rank 1: 29.97%, under the threshold
+    assert f["evidence"] == ["s_rank0.jsonl (steps 3-10)"] and f["ranks"] == [0]
+    below = breakdown(("s", 0, 8, 0.01, 0.2, 0.08, 0.0, 0.0, 0.3), ("s", 1, 8, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0))
+    assert [f for f in found([run()], step_breakdown=below, communication=table)
+            if f["kind"] == "communication_bound"] == []  # a step of 0 s has no share
+
+
+def test_data_time_that_waits_in_the_trainers_token_gather():
+    heavy = breakdown(("s", 0, 8, 0.06, 0.2, 0.0, 0.0, 0.0, 0.3), ("s", 1, 8, 0.2, 0.05, 0.0, 0.0, 0.0, 0.3),
+                      ("x", 0, 8, 0.9, 0.0, 0.0, 0.0, 0.0, 1.0))
+    gather = {"config": {"average_tokens_across_devices": True}}
+    f = only([run(**gather)], "data_wait_in_token_gather", step_breakdown=heavy)
+    assert (f["severity"], f["title"]) == ("warning", "Data time includes waiting for the slowest rank's data")
+    assert f["detail"] == (
+        "transformers' Trainer gathers each step's token count across the ranks before the step "
+        "(average_tokens_across_devices=True), so every rank's data time (rank 0 60 ms, rank 1 200 ms, median) "
+        "includes waiting for the slowest rank's loader, and no rank arrives last at the gradient sync: run once "
+        "with average_tokens_across_devices=False to see which rank loads slowly, then give its DataLoader more "
+        "workers (num_workers, pin_memory, prefetch_factor).")
+    assert f["evidence"] == ["s_rank0.jsonl (steps 3-10)", "s_rank1.jsonl (steps 3-10)"] and f["ranks"] == [0, 1]
+    one = breakdown(("s", 0, 8, 0.059, 0.2, 0.0, 0.0, 0.0, 0.3), ("s", 1, 8, 0.2, 0.05, 0.0, 0.0, 0.0, 0.3))
+    assert [f for f in found([run(**gather)], step_breakdown=one) if f["kind"] == "data_wait_in_token_gather"] == []
+    assert [f for f in found([run()], step_breakdown=heavy) if f["kind"] == "data_wait_in_token_gather"] == []
+    off = {"config": {"average_tokens_across_devices": False}}
+    assert [f for f in found([run(**off)], step_breakdown=heavy) if f["kind"] == "data_wait_in_token_gather"] == []
