@@ -25,6 +25,8 @@ def found(sessions, **parts):
 
 def only(sessions, kind, **parts):
     (f,) = [f for f in found(sessions, **parts) if f["kind"] == kind]
+    if len(sessions) == 1:  # a finding names its session
+        assert f["session_id"] == sessions[0].meta["session_id"]
     return f
 
 
@@ -77,6 +79,10 @@ def test_divergence():
     assert (f["severity"], f["title"]) == ("warning", "Loss diverging")
     assert f["detail"] == "Smoothed loss rose from its minimum 1.235 to 2.5 (rising)."
     assert f["evidence"] == ["s_rank0.jsonl (steps 3-10)"]  # rank 0's rows
+    # the lowest rank's step range, where ranks log different ranges
+    rows = step_rows([0.5] * 4, rank=0, start_step=3) + step_rows([0.5] * 9, rank=1, start_step=1)
+    s = session("s", world_size=2, steps=rows, **FILES)
+    assert only([s], "divergence", health={"s": Health(divergence=d)})["evidence"] == ["s_rank0.jsonl (steps 3-6)"]
 
 
 def test_no_health_no_finding():
@@ -403,3 +409,19 @@ def test_data_time_that_waits_in_the_trainers_token_gather():
     assert [f for f in found([run()], step_breakdown=heavy) if f["kind"] == "data_wait_in_token_gather"] == []
     off = {"config": {"average_tokens_across_devices": False}}
     assert [f for f in found([run(**off)], step_breakdown=heavy) if f["kind"] == "data_wait_in_token_gather"] == []
+
+
+def test_communication_findings_are_per_session():
+    two = pd.concat([comm(sync_share_of_step_time=0.5), comm(session_id="x", sync_share_of_step_time=0.9,
+                                                            verdict="below peak", note="below peak at large messages")])
+    fs = found([run(), run("x")], communication=two)
+    assert sorted((f["kind"], f["session_id"]) for f in fs) == [
+        ("below_link_peak", "x"), ("communication_bound", "s"), ("communication_bound", "x")]
+    (s_bound,) = [f for f in fs if f["kind"] == "communication_bound" and f["session_id"] == "s"]
+    assert s_bound["detail"].startswith("Gradient sync takes 50% of step time on rank 0")
+    (below,) = [f for f in fs if f["kind"] == "below_link_peak"]
+    assert below["ranks"] == [0] and below["detail"] == "below peak at large messages."
+    # phases of another session leave this session's comm-table finding alone
+    phases = breakdown(("x", 0, 8, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0))
+    assert [f["session_id"] for f in found([run()], communication=comm(sync_share_of_step_time=0.5),
+                                           step_breakdown=phases) if f["kind"] == "communication_bound"] == ["s"]
