@@ -59,3 +59,43 @@ def test_step_phase_records_field_by_field():
     assert (b["step"], b["begin_clock_s"], b["compute_s"], b["sync_s"], b["buckets"]) == (5, None, None, None, 0)
     assert b["message"] == "Step 5: gradients ready after ? ms, last bucket synced in ? ms"
     assert [r["timestamp"] for r in records] == [WALL, WALL]
+
+
+def _pending(step, step_time, batch=8, loss=None, wall=WALL, elapsed=10.0, grad_norm=None):
+    from trainer_hooks.steps import PendingStep
+
+    return PendingStep(wall=wall, elapsed=elapsed, step=step, epoch=None, step_time=step_time, data_time=None,
+                       batch=batch, tokens=None, avg_step_time=0.5, loss=loss, learning_rate=None, grad_norm=grad_norm)
+
+
+def test_performance_records_over_each_window_and_a_slow_step_anomaly():
+    from logkit.schema.records import ANOMALY, PERFORMANCE, TRAINING_STEP
+    from trainer_hooks.writer import iso_timestamp
+
+    settings = resolve_settings("high", performance_log_steps=3, trends=False, resource_usage_steps=0)
+    builder = RecordBuilder(settings, HEADER, max_steps=20, total_batch_size=None)
+    out = []
+    for i, (t, b) in enumerate([(0.5, 8), (0.5, 8), (0.5, None), (0.5, 8), (0.25, 16), (0.5, 8)]):
+        out += builder.step(_pending(i + 1, t, batch=b, elapsed=1.0000004 * (i + 1)))
+    perf = [(r, PERFORMANCE.read(r)) for r in out if r.get("type") == PERFORMANCE.type]
+    (r1, p1), (r2, p2) = perf
+    assert (p1["step"], p1["window_steps"], p1["avg_step_time_s"], p1["time_s"]) == (3, 3, 0.5, 3.000001)
+    assert (p1["throughput_samples_s"], p1["total_batch_size"]) == (None, None)  # one batch unknown: no figure
+    assert p1["message"] == "Performance over 3 steps" and r1["timestamp"] == WALL
+    assert p2["throughput_samples_s"] == round(32 / 1.25, 4) and p2["total_batch_size"] is None  # two sizes
+    assert p2["avg_step_time_s"] == round(1.25 / 3, 6)
+    assert builder.performance(WALL, 99.0) == []  # at session end, nothing since step 6: no record
+    # a step 3x slower than the running median, after the detector's five warm-up steps
+    for i in range(7, 13):
+        out += builder.step(_pending(i, 0.5, elapsed=7.0))
+    (record,) = builder.step(_pending(13, 2.0, loss=1.25, wall=WALL + 13, elapsed=13.1234567, grad_norm=0.5))[1:2]
+    a = ANOMALY.read(record)
+    assert (a["step"], a["time_s"], a["message"]) == (13, 13.123457, "Slow training detected: 2.0s per step")
+    assert record["timestamp"] == WALL + 13
+    (step_record,) = [r for r in builder.step(_pending(14, 0.5, loss=1.25, wall=WALL, grad_norm=0.75))
+                      if r.get("type") == TRAINING_STEP.type]
+    s = TRAINING_STEP.read(step_record)
+    assert (s["grad_norm"], s["message"]) == (0.75, "Step 14 completed - Loss: 1.250000")
+    eta_min = 0.5 * (20 - 14) / 60.0  # the mean step time x the steps left
+    assert step_record["timestamp"] == WALL and s["eta_minutes"] == round(eta_min, 3)
+    assert s["estimated_completion"] == iso_timestamp(WALL + eta_min * 60)
