@@ -65,10 +65,13 @@ def busbw_factor(op: str | None, n) -> float | None:
 
 
 def bus_factor_text(op: str | None, n: int | None) -> str:
-    """The factor as written in a definition: "2(n-1)/n = 1.5" ("1" for the ops of factor one)."""
+    """The factor as written in a definition: "2(n-1)/n = 1.5" ("1" for the ops of factor one; the
+    rule alone, "2(n-1)/n", when the rank count is unknown)."""
     entry = BUS_FACTORS.get(str(op).lower()) if op is not None else None
-    if entry is None or entry[1] == "1" or not n:
-        return "1" if entry is not None else "unknown"
+    if entry is None:
+        return "unknown"
+    if entry[1] == "1" or not n:
+        return entry[1]
     return f"{entry[1]} = {entry[0](n):g}"
 
 

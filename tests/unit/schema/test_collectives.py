@@ -45,6 +45,7 @@ def test_the_rule_works_on_arrays():
 @pytest.mark.parametrize("op, n, text", [
     ("allreduce", 4, "2(n-1)/n = 1.5"), ("AllReduce", 3, "2(n-1)/n = 1.33333"), ("allgather", 4, "(n-1)/n = 0.75"),
     ("broadcast", 8, "1"), ("Reduce", 2, "1"),
+    ("allreduce", None, "2(n-1)/n"), ("allgather", 0, "(n-1)/n"), ("broadcast", None, "1"),
     ("my_op", 4, "unknown"), (None, 4, "unknown"),
 ])
 def test_factor_text(op, n, text):
