@@ -37,7 +37,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from logkit.analysis.curves import bandwidth_points
 from logkit.analysis.groups import session_kind
 from logkit.analysis.peaks import (
     COMMUNICATION_PEAKS,
@@ -237,18 +236,22 @@ def _records(comm: pd.DataFrame, world_size) -> tuple[pd.DataFrame, np.ndarray]:
     return frame, op_names
 
 
-def _key_stats(comm: pd.DataFrame, world_size, st: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, op) key, in key order: the figures of the records alone (everything but the link,
-    the verdicts and the run's totals), with ``key``. ``st``: the step times (``_step_times``)."""
-    frame, op_names = _records(comm, world_size)
+def _aggregate(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per key of ``_records``' frame, in key order (the index): the figures that are the records' alone
+    (count, bytes, p50/p95, bandwidth medians, total ms, group size) and the busbw counts."""
     g = frame.groupby("key", sort=True)
-    out = pd.DataFrame({
+    return pd.DataFrame({
         "count": g.size(), "total_bytes": g["size"].sum(min_count=1), "mean_bytes": g["size"].mean(),
         "p50_ms": g["dur"].median(), "p95_ms": g["dur"].quantile(0.95),
         "algbw_mb_s": g["alg"].median(), "busbw_mb_s": g["bus"].median(), "total_ms": g["dur"].sum(min_count=1),
         "group_size": g["group"].max(), "n_derived": g["bus_derived"].sum(), "n_logged": g["bus_logged"].sum(),
     })
-    share, matched = _sync_share(frame, st)
+
+
+def _labelled(out: pd.DataFrame, op_names: np.ndarray, share: pd.Series, matched: pd.Series,
+              sources: dict) -> pd.DataFrame:
+    """``_aggregate``'s figures with the sync share, the key's rank and op, busbw_from and sources
+    ({key: "file:line .. file:line"})."""
     keys = out.index.to_numpy()
     out["sync_share_of_step_time"] = share.reindex(out.index).to_numpy()
     out["matched_steps"] = matched.reindex(out.index).fillna(0).astype("int64").to_numpy()
@@ -260,10 +263,26 @@ def _key_stats(comm: pd.DataFrame, world_size, st: pd.DataFrame) -> pd.DataFrame
     out.insert(0, "key", keys)
     out["busbw_from"] = [_busbw_from(op, nd, nl, gs) for op, nd, nl, gs in
                          zip(out["op"], out["n_derived"], out["n_logged"], out["group_size"], strict=True)]
-    firsts, lasts = _first_last(frame["key"].to_numpy(), comm)
-    out["sources"] = [None if k not in firsts else (firsts[k] if firsts[k] == lasts[k] else f"{firsts[k]} .. {lasts[k]}")
-                      for k in keys.tolist()]
+    out["sources"] = [sources.get(k) for k in keys.tolist()]
     return out.drop(columns=["n_derived", "n_logged"])
+
+
+def source_span(first: str | None, last: str | None) -> str | None:
+    """The ``sources`` of a key from its first and last file:line."""
+    if first is None:
+        return None
+    return first if first == last or last is None else f"{first} .. {last}"
+
+
+def _key_stats(comm: pd.DataFrame, world_size, st: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, op) key, in key order: the figures of the records alone (everything but the link,
+    the verdicts and the run's totals), with ``key``. ``st``: the step times (``_step_times``)."""
+    frame, op_names = _records(comm, world_size)
+    out = _aggregate(frame)
+    share, matched = _sync_share(frame, st)
+    firsts, lasts = _first_last(frame["key"].to_numpy(), comm)
+    sources = {k: source_span(v, lasts.get(k)) for k, v in firsts.items()}
+    return _labelled(out, op_names, share, matched, sources)
 
 
 def _timing_sources(comm: pd.DataFrame) -> set[str]:
@@ -308,7 +327,7 @@ def communication_table(session) -> pd.DataFrame:
 
 @dataclass
 class CommPart:
-    """One rank's comm records reduced where they were read (``rank_part``): the per-(rank, op) figures,
+    """One rank's comm records reduced where they were read (``comm_partial.CommReducer``): the per-(rank, op) figures,
     exact, as ``communication_table`` computes them; per (op, step) the summed durations where the rank
     has no step times of its own (its sync share needs the lowest rank's, merged centrally); the timing
     sources; the bandwidth curve's (op, size) medians; the world size assumed for records without a
@@ -320,24 +339,6 @@ class CommPart:
     bandwidth: pd.DataFrame
     world_size: float | None
     needs_world_size: bool
-
-
-def rank_part(comm: pd.DataFrame, steps_session, world_size) -> CommPart | None:
-    """The ``CommPart`` of one rank's comm frame; ``steps_session``: a session holding the rank's steps."""
-    if comm.empty:
-        return None
-    st = _step_times(steps_session)
-    stats = _key_stats(comm, world_size, st)
-    leftover = None
-    if st.empty:
-        frame, _ = _records(comm, world_size)
-        per = _per_key_step(frame)
-        if per is not None:
-            leftover = pd.DataFrame({"key": per[0], "step": per[1].astype("float64"),
-                                     "rank_f": per[2].astype("float64"), "dur": per[3]})
-    return CommPart(stats, leftover, _timing_sources(comm), bandwidth_points(comm),
-                    float(world_size) if _usable_world_size(world_size) else None,
-                    bool(comm["group_size"].isna().any()))
 
 
 def _from_parts(session) -> pd.DataFrame:

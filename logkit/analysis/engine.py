@@ -1,12 +1,15 @@
 """One engine for one machine or a cluster: a function mapped over ranks, its partial results merged
 centrally, with the same figures as the sessions read whole.
 
-- **map** (``rank_partial``, where the files are): one rank's stream is read (``ingest.load.read_rank``)
-  and its comm records, the bulk of a stream (one per gradient bucket per step), are reduced to that
-  rank's figures (``communication.rank_part``: counts, sums, medians and 95th percentiles per op,
-  exact, as each is a figure of one rank). What stays is bounded by the rank's steps, not its
-  records: its step, phase, performance, GPU, eval and event tables, the whole records its meta is
-  read from, its diagnostics. A worker holds one rank at a time.
+- **map** (``rank_partial``, where the files are): one rank's stream is read in chunks
+  (``ingest.load.read_rank``, the fast engine's whole-line chunks) and its comm records, the bulk of
+  a stream (one per gradient bucket per step), are reduced chunk by chunk as the reader hands them
+  over (``comm_partial.CommReducer``: per record four floats and a byte, 33 bytes, instead of a frame
+  row), then to that rank's figures (counts, sums, medians and 95th percentiles per op, exact, as each
+  is a figure of one rank: ``CommPart``). What stays is bounded by the rank's steps: its step, phase,
+  performance, GPU, eval and event tables, the whole records its meta is read from, its diagnostics,
+  and those 33 bytes per comm record. A worker holds one rank at a time. (A stream the fast engine
+  refuses, an invalid line say, is read again line by line, whole.)
 - **merge** (here): ``build_session(source, ranks=...)`` assembles each session from its ranks'
   partial results as it does from files; the comm reductions go to ``Session.comm_partial``, from
   which ``communication_table`` gives the same rows. Everything else (step statistics, breakdowns
@@ -27,7 +30,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from logkit.analysis.communication import CommPart, rank_part
+from logkit.analysis.comm_partial import CommReducer
+from logkit.analysis.communication import CommPart
 from logkit.ingest.assemble import frame_of
 from logkit.ingest.discover import SessionSource, discover
 from logkit.ingest.load import (
@@ -54,22 +58,44 @@ class RankPartial:
     comm: CommPart | None
 
 
-def rank_partial(path: str, rank: int, world_size: float | None = None, cache: bool = False) -> RankPartial:
-    """The map: one rank's stream read and its comm records reduced (see module doc). ``world_size``:
-    the n of records without a group size (default: what the stream's own records say). ``cache``:
-    through the cache of partial results (``rank_cache``) of the machine it runs on."""
+class _Reducing(RankRead):
+    """A ``RankRead`` whose comm tables are reduced as the reader adds them, chunk by chunk (``CommReducer``)."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__(rank)
+        self.comm = CommReducer()
+
+    def add(self, name: str, table) -> None:
+        if name == "comm":
+            self.comm.add(table)
+        else:
+            super().add(name, table)
+
+    def mark(self) -> tuple:
+        return super().mark(), self.comm.mark()
+
+    def truncate(self, mark: tuple) -> None:
+        super().truncate(mark[0])
+        self.comm.truncate(mark[1])
+
+
+def rank_partial(path: str, rank: int, world_size: float | None = None, cache: bool = False,
+                 chunk_bytes: int | None = None) -> RankPartial:
+    """The map: one rank's stream read in chunks and its comm records reduced chunk by chunk (see module
+    doc). ``world_size``: the n of records without a group size (default: what the stream's own records
+    say). ``cache``: through the cache of partial results (``rank_cache``) of the machine it runs on.
+    ``chunk_bytes``: how much of the stream is parsed at a time (``jsonl_arrow.CHUNK_BYTES``)."""
     if cache:
         from logkit.analysis import rank_cache
 
         hit = rank_cache.load(path, rank, world_size)
         if hit is not None:
             return RankPartial(*hit)
-    read = read_rank(path, rank)
-    comm = frame_of("comm", [t for name, t in read.tables if name == "comm"], extra_columns=True)
-    read.tables = [(name, t) for name, t in read.tables if name != "comm"]
+    reducing = read_rank(path, rank, into=_Reducing(rank), chunk_bytes=chunk_bytes)
+    read = RankRead(rank, reducing.tables, reducing.stream)
     steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
     assumed = records_meta({rank: read.stream}).get("world_size") if world_size is None else world_size
-    part = RankPartial(read, rank_part(comm, Session(steps=steps), assumed))
+    part = RankPartial(read, reducing.comm.result(Session(steps=steps), assumed))
     if cache:
         rank_cache.store(path, rank, world_size, part)
     return part

@@ -32,8 +32,8 @@ def _code() -> str:
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
     for path in sorted([*(root / "ingest").rglob("*.py"), *(root / "schema").rglob("*.py"),
-                        *(root / "analysis" / name for name in ("communication.py", "curves.py", "engine.py",
-                                                                 "rank_cache.py"))]):
+                        *(root / "analysis" / name for name in ("comm_partial.py", "communication.py", "curves.py",
+                                                                 "engine.py", "rank_cache.py"))]):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

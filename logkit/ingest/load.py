@@ -33,9 +33,10 @@ def _companions(source: SessionSource) -> list[dict]:
     return [READERS[f.format](f.path).meta for f in source.companions if f.format == "results_json"]
 
 
-def _read_stream(path: Path, rank: int, frames) -> jsonl_lines.Stream:
-    """One rank's stream into ``frames`` (``add``, ``mark``, ``truncate``): the fast engine, else line by line."""
-    stream = jsonl_arrow.read_stream(path, rank, frames) if FAST_JSONL else None
+def _read_stream(path: Path, rank: int, frames, chunk_bytes: int | None = None) -> jsonl_lines.Stream:
+    """One rank's stream into ``frames`` (``add``, ``mark``, ``truncate``): the fast engine (``chunk_bytes``
+    at a time, default ``jsonl_arrow.CHUNK_BYTES``), else line by line."""
+    stream = jsonl_arrow.read_stream(path, rank, frames, chunk_bytes) if FAST_JSONL else None
     return stream or jsonl_lines.read_stream(path, rank, frames.add)
 
 
@@ -61,10 +62,12 @@ class RankRead:
         del self.tables[mark:]
 
 
-def read_rank(path: str | Path, rank: int) -> RankRead:
-    """The tables and stream of one rank's JSONL stream (``build_session(source, ranks=...)`` merges them)."""
-    read = RankRead(rank)
-    read.stream = _read_stream(Path(path), rank, read)
+def read_rank(path: str | Path, rank: int, into: RankRead | None = None, chunk_bytes: int | None = None) -> RankRead:
+    """The tables and stream of one rank's JSONL stream (``build_session(source, ranks=...)`` merges them).
+    ``into``: the ``RankRead`` to fill (one whose ``add`` reduces some tables as they come, say);
+    ``chunk_bytes``: how much of the stream is parsed at a time."""
+    read = RankRead(rank) if into is None else into
+    read.stream = _read_stream(Path(path), rank, read, chunk_bytes)
     return read
 
 

@@ -15,7 +15,7 @@ def test_a_second_read_comes_from_the_cache_until_a_stream_changes(tmp_path, mon
     folder = write_fleet(tmp_path / "logs", 3, steps=6, buckets=2)
     reads = []
     real = engine.read_rank
-    monkeypatch.setattr(engine, "read_rank", lambda path, rank: reads.append(rank) or real(path, rank))
+    monkeypatch.setattr(engine, "read_rank", lambda path, rank, **kw: reads.append(rank) or real(path, rank, **kw))
 
     first = analyze(engine.load_sessions(tmp_path / "logs", cache=True)).communication
     assert sorted(reads) == [0, 1, 2]
