@@ -12,6 +12,7 @@ import pytest
 
 import logkit
 from logkit.ingest import load as load_module
+from logkit.ingest import load_sessions  # the ingest layer's own reader: every record, the session cache
 from tests.support.launch import REPO, analyze_logs, fixture_session
 from tests.support.synth import append_bytes, rank_file, write_session
 
@@ -47,9 +48,9 @@ def test_second_load_reads_the_cache_and_a_changed_file_invalidates_it(tmp_path,
     logs = tmp_path / "logs"
     shutil.copytree(SAMPLES / "qlora_tiny_cpu" / "logs", logs)
     shutil.copytree(SAMPLES / "console", logs / "console")
-    first = logkit.load_sessions(logs, cache=True)
+    first = load_sessions(logs, cache=True)
     assert len(count_builds) == len(first) == 5
-    second = logkit.load_sessions(logs, cache=True)
+    second = load_sessions(logs, cache=True)
     assert len(count_builds) == 5  # nothing parsed again
     for a, b in zip(first, second, strict=True):
         assert_same(a, b)
@@ -57,13 +58,13 @@ def test_second_load_reads_the_cache_and_a_changed_file_invalidates_it(tmp_path,
     sid = first[1].session_id
     stream = logs / sid / f"{sid}_rank1.jsonl"
     append_bytes(stream, b'{"type": "training_ste')  # the file changes: size and mtime
-    third = logkit.load_sessions(logs, cache=True)
+    third = load_sessions(logs, cache=True)
     assert count_builds[5:] == [sid]  # only that session is parsed again
     assert len(third[1].diagnostics) == 1
 
 
 def test_no_cache_means_no_cache_files(tmp_path, cache_dir):
-    logkit.load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs")
+    load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs")
     assert not cache_dir.exists()
 
 
@@ -87,7 +88,7 @@ def test_a_stream_the_fast_path_cannot_take_falls_back_per_file(tmp_path):
 
 
 def test_progress_bar_on_request(tmp_path, capsys):
-    logkit.load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs", progress=True)
+    load_sessions(SAMPLES / "qlora_tiny_cpu" / "logs", progress=True)
     assert "reading logs" in capsys.readouterr().err
     proc = analyze_logs("--progress", "--no-cache", str(SAMPLES / "qlora_tiny_cpu" / "logs"))
     assert proc.returncode == 0 and "reading logs" in proc.stderr
@@ -141,13 +142,13 @@ def test_a_stream_refused_after_some_chunks_leaves_no_rows_behind(tmp_path, monk
 def one_session(tmp_path, cache_dir, count_builds):
     """A 2-rank session read once through the cache: (its rank-0 stream, the first session)."""
     folder = write_session(tmp_path / "logs", "s", world_size=2, step_times=[0.5] * 4)
-    (first,) = logkit.load_sessions(folder.parent, cache=True)
+    (first,) = load_sessions(folder.parent, cache=True)
     assert count_builds == ["s"]
     return rank_file(folder, "s", 0), first
 
 
 def reload(path):
-    (session,) = logkit.load_sessions(path.parent.parent, cache=True)
+    (session,) = load_sessions(path.parent.parent, cache=True)
     return session
 
 
@@ -280,3 +281,41 @@ def test_store_says_whether_it_wrote_and_leaves_nothing_behind_when_it_cannot(tm
     # a file that cannot be stat'ed: nothing to key the entry on
     rank_file(folder, "s", 0).unlink()
     assert cache.store(source, session) is False
+
+
+def _parsed(tmp_path):
+    from logkit.ingest.discover import discover
+    from logkit.ingest.load import build_session
+
+    folder = write_session(tmp_path / "logs", "s", world_size=1, step_times=[0.5] * 4)
+    (source,) = discover(folder.parent)
+    return source, build_session(source)
+
+
+def test_store_returns_false_when_the_cache_is_cleared_while_it_writes(tmp_path, cache_dir, monkeypatch):
+    """Another process empties the cache (``rm -rf ~/.cache/logkit``) during the write: our
+    temporary folder is gone too, and cleaning it up must not raise into the analysis."""
+    from logkit.ingest import cache
+
+    source, session = _parsed(tmp_path)
+
+    def cleared_meanwhile(*args, **kwargs):
+        shutil.rmtree(cache_dir)
+        raise FileNotFoundError("the folder was removed")
+
+    monkeypatch.setattr(cache, "write_session", cleared_meanwhile)
+    assert cache.store(source, session) is False
+    assert not cache_dir.exists()
+
+
+def test_an_entry_keeps_the_sessions_meta_but_not_where_it_was_read_from(tmp_path, cache_dir):
+    import orjson
+
+    from logkit.ingest import cache
+
+    source, session = _parsed(tmp_path)
+    session.meta.update({"cache": "another/entry", "note": "kept"})
+    assert cache.store(source, session) is True
+    (entry,) = _entries(cache_dir)
+    stored = orjson.loads((entry / "meta.json").read_bytes())["meta"]
+    assert stored["note"] == "kept" and "cache" not in stored
