@@ -133,16 +133,12 @@ def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, others: di
 def _load(log_dir: Path, *, cache, progress, dask_address, whole) -> list:
     """The sessions under ``log_dir``, through the engine (``analysis.engine``: each rank read and reduced
     here, in a local pool, or on a Dask cluster); ``whole``: every record kept (for --export)."""
+    if whole and dask_address:
+        _fail("--export writes every record: run it without --dask")
     try:
-        if whole:
-            if dask_address:
-                _fail("--export writes every record: run it without --dask")
-            from logkit.ingest import load_sessions
+        from logkit.analysis.engine import load_sessions
 
-            return load_sessions(log_dir, cache=cache, progress=progress)
-        from logkit.analysis.engine import load_sessions as engine_sessions
-
-        return engine_sessions(log_dir, cache=cache, progress=progress, scheduler=dask_address)
+        return load_sessions(log_dir, cache=cache, progress=progress, scheduler=dask_address, comm_records=whole)
     except OSError as exc:
         _fail(str(exc))
     except RuntimeError as exc:  # Dask missing or its scheduler unreachable

@@ -43,6 +43,7 @@ from logkit.ingest.load import (
     read_rank,
     source_bytes,
 )
+from logkit.ingest.load import load_sessions as ingest_sessions
 from logkit.ingest.meta import records_meta
 from logkit.ingest.session import Session
 
@@ -259,10 +260,25 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, progres
 
 
 def load_sessions(root: str | Path, *, cache: bool = False, progress: bool | None = None,
-                  scheduler: str | None = None) -> list[Session]:
-    """Every session under ``root`` through the engine (``ingest.load_sessions``' contract; the comm
-    records reduced per rank: ``Session.comm_partial``). ``scheduler``: a Dask scheduler's address."""
+                  scheduler: str | None = None, comm_records: bool = False) -> list[Session]:
+    """Every session under ``root`` (recursively), sorted by start time, ties by session id: the public
+    ``logkit.load_sessions``, through the engine (see module doc), as ``analyze_logs`` reads them.
+
+    Each rank's communication records are reduced where they are read: ``session.comm`` holds no
+    rows of rank streams and ``session.comm_partial`` their per-rank reductions, from which
+    ``analyze`` gives the same figures (memory: ranks x steps). ``comm_records=True`` keeps every
+    record in ``session.comm`` instead (memory grows with the records; read in this process, so not
+    with ``scheduler``). ``cache``: reuse parsed sessions, and per-rank partial results, while their
+    files are unchanged (``~/.cache/logkit``). ``progress``: a progress bar on stderr (None: on a
+    terminal, for ingests over 64 MB). ``scheduler``: a Dask scheduler's address (default:
+    ``$LOGKIT_DASK_SCHEDULER``, else this machine). A single file gives its whole session, every
+    record kept. Raises ``FileNotFoundError`` only when ``root`` does not exist (``PermissionError``
+    when a file given cannot be read); a folder without sessions gives an empty list."""
     root = Path(root)
+    if comm_records:
+        if scheduler:
+            raise ValueError("comm_records=True reads every record in this process: give no scheduler")
+        return ingest_sessions(root, cache=cache, progress=progress)
     if not root.exists():
         raise FileNotFoundError(f"no such file or folder: {root}")
     if root.is_file():

@@ -48,7 +48,8 @@ class Session:
     events: pd.DataFrame = field(default_factory=lambda: make_frame("events", []))
     diagnostics: pd.DataFrame = field(default_factory=lambda: make_frame("diagnostics", []))
     # The analysis engine's reductions of the comm records, one per rank, where its workers reduced
-    # them where the files are (``logkit.analysis.engine``): ``comm`` then holds no rows.
+    # them where the files are (``logkit.analysis.engine``, behind ``logkit.load_sessions``): ``comm``
+    # then holds no rows of the rank streams (``load_sessions(..., comm_records=True)``: every row).
     comm_partial: list | None = None
 
     @classmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -64,3 +65,24 @@ def test_a_generated_fleet_gives_the_whole_read_figures(fleet, monkeypatch):
     assert rows[("training_20270101_000500", 1)]["busbw_from"].endswith("(n = 4)")
     assert rows[("training_20270101_000500", 0)]["matched_steps"] == 25  # rank 1's step times
     assert mapped == whole
+
+
+def test_the_public_load_sessions_goes_through_the_engine(fleet):
+    """``logkit.load_sessions``: the engine's (comm records reduced per rank, as analyze_logs reads);
+    ``comm_records=True`` keeps every record in ``session.comm``, as the whole-read path does."""
+    import logkit
+
+    mapped = logkit.load_sessions(fleet)
+    kept = logkit.load_sessions(fleet, comm_records=True)
+    whole = whole_sessions(fleet)
+    assert [s.session_id for s in mapped] == [s.session_id for s in whole] == [s.session_id for s in kept]
+    for m, k, w in zip(mapped, kept, whole, strict=True):
+        assert m.comm.empty and len(m.comm_partial) == len(w.meta["ranks_found"])
+        assert k.comm_partial is None and len(k.comm) == len(w.comm) > 0
+        pd.testing.assert_frame_equal(k.comm, w.comm)
+        pd.testing.assert_frame_equal(m.steps, w.steps)
+    result, reference = logkit.analyze(mapped), logkit.analyze(whole)
+    pd.testing.assert_frame_equal(result.communication, reference.communication, check_exact=True)
+    assert int(result.communication["count"].sum()) == sum(len(w.comm) for w in whole)
+    with pytest.raises(ValueError, match="no scheduler"):
+        logkit.load_sessions(fleet, comm_records=True, scheduler="tcp://127.0.0.1:1")

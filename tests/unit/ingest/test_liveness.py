@@ -17,10 +17,9 @@ import numpy as np
 import orjson
 import pytest
 
-import logkit
 from logkit.ingest import load as load_module
 from logkit.ingest import meta as meta_module
-from logkit.ingest.load import load_session
+from logkit.ingest.load import load_session, load_sessions
 from tests.support.launch import fixture_session
 
 STEP = "training_step_complete"
@@ -152,10 +151,10 @@ def test_a_cached_session_is_judged_again_at_each_read(tmp_path, monkeypatch):
     built = []
     real_build = load_module.build_session
     monkeypatch.setattr(load_module, "build_session", lambda src: built.append(src) or real_build(src))
-    (first,) = logkit.load_sessions(folder.parent, cache=True)
+    (first,) = load_sessions(folder.parent, cache=True)
     assert first.meta["status"] == "in progress" and len(built) == 1
     an_hour_later = time.time() + 3600
     monkeypatch.setattr(meta_module, "time", SimpleNamespace(time=lambda: an_hour_later))
-    (second,) = logkit.load_sessions(folder.parent, cache=True)
+    (second,) = load_sessions(folder.parent, cache=True)
     assert len(built) == 1  # from the cache, files unchanged
     assert second.meta["status"] == "incomplete" and second.meta["idle_s"] >= 3600
