@@ -1,0 +1,92 @@
+"""The evidence and session of findings in the cases the rule tests do not reach: ranks that log
+different step ranges (each rank's own range, a single step as "(step N)"), a rank without rows or
+without a file of its own, the file a divergence cites, a NaN detail capped at 20 steps, and the
+session a comparison's findings belong to. Expected values written out by hand."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from logkit.analysis.diagnose import diagnose
+from logkit.analysis.results import Comparison, Divergence, Flag, Health, NanPoint, Ratios, Scaling
+from tests.support.analysis_synth import session, step_rows
+
+
+def found(sessions, **parts):
+    return [f.to_dict() for f in diagnose(sessions, parts)]
+
+
+def stragglers(*ranks, sid="s"):
+    return pd.DataFrame({"session_id": sid, "rank": list(ranks), "median_step_s": 0.6, "vs_fastest": 1.2,
+                         "score": 0.2, "is_straggler": True})
+
+
+def test_each_rank_cites_its_own_step_range_and_a_single_step_as_step_n():
+    rows = step_rows([0.5] * 8, rank=0, start_step=3) + step_rows([0.5], rank=1, start_step=12)
+    s = session("s", world_size=2, steps=rows)
+    fs = found([s], stragglers=stragglers(0, 1))
+    assert [(f["title"], f["evidence"]) for f in fs] == [
+        ("Rank 0 is a straggler", ["s_rank0.jsonl (steps 3-10)"]),
+        ("Rank 1 is a straggler", ["s_rank1.jsonl (step 12)"]),
+    ]
+
+
+def test_a_rank_without_rows_or_without_a_file_of_its_own():
+    rows = step_rows([0.5] * 4, rank=0, start_step=1)
+    s = session("s", world_size=3, steps=rows, files=["s/s_rank0.jsonl", "s/s_rank2.jsonl", "s/main.log"])
+    fs = {f["ranks"][0]: f["evidence"] for f in found([s], stragglers=stragglers(0, 1, 2))}
+    assert fs[0] == ["s_rank0.jsonl (steps 1-4)"]
+    assert fs[2] == ["s_rank2.jsonl"]  # its file, no rows: no step range
+    assert len(fs[1]) == 1  # no file of its own: one file stands in for it, not every stream
+
+
+def test_a_divergence_cites_rank_0s_file_wherever_it_is_listed():
+    d = Divergence("rising", min_loss=1.0, min_at=5.0, final_loss_smoothed=2.0, rise=1.0, rise_over_drop=0.8,
+                   window=5)
+    rows = [r for rank in (0, 1) for r in step_rows([0.5] * 4, rank=rank, start_step=1)]
+    s = session("s", world_size=2, steps=rows, files=["s/s_rank1.jsonl", "s/s_rank0.jsonl"])
+    (f,) = found([s], health={"s": Health(divergence=d)})
+    assert f["evidence"] == ["s_rank0.jsonl (steps 1-4)"]
+    # without a rank-0 stream: one file, not every stream
+    s = session("s", world_size=2, steps=rows, files=["s/s_rank1.jsonl", "s/s_rank2.jsonl"])
+    (f,) = found([s], health={"s": Health(divergence=d)})
+    assert len(f["evidence"]) == 1
+    # no step rows at all: the file, without a range
+    (f,) = found([session("s", world_size=1)], health={"s": Health(divergence=d)})
+    assert f["evidence"] == ["s_rank0.jsonl"]
+
+
+def test_a_nan_detail_lists_the_first_20_steps():
+    points = tuple(NanPoint(step, 0, "loss", None) for step in range(25, 0, -1))  # steps 25 .. 1, unsorted
+    s = session("s", world_size=1, steps=step_rows([0.5] * 25))
+    (f,) = found([s], health={"s": Health(nan_steps=points)})
+    assert f["title"] == "NaN/Inf at 25 point(s)"
+    assert f["detail"] == ("Non-finite loss, gradients or tensors at steps [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, "
+                           "13, 14, 15, 16, 17, 18, 19, 20].")
+
+
+def _comparison(candidate, speedup, flags=(), regime="strong", samples_ratio=1.0):
+    r = Ratios(speedup, speedup / 2.0, None)
+    return Comparison(baseline="base", candidate=candidate, group="g", regime=regime, basis="steady state",
+                      basis_detail="", headline=r, whole_run=r, steady=r, speedup_ci=None, ci_level=0.95,
+                      rank_ratio=2.0, samples_ratio=samples_ratio, flags=flags)
+
+
+def test_a_comparisons_findings_belong_to_its_candidate():
+    base = session("base", world_size=1, steps=step_rows([1.0] * 8))
+    cand = session("cand", world_size=2, steps=[r for k in (0, 1) for r in step_rows([0.5] * 8, rank=k)])
+    flag = Flag("slowdown", "x", (), 0.5, 2.0, "whole run", False)
+    comparisons = (_comparison("cand", 0.5, flags=(flag,)), _comparison("cand", 1.3),
+                   _comparison("cand", 1.8, regime="mixed", samples_ratio=1.5))
+    fs = found([base, cand], scaling=Scaling(comparisons=comparisons))
+    assert sorted(f["kind"] for f in fs) == ["config_batch_mismatch", "config_steps_not_rescaled",
+                                             "low_scaling_efficiency", "scaling_slowdown"]
+    for f in fs:
+        assert f["session_id"] == "cand", f
+        assert f["evidence"] == ["cand_rank0.jsonl", "cand_rank1.jsonl"], f
+
+
+def test_a_comparison_whose_candidate_is_not_loaded_has_no_evidence():
+    base = session("base", world_size=1, steps=step_rows([1.0] * 8))
+    (f,) = found([base], scaling=Scaling(comparisons=(_comparison("gone", 1.3),)))
+    assert (f["kind"], f["session_id"], f["evidence"]) == ("low_scaling_efficiency", "gone", [])
