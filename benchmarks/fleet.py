@@ -12,11 +12,18 @@ engine (``logkit.analysis.engine``) on a local pool of worker processes and anal
 - peak memory of the central process, and the size of the merged frames;
 
 then prints each against 64 ranks as ratios beside the ranks ratio (time should follow the ranks,
-worker memory stay flat), and a run with 4x the buckets per step (4x the comm records, the same
-ranks and steps) to show the central merge's memory follows the ranks, not the records.
+worker memory stay flat), a run with 4x the buckets per step (4x the comm records, the same ranks
+and steps: the central merge's memory follows the ranks, not the records) and a run with 4x the
+steps (the central merge holds ranks x steps: its step, phase and performance rows).
+
+``--big-stream`` measures instead a worker against the size of one rank's stream: 2 ranks with
+``--big-buckets`` buckets per step and 4x that (4x the comm records, the same steps), each read
+by the engine's chunked map and, as a reference in the same run, by the whole-read map it replaced
+(the rank's stream read whole into its frames, then its comm frame reduced).
 
     python benchmarks/fleet.py                       # 64, 256, 1024 ranks x 20 steps, 2 buckets
     python benchmarks/fleet.py --ranks 64 256 --steps 100 --workers 4
+    python benchmarks/fleet.py --big-stream          # 2 ranks x 100 steps x 250 / 1000 buckets
 """
 
 from __future__ import annotations
@@ -146,17 +153,41 @@ def _measured_partial(*args):
     return part, _peak_kb()
 
 
+def _whole_map(path: str, rank: int, world_size=None, cache: bool = False):
+    """The map the chunked one replaced, as a reference: the rank's stream read whole into its frame
+    tables, its comm frame built and reduced (``communication._key_stats``); then the engine's map, so
+    that the merge gets what it expects (the peak is the whole read's)."""
+    from logkit.analysis.communication import _key_stats, _step_times
+    from logkit.analysis.engine import rank_partial
+    from logkit.ingest.assemble import frame_of
+    from logkit.ingest.load import read_rank
+    from logkit.ingest.session import Session
+
+    read = read_rank(path, rank)
+    comm = frame_of("comm", [t for name, t in read.tables if name == "comm"], extra_columns=True)
+    steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
+    _key_stats(comm, world_size, _step_times(Session(steps=steps)))
+    del read, comm, steps
+    return rank_partial(path, rank, world_size, cache)
+
+
+def _measured_whole(*args):
+    part = _whole_map(*args)
+    return part, _peak_kb()
+
+
 class _MeasuredPool:
     """A local pool whose tasks report their worker's peak memory."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, whole_map: bool = False) -> None:
         from logkit.analysis.engine import LocalPool
 
         self.pool, self.worker_peak_kb = LocalPool(workers), 0
         self.name = self.pool.name
+        self.task = _measured_whole if whole_map else _measured_partial
 
     def submit(self, fn, *args):
-        fut = self.pool.submit(_measured_partial, *args)
+        fut = self.pool.submit(self.task, *args)
         outer = self
 
         class _F:
@@ -171,13 +202,13 @@ class _MeasuredPool:
         self.pool.close()
 
 
-def _one(folder: Path, workers: int) -> dict:
+def _one(folder: Path, workers: int, whole_map: bool = False) -> dict:
     from logkit.analysis import analyze
     from logkit.analysis.engine import build_sessions
     from logkit.ingest.discover import discover
 
     base = _peak_kb()
-    runner = _MeasuredPool(workers)
+    runner = _MeasuredPool(workers, whole_map)
     try:
         t = time.perf_counter()
         sessions = build_sessions(discover(folder), runner=runner)
@@ -191,61 +222,90 @@ def _one(folder: Path, workers: int) -> dict:
     frames = sum(int(getattr(s, n).memory_usage(deep=True).sum())
                  for n in ("steps", "comm", "perf", "phases", "gpu", "evals", "events", "diagnostics"))
     records = sum(1 for p in folder.rglob("*.jsonl") for _ in open(p, "rb"))
-    return {"ranks": len(s.meta.get("ranks_found") or []), "records": records, "map_merge_s": t_map,
+    stream_mb = max(p.stat().st_size for p in folder.rglob("*.jsonl")) / 1e6
+    return {"ranks": len(s.meta.get("ranks_found") or []), "records": records, "stream_mb": stream_mb,
+            "steps": int(s.steps["step"].max()), "map_merge_s": t_map,
             "analyze_s": t_analyze, "worker_peak_mb": runner.worker_peak_kb / 1024,
             "central_peak_mb": _peak_kb() / 1024, "central_start_mb": base / 1024,
             "merged_frames_mb": frames / 1e6, "comm_rows": int(analysis.communication["count"].sum())}
 
 
-def _run_one(ranks: int, steps: int, buckets: int, workers: int, tmp: Path) -> dict:
+def _run_one(ranks: int, steps: int, buckets: int, workers: int, tmp: Path, whole_map: bool = False) -> dict:
     folder = tmp / f"fleet_{ranks}_{steps}_{buckets}"
     if not folder.exists():
         write_fleet(folder, ranks, steps, buckets)
-    out = subprocess.run([sys.executable, __file__, "--one", str(folder), "--workers", str(workers)],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run([sys.executable, __file__, "--one", str(folder), "--workers", str(workers),
+                          *(["--whole-map"] if whole_map else [])], capture_output=True, text=True, cwd=ROOT)
     if out.returncode:
         raise SystemExit(out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _row(label: str, r: dict, base: dict) -> str:
-    return (f"{label:>22} {r['ranks']:>6} {r['records']:>9} {r['map_merge_s']:>8.2f}s {r['analyze_s']:>7.2f}s "
+    return (f"{label:>22} {r['ranks']:>6} {r['steps']:>5} {r['records']:>9} {r['map_merge_s']:>8.2f}s {r['analyze_s']:>7.2f}s "
             f"{r['worker_peak_mb']:>9.0f} {r['central_peak_mb']:>9.0f} {r['merged_frames_mb']:>8.1f}   "
-            f"ranks x{r['ranks'] / base['ranks']:.1f} records x{r['records'] / base['records']:.1f} "
+            f"ranks x{r['ranks'] / base['ranks']:.1f} steps x{r['steps'] / base['steps']:.1f} "
+            f"records x{r['records'] / base['records']:.1f} "
             f"time x{r['map_merge_s'] / base['map_merge_s']:.2f} worker mem x{r['worker_peak_mb'] / base['worker_peak_mb']:.2f} "
             f"central mem x{r['central_peak_mb'] / base['central_peak_mb']:.2f} "
             f"frames x{r['merged_frames_mb'] / base['merged_frames_mb']:.2f}")
 
 
+def _big_stream(args) -> None:
+    """A worker against one rank's stream size: the chunked map and the whole-read map it replaced."""
+    with tempfile.TemporaryDirectory(prefix="logkit-fleet-") as tmp:
+        rows = [(f"{b} buckets, {name}", _run_one(2, args.steps, b, args.workers, Path(tmp), whole))
+                for b in (args.big_buckets, 4 * args.big_buckets) for name, whole in (("chunked", False),
+                                                                                      ("whole", True))]
+    print(f"2 ranks x {args.steps} steps, {args.workers} worker processes, {os.cpu_count()} cores")
+    print(f"{'':>24} {'stream MB':>9} {'records':>9} {'map+merge':>9} {'worker MB':>9} {'central MB':>10}")
+    for label, r in rows:
+        print(f"{label:>24} {r['stream_mb']:>9.1f} {r['records']:>9} {r['map_merge_s']:>8.2f}s "
+              f"{r['worker_peak_mb']:>9.0f} {r['central_peak_mb']:>10.0f}")
+    for name in ("chunked", "whole"):
+        a, b = (r for label, r in rows if label.endswith(name))
+        print(f"{name}: 4x the comm records (stream x{b['stream_mb'] / a['stream_mb']:.2f}): worker peak "
+              f"+{b['worker_peak_mb'] - a['worker_peak_mb']:.0f} MB (x{b['worker_peak_mb'] / a['worker_peak_mb']:.2f}), "
+              f"central x{b['central_peak_mb'] / a['central_peak_mb']:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=None, help="default: 20 (100 with --big-stream)")
     ap.add_argument("--buckets", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--big-stream", action="store_true", help="a worker against one rank's stream size")
+    ap.add_argument("--big-buckets", type=int, default=250)
     ap.add_argument("--one", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--whole-map", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.steps = args.steps or (100 if args.big_stream else 20)
     sys.path.insert(0, str(ROOT))
     if args.one is not None:
-        print(json.dumps(_one(args.one, args.workers)))
+        print(json.dumps(_one(args.one, args.workers, args.whole_map)))
+        return
+    if args.big_stream:
+        _big_stream(args)
         return
     with tempfile.TemporaryDirectory(prefix="logkit-fleet-") as tmp:
         tmp = Path(tmp)
         rows = [(f"{n} ranks", _run_one(n, args.steps, args.buckets, args.workers, tmp)) for n in args.ranks]
         mid = args.ranks[len(args.ranks) // 2]
         rows.append((f"{mid} ranks, 4x buckets", _run_one(mid, args.steps, 4 * args.buckets, args.workers, tmp)))
+        rows.append((f"{mid} ranks, 4x steps", _run_one(mid, 4 * args.steps, args.buckets, args.workers, tmp)))
     print(f"{args.steps} steps, {args.buckets} buckets per step, {args.workers} worker processes, {os.cpu_count()} cores")
-    print(f"{'':>22} {'ranks':>6} {'records':>9} {'map+merge':>9} {'analyze':>8} {'worker MB':>9} "
+    print(f"{'':>22} {'ranks':>6} {'steps':>5} {'records':>9} {'map+merge':>9} {'analyze':>8} {'worker MB':>9} "
           f"{'central MB':>9} {'frames MB':>8}   against the first row")
     base = rows[0][1]
     for label, r in rows:
         print(_row(label, r, base))
     same = next(r for label, r in rows if label == f"{mid} ranks")
-    four = rows[-1][1]
-    print(f"4x buckets at {mid} ranks: records x{four['records'] / same['records']:.2f}, central peak "
-          f"x{four['central_peak_mb'] / same['central_peak_mb']:.2f}, merged frames "
-          f"x{four['merged_frames_mb'] / same['merged_frames_mb']:.2f}, worker peak "
-          f"x{four['worker_peak_mb'] / same['worker_peak_mb']:.2f}")
+    for label, r in rows[-2:]:
+        print(f"{label}: records x{r['records'] / same['records']:.2f}, central peak "
+              f"x{r['central_peak_mb'] / same['central_peak_mb']:.2f} (+{r['central_peak_mb'] - same['central_peak_mb']:.0f} MB), "
+              f"merged frames x{r['merged_frames_mb'] / same['merged_frames_mb']:.2f}, worker peak "
+              f"x{r['worker_peak_mb'] / same['worker_peak_mb']:.2f}")
 
 
 if __name__ == "__main__":

@@ -121,8 +121,9 @@ class CommReducer:
         del self.chunks[mark:]
 
     def result(self, steps_session, world_size) -> CommPart | None:
-        """The ``CommPart`` of the records added; ``steps_session``: a session holding the rank's steps;
-        ``world_size``: the n of records without a group size."""
+        """The ``CommPart`` of the records added (once: the records' values are let go as they are
+        used); ``steps_session``: a session holding the rank's steps; ``world_size``: the n of records
+        without a group size."""
         if not self.chunks:
             return None
         ws = float(world_size) if _usable_world_size(world_size) else None
@@ -133,46 +134,47 @@ class CommReducer:
         keys = {label: (label[0] + 1) * width + (ops.index(label[1]) if label[1] is not None else len(ops))
                 for label in labels}
         labels.sort(key=keys.get)
-        columns, bw, sources = [], [], {}
-        for label in labels:
-            col, raw = self._label(label, keys[label], op_names[keys[label] % width], ws)
-            columns.append(col)
-            bw.append(raw)
+        stats, bw, sources = [], {}, {}
+        for label in labels:  # one (rank, op) at a time in memory as columns, its chunks let go
             sources[keys[label]] = self._source(label)
-        frame = pd.DataFrame({name: np.concatenate([c[name] for c in columns]) for name in columns[0]})
+            columns, raw = self._label(label, keys[label], op_names[keys[label] % width], ws)
+            stats.append(_aggregate(pd.DataFrame(columns, copy=False)))
+            bw.setdefault(label[1], []).append(raw)
+            del columns, raw
         st = _step_times(steps_session)
         sums = self._step_sums(keys, width)
         share, matched = (_sync_share(sums, st) if sums is not None else
                           (pd.Series(dtype="float64"), pd.Series(dtype="int64")))
-        stats = _labelled(_aggregate(frame), op_names, share, matched, sources)
-        del frame
+        stats = _labelled(pd.concat(stats), op_names, share, matched, sources)
         return CommPart(stats, sums if st.empty else None, set().union(*(c.timing_sources for c in self.chunks)),
-                        bandwidth_points(pd.concat(bw, ignore_index=True)), ws,
-                        any(c.no_group for c in self.chunks))
+                        _bandwidth(bw), ws, any(c.no_group for c in self.chunks))
 
-    def _label(self, label, key: int, op_name: str, ws: float | None) -> tuple[dict, pd.DataFrame]:
-        """One (rank, op)'s records over the chunks: the columns ``_aggregate`` groups, and those of
-        ``bandwidth_points`` (the op as logged, the bandwidths as logged)."""
+    def _label(self, label, key: int, op_name: str, ws: float | None) -> tuple[dict, tuple]:
+        """One (rank, op)'s records over the chunks, which let go of them: the columns ``_aggregate``
+        groups, and (op as logged, size, bandwidth as logged) for ``bandwidth_points``."""
         parts = [c.labels[label] for c in self.chunks if label in c.labels]
-        v = {name: np.concatenate([p.values[name] for p in parts]) for name in _VALUES}
+        v = {}
+        for name in _VALUES:  # one value at a time in two copies, at most
+            v[name] = np.concatenate([p.values.pop(name) for p in parts])
         flags = np.concatenate([p.flags for p in parts])
+        for p in parts:
+            p.flags = None
         group = np.fmax.reduce([p.group_max for p in parts])
-        bus, derived = v["bus"], (flags & BUS_DERIVED).astype(bool)
-        waiting = (flags & NO_GROUP).astype(bool)
-        if ws is not None and waiting.any():  # busbw from algbw x the bus factor with the world size
+        bus, alg, n = v["bus"], v["alg"], len(flags)
+        derived = (flags & BUS_DERIVED).astype(bool)
+        waiting = np.flatnonzero(flags & NO_GROUP)
+        if ws is not None and len(waiting):  # busbw from algbw x the bus factor with the world size
             group = np.fmax(group, ws)
-            factor = _factor_array(op_name, np.full(int(waiting.sum()), ws))
-            late = np.isnan(bus[waiting]) & ~np.isnan(v["alg"][waiting]) & ~np.isnan(factor)
-            idx = np.flatnonzero(waiting)[late]
-            bus[idx] = v["alg"][idx] * factor[late]
+            factor = _factor_array(op_name, np.full(len(waiting), ws))
+            late = np.isnan(bus[waiting]) & ~np.isnan(alg[waiting]) & ~np.isnan(factor)
+            idx = waiting[late]
+            bus[idx] = alg[idx] * factor[late]
             derived[idx] = True
         bus_logged = (flags & BUS_LOGGED).astype(bool)
-        columns = {"key": np.full(len(flags), key, dtype=np.int64), **v, "bus": bus, "group": np.full(len(flags), group),
+        bw = np.where(bus_logged, bus, np.where((flags & ALG_LOGGED).astype(bool), alg, np.nan))
+        columns = {"key": np.full(n, key, dtype=np.int64), **v, "group": np.full(n, group),
                    "bus_derived": derived, "bus_logged": bus_logged}
-        raw = pd.DataFrame({"op": np.full(len(flags), label[1], dtype=object), "size_bytes": v["size"],
-                            "busbw_mb_s": np.where(bus_logged, bus, np.nan),
-                            "algbw_mb_s": np.where((flags & ALG_LOGGED).astype(bool), v["alg"], np.nan)})
-        return columns, raw
+        return columns, (label[1], v["size"], bw)
 
     def _source(self, label) -> str | None:
         """``sources`` as ``communication._first_last`` gives it: the first record's file:line and the
@@ -198,3 +200,18 @@ class CommReducer:
         return pd.DataFrame({"key": key[first], "step": step[first].astype("float64"),
                              "rank_f": np.maximum(key[first] // width - 1, 0).astype("float64"),
                              "dur": np.bincount(inverse, weights=dur)})
+
+
+def _bandwidth(by_op: dict) -> pd.DataFrame:
+    """``bandwidth_points`` of the records, an op at a time (ops in order, a missing op last, as the
+    whole frame's groupby orders them); ``by_op``: op -> [(op, sizes, bandwidths as logged)]."""
+    points = []
+    for op in sorted(by_op, key=lambda op: (op is None, op or "")):
+        size = np.concatenate([s for _, s, _ in by_op[op]])
+        bw = np.concatenate([b for _, _, b in by_op[op]])
+        p = bandwidth_points(pd.DataFrame({"op": np.full(len(size), op, dtype=object), "size_bytes": size,
+                                           "busbw_mb_s": bw, "algbw_mb_s": bw}, copy=False))
+        if len(p):
+            points.append(p)
+    return pd.concat(points, ignore_index=True) if points else bandwidth_points(pd.DataFrame(
+        {"op": [], "size_bytes": [], "busbw_mb_s": [], "algbw_mb_s": []}))
