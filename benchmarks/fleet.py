@@ -140,9 +140,15 @@ def write_fleet(folder: str | Path, ranks: int, steps: int = 20, buckets: int = 
 # --- the measurement (one fleet size per fresh process) ----------------------------------------------
 
 def _peak_kb() -> int:
-    import resource
+    """This process's peak RSS in KB: VmHWM (``ru_maxrss`` would carry over the peak of the process that
+    started it, the one that wrote the fleet), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _measured_partial(*args):
