@@ -90,3 +90,40 @@ def test_a_comparison_whose_candidate_is_not_loaded_has_no_evidence():
     base = session("base", world_size=1, steps=step_rows([1.0] * 8))
     (f,) = found([base], scaling=Scaling(comparisons=(_comparison("gone", 1.3),)))
     assert (f["kind"], f["session_id"], f["evidence"]) == ("low_scaling_efficiency", "gone", [])
+
+
+# -- the status of runs that did not end ---------------------------------------------------------
+
+
+def test_a_run_cut_off_a_while_ago_says_how_long():
+    s = session("s", world_size=2, steps=step_rows([0.5] * 4), status="incomplete", idle_s=3600.4)
+    (f,) = found([s])
+    assert (f["severity"], f["kind"], f["session_id"]) == ("warning", "status", "s")
+    assert f["detail"] == ("The streams end without session_end and were last written 3600 s ago: the run was "
+                           "killed or stopped without ending its session.")
+    assert f["evidence"] == ["s_rank0.jsonl", "s_rank1.jsonl"]
+
+
+def test_a_run_in_progress_with_and_without_steps():
+    meta = dict(status="in progress", idle_s=12.6, status_detail="step 4 of 100")
+    (f,) = found([session("s", world_size=2, steps=step_rows([0.5] * 4), **meta)])
+    assert (f["severity"], f["kind"], f["session_id"]) == ("info", "status", "s")
+    assert f["title"] == "Run in progress: step 4 of 100"
+    assert f["detail"] == ("No session_end yet and its files were written 13 s ago (within max(120 s, 10 x its median "
+                           "step time)): every figure covers the steps logged so far.")
+    assert f["evidence"] == ["s_rank0.jsonl", "s_rank1.jsonl"]
+    (f,) = found([session("s", world_size=1, **meta)])
+    assert f["detail"].endswith(": no step is logged yet.")
+
+
+def test_a_run_stopped_before_its_first_record():
+    (f,) = found([session("s", world_size=2, status="stopped before its first record", ranks_found=[0, 3])])
+    assert (f["severity"], f["kind"], f["session_id"]) == ("warning", "no_records", "s")
+    assert f["title"] == "Run stopped before writing its first record"
+    assert f["detail"] == ("The session folder holds the streams of rank(s) 0, 3 but not one record: the run was "
+                           "killed, or failed, before the logger's first flush (half a second after it started, by "
+                           "default), or hung in its start (every rank must reach it). The launcher's console output "
+                           "says why.")
+    assert f["evidence"] == ["s_rank0.jsonl", "s_rank1.jsonl"] and f["ranks"] == [0, 3]
+    (f,) = found([session("s", world_size=1, status="stopped before its first record")])
+    assert f["detail"].startswith("The session folder holds its files but not one record:") and f["ranks"] == []
