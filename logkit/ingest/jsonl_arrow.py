@@ -1,7 +1,13 @@
 """The fast engine for our JSONL streams: ``pyarrow.json`` parses each stream in chunks of whole
 lines (``chunks``) into the raw table ``mapping.RAW_SCHEMA`` derives from the record specs,
-``mapping.map_records`` makes frame tables of each chunk, and they are added to the session's
-frames before the next chunk is read: memory is the frames plus one chunk.
+``mapping.map_records`` makes frame tables of them, and they are added to the session's frames in
+file order: memory is the frames plus a few chunks (``PARSERS + 1`` and ``MAP_BYTES`` of raw tables).
+
+Chunks are parsed ``PARSERS`` at a time, each in one thread of its own (pyarrow lets go of the GIL
+while it parses), while this thread maps the ones parsed before. pyarrow's parse costs per column
+of the schema, whether a line has it or not: a chunk is parsed at the columns the record types that
+make most of its rows are read at (``mapping.read_at``: a stream's steps and comm records, not the
+event columns), and its rows of other types (GPU snapshots, events...) again at theirs.
 
 It takes a stream whole or not at all: a stream it cannot take whole (an invalid line, a
 value of an unexpected type, blank lines, a device that is not an object) gives back the rows
@@ -12,9 +18,14 @@ would, so that a long stream of a killed run is not read line by line for it.
 
 from __future__ import annotations
 
+import functools
 import gc
 import gzip
+import os
+import threading
 import zlib
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -35,47 +46,90 @@ from logkit.ingest.mapping import (
     evals_from,
     map_records,
     raw_records,
+    read_at,
+    read_of,
 )
 from logkit.ingest.record_checks import StreamChecks
 from logkit.schema.records import GPU_SNAPSHOT
 
-# Lines are parsed this many bytes at a time (in blocks of BLOCK_BYTES, on all cores): the
-# parser's working memory is a few chunks, whatever the size of the stream.
-CHUNK_BYTES = 4 << 20
+# Lines are parsed this many bytes at a time (in blocks of BLOCK_BYTES), PARSERS chunks at once:
+# the parser's working memory is a few chunks, whatever the size of the stream. The raw tables are
+# mapped MAP_BYTES of lines at a time (mapping a table costs ~1 ms, whatever its size).
+CHUNK_BYTES = 2 << 20
 BLOCK_BYTES = 1 << 20
-_OPTIONS = pj.ParseOptions(explicit_schema=RAW_SCHEMA, unexpected_field_behavior="ignore")
+PARSERS = max(1, min(4, os.cpu_count() or 1))
+MIN_CHUNK_BYTES = 256 << 10
+MAP_BYTES = 4 << 20
+# A chunk is parsed at the columns of the record types that made one in RARE or more of the last
+# chunk's rows (the first chunks: of the stream read last); its other rows again at the rest.
+RARE = 8
+_OPTIONS = {RAW_SCHEMA: pj.ParseOptions(explicit_schema=RAW_SCHEMA, unexpected_field_behavior="ignore")}
+_NONE = np.zeros(0, np.int64)
+_KINDS: list[frozenset[str] | None] = [None]  # the kinds the stream read last ended with (None: all)
 _WHOLE = pa.array(WHOLE_TYPES)
 _DEVICES = GPU_SNAPSHOT.items_key
 _PARSE_POOL: pa.MemoryPool | None = None
 
 
 def _pool() -> pa.MemoryPool:
-    """The parser's pool: jemalloc where pyarrow has it (it hands freed parser memory back; the
-    default mimalloc keeps tens of MB of it resident), else the default."""
+    """The parser's pool: the system allocator (it hands freed parser memory back when asked; the
+    default mimalloc keeps tens of MB of it resident, and jemalloc parses ~10% slower)."""
     global _PARSE_POOL
     if _PARSE_POOL is None:
-        try:
-            _PARSE_POOL = pa.jemalloc_memory_pool()
-        except (NotImplementedError, pa.ArrowNotImplementedError):
-            _PARSE_POOL = pa.default_memory_pool()
+        _PARSE_POOL = pa.system_memory_pool()
     return _PARSE_POOL
 
 
 def parse(chunk: memoryview, block_bytes: int = BLOCK_BYTES, schema: pa.Schema = RAW_SCHEMA,
-          ends: np.ndarray | None = None) -> pa.Table:
+          ends: np.ndarray | None = None, threads: bool = True) -> pa.Table:
     """Whole lines of JSON objects as a raw table of ``schema`` (raises what pyarrow raises on
     anything else; ``pa.ArrowInvalid`` for a line that does not open an object or for invalid
-    UTF-8, which are never handed to pyarrow). ``ends``: the newlines' offsets, when the caller has them."""
+    UTF-8, which are never handed to pyarrow). ``ends``: the newlines' offsets, when the caller has them.
+    ``threads``: the chunk parsed in blocks of ``block_bytes`` on all cores, else in one thread."""
     if not _objects_only(chunk, _line_ends(chunk) if ends is None else ends):
         raise pa.ArrowInvalid("a line that does not open a JSON object")
     # pyarrow's parser passes invalid UTF-8 through into its strings (they fail later, anywhere):
     # checked here, on the chunk as it is (no copy), so the per-line engine replaces and notes it
     pa.LargeStringArray.from_buffers(1, pa.py_buffer(np.array([0, len(chunk)], np.int64)),
                                      pa.py_buffer(chunk)).validate(full=True)
-    options = _OPTIONS if schema is RAW_SCHEMA else pj.ParseOptions(explicit_schema=schema,
-                                                                      unexpected_field_behavior="ignore")
-    return pj.read_json(pa.py_buffer(chunk), parse_options=options,
-                        read_options=pj.ReadOptions(block_size=block_bytes), memory_pool=_pool())
+    return _json(chunk, schema, block_bytes, threads)
+
+
+@functools.lru_cache(maxsize=64)
+def _options(schema: pa.Schema) -> pj.ParseOptions:
+    return pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+
+
+def _json(lines, schema: pa.Schema, block_bytes: int, threads: bool) -> pa.Table:
+    options = _OPTIONS.get(schema) or _options(schema)
+    return pj.read_json(pa.py_buffer(lines), parse_options=options, memory_pool=_pool(),
+                        read_options=pj.ReadOptions(use_threads=threads, block_size=max(1, min(block_bytes, 2**31 - 1))))
+
+
+_LOCK = threading.Lock()
+_PARSERS: tuple[int, ThreadPoolExecutor] | None = None  # (the process it was made in, the threads)
+_SPARE: list[list[bytearray]] = []  # chunk buffers between streams (memory once touched, reused)
+
+
+def _parsers() -> ThreadPoolExecutor:
+    """The parsing threads, made once per process (a forked child makes its own)."""
+    global _PARSERS
+    with _LOCK:
+        if _PARSERS is None or _PARSERS[0] != os.getpid():
+            _PARSERS = (os.getpid(), ThreadPoolExecutor(PARSERS, thread_name_prefix="logkit-parse"))
+        return _PARSERS[1]
+
+
+def _take_buffers() -> list[bytearray]:
+    with _LOCK:
+        return _SPARE.pop() if _SPARE else []
+
+
+def _give_back(buffers: list[bytearray], chunk_bytes: int) -> None:
+    """Keep one stream's chunk buffers for the next (those a long line grew beyond ``chunk_bytes`` go)."""
+    with _LOCK:
+        if not _SPARE:
+            _SPARE.append([b for b in buffers if len(b) <= chunk_bytes])
 
 
 class _Refused(Exception):
@@ -110,60 +164,187 @@ def _release(*views: memoryview) -> None:
             view.release()
 
 
-def _table(buf: bytearray, size: int, first_line: int) -> tuple[pa.Table, np.ndarray]:
-    """One chunk's raw table with its line numbers, and where its lines end."""
+def _chunk(buf: bytearray, size: int, first: bool, kinds: frozenset[str] | None) -> tuple[pa.Table, list, dict]:
+    """One chunk's raw table; its records of ``WHOLE_TYPES`` (and the stream's first, when ``first``)
+    parsed whole, as (line in the chunk from 0, record); how many rows of each record type it has.
+    Parsed at the columns of the types ``kinds`` (``mapping.read_at``; None: all of ``RAW_SCHEMA``),
+    then the rows of other types again at the rest, unless they are half or more. Runs on the
+    parsing threads."""
+    schema = RAW_SCHEMA if kinds is None else read_at(kinds)
+    ends, table = _parsed(buf, size, schema)
+    n = table.num_rows
+    if n != len(ends) or table.column(TYPE.raw[0]).null_count:
+        raise _Refused  # the parser skips blank lines: those, or records without a type, the per-line engine reports
+    counts = dict(zip(*(c.to_pylist() for c in pc.value_counts(table.column(TYPE.raw[0])).flatten()), strict=True))
+    if schema is not RAW_SCHEMA:
+        others = frozenset(k for k in counts if not read_of(k) <= set(schema.names))
+        rows = pc.indices_nonzero(pc.is_in(table.column(TYPE.raw[0]), pa.array(others, pa.string()))).to_numpy() \
+            if others else _NONE
+        if 2 * len(rows) > n:
+            ends, table = _parsed(buf, size, RAW_SCHEMA)
+        else:
+            table = _with_rest(table, buf, ends, rows, _rest(schema, others))
+    if pc.list_flatten(table.column(_DEVICES)).null_count:
+        raise _Refused  # a device that is not an object: the per-line engine leaves it out
+    return table, _whole_records(table, buf, ends, first), counts
+
+
+def _parsed(buf: bytearray, size: int, schema: pa.Schema) -> tuple[np.ndarray, pa.Table]:
+    """The newlines' offsets of a chunk, and its raw table (parsed in one thread) at ``schema``."""
     table = None
     whole = memoryview(buf)
     chunk = whole[:size]
     try:
         ends = _line_ends(chunk)
         try:  # blank lines, bare values, leading spaces are refused: the per-line engine says what they are
-            table = parse(chunk, ends=ends)
+            table = parse(chunk, _block(ends), schema, ends, threads=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, OverflowError):
             pass  # not raised from here: its traceback would keep the chunk's buffer exported
     finally:
         _release(chunk, whole)
     if table is None:
         raise _Refused
+    return ends, table
+
+
+def _block(ends: np.ndarray) -> int:
+    """pyarrow's block: BLOCK_BYTES, or the longest line."""
+    longest = int(max(ends[0] + 1, np.diff(ends).max(initial=0))) if len(ends) else 1
+    return max(BLOCK_BYTES, longest + 1)
+
+
+_NULLS: dict[pa.DataType, pa.Array] = {}
+
+
+def _nulls(n: int, kind: pa.DataType) -> pa.Array:
+    """``n`` missing values of ``kind`` (a slice of one array, made once)."""
+    nulls = _NULLS.get(kind)
+    if nulls is None or len(nulls) < n:
+        nulls = _NULLS[kind] = pa.nulls(max(n, 1 << 16), kind)
+    return nulls.slice(0, n)
+
+
+@functools.lru_cache(maxsize=256)
+def _rest(schema: pa.Schema, kinds: frozenset[str]) -> pa.Schema:
+    """The columns rows of ``kinds`` are read at that are not ``schema``'s."""
+    return pa.schema([f for f in read_at(kinds) if f.name not in schema.names])
+
+
+def _with_rest(table: pa.Table, buf: bytearray, ends: np.ndarray, rows: np.ndarray, rest: pa.Schema) -> pa.Table:
+    """A chunk's table at part of ``RAW_SCHEMA`` made one at all of it: the columns ``rest`` are read
+    of ``rows`` (those of other types), parsed again at those; the others are missing (no frame reads
+    them of these rows)."""
     n = table.num_rows
-    if n != len(ends) or table.column(TYPE.raw[0]).null_count:
-        raise _Refused  # the parser skips blank lines: those, or records without a type, the per-line engine reports
-    if pc.list_flatten(table.column(_DEVICES)).null_count:
-        raise _Refused  # a device that is not an object: the per-line engine leaves it out
-    return table.append_column(LINE, pa.array(np.arange(first_line, first_line + n, dtype=np.int64))), ends
+    if len(rows):
+        starts = np.concatenate([np.zeros(1, np.int64), ends[:-1] + 1])[rows]
+        lines = b"".join(buf[s:e] for s, e in zip(starts.tolist(), (ends[rows] + 1).tolist(), strict=True))
+        try:
+            parsed = _json(lines, rest, len(lines), threads=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OverflowError):
+            raise _Refused from None
+        at = np.zeros(n, np.int64)
+        at[rows] = np.arange(len(rows))
+        missing = np.ones(n, bool)
+        missing[rows] = False
+        at = pa.array(at, mask=missing)
+    columns = [table.column(f.name) if f.name in table.schema.names
+               else parsed.column(f.name).take(at) if f.name in rest.names and len(rows)
+               else _nulls(n, f.type) for f in RAW_SCHEMA]
+    return pa.Table.from_arrays(columns, schema=RAW_SCHEMA)
 
 
-def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first_line: int) -> list[tuple[int, dict]]:
+def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first: bool) -> list[tuple[int, dict]]:
     """The chunk's records of ``WHOLE_TYPES`` (and the stream's first), parsed whole: few per stream."""
     wanted = pc.indices_nonzero(pc.is_in(table.column(TYPE.raw[0]), _WHOLE)).to_numpy().astype(np.int64)
-    if first_line == 1:
+    if first:
         wanted = np.union1d(wanted, np.zeros(1, np.int64))
     out = []
     for i in wanted.tolist():
         start = int(ends[i - 1]) + 1 if i else 0
-        out.append((first_line + i, orjson.loads(bytes(buf[start:int(ends[i])]))))
+        out.append((i, orjson.loads(bytes(buf[start:int(ends[i])]))))
     return out
 
 
+def _even(path: Path, chunk_bytes: int) -> int:
+    """Chunks of at most ``chunk_bytes``, as many as a multiple of ``PARSERS`` and of even size, so that
+    the parsing threads end a stream together (a small stream, or one gzipped: ``chunk_bytes``)."""
+    if path.name.endswith(".gz"):
+        return chunk_bytes
+    size = path.stat().st_size
+    if size < 2 * MIN_CHUNK_BYTES:
+        return chunk_bytes
+    chunks = PARSERS * -(-size // (PARSERS * chunk_bytes))
+    return min(chunk_bytes, max(MIN_CHUNK_BYTES, -(-size // chunks) + (64 << 10)))  # a margin: lines are cut
+
+
+class _Reading:
+    """One stream being read: its chunks in flight, mapped in file order as they come back parsed,
+    ``MAP_BYTES`` of them at a time."""
+
+    def __init__(self, path: Path, file_rank: int, add) -> None:
+        self.path, self.add = path, add
+        self.stream, self.checks = Stream([], None), StreamChecks(file_rank)
+        self.pending: deque = deque()  # (parsing, its bytes)
+        self.parsed: list[pa.Table] = []  # not mapped yet
+        self.parsed_bytes = 0
+        self.line = 1  # the next chunk's first line
+        self.kinds = _KINDS[0]  # the record types the next chunk is parsed at the columns of
+
+    def submit(self, parsers: ThreadPoolExecutor, buf: bytearray, size: int) -> None:
+        first = self.line == 1 and not self.pending and not self.parsed
+        self.pending.append((parsers.submit(_chunk, buf, size, first, self.kinds), size))
+
+    def drain(self, keep: int = 0) -> None:
+        """Take the oldest parsed chunks, in file order, until ``keep`` are left parsing; map what
+        was taken when it is ``MAP_BYTES`` or more, or when none are left."""
+        while len(self.pending) > keep:
+            table, records, counts = self.pending[0][0].result()
+            self.parsed_bytes += self.pending.popleft()[1]
+            self.kinds = frozenset(k for k, c in counts.items() if c * RARE >= table.num_rows)
+            first, n = self.line, table.num_rows
+            self.parsed.append(table.append_column(LINE, pa.array(np.arange(first, first + n, dtype=np.int64))))
+            self.stream.records += [(first + i, record) for i, record in records]
+            self.line += n
+            if self.parsed_bytes >= MAP_BYTES:
+                self.map()
+        if not keep:
+            self.map()
+
+    def map(self) -> None:
+        if self.parsed:
+            _add(self.stream, pa.concat_tables(self.parsed), self.path, self.checks, self.add)
+        self.parsed, self.parsed_bytes = [], 0
+
+    def stop(self) -> None:
+        for job, _ in self.pending:
+            job.cancel()
+        wait([job for job, _ in self.pending])
+
+
 def _read(path: Path, file_rank: int, add, chunk_bytes: int) -> Stream:
-    stream = Stream([], None)
-    checks = StreamChecks(file_rank)
-    first_line = 1
-    for buf, size, torn in whole_lines(path, chunk_bytes):
-        if torn:
-            if first_line == 1:
-                raise _Refused  # no whole line: the per-line engine says what the stream holds
-            _tail(stream, bytes(buf[:size]), first_line, path, checks, add)
-            break
-        table, ends = _table(buf, size, first_line)
-        _add(stream, table, path, checks, add)
-        stream.records += _whole_records(table, buf, ends, first_line)
-        first_line += table.num_rows
-        del table
-    if first_line == 1:
+    """The stream's chunks parsed ``PARSERS`` at a time, each in a thread of its own (pyarrow lets go
+    of the GIL while it parses), while the oldest is mapped here: frame tables in file order."""
+    reading = _Reading(path, file_rank, add)
+    parsers, buffers = _parsers(), _take_buffers()
+    try:
+        for buf, size, torn in whole_lines(path, _even(path, chunk_bytes), PARSERS, buffers):
+            if torn:
+                reading.drain()
+                if reading.line == 1:
+                    raise _Refused  # no whole line: the per-line engine says what the stream holds
+                _tail(reading.stream, bytes(buf[:size]), reading.line, path, reading.checks, add)
+                break
+            reading.submit(parsers, buf, size)
+            reading.drain(keep=PARSERS)  # before the next chunk: its buffer is the oldest's, round again
+        reading.drain()
+    finally:
+        reading.stop()
+        _give_back(buffers, chunk_bytes)
+    if reading.line == 1:
         raise _Refused  # an empty stream
-    add("evals", evals_from(stream.records, file_rank))
-    return stream
+    add("evals", evals_from(reading.stream.records, file_rank))
+    _KINDS[0] = reading.kinds  # the next stream (a session's ranks log alike) starts at these
+    return reading.stream
 
 
 def _add(stream: Stream, table: pa.Table, path: Path, checks: StreamChecks, add) -> None:

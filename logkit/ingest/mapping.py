@@ -17,6 +17,7 @@ renamed in ``schema.records`` is followed here without a change.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pyarrow as pa
@@ -187,6 +188,25 @@ def _needs(frame: str) -> list[str]:
 
 
 _NEEDS = {frame: _needs(frame) for frame in (*FRAME_SPECS, "events")}
+# The raw columns the record checks and the stream's latest time read of every row.
+_EVERY_ROW = frozenset({TYPE.raw[0], TIME.raw[0], RANK.raw[0], STEP.raw[0], SESSION_ID.raw[0]})
+_FRAME_OF = {spec.type: frame for frame, spec in FRAME_SPECS.items()}
+
+
+def read_of(kind: str) -> frozenset[str]:
+    """The raw columns a row of record type ``kind`` is read at: its frame's (an event's, for a type
+    with no frame of its own; none for an evaluation, read whole) and every row's."""
+    frame = _FRAME_OF.get(kind, None if kind == EVALUATION.type else "events")
+    return _EVERY_ROW.union(_NEEDS[frame][:-1] if frame is not None else ())
+
+
+@functools.lru_cache(maxsize=64)
+def read_at(kinds: frozenset[str]) -> pa.Schema:
+    """The part of ``RAW_SCHEMA`` rows of record types ``kinds`` are read at (by ``read_of``). The fast
+    engine parses a chunk at the columns of the types most of its rows are (pyarrow's parse costs
+    per column of the schema, in a line or not), and its other rows again at the rest."""
+    names = _EVERY_ROW.union(*map(read_of, kinds))
+    return pa.schema([f for f in RAW_SCHEMA if f.name in names])
 
 
 def nonfinite_event(row: dict) -> dict | None:
