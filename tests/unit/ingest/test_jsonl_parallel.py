@@ -1,0 +1,111 @@
+"""The fast engine parses chunks on threads of their own, each at the columns of the record types
+most of its rows are (``mapping.read_at``), and its other rows again at theirs. Whatever the mix of
+types along a stream, and however streams are read at once, it gives the per-line engine's frames."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import orjson
+import pandas as pd
+import pytest
+
+from logkit.ingest import jsonl_arrow, jsonl_lines
+from logkit.ingest.assemble import Frames
+from logkit.ingest.mapping import RAW_SCHEMA, read_at
+from logkit.schema.records import FRAME_SPECS
+
+SID = "s_20250101_000000"
+
+
+def _record(i: int, kind: str, rank: int) -> dict:
+    base = {"type": kind, "elapsed_s": 0.5 * i, "level": "INFO", "message": f"{kind} {i}", "session_id": SID,
+            "rank": rank, "step": i}
+    extra = {
+        "communication": {"op": "gradient_sync", "size_bytes": 1024, "duration_ms": 1.5, "algbw_mb_s": 2.5,
+                          "busbw_mb_s": 3.5, "group_size": 2, "bucket": i % 4, "timing_source": "cuda_event"},
+        "training_step_complete": {"epoch": 0.01 * i, "timing": {"step_time_seconds": 0.4, "data_time_seconds": 0.01},
+                                   "metrics": {"loss": 2.0 - 0.001 * i, "learning_rate": 1e-4, "grad_norm": 0.8,
+                                               "samples_per_second": 80.0, "total_batch_size": 32}},
+        "gpu_snapshot": {"hostname": "node1", "devices": [{"index": rank, "utilization_percent": 90.0,
+                                                           "memory_used_mb": 1000.0, "power_w": 300.0}]},
+        "performance": {"window_steps": 10, "avg_step_time_s": 0.4, "throughput_samples_s": 80.0,
+                        "total_batch_size": 32},
+        "anomaly": {"kind": "slow_step", "value": 1.5, "threshold": 1.0, "status": "open"},
+        "evaluation": {"metrics": {"eval_loss": 1.9}},
+    }
+    return {**base, **extra.get(kind, {})}
+
+
+def _stream(path, rank: int, parts: list[tuple[int, list[str]]]) -> None:
+    """``parts``: (records, the types they cycle through), one after the other in the stream."""
+    lines, i = [_record(0, "session_start", rank)], 0
+    for count, kinds in parts:
+        for _ in range(count):
+            i += 1
+            lines.append(_record(i, kinds[i % len(kinds)], rank))
+    lines.append(_record(i + 1, "session_end", rank))
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in lines))
+
+
+def _both(path, rank: int, chunk_bytes: int | None = None) -> tuple[dict, dict]:
+    fast, lines = Frames(), Frames()
+    assert jsonl_arrow.read_stream(path, rank, fast, chunk_bytes=chunk_bytes) is not None
+    assert not jsonl_lines.read_stream(path, rank, lines.add).diagnostics
+    return fast.result(), lines.result()
+
+
+def _same(fast: dict, lines: dict) -> None:
+    for name, frame in lines.items():
+        pd.testing.assert_frame_equal(fast[name], frame, obj=name)
+
+
+@pytest.mark.parametrize("chunk_bytes", [2000, 9000, None])
+def test_a_stream_whose_mix_of_types_changes_gives_the_per_line_engines_frames(tmp_path, chunk_bytes):
+    steps, comm = FRAME_SPECS["steps"].type, FRAME_SPECS["comm"].type
+    path = tmp_path / f"{SID}_rank1.jsonl"
+    _stream(path, 1, [
+        (300, [comm, comm, comm, steps] * 9 + ["gpu_snapshot", "performance"]),  # GPU, performance rows rare
+        (120, ["anomaly", comm, "evaluation"]),  # events a third of the rows: their columns parsed
+        (200, ["gpu_snapshot"]),  # GPU snapshots only
+        (150, [steps, comm, "anomaly"] * 20 + ["gpu_snapshot"]),  # back to rare events and GPU rows
+    ])
+    fast, lines = _both(path, 1, chunk_bytes)
+    _same(fast, lines)
+    assert len(fast["gpu"]) > 200 and len(fast["events"]) > 40 and len(fast["steps"]) > 100
+
+
+def test_streams_read_at_once_give_what_each_gives_alone(tmp_path):
+    paths = []
+    for rank in range(6):
+        path = tmp_path / f"{SID}_rank{rank}.jsonl"
+        kinds = ["communication", "training_step_complete"] + (["anomaly"] if rank % 2 else ["gpu_snapshot"])
+        _stream(path, rank, [(400 + 50 * rank, kinds)])
+        paths.append(path)
+
+    def read(rank: int) -> dict:
+        frames = Frames()
+        assert jsonl_arrow.read_stream(paths[rank], rank, frames, chunk_bytes=4000) is not None
+        return frames.result()
+
+    alone = [read(rank) for rank in range(6)]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(read, [r for _ in range(3) for r in range(6)]))
+    for i, frames in enumerate(together):
+        _same(frames, alone[i % 6])
+
+
+def test_a_wrong_type_in_a_rare_rows_column_is_left_to_the_per_line_engine(tmp_path):
+    path = tmp_path / f"{SID}_rank0.jsonl"
+    _stream(path, 0, [(400, ["communication"] * 20 + ["gpu_snapshot"])])
+    text = path.read_bytes().replace(b'"hostname":"node1"', b'"hostname":5', 1)
+    path.write_bytes(text)
+    assert jsonl_arrow.read_stream(path, 0, Frames(), chunk_bytes=3000) is None
+
+
+def test_the_columns_a_chunk_is_parsed_at():
+    steps_comm = read_at(frozenset({FRAME_SPECS["steps"].type, FRAME_SPECS["comm"].type}))
+    assert {"op", "metrics", "session_id", "rank"} <= set(steps_comm.names)
+    assert not {"message", "level", "devices", "hostname"} & set(steps_comm.names)
+    assert read_at(frozenset({"evaluation"})).names == [f.name for f in RAW_SCHEMA if f.name in
+                                                        ("elapsed_s", "rank", "step", "type", "session_id")]
