@@ -127,3 +127,72 @@ def test_a_run_stopped_before_its_first_record():
     assert f["evidence"] == ["s_rank0.jsonl", "s_rank1.jsonl"] and f["ranks"] == [0, 3]
     (f,) = found([session("s", world_size=1, status="stopped before its first record")])
     assert f["detail"].startswith("The session folder holds its files but not one record:") and f["ranks"] == []
+
+
+# -- step and communication findings: their session, every rank listed, and what is left out ------
+
+
+def breakdown(*rows):
+    cols = ("session_id", "rank", "steps", "data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s", "step_s")
+    return pd.DataFrame([dict(zip(cols, r, strict=True)) for r in rows])
+
+
+def two_ranks(sid="s"):
+    return session(sid, world_size=2, steps=[r for k in (0, 1) for r in step_rows([0.5] * 4, rank=k)])
+
+
+def test_communication_bound_by_the_exposed_sync_on_two_ranks_of_one_session():
+    phases = breakdown(("s", 0, 8, 0.0, 0.05, 0.05, 0.0, 0.0, 0.1234), ("s", 1, 8, 0.0, 0.05, 0.06, 0.0, 0.0, 0.1234))
+    (f,) = found([two_ranks(), two_ranks("x")], step_breakdown=phases)
+    assert (f["kind"], f["session_id"]) == ("communication_bound", "s")
+    # 0.05 / 0.1234 = 40.5 %, 0.06 / 0.1234 = 48.6 %; 123.4 ms shown to 3 digits
+    assert f["detail"] == ("The gradient sync that backward does not hide takes 41% of step time on rank 0 (50 of "
+                           "123 ms, median), 49% of step time on rank 1 (60 of 123 ms, median): larger buckets "
+                           "(bucket_cap_mb), gradient accumulation (fewer syncs per sample) or a faster interconnect "
+                           "shorten it.")
+    assert f["evidence"] == ["s_rank0.jsonl (steps 1-4)", "s_rank1.jsonl (steps 1-4)"] and f["ranks"] == [0, 1]
+
+
+def comm(*rows, verdicts=True):
+    cols = ("session_id", "rank", "op", "sync_share_of_step_time", "matched_steps", "sources")
+    table = pd.DataFrame([dict(zip(cols, r, strict=True)) for r in rows])
+    if verdicts:
+        table["verdict"], table["note"] = "unknown", ""
+    return table
+
+
+def test_communication_bound_from_the_table_on_two_ranks_and_sources_that_are_not_text():
+    table = comm(("s", 0, "gradient_sync", 0.3, 8, float("nan")), ("s", 1, "gradient_sync", 0.4, 6, None))
+    (f,) = found([two_ranks()], communication=table)
+    assert f["detail"] == ("Gradient sync takes 30% of step time on rank 0 (over 8 steps), 40% of step time on rank 1 "
+                           "(over 6 steps) (an upper bound: buckets overlap the backward pass).")
+    assert f["evidence"] == ["s_rank0.jsonl (steps 1-4)", "s_rank1.jsonl (steps 1-4)"]  # no "nan" source
+
+
+def test_a_communication_table_without_verdicts_gives_no_verdict_finding():
+    table = comm(("s", 0, "gradient_sync", 0.1, 8, None), verdicts=False)
+    assert found([two_ranks()], communication=table) == []
+
+
+def test_slow_steps_of_another_session_are_not_this_ones():
+    perf = pd.DataFrame({"session_id": ["x", "s"], "rank": [0, 0], "slow_steps": [5, 0], "steps": [8, 8]})
+    assert [(f["kind"], f["session_id"]) for f in found([two_ranks(), two_ranks("x")], performance=perf)] == [
+        ("slow_steps", "x")]
+
+
+def test_a_slow_step_detail_names_the_worst_five():
+    worst = [{"rank": 0, "step": k, "x_median": 10.0 - k} for k in range(1, 7)]
+    perf = pd.DataFrame({"session_id": ["s"], "rank": [0], "slow_steps": [6], "steps": [100]})
+    (f,) = found([two_ranks()], performance=perf, slow_steps={"s": worst})
+    assert f["detail"] == ("6 of 100 steps took more than 3x their rank's median; the worst: step 1 on rank 0 (9.0x), "
+                           "step 2 on rank 0 (8.0x), step 3 on rank 0 (7.0x), step 4 on rank 0 (6.0x), step 5 on "
+                           "rank 0 (5.0x)")
+
+
+def test_a_straggler_without_an_arrival_share_is_one_by_step_time():
+    table = pd.DataFrame({"session_id": ["s"], "rank": [1], "median_step_s": [0.6125], "vs_fastest": [1.225],
+                          "score": [0.225], "is_straggler": [True], "cause": [None],
+                          "last_arrival_share": [float("nan")], "lateness_s": [float("nan")]})
+    (f,) = found([two_ranks()], stragglers=table)
+    assert (f["title"], f["detail"]) == ("Rank 1 is a straggler",
+                                         "Median step 0.6125 s, 1.23x the fastest rank (score 0.23).")
