@@ -73,11 +73,11 @@ class _Boom:
         return (os.system, ("touch PWNED",))
 
 
-def test_a_pickle_naming_code_is_refused_and_never_run(tmp_path):
+def test_a_pickle_naming_code_is_refused_and_never_run(tmp_path, monkeypatch):
     path = tmp_path / "nccl_trace_rank_0"
     path.write_bytes(pickle.dumps({"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": [_Boom()]},
                                   protocol=2))
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # where os.system('touch PWNED') would write, undone after the test
     res = read_file(path)
     assert not (tmp_path / "PWNED").exists()
     assert "events" not in res.tables
