@@ -1,7 +1,7 @@
 """The fast engine for our JSONL streams: ``pyarrow.json`` parses each stream in chunks of whole
 lines (``chunks``) into the raw table ``mapping.RAW_SCHEMA`` derives from the record specs,
 ``mapping.map_records`` makes frame tables of them, and they are added to the session's frames in
-file order: memory is the frames plus a few chunks (``PARSERS + 1`` and ``MAP_BYTES`` of raw tables).
+file order: memory is the frames plus a few chunks (``PARSERS + 1``, and ``MAP_CHUNKS`` of raw tables).
 
 Chunks are parsed ``PARSERS`` at a time, each in one thread of its own (pyarrow lets go of the GIL
 while it parses), while this thread maps the ones parsed before. pyarrow's parse costs per column
@@ -54,13 +54,13 @@ from logkit.schema.records import GPU_SNAPSHOT
 
 # Lines are parsed this many bytes at a time (in blocks of pyarrow's of BLOCK_BYTES, or the longest
 # line), PARSERS chunks at once: the parser's working memory is a few chunks, whatever the size of
-# the stream. The raw tables are mapped MAP_BYTES of lines at a time (a mapping costs ~1 ms, whatever
+# the stream. The raw tables are mapped MAP_CHUNKS chunks at a time (a mapping costs ~1 ms, whatever
 # its size; the tables are not combined: that copy raised the peak memory by ~15 MB at 100 MB).
 CHUNK_BYTES = 2 << 20
 BLOCK_BYTES = 1 << 20
 PARSERS = max(1, min(4, os.cpu_count() or 1))
 MIN_CHUNK_BYTES = 256 << 10
-MAP_BYTES = 4 << 20
+MAP_CHUNKS = 2
 # A chunk is parsed at the columns of the record types that made one in RARE or more of the last
 # chunk's rows (the first chunks: of the stream read last); its other rows again at the rest.
 RARE = 8
@@ -280,33 +280,32 @@ def _even(path: Path, chunk_bytes: int) -> int:
 
 class _Reading:
     """One stream being read: its chunks in flight, mapped in file order as they come back parsed,
-    ``MAP_BYTES`` of them at a time."""
+    ``MAP_CHUNKS`` of them at a time."""
 
     def __init__(self, path: Path, file_rank: int, add) -> None:
         self.path, self.add = path, add
         self.stream, self.checks = Stream([], None), StreamChecks(file_rank)
-        self.pending: deque = deque()  # (parsing, its bytes)
+        self.pending: deque = deque()  # the chunks parsing, in file order
         self.parsed: list[pa.Table] = []  # not mapped yet
-        self.parsed_bytes = 0
         self.line = 1  # the next chunk's first line
         self.kinds = _KINDS[0]  # the record types the next chunk is parsed at the columns of
 
     def submit(self, parsers: ThreadPoolExecutor, buf: bytearray, size: int) -> None:
         first = self.line == 1 and not self.pending and not self.parsed
-        self.pending.append((parsers.submit(_chunk, buf, size, first, self.kinds), size))
+        self.pending.append(parsers.submit(_chunk, buf, size, first, self.kinds))
 
     def drain(self, keep: int = 0) -> None:
         """Take the oldest parsed chunks, in file order, until ``keep`` are left parsing; map what
-        was taken when it is ``MAP_BYTES`` or more, or when none are left."""
+        was taken when it is ``MAP_CHUNKS`` chunks, or when none are left."""
         while len(self.pending) > keep:
-            table, records, counts = self.pending[0][0].result()
-            self.parsed_bytes += self.pending.popleft()[1]
+            table, records, counts = self.pending[0].result()
+            self.pending.popleft()
             self.kinds = frozenset(k for k, c in counts.items() if c * RARE >= table.num_rows)
             first, n = self.line, table.num_rows
             self.parsed.append(table.append_column(LINE, pa.array(np.arange(first, first + n, dtype=np.int64))))
             self.stream.records += [(first + i, record) for i, record in records]
             self.line += n
-            if self.parsed_bytes >= MAP_BYTES:
+            if len(self.parsed) >= MAP_CHUNKS:
                 self.map()
         if not keep:
             self.map()
@@ -314,12 +313,12 @@ class _Reading:
     def map(self) -> None:
         if self.parsed:
             _add(self.stream, pa.concat_tables(self.parsed), self.path, self.checks, self.add)
-        self.parsed, self.parsed_bytes = [], 0
+        self.parsed = []
 
     def stop(self) -> None:
-        for job, _ in self.pending:
+        for job in self.pending:
             job.cancel()
-        wait([job for job, _ in self.pending])
+        wait(self.pending)
 
 
 def _read(path: Path, file_rank: int, add, chunk_bytes: int) -> Stream:
