@@ -205,3 +205,11 @@ def test_untimed_numbered_steps_give_the_step_count_when_the_run_gives_none():
     rows = step_rows([None] * 4, batch=8, start_step=3)  # steps 3..6, no times
     summary = session_summary(session("s", steps=rows))
     assert summary.total_steps == 6 and summary.basis is None and summary.samples_per_second is None
+
+
+def test_the_summary_keeps_what_the_status_rests_on():
+    detail = "still running (last written 4 s ago)"
+    s = session("s", steps=step_rows(TIMES), status="in progress", status_detail=detail)
+    summary = session_summary(s)
+    assert (summary.status, summary.status_detail) == ("in progress", detail)
+    assert session_summary(session("s", steps=step_rows(TIMES))).status_detail is None
