@@ -33,23 +33,26 @@ def whole_lines(path: Path, chunk_bytes: int, held: int = 0,
     with open_stream(path) as fh:
         # no larger than the file (a new buffer is zero-filled: memory touched, time spent)
         size = chunk_bytes if path.name.endswith(".gz") else min(chunk_bytes, os.fstat(fh.fileno()).st_size + 1)
-        turn, filled = 0, 0
-        buf = _buffer(buffers, turn, size)
+        # a chunk is ``cap`` bytes at most, whatever the size of a buffer reused from a bigger read
+        turn, filled, cap = 0, 0, size
+        buf = _buffer(buffers, turn, cap)
         while True:
             with memoryview(buf) as view:
-                got = fh.readinto(view[filled:])
+                got = fh.readinto(view[filled:cap])
             if not got:
                 break
             filled += got
             cut = buf.rfind(b"\n", 0, filled) + 1
             if not cut:
-                if filled == len(buf):
-                    buf = buffers[turn] = buf + bytearray(len(buf))
+                if filled == cap:  # a line longer than the chunk: twice the room
+                    cap *= 2
+                    if len(buf) < cap:
+                        buf = buffers[turn] = buf + bytearray(cap - len(buf))
                 continue
             yield buf, cut, False
             turn = (turn + 1) % (held + 1)
             tail = filled - cut
-            nxt = _buffer(buffers, turn, len(buf))
+            nxt = _buffer(buffers, turn, cap)
             nxt[:tail] = buf[cut:filled]
             buf, filled = nxt, tail
     if filled:
