@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from logkit.schema import SessionFiles
-from tests.support.launch import REPO, read_jsonl
+from tests.support.launch import REPO, ctrl_c_default, read_jsonl
 
 PRELUDE = textwrap.dedent("""
     import os, signal, sys, time
@@ -120,7 +120,8 @@ def test_sigint_from_outside_ends_the_session_as_interrupted(tmp_path):
             if step == 5:
                 print("stepping", flush=True)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_default)
     try:
         sid = proc.stdout.readline().strip()
         assert proc.stdout.readline().strip() == "stepping", proc.stderr.read()

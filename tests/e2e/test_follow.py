@@ -27,7 +27,7 @@ import orjson
 import pytest
 
 from logkit.schema.records import COMMON, COMMUNICATION, ERROR, SESSION_START, TRAINING_STEP
-from tests.support.launch import BIN, REPO, free_port
+from tests.support.launch import BIN, REPO, ctrl_c_default, free_port
 
 TYPE = next(f for f in COMMON if f.name == "type")
 MESSAGE = next(f for f in COMMON if f.name == "message")
@@ -268,7 +268,7 @@ def _live_stream(folder: Path) -> None:
 def test_ctrl_c_exits_0(tmp_path):
     _live_stream(tmp_path / "logs" / "s1")
     proc = subprocess.Popen([str(BIN / "analyze_logs"), str(tmp_path / "logs"), "--follow", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=ctrl_c_default)
     try:
         first = orjson.loads(proc.stdout.readline())
         assert first["sessions"][0]["session_id"] == "s1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +26,12 @@ def fixture_session(world_size: int) -> Path:
         if first["world_size"] == world_size:
             return folder
     raise LookupError(f"no {world_size}-rank session in {QLORA_FIXTURE}")
+
+
+def ctrl_c_default() -> None:
+    """preexec_fn for a child that a test stops with SIGINT: a shell runs background jobs with SIGINT
+    ignored, the child would inherit that and never see Ctrl-C (`make test &` would then time out)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def free_port() -> int:
