@@ -101,3 +101,19 @@ def test_a_reader_that_gives_up_takes_its_comm_chunks_back(tmp_path, monkeypatch
     _, stats, _, _ = _whole(path, 0, None)
     assert stats["count"].tolist() == [30 * 4]
     pd.testing.assert_frame_equal(part.comm.stats, stats, check_exact=True)
+
+
+@pytest.mark.parametrize("keep_world_size", [True, False])
+def test_the_merged_table_equals_the_whole_frames_table(tmp_path, keep_world_size):
+    """In this process (so that a mutation run sees it): the engine's merge of per-rank partials
+    (``communication_table`` from ``comm_partial``, a stepless rank's sync share from the lowest rank's
+    steps) gives the table of the whole comm frame, cell for cell."""
+    from logkit.analysis.engine import load_sessions as engine_sessions
+
+    folder = write_fleet(tmp_path, 3, steps=12, buckets=3, keep_world_size=keep_world_size, stepless_ranks=(2,))
+    (merged,) = engine_sessions(folder.parent)
+    (whole,) = load_sessions(folder.parent)
+    assert merged.comm_partial is not None and whole.comm_partial is None and len(whole.comm) == 3 * 12 * 3
+    got, expected = communication.communication_table(merged), communication.communication_table(whole)
+    assert len(expected) == 3 and expected["sync_share_of_step_time"].notna().all()
+    pd.testing.assert_frame_equal(got, expected, check_exact=False, rtol=1e-12)
