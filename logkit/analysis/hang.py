@@ -74,26 +74,37 @@ def innermost(stack) -> str | None:
     return None
 
 
+def _last_of_each_rank(rows: pd.DataFrame) -> dict[int, pd.Series]:
+    """Each rank's last row of ``rows`` (in record order)."""
+    if not len(rows):
+        return {}
+    last = rows.dropna(subset=["rank"]).groupby("rank", sort=False).tail(1)
+    return {int(row["rank"]): row for _, row in last.iterrows()}
+
+
 def rank_states(session) -> dict[int, RankState]:
     """Each rank's last known position, from its stream's steps and phase records."""
     steps, ev = session.steps, session.events
     done = steps.dropna(subset=["rank", "step"]).groupby("rank")["step"].max() if len(steps) else pd.Series(dtype=float)
     ranks = set(int(r) for r in done.index)
-    marks = ev[ev["kind"].isin(_PHASE_KINDS)] if len(ev) else ev
-    ranks |= set(int(r) for r in marks["rank"].dropna()) if len(marks) else set()
+    if not len(ev):
+        return {r: RankState(r, to_int(done.get(r)) + 1, None, None, None, None, None) for r in sorted(ranks)}
+    marks = ev[ev["kind"].isin(_PHASE_KINDS)]
+    ranks |= set(int(r) for r in marks["rank"].dropna())
+    # one pass per kind of mark, not a mask per rank (ranks x records: minutes at 1024 ranks)
+    ends = _last_of_each_rank(marks[(marks["kind"] == "session_end") & marks["status"].notna()])
+    placed = _last_of_each_rank(marks[marks["phase"].notna()])
+    stalls = _last_of_each_rank(marks[marks["kind"] == "stall"])
     out = {}
     for rank in sorted(ranks):
-        last_done = to_int(done.get(rank)) if rank in done.index else None
-        mine = marks[marks["rank"] == rank] if len(marks) else marks
-        ends = mine[mine["kind"] == "session_end"] if len(mine) else mine
-        status = ends["status"].dropna().iloc[-1] if len(ends) and ends["status"].notna().any() else None
-        placed = mine[mine["phase"].notna()] if len(mine) else mine
-        if len(placed):
-            row = placed.iloc[-1]
-            stalls = mine[mine["kind"] == "stall"]
+        status = ends[rank]["status"] if rank in ends else None
+        if rank in placed:
+            row = placed[rank]
+            stack = innermost(stalls[rank]["stack"]) if rank in stalls else None
             out[rank] = RankState(rank, to_int(row["step"]), row["phase"], row.get("phase_detail"), row.get("source"),
-                                  innermost(stalls["stack"].iloc[-1]) if len(stalls) else None, status)
+                                  stack, status)
         else:
+            last_done = to_int(done.get(rank)) if rank in done.index else None
             out[rank] = RankState(rank, last_done + 1 if last_done is not None else None, None, None, None, None,
                                   status)
     return out
