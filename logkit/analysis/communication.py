@@ -76,11 +76,8 @@ def session_link(session) -> dict | None:
             return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
                     "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
     meta = session.meta
-    mode = str(meta.get("mode") or "").upper()
-    name = gpu_model(session)
-    backend = str(meta.get("backend") or "").lower()
-    cpu = mode in ("CPU", "MULTI-CPU") or (not name and backend == "gloo")
-    return link_for(name, backend or None, cpu=cpu)
+    cpu = str(meta.get("mode") or "").upper() in ("CPU", "MULTI-CPU")
+    return link_for(gpu_model(session), str(meta.get("backend") or "") or None, cpu=cpu)  # gloo: link_for's
 
 
 def verdict(mean_bytes, busbw_mb_s, link: dict | None) -> tuple[str, str]:
@@ -187,14 +184,12 @@ def _first_last(keys: np.ndarray, comm: pd.DataFrame) -> tuple[dict, dict]:
     n = len(first)
     firsts = {int(keys[i]): v for i, v in zip(first, values[:n], strict=True) if isinstance(v, str)}
     lasts = {int(keys[i]): v for i, v in zip(last, values[n:], strict=True) if isinstance(v, str)}
-    if len(firsts) < n:  # some first/last record lacks a source: look at every record of those keys
+    if len(firsts) < n:  # some first record lacks a source: look at every record of those keys
         for k in set(keys[first].tolist()) - set(firsts):
             rows = file_line(comm[keys == k]).dropna()
             if len(rows):
                 firsts[k], lasts[k] = rows.iloc[0], rows.iloc[-1]
-    for k in firsts:
-        lasts.setdefault(k, firsts[k])
-    return firsts, lasts
+    return firsts, lasts  # a last without a source is left out: source_span gives the first's alone
 
 
 def _summary_ops(meta: dict) -> dict:

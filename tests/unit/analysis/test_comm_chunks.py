@@ -117,3 +117,30 @@ def test_the_merged_table_equals_the_whole_frames_table(tmp_path, keep_world_siz
     got, expected = communication.communication_table(merged), communication.communication_table(whole)
     assert len(expected) == 3 and expected["sync_share_of_step_time"].notna().all()
     pd.testing.assert_frame_equal(got, expected, check_exact=False, rtol=1e-12)
+
+
+def test_a_stepless_rank_with_two_ops_and_a_fleet_without_comm_records(tmp_path):
+    """Two ops in one chunk of a stepless rank keep their per-step sums apart (the lowest rank's step
+    times divide each op's own); a session whose streams hold no comm records has an empty table."""
+    from logkit.analysis.engine import load_sessions as engine_sessions
+
+    folder = write_fleet(tmp_path / "two_ops", 2, steps=12, buckets=2, stepless_ranks=(1,))
+    stream = folder / f"{folder.name}_rank1.jsonl"
+    lines = []
+    for line in stream.read_bytes().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "communication" and rec.get("bucket") == 0:
+            rec["op"], rec["duration_ms"] = "broadcast", 1.0 + rec["step"]  # its own durations: a mix-up shows
+        lines.append(json.dumps(rec))
+    stream.write_text("\n".join(lines) + "\n")
+    (merged,) = engine_sessions(folder.parent)
+    (whole,) = load_sessions(folder.parent)
+    got, expected = communication.communication_table(merged), communication.communication_table(whole)
+    one = expected.set_index(["rank", "op"]).loc[(1, "broadcast")]
+    times = whole.steps.loc[whole.steps["rank"] == 0, "step_time_s"]
+    assert one["sync_share_of_step_time"] == pytest.approx(sum(1.0 + s for s in range(1, 13)) / 1000 / times.sum())
+    pd.testing.assert_frame_equal(got, expected, check_exact=False, rtol=1e-12)
+
+    empty = write_fleet(tmp_path / "no_comm", 2, steps=5, buckets=0)
+    (merged,) = engine_sessions(empty.parent)
+    assert merged.comm_partial is not None and communication.communication_table(merged).empty

@@ -398,8 +398,10 @@ def test_verdict_at_its_edges():
                                                "50 MB messages: the link is the limit")
     assert verdict(50e6, np.nextafter(at, 0), link)[0] == "below peak"
     v, note = verdict(9e6, 4500.0, link)  # exactly half-peak messages are not smaller than it
-    assert v == "below peak" and note.startswith("below peak at large messages: 1.0% of the NVLink 4 (H100 SXM) "
-                                                 "peak of 450 GB/s at 9 MB messages: check the topology")
+    assert v == "below peak" and note == (
+        "below peak at large messages: 1.0% of the NVLink 4 (H100 SXM) peak of 450 GB/s at 9 MB messages: check the "
+        "topology (nvidia-smi topo -m), PCIe generation and width, peer-to-peer access and NCCL settings "
+        "(NCCL_P2P_DISABLE, NCCL_SHM_DISABLE, NCCL_ALGO)")
     v, note = verdict(2e6, 4500.0, link)
     assert v == "latency-bound" and note == ("latency-bound: mean message 2 MB < 9 MB needed for half of the NVLink 4 "
                                              "(H100 SXM) peak, and 1.0% of its 450 GB/s: per-call latency dominates")
@@ -442,6 +444,8 @@ def test_sources_from_the_first_and_last_records_that_have_one():
     frame = pd.DataFrame({"source": ["not a place", None], "origin": ["a.log:3", "junk"]}, index=[5, 6])
     got = file_line(frame)
     assert got.tolist() == ["a.log:3", None] and list(got.index) == [5, 6]
+    only_origin = file_line(pd.DataFrame({"source": [None, None], "origin": ["a.log:3", "b.log:4"]}))
+    assert only_origin.tolist() == ["a.log:3", "b.log:4"]  # an empty source column: origin is read next
     none = file_line(pd.DataFrame({"source": ["x", None]}, index=[3, 4]))
     assert none.tolist() == [None, None] and list(none.index) == [3, 4] and none.dtype == object
 
@@ -478,6 +482,18 @@ def test_rank_counts_of_one_and_unknown():
     zero[0]["group_size"], zero[0]["busbw_mb_s"] = 0, None
     t = communication_table(session("zero", comm=zero))
     assert np.isnan(t["busbw_mb_s"].iloc[0]) and pd.isna(t["busbw_from"].iloc[0])
+    # a world size of 0 in the meta is no rank count either: nothing derived from it
+    t = communication_table(session("ws0", world_size=0, comm=[dict(r) for r in unknown.comm.to_dict("records")]))
+    assert t["busbw_mb_s"].isna().all() and t["busbw_from"].isna().all()
+
+
+def test_timing_source_is_none_when_no_record_says_it():
+    rows = comm_rows([1000] * 2, [1.0] * 2)
+    t = communication_table(session("n", world_size=2, comm=rows))
+    assert t["timing_source"].tolist() == [None]
+    for row, ts in zip(rows, ["wall", "cuda_event"], strict=True):
+        row["timing_source"] = ts
+    assert communication_table(session("w", world_size=2, comm=rows))["timing_source"].tolist() == ["cuda_event,wall"]
 
 
 def test_sync_share_with_rankless_steps_a_step_logged_twice_and_records_without_duration():
