@@ -3,8 +3,9 @@
 Generates a realistic session (8 ranks of JSONL streams, plus rank 0's text logs) in a temp
 folder, then times, on the same files:
 
-- the first read of our JSONL, logkit's fast engine (``jsonl_arrow.read_stream``: each stream parsed
-  into its frame tables) against ``pyarrow.json.read_json`` parsing the same files into tables,
+- the first read of our JSONL, logkit's fast engine (``jsonl_arrow.read_streams``: the session's streams
+  parsed into their frame tables, as one flow) against ``pyarrow.json.read_json`` parsing the same files
+  into tables,
   rounds alternated: ratio = pyarrow's time / ours, wall and CPU (target >= 1.0);
 - our JSONL ingest (``build_session``) against ``pyarrow.json.read_json``,
   ``polars.read_ndjson`` and ``pandas.read_json(lines=True)``: ratio = our throughput / the
@@ -181,12 +182,12 @@ def _first_read(files: list[Path], repeat: int) -> None:
     """logkit's fast engine against pyarrow.json.read_json on the same files, in alternated rounds."""
     import pyarrow.json as pj
 
-    from logkit.ingest.jsonl_arrow import read_stream
+    from logkit.ingest.jsonl_arrow import read_streams
     from logkit.ingest.load import RankRead
 
     def ours():
-        for rank, f in enumerate(files):
-            if read_stream(f, rank, RankRead(rank)) is None:
+        for f, stream in zip(files, read_streams([(f, rank, RankRead(rank)) for rank, f in enumerate(files)]), strict=True):
+            if stream is None:
                 raise SystemExit(f"{f}: the fast engine refused it")
 
     def theirs():
@@ -207,7 +208,7 @@ def _first_read(files: list[Path], repeat: int) -> None:
     wall_ratio = statistics.median(r[2] / r[0] for r in rounds)
     cpu_ratio = statistics.median(r[3] / r[1] for r in rounds)
     print(f"\nFirst read of the JSONL ({mb:.0f} MB, {len(files)} streams), median of {repeat} alternated rounds:")
-    print(f"  logkit jsonl_arrow.read_stream  {med[0]:6.2f} s wall ({mb / med[0]:6.1f} MB/s)  {med[1]:6.2f} s CPU")
+    print(f"  logkit jsonl_arrow.read_streams {med[0]:6.2f} s wall ({mb / med[0]:6.1f} MB/s)  {med[1]:6.2f} s CPU")
     print(f"  pyarrow.json.read_json          {med[2]:6.2f} s wall ({mb / med[2]:6.1f} MB/s)  {med[3]:6.2f} s CPU")
     print(f"  ratio pyarrow time / logkit time: wall {wall_ratio:.2f}x, CPU {cpu_ratio:.2f}x  (target >= 1.0)")
 

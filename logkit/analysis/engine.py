@@ -15,7 +15,8 @@ centrally, with the same figures as the sessions read whole.
   which ``communication_table`` gives the same rows. Everything else (step statistics, breakdowns
   and stragglers across ranks, findings) is computed by ``analyze`` from the merged frames. Memory:
   ranks x steps, never the comm records.
-- **where it runs**: in this process for small folders; in a local process pool for large ones
+- **where it runs**: in this process for small folders (a session's streams read as one flow: the
+  next one parsed while the one before is mapped); in a local process pool for large ones
   (``POOL_MIN_BYTES`` of streams, several ranks, several cores); on an existing dask.distributed
   cluster when a scheduler address is given (``--dask ADDRESS`` or ``$LOGKIT_DASK_SCHEDULER``;
   the workers must see the log files at the same paths and have logkit installed).
@@ -40,7 +41,7 @@ from logkit.ingest.load import (
     build_session,
     load_session,
     progress_bar,
-    read_rank,
+    read_ranks,
     source_bytes,
 )
 from logkit.ingest.load import load_sessions as ingest_sessions
@@ -86,20 +87,36 @@ def rank_partial(path: str, rank: int, world_size: float | None = None, cache: b
     doc). ``world_size``: the n of records without a group size (default: what the stream's own records
     say). ``cache``: through the cache of partial results (``rank_cache``) of the machine it runs on.
     ``chunk_bytes``: how much of the stream is parsed at a time (``jsonl_arrow.CHUNK_BYTES``)."""
+    return rank_partials([(path, rank)], world_size, cache, chunk_bytes)[0]
+
+
+def rank_partials(streams: list[tuple[str, int]], world_size: float | None = None, cache: bool = False,
+                  chunk_bytes: int | None = None) -> list[RankPartial]:
+    """``rank_partial`` of each (path, rank), the streams not in the cache read as one flow (``read_ranks``:
+    the next stream parsed while the one before is mapped): the map of a session's ranks in this process."""
+    parts: dict[int, RankPartial] = {}
     if cache:
         from logkit.analysis import rank_cache
 
-        hit = rank_cache.load(path, rank, world_size)
-        if hit is not None:
-            return RankPartial(*hit)
-    reducing = read_rank(path, rank, into=_Reducing(rank), chunk_bytes=chunk_bytes)
-    read = RankRead(rank, reducing.tables, reducing.stream)
+        for i, (path, rank) in enumerate(streams):
+            hit = rank_cache.load(path, rank, world_size)
+            if hit is not None:
+                parts[i] = RankPartial(*hit)
+    todo = [i for i in range(len(streams)) if i not in parts]
+    reads = read_ranks([streams[i] for i in todo], [_Reducing(streams[i][1]) for i in todo], chunk_bytes)
+    for i, reducing in zip(todo, reads, strict=True):  # each reduced as soon as it is read
+        parts[i] = _partial(reducing, world_size)
+        reducing.comm = None  # its comm records let go before the next rank's come
+        if cache:
+            rank_cache.store(*streams[i], world_size, parts[i])
+    return [parts[i] for i in range(len(streams))]
+
+
+def _partial(reducing: _Reducing, world_size: float | None) -> RankPartial:
+    read = RankRead(reducing.rank, reducing.tables, reducing.stream)
     steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
-    assumed = records_meta({rank: read.stream}).get("world_size") if world_size is None else world_size
-    part = RankPartial(read, reducing.comm.result(Session(steps=steps), assumed))
-    if cache:
-        rank_cache.store(path, rank, world_size, part)
-    return part
+    assumed = records_meta({read.rank: read.stream}).get("world_size") if world_size is None else world_size
+    return RankPartial(read, reducing.comm.result(Session(steps=steps), assumed))
 
 
 # --- where the map runs ---------------------------------------------------------------------------
@@ -179,6 +196,25 @@ def executor(scheduler: str | None = None, total_bytes: int = 0, tasks: int = 1)
     return InProcess()
 
 
+class _Each:
+    """The futures of a session's ranks, one per rank, as one: their results in rank order."""
+
+    def __init__(self, futures: list) -> None:
+        self.futures = futures
+
+    def result(self) -> list[RankPartial]:
+        return [f.result() for f in self.futures]
+
+
+def _submit(runner, source: SessionSource, cache: bool):
+    """The map of a session's ranks: a task per rank on a pool or a cluster; in this process, one for all
+    of them (their streams read as one flow). Its ``result()``: the ``RankPartial`` of each rank."""
+    streams = [(str(Path(p).resolve()), r) for r, p in sorted(source.rank_files.items())]
+    if isinstance(runner, InProcess):
+        return runner.submit(rank_partials, streams, None, cache)
+    return _Each([runner.submit(rank_partial, path, rank, None, cache) for path, rank in streams])
+
+
 # --- the merge ------------------------------------------------------------------------------------
 
 def _usable(ws) -> float | None:
@@ -236,15 +272,14 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, progres
     runner = runner or executor(scheduler, total, sum(len(s.rank_files) for s in mapped))
     try:
         # every rank submitted first (the workers run ahead), then merged session by session
-        futures = {id(src): [runner.submit(rank_partial, str(Path(p).resolve()), r, None, cache)
-                             for r, p in sorted(src.rank_files.items())] for src in mapped}
+        futures = {id(src): _submit(runner, src, cache) for src in mapped}
         bar = progress_bar(sources, progress)
         sessions = []
         for src, whole in jobs:
             if whole is not None:
                 session = whole
             elif src.rank_files:
-                parts = [f.result() for f in futures.pop(id(src))]
+                parts = futures.pop(id(src)).result()
                 session = merge(src, parts, remap=lambda p, r, ws: runner.submit(rank_partial, p, r, ws, cache).result())
             else:
                 session = _central(src, cache)

@@ -1,10 +1,10 @@
 """Whole lines of a stream, a chunk at a time: how the fast engine (``jsonl_arrow``) reads our JSONL
 streams in bulk.
 
-Chunks are filled into a few buffers, taken in turn, and handed out in place (never copied): a
-consumer may still be reading the last ``held`` chunks it was given when it asks for the next one
-(the fast engine parses a few chunks at once, one per core), never more. Memory is ``held + 1``
-chunks, whatever the size of the stream.
+Chunks are filled into a few buffers (a ``Ring``), taken in turn, and handed out in place (never
+copied): a consumer may still be reading the last ``held`` chunks it was given when it asks for the
+next one (the fast engine parses a few chunks at once, the next stream's while the last of the one
+before is mapped), never more. Memory is ``held + 1`` chunks, whatever the size of the streams.
 """
 
 from __future__ import annotations
@@ -21,21 +21,45 @@ def open_stream(path: Path) -> BinaryIO:
     return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
 
 
-def whole_lines(path: Path, chunk_bytes: int, held: int = 0,
-                buffers: list[bytearray] | None = None) -> Iterator[tuple[bytearray, int, bool]]:
+class Ring:
+    """The buffers chunks are filled into, taken in turn across the streams read with it: one is
+    refilled ``held + 1`` chunks after it was handed out. ``buffers``: ones a read before left
+    (memory once touched, reused); made (or grown) here as the streams need them."""
+
+    def __init__(self, held: int = 0, buffers: list[bytearray] | None = None) -> None:
+        self.held, self.buffers, self.turn = held, [] if buffers is None else buffers, 0
+
+    def buffer(self, size: int) -> bytearray:
+        """This turn's buffer, of at least ``size`` bytes."""
+        if self.turn == len(self.buffers):
+            self.buffers.append(bytearray(size))
+        elif len(self.buffers[self.turn]) < size:
+            self.buffers[self.turn] = bytearray(size)
+        return self.buffers[self.turn]
+
+    def grow(self, size: int) -> bytearray:
+        """This turn's buffer grown to ``size`` bytes, its content kept."""
+        buf = self.buffers[self.turn]
+        if len(buf) < size:
+            buf = self.buffers[self.turn] = buf + bytearray(size - len(buf))
+        return buf
+
+    def next(self) -> None:
+        self.turn = (self.turn + 1) % (self.held + 1)
+
+
+def whole_lines(path: Path, chunk_bytes: int, ring: Ring | None = None) -> Iterator[tuple[bytearray, int, bool]]:
     """``(buffer, size, torn)``: the first ``size`` bytes of ``buffer`` are whole lines, about
     ``chunk_bytes`` of them. The last chunk is ``torn`` when the stream does not end with a
     newline (a writer cut off mid-line): it is the rest of the stream, unterminated. A line
-    longer than the buffer grows it. A buffer is refilled ``held + 1`` chunks after it was
-    handed out. ``buffers``: the buffers to fill in turn, made (or grown) here as the stream needs
-    them; a caller that hands the same list to each stream has memory once touched reused."""
-    buffers = [] if buffers is None else buffers
+    longer than the buffer grows it. The buffers are ``ring``'s, in turn (default: one)."""
+    ring = Ring() if ring is None else ring
     with open_stream(path) as fh:
         # no larger than the file (a new buffer is zero-filled: memory touched, time spent)
         size = chunk_bytes if path.name.endswith(".gz") else min(chunk_bytes, os.fstat(fh.fileno()).st_size + 1)
         # a chunk is ``cap`` bytes at most, whatever the size of a buffer reused from a bigger read
-        turn, filled, cap = 0, 0, size
-        buf = _buffer(buffers, turn, cap)
+        filled, cap = 0, size
+        buf = ring.buffer(cap)
         while True:
             with memoryview(buf) as view:
                 got = fh.readinto(view[filled:cap])
@@ -46,23 +70,13 @@ def whole_lines(path: Path, chunk_bytes: int, held: int = 0,
             if not cut:
                 if filled == cap:  # a line longer than the chunk: twice the room
                     cap *= 2
-                    if len(buf) < cap:
-                        buf = buffers[turn] = buf + bytearray(cap - len(buf))
+                    buf = ring.grow(cap)
                 continue
             yield buf, cut, False
-            turn = (turn + 1) % (held + 1)
+            ring.next()
             tail = filled - cut
-            nxt = _buffer(buffers, turn, cap)
+            nxt = ring.buffer(cap)
             nxt[:tail] = buf[cut:filled]
             buf, filled = nxt, tail
     if filled:
         yield buf, filled, True
-
-
-def _buffer(buffers: list[bytearray], turn: int, size: int) -> bytearray:
-    """The ``turn``-th buffer, of at least ``size`` bytes."""
-    if turn == len(buffers):
-        buffers.append(bytearray(size))
-    elif len(buffers[turn]) < size:
-        buffers[turn] = bytearray(size)
-    return buffers[turn]

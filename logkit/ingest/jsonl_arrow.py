@@ -1,10 +1,12 @@
 """The fast engine for our JSONL streams: ``pyarrow.json`` parses each stream in chunks of whole
 lines (``chunks``) into the raw table ``mapping.RAW_SCHEMA`` derives from the record specs,
-``mapping.map_records`` makes frame tables of them, and they are added to the session's frames in
-file order: memory is the frames plus a few chunks (``PARSERS + 1``, and ``MAP_CHUNKS`` of raw tables).
+``mapping.map_records`` makes frame tables of them, and they are added to each stream's frames in
+file order: memory is the frames plus a few chunks (``PARSERS + 1``, and their raw tables).
 
-Chunks are parsed ``PARSERS`` at a time, each in one thread of its own (pyarrow lets go of the GIL
-while it parses), while this thread maps the ones parsed before. pyarrow's parse costs per column
+Chunks are parsed ``PARSERS`` at a time, each on all cores (pyarrow's threads, in blocks), while this
+thread maps the ones parsed before; the streams of a session are read as one flow (``read_streams``):
+the next stream's first chunks are parsed while the last of the one before is mapped, so that the
+cores are not left idle at each stream's end. pyarrow's parse costs per column
 of the schema, whether a line has it or not: a chunk is parsed at the columns the record types that
 make most of its rows are read at (``mapping.read_at``: a stream's steps and comm records, not the
 event columns), and its rows of other types (GPU snapshots, events...) again at theirs.
@@ -25,7 +27,8 @@ import os
 import threading
 import zlib
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from logkit.ingest.assemble import diagnostic
-from logkit.ingest.chunks import whole_lines
+from logkit.ingest.chunks import Ring, whole_lines
 from logkit.ingest.jsonl_lines import Stream, decode_line
 from logkit.ingest.mapping import (
     LINE,
@@ -53,14 +56,13 @@ from logkit.ingest.record_checks import StreamChecks
 from logkit.schema.records import GPU_SNAPSHOT
 
 # Lines are parsed this many bytes at a time (in blocks of pyarrow's of BLOCK_BYTES, or the longest
-# line), PARSERS chunks at once: the parser's working memory is a few chunks, whatever the size of
-# the stream. The raw tables are mapped MAP_CHUNKS chunks at a time (a mapping costs ~1 ms, whatever
-# its size; the tables are not combined: that copy raised the peak memory by ~15 MB at 100 MB).
-CHUNK_BYTES = 2 << 20
+# line, on pyarrow's threads), PARSERS chunks at once: the parser's working memory is a few chunks,
+# whatever the size of the stream. Chunks of 8 MB: a parse of a chunk on all cores has few blocks
+# per core at 2 MB, and waits on its slowest.
+CHUNK_BYTES = 8 << 20
 BLOCK_BYTES = 1 << 20
-PARSERS = max(1, min(4, os.cpu_count() or 1))
+PARSERS = 2
 MIN_CHUNK_BYTES = 256 << 10
-MAP_CHUNKS = 2
 # A chunk is parsed at the columns of the record types that made one in RARE or more of the last
 # chunk's rows (the first chunks: of the stream read last); its other rows again at the rest.
 RARE = 8
@@ -191,14 +193,14 @@ def _chunk(buf: bytearray, size: int, first: bool, kinds: frozenset[str] | None)
 
 
 def _parsed(buf: bytearray, size: int, schema: pa.Schema) -> tuple[np.ndarray, pa.Table]:
-    """The newlines' offsets of a chunk, and its raw table (parsed in one thread) at ``schema``."""
+    """The newlines' offsets of a chunk, and its raw table at ``schema``."""
     table = None
     whole = memoryview(buf)
     chunk = whole[:size]
     try:
         ends = _line_ends(chunk)
         try:  # blank lines, bare values, leading spaces are refused: the per-line engine says what they are
-            table = parse(chunk, _block(ends), schema, ends, threads=False)
+            table = parse(chunk, _block(ends), schema, ends)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, OverflowError):
             pass  # not raised from here: its traceback would keep the chunk's buffer exported
     finally:
@@ -267,8 +269,8 @@ def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first: boo
 
 
 def _even(path: Path, chunk_bytes: int) -> int:
-    """Chunks of at most ``chunk_bytes``, as many as a multiple of ``PARSERS`` and of even size, so that
-    the parsing threads end a stream together (a small stream, or one gzipped: ``chunk_bytes``)."""
+    """Chunks of at most ``chunk_bytes``, as many as a multiple of ``PARSERS`` and of even size (no small
+    last chunk: a parse that leaves cores idle), for a small stream, or one gzipped: ``chunk_bytes``."""
     if path.name.endswith(".gz"):
         return chunk_bytes
     size = path.stat().st_size
@@ -279,72 +281,114 @@ def _even(path: Path, chunk_bytes: int) -> int:
 
 
 class _Reading:
-    """One stream being read: its chunks in flight, mapped in file order as they come back parsed,
-    ``MAP_CHUNKS`` of them at a time."""
+    """One stream being read: its chunks are mapped in file order as they come back parsed."""
 
-    def __init__(self, path: Path, file_rank: int, add) -> None:
-        self.path, self.add = path, add
+    def __init__(self, path: Path, file_rank: int, frames) -> None:
+        self.path, self.frames, self.mark = path, frames, frames.mark()
         self.stream, self.checks = Stream([], None), StreamChecks(file_rank)
-        self.pending: deque = deque()  # the chunks parsing, in file order
-        self.parsed: list[pa.Table] = []  # not mapped yet
         self.line = 1  # the next chunk's first line
+        self.submitted = 0
         self.kinds = _KINDS[0]  # the record types the next chunk is parsed at the columns of
+        self.refused = False
+        self.result: Stream | None = None
 
-    def submit(self, parsers: ThreadPoolExecutor, buf: bytearray, size: int) -> None:
-        first = self.line == 1 and not self.pending and not self.parsed
-        self.pending.append(parsers.submit(_chunk, buf, size, first, self.kinds))
+    def submit(self, parsers: ThreadPoolExecutor, buf: bytearray, size: int) -> Future:
+        self.submitted += 1
+        return parsers.submit(_chunk, buf, size, self.submitted == 1, self.kinds)
+
+    def take(self, job) -> None:
+        """What came back for the stream, in file order: a parsed chunk (a future), its torn last line
+        (bytes) or its end (None)."""
+        if self.refused:
+            if isinstance(job, Future):
+                wait([job])  # its buffer is free once it is done
+            return
+        try:
+            if isinstance(job, Future):
+                self._map(*job.result())
+            elif job is not None:
+                if self.line == 1:
+                    raise _Refused  # no whole line: the per-line engine says what the stream holds
+                _tail(self.stream, job, self.line, self.path, self.checks, self.frames.add)
+            elif self.line == 1:
+                raise _Refused  # an empty stream
+            else:
+                self.frames.add("evals", evals_from(self.stream.records, self.checks.file_rank))
+                self.result = self.stream
+        except _REFUSALS:
+            self.refuse()
+
+    def _map(self, table: pa.Table, records: list, counts: dict) -> None:
+        self.kinds = _KINDS[0] = frozenset(k for k, c in counts.items() if c * RARE >= table.num_rows)
+        first, n = self.line, table.num_rows
+        table = table.append_column(LINE, pa.array(np.arange(first, first + n, dtype=np.int64)))
+        self.stream.records += [(first + i, record) for i, record in records]
+        self.line += n
+        _add(self.stream, table, self.path, self.checks, self.frames.add)
+
+    def refuse(self) -> None:
+        """The stream needs the per-line engine: what it added is taken back."""
+        self.refused = True
+        self.frames.truncate(self.mark)
+
+
+# What makes the fast engine leave a stream to the per-line engine.
+_REFUSALS = (_Refused, OSError, EOFError, zlib.error, gzip.BadGzipFile, orjson.JSONDecodeError)
+
+
+class _Queue:
+    """The streams' chunks in flight, in file order across the streams, and what comes after them
+    (a torn last line, a stream's end): taken in that order."""
+
+    def __init__(self) -> None:
+        self.entries: deque = deque()
+        self.chunks = 0  # parsing or parsed, not taken yet: each holds a buffer of the ring
+        self.ended: deque = deque()  # the streams' results, as each ends
+
+    def put(self, reading: _Reading, job) -> None:
+        self.entries.append((reading, job))
+        self.chunks += isinstance(job, Future)
 
     def drain(self, keep: int = 0) -> None:
-        """Take the oldest parsed chunks, in file order, until ``keep`` are left parsing; map what
-        was taken when it is ``MAP_CHUNKS`` chunks, or when none are left."""
-        while len(self.pending) > keep:
-            table, records, counts = self.pending[0].result()
-            self.pending.popleft()
-            self.kinds = frozenset(k for k, c in counts.items() if c * RARE >= table.num_rows)
-            first, n = self.line, table.num_rows
-            self.parsed.append(table.append_column(LINE, pa.array(np.arange(first, first + n, dtype=np.int64))))
-            self.stream.records += [(first + i, record) for i, record in records]
-            self.line += n
-            if len(self.parsed) >= MAP_CHUNKS:
-                self.map()
-        if not keep:
-            self.map()
-
-    def map(self) -> None:
-        if self.parsed:
-            _add(self.stream, pa.concat_tables(self.parsed), self.path, self.checks, self.add)
-        self.parsed = []
+        """Take the oldest entries until ``keep`` chunks are left in flight."""
+        while self.entries:
+            reading, job = self.entries[0]
+            if isinstance(job, Future):
+                if self.chunks <= keep:
+                    return
+                self.chunks -= 1
+            self.entries.popleft()
+            reading.take(job)
+            if job is None:
+                self.ended.append(reading.result)
+                _pool().release_unused()  # the parser's freed memory, as each stream ends: memory is one stream's
 
     def stop(self) -> None:
-        for job in self.pending:
+        jobs = [job for _, job in self.entries if isinstance(job, Future)]
+        for job in jobs:
             job.cancel()
-        wait(self.pending)
+        wait(jobs)
 
 
-def _read(path: Path, file_rank: int, add, chunk_bytes: int) -> Stream:
-    """The stream's chunks parsed ``PARSERS`` at a time, each in a thread of its own (pyarrow lets go
-    of the GIL while it parses), while the oldest is mapped here: frame tables in file order."""
-    reading = _Reading(path, file_rank, add)
-    parsers, buffers = _parsers(), _take_buffers()
+def _feed(reading: _Reading, queue: _Queue, parsers: ThreadPoolExecutor, ring: Ring, chunk_bytes: int) -> bool:
+    """Put the stream's chunks in flight, taking the oldest entries as it goes. False when it ended
+    otherwise than with a whole line (torn, refused, unreadable): the caller drains before the next."""
+    clean = False
     try:
-        for buf, size, torn in whole_lines(path, _even(path, chunk_bytes), PARSERS, buffers):
-            if torn:
-                reading.drain()
-                if reading.line == 1:
-                    raise _Refused  # no whole line: the per-line engine says what the stream holds
-                _tail(reading.stream, bytes(buf[:size]), reading.line, path, reading.checks, add)
+        for buf, size, torn in whole_lines(reading.path, _even(reading.path, chunk_bytes), ring):
+            if reading.refused:
                 break
-            reading.submit(parsers, buf, size)
-            reading.drain(keep=PARSERS)  # before the next chunk: its buffer is the oldest's, round again
-        reading.drain()
-    finally:
-        reading.stop()
-        _give_back(buffers, chunk_bytes)
-    if reading.line == 1:
-        raise _Refused  # an empty stream
-    add("evals", evals_from(reading.stream.records, file_rank))
-    _KINDS[0] = reading.kinds  # the next stream (a session's ranks log alike) starts at these
-    return reading.stream
+            if torn:
+                queue.put(reading, bytes(buf[:size]))
+                break
+            queue.put(reading, reading.submit(parsers, buf, size))
+            queue.drain(keep=PARSERS)  # before the next chunk: its buffer is the oldest's, round again
+        else:
+            clean = True
+    except _REFUSALS:
+        reading.refuse()
+    queue.put(reading, None)
+    return clean
 
 
 def _add(stream: Stream, table: pa.Table, path: Path, checks: StreamChecks, add) -> None:
@@ -371,16 +415,29 @@ def _tail(stream: Stream, raw: bytes, line: int, path: Path, checks: StreamCheck
         stream.records += [(line, record)] if TYPE.get(record) in WHOLE_TYPES else []
 
 
-def read_stream(path: Path, file_rank: int, frames, chunk_bytes: int | None = None) -> Stream | None:
-    """Add the stream's frame tables to ``frames`` (``add(frame, table)``, ``mark()``,
-    ``truncate(mark)``), chunk by chunk. None when it needs the per-line engine: ``frames``
-    are then as before."""
-    mark = frames.mark()
+def read_streams(streams, chunk_bytes: int | None = None) -> Iterator[Stream | None]:
+    """Each stream's frame tables added to its ``frames`` (``add(frame, table)``, ``mark()``,
+    ``truncate(mark)``), chunk by chunk, for ``streams`` of (path, file rank, frames). The chunks of
+    the next stream are parsed while the last of the one before is mapped. As each stream ends, in
+    order: its ``Stream``, or None where it needs the per-line engine (its ``frames`` are then as before)."""
+    parsers, ring, queue = _parsers(), Ring(PARSERS, _take_buffers()), _Queue()
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
-        return _read(path, file_rank, frames.add, chunk_bytes or CHUNK_BYTES)
-    except (_Refused, OSError, EOFError, zlib.error, gzip.BadGzipFile, orjson.JSONDecodeError):
-        frames.truncate(mark)
-        return None
+        for path, file_rank, frames in streams:
+            reading = _Reading(Path(path), file_rank, frames)
+            if not _feed(reading, queue, parsers, ring, chunk_bytes):
+                queue.drain()  # its chunks done: every buffer is free for the next stream's
+            while queue.ended:
+                yield queue.ended.popleft()
+        queue.drain()
+        yield from queue.ended
     finally:
+        queue.stop()
+        _give_back(ring.buffers, chunk_bytes)
         _pool().release_unused()  # the parser's freed chunks: the frames are what stays
 
+
+def read_stream(path: Path, file_rank: int, frames, chunk_bytes: int | None = None) -> Stream | None:
+    """One stream by ``read_streams``."""
+    (stream,) = read_streams([(path, file_rank, frames)], chunk_bytes)
+    return stream

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,13 +34,6 @@ def _companions(source: SessionSource) -> list[dict]:
     return [READERS[f.format](f.path).meta for f in source.companions if f.format == "results_json"]
 
 
-def _read_stream(path: Path, rank: int, frames, chunk_bytes: int | None = None) -> jsonl_lines.Stream:
-    """One rank's stream into ``frames`` (``add``, ``mark``, ``truncate``): the fast engine (``chunk_bytes``
-    at a time, default ``jsonl_arrow.CHUNK_BYTES``), else line by line."""
-    stream = jsonl_arrow.read_stream(path, rank, frames, chunk_bytes) if FAST_JSONL else None
-    return stream or jsonl_lines.read_stream(path, rank, frames.add)
-
-
 @dataclass
 class RankRead:
     """What one rank's stream gives a session: its frame tables in file order, as (frame name, arrow
@@ -66,17 +60,31 @@ def read_rank(path: str | Path, rank: int, into: RankRead | None = None, chunk_b
     """The tables and stream of one rank's JSONL stream (``build_session(source, ranks=...)`` merges them).
     ``into``: the ``RankRead`` to fill (one whose ``add`` reduces some tables as they come, say);
     ``chunk_bytes``: how much of the stream is parsed at a time."""
-    read = RankRead(rank) if into is None else into
-    read.stream = _read_stream(Path(path), rank, read, chunk_bytes)
+    (read,) = read_ranks([(path, rank)], [into] if into is not None else None, chunk_bytes)
     return read
+
+
+def read_ranks(streams: list[tuple[str | Path, int]], into: list[RankRead] | None = None,
+               chunk_bytes: int | None = None) -> Iterator[RankRead]:
+    """``read_rank`` of each (path, rank), as each is read, the streams read as one flow by the fast
+    engine (the next one's chunks parsed while the last of the one before is mapped); a stream it
+    refuses, line by line."""
+    reads = into if into is not None else [RankRead(rank) for _, rank in streams]
+    paths = [Path(path) for path, _ in streams]
+    found = jsonl_arrow.read_streams(zip(paths, [r.rank for r in reads], reads, strict=True), chunk_bytes) \
+        if FAST_JSONL else (None for _ in reads)
+    try:
+        for path, read in zip(paths, reads, strict=True):
+            read.stream = next(found) or jsonl_lines.read_stream(path, read.rank, read.add)
+            yield read
+    finally:
+        found.close()  # the fast engine's buffers given back, its chunks in flight done
 
 
 def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Frames, streams: dict) -> None:
     """The streams' tables added to ``frames`` rank by rank: read here, or given (``ranks``, in rank order)."""
     if ranks is None:
-        for rank, path in sorted(source.rank_files.items()):
-            streams[rank] = _read_stream(path, rank, frames)
-        return
+        ranks = read_ranks([(path, rank) for rank, path in sorted(source.rank_files.items())])
     for read in ranks:
         for name, table in read.tables:
             frames.add(name, table)

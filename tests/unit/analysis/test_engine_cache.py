@@ -14,8 +14,13 @@ def test_a_second_read_comes_from_the_cache_until_a_stream_changes(tmp_path, mon
     monkeypatch.setenv("LOGKIT_CACHE_DIR", str(tmp_path / "cache"))
     folder = write_fleet(tmp_path / "logs", 3, steps=6, buckets=2)
     reads = []
-    real = engine.read_rank
-    monkeypatch.setattr(engine, "read_rank", lambda path, rank, **kw: reads.append(rank) or real(path, rank, **kw))
+    real = engine.read_ranks
+
+    def spy(streams, *args):
+        reads.extend(rank for _, rank in streams)
+        return real(streams, *args)
+
+    monkeypatch.setattr(engine, "read_ranks", spy)
 
     first = analyze(engine.load_sessions(tmp_path / "logs", cache=True)).communication
     assert sorted(reads) == [0, 1, 2]

@@ -109,3 +109,40 @@ def test_the_columns_a_chunk_is_parsed_at():
     assert not {"message", "level", "devices", "hostname"} & set(steps_comm.names)
     assert read_at(frozenset({"evaluation"})).names == [f.name for f in RAW_SCHEMA if f.name in
                                                         ("elapsed_s", "rank", "step", "type", "session_id")]
+
+
+def test_streams_read_as_one_flow_give_each_what_it_gives_alone(tmp_path):
+    """``read_streams``: a session's streams as one flow (the next parsed while the one before is mapped).
+    A stream the fast engine refuses (an invalid line), one torn by a kill and an empty one in the
+    middle of the flow change nothing for the others, and leave their own frames as they were."""
+    paths = []
+    for rank in range(6):
+        path = tmp_path / f"{SID}_rank{rank}.jsonl"
+        _stream(path, rank, [(300 + 40 * rank, ["communication", "training_step_complete", "gpu_snapshot"])])
+        paths.append(path)
+    lines = paths[1].read_bytes().splitlines(keepends=True)
+    paths[1].write_bytes(b"".join(lines[:-3] + [b"{not json\n"] + lines[-3:]))  # refused after chunks mapped
+    paths[2].write_bytes(paths[2].read_bytes() + b'{"type": "communication", "elapsed_s": 9')  # torn
+    paths[4].write_bytes(b"")  # empty: refused
+
+    def alone(rank: int):
+        frames = Frames()
+        return jsonl_arrow.read_stream(paths[rank], rank, frames, chunk_bytes=3000), frames
+
+    flow = [(path, rank, Frames()) for rank, path in enumerate(paths)]
+    streams = list(jsonl_arrow.read_streams(flow, chunk_bytes=3000))
+    assert [s is None for s in streams] == [False, True, False, False, True, False]
+    for rank, (_, _, frames) in enumerate(flow):
+        stream, frames_alone = alone(rank)
+        assert (stream is None) == (streams[rank] is None)
+        if stream is None:
+            assert all(frame.empty for frame in frames.result().values())
+            continue
+        _same(frames.result(), frames_alone.result())
+        assert streams[rank].records == stream.records and streams[rank].last_time == stream.last_time
+        assert streams[rank].diagnostics == stream.diagnostics
+    # and what each holds is the file's: rank 3's GPU snapshots, rank 2's torn last line noted at its line
+    text = paths[3].read_bytes()
+    assert len(flow[3][2].result()["gpu"]) == text.count(b'"gpu_snapshot"') > 100
+    (torn,) = streams[2].diagnostics
+    assert torn["line"] == paths[2].read_bytes().count(b"\n") + 1
