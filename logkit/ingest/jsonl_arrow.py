@@ -167,29 +167,33 @@ def _release(*views: memoryview) -> None:
             view.release()
 
 
-def _chunk(buf: bytearray, size: int, first: bool, kinds: frozenset[str] | None) -> tuple[pa.Table, list, dict]:
+def _chunk(buf: bytearray, size: int, first: bool, kinds: frozenset[str] | None) -> tuple:
     """One chunk's raw table; its records of ``WHOLE_TYPES`` (and the stream's first, when ``first``)
-    parsed whole, as (line in the chunk from 0, record); how many rows of each record type it has.
+    parsed whole, as (line in the chunk from 0, record); how many rows of each record type it has; and
+    its rows parsed apart (None, or (their record types, their raw table, their rows in the chunk)).
     Parsed at the columns of the types ``kinds`` (``mapping.read_at``; None: all of ``RAW_SCHEMA``),
-    then the rows of other types again at the rest, unless they are half or more. Runs on the
-    parsing threads."""
+    then the rows of other types apart at theirs, unless they are half or more. Runs on the parsing
+    threads."""
     schema = RAW_SCHEMA if kinds is None else read_at(kinds)
     ends, table = _parsed(buf, size, schema)
     n = table.num_rows
     if n != len(ends) or table.column(TYPE.raw[0]).null_count:
         raise _Refused  # the parser skips blank lines: those, or records without a type, the per-line engine reports
     counts = dict(zip(*(c.to_pylist() for c in pc.value_counts(table.column(TYPE.raw[0])).flatten()), strict=True))
+    rest = None
     if schema is not RAW_SCHEMA:
         others = frozenset(k for k in counts if not read_of(k) <= set(schema.names))
         rows = pc.indices_nonzero(pc.is_in(table.column(TYPE.raw[0]), pa.array(others, pa.string()))).to_numpy() \
             if others else _NONE
         if 2 * len(rows) > n:
             ends, table = _parsed(buf, size, RAW_SCHEMA)
-        else:
-            table = _with_rest(table, buf, ends, rows, _rest(schema, others))
-    if pc.list_flatten(table.column(_DEVICES)).null_count:
-        raise _Refused  # a device that is not an object: the per-line engine leaves it out
-    return table, _whole_records(table, buf, ends, first), counts
+        elif len(rows):
+            rest = (others, _padded(_apart(buf, ends, rows, read_at(others))), rows)
+    table = _padded(table)
+    for raw in (table, rest[1] if rest else table):
+        if pc.list_flatten(raw.column(_DEVICES)).null_count:
+            raise _Refused  # a device that is not an object: the per-line engine leaves it out
+    return table, _whole_records(table, buf, ends, first), counts, rest
 
 
 def _parsed(buf: bytearray, size: int, schema: pa.Schema) -> tuple[np.ndarray, pa.Table]:
@@ -227,33 +231,27 @@ def _nulls(n: int, kind: pa.DataType) -> pa.Array:
     return nulls.slice(0, n)
 
 
-@functools.lru_cache(maxsize=256)
-def _rest(schema: pa.Schema, kinds: frozenset[str]) -> pa.Schema:
-    """The columns rows of ``kinds`` are read at that are not ``schema``'s."""
-    return pa.schema([f for f in read_at(kinds) if f.name not in schema.names])
+def _padded(table: pa.Table) -> pa.Table:
+    """A raw table at part of ``RAW_SCHEMA`` at all of it: the other columns missing (no frame reads
+    them of its rows)."""
+    if table.schema.names == RAW_SCHEMA.names:
+        return table
+    n, names = table.num_rows, set(table.schema.names)
+    return pa.Table.from_arrays([table.column(f.name) if f.name in names else _nulls(n, f.type) for f in RAW_SCHEMA],
+                                schema=RAW_SCHEMA)
 
 
-def _with_rest(table: pa.Table, buf: bytearray, ends: np.ndarray, rows: np.ndarray, rest: pa.Schema) -> pa.Table:
-    """A chunk's table at part of ``RAW_SCHEMA`` made one at all of it: the columns ``rest`` are read
-    of ``rows`` (those of other types), parsed again at those; the others are missing (no frame reads
-    them of these rows)."""
-    n = table.num_rows
-    if len(rows):
-        starts = np.concatenate([np.zeros(1, np.int64), ends[:-1] + 1])[rows]
-        lines = b"".join(buf[s:e] for s, e in zip(starts.tolist(), (ends[rows] + 1).tolist(), strict=True))
-        try:
-            parsed = _json(lines, rest, len(lines), threads=False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OverflowError):
-            raise _Refused from None
-        at = np.zeros(n, np.int64)
-        at[rows] = np.arange(len(rows))
-        missing = np.ones(n, bool)
-        missing[rows] = False
-        at = pa.array(at, mask=missing)
-    columns = [table.column(f.name) if f.name in table.schema.names
-               else parsed.column(f.name).take(at) if f.name in rest.names and len(rows)
-               else _nulls(n, f.type) for f in RAW_SCHEMA]
-    return pa.Table.from_arrays(columns, schema=RAW_SCHEMA)
+def _apart(buf: bytearray, ends: np.ndarray, rows: np.ndarray, schema: pa.Schema) -> pa.Table:
+    """The chunk's lines ``rows`` parsed again, at ``schema``."""
+    starts = np.concatenate([np.zeros(1, np.int64), ends[:-1] + 1])[rows]
+    lines = b"".join(buf[s:e] for s, e in zip(starts.tolist(), (ends[rows] + 1).tolist(), strict=True))
+    try:
+        parsed = _json(lines, schema, len(lines), threads=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OverflowError):
+        raise _Refused from None
+    if parsed.num_rows != len(rows):
+        raise _Refused
+    return parsed
 
 
 def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first: bool) -> list[tuple[int, dict]]:
@@ -318,13 +316,16 @@ class _Reading:
         except _REFUSALS:
             self.refuse()
 
-    def _map(self, table: pa.Table, records: list, counts: dict) -> None:
+    def _map(self, table: pa.Table, records: list, counts: dict, rest) -> None:
         self.kinds = _KINDS[0] = frozenset(k for k, c in counts.items() if c * RARE >= table.num_rows)
         first, n = self.line, table.num_rows
         table = table.append_column(LINE, pa.array(np.arange(first, first + n, dtype=np.int64)))
+        if rest is not None:
+            kinds, apart, rows = rest
+            rest = (kinds, apart.append_column(LINE, pa.array(rows.astype(np.int64) + first)))
         self.stream.records += [(first + i, record) for i, record in records]
         self.line += n
-        _add(self.stream, table, self.path, self.checks, self.frames.add)
+        _add(self.stream, table, self.path, self.checks, self.frames.add, rest)
 
     def refuse(self) -> None:
         """The stream needs the per-line engine: what it added is taken back."""
@@ -391,9 +392,9 @@ def _feed(reading: _Reading, queue: _Queue, parsers: ThreadPoolExecutor, ring: R
     return clean
 
 
-def _add(stream: Stream, table: pa.Table, path: Path, checks: StreamChecks, add) -> None:
-    """A raw table's frame tables, and its latest time."""
-    for name, part in map_records(table, path.name, checks.file_rank, checks).items():
+def _add(stream: Stream, table: pa.Table, path: Path, checks: StreamChecks, add, rest=None) -> None:
+    """A raw table's frame tables (``rest``: its rows parsed apart, ``map_records``), and its latest time."""
+    for name, part in map_records(table, path.name, checks.file_rank, checks, rest).items():
         add(name, part)
     last = pc.max(table.column(TIME.raw[0])).as_py()
     if last is not None and (stream.last_time is None or last > stream.last_time):

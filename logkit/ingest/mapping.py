@@ -240,25 +240,50 @@ def _merged(events: pa.Table, found: list[dict]) -> pa.Table:
     return both.take(pc.sort_indices(both.column(LINE)))
 
 
-def map_records(raw: pa.Table, source: str, file_rank: int, checks=None) -> dict[str, pa.Table]:
+def _ranked(raw: pa.Table, file_rank: int) -> pa.Table:
+    """Records that name no rank are the stream's rank's."""
+    if not raw.column(RANK.raw[0]).null_count:
+        return raw
+    i = raw.schema.get_field_index(RANK.raw[0])
+    return raw.set_column(i, RANK.raw[0], pc.fill_null(raw.column(i), file_rank))
+
+
+def _events(raw: pa.Table, apart: frozenset[str], prefix: pa.Scalar) -> pa.Table:
+    """The events frame's rows of ``raw``: its records of types with no frame of their own, but ``apart``."""
+    kind = raw.column(TYPE.raw[0])
+    routed = pc.is_in(kind, pa.array([*_OWN_FRAME.to_pylist(), *apart], pa.string())) if apart else \
+        pc.is_in(kind, _OWN_FRAME)
+    return _project("events", raw.select(_NEEDS["events"]).filter(pc.invert(routed)), prefix)
+
+
+def map_records(raw: pa.Table, source: str, file_rank: int, checks=None, rest=None) -> dict[str, pa.Table]:
     """The frame tables (steps, comm, perf, gpu, events) of a raw table of one stream's records
     (``source``: how its lines are cited, the file's name; ``file_rank``: the rank of records
     that name none). ``checks``: the stream's ``record_checks.StreamChecks`` (a rank's own
-    stream); what they set aside or repair becomes events."""
-    if raw.column(RANK.raw[0]).null_count:
-        i = raw.schema.get_field_index(RANK.raw[0])
-        raw = raw.set_column(i, RANK.raw[0], pc.fill_null(raw.column(i), file_rank))
+    stream); what they set aside or repair becomes events. ``rest``: (record types, raw table): the
+    rows of those types parsed apart (the fast engine's rare rows, ``read_at``) are mapped from that
+    table; in ``raw`` they are only checked."""
+    raw = _ranked(raw, file_rank)
+    apart, rest_raw = rest if rest is not None else (frozenset(), None)
     if checks is not None:
-        raw = checks.rows(raw)
+        kept = checks.rows(raw)
+        if rest_raw is not None and kept.num_rows < raw.num_rows:  # what the checks left out, out of these too
+            rest_raw = rest_raw.filter(pc.is_in(rest_raw.column(LINE), kept.column(LINE)))
+        raw = kept
+    rest_raw = _ranked(rest_raw, file_rank) if rest_raw is not None else None
     prefix = pa.scalar(f"{source}:")
-    kind = raw.column(TYPE.raw[0])
-    rows = {frame: raw.select(_NEEDS[frame]).filter(pc.equal(kind, spec.type))
-            for frame, spec in FRAME_SPECS.items()}
+    rows = {}
+    for frame, spec in FRAME_SPECS.items():
+        table = rest_raw if spec.type in apart else raw
+        rows[frame] = table.select(_NEEDS[frame]).filter(pc.equal(table.column(TYPE.raw[0]), spec.type))
     out = {frame: _project(frame, part, prefix) for frame, part in rows.items()}
     step_lines = rows["steps"].column(LINE)
     if checks is not None:
         out["steps"] = checks.values(out["steps"], step_lines)
-    events = _project("events", raw.select(_NEEDS["events"]).filter(pc.invert(pc.is_in(kind, _OWN_FRAME))), prefix)
+    events = _events(raw, apart, prefix)
+    if rest_raw is not None:
+        both = pa.concat_tables([events, _events(rest_raw, frozenset(), prefix)])
+        events = both.take(pc.sort_indices(both.column(LINE)))
     found = _nonfinite(out["steps"], step_lines, source) + (checks.events(source) if checks is not None else [])
     out["events"] = _merged(events, found).drop_columns([LINE])
     return out

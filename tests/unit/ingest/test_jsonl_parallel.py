@@ -146,3 +146,27 @@ def test_streams_read_as_one_flow_give_each_what_it_gives_alone(tmp_path):
     assert len(flow[3][2].result()["gpu"]) == text.count(b'"gpu_snapshot"') > 100
     (torn,) = streams[2].diagnostics
     assert torn["line"] == paths[2].read_bytes().count(b"\n") + 1
+
+
+@pytest.mark.parametrize("chunk_bytes", [3000, None])
+def test_rare_rows_the_record_checks_leave_out_are_left_out_of_their_frames(tmp_path, chunk_bytes):
+    """A chunk's rare rows (GPU snapshots, performance records, events) are mapped from their own parse;
+    those of another rank or session (the record checks) stay out of every frame, as with the
+    per-line engine, and are noted once each."""
+    path = tmp_path / f"{SID}_rank0.jsonl"
+    _stream(path, 0, [(600, ["communication"] * 6 + ["training_step_complete", "gpu_snapshot", "performance",
+                                                      "anomaly"])])
+    out = []
+    for i, line in enumerate(path.read_bytes().splitlines(keepends=True)):
+        if i % 50 == 7 and b'"gpu_snapshot"' in line:
+            line = line.replace(b'"rank":0', b'"rank":3')
+        elif i % 50 == 8 and b'"performance"' in line:
+            line = line.replace(SID.encode(), b"other_20250101_000000")
+        out.append(line)
+    path.write_bytes(b"".join(out))
+    fast, lines = _both(path, 0, chunk_bytes)
+    _same(fast, lines)
+    checks = fast["events"][fast["events"]["kind"] == "record_check"]
+    assert sorted(checks["subkind"].value_counts().items()) == [("foreign_rank", 12), ("foreign_session", 12)]
+    gpu_rows = sum(b'"gpu_snapshot"' in x and b'"rank":0' in x for x in out)
+    assert len(fast["gpu"]) == gpu_rows == 60 - 12
