@@ -281,8 +281,9 @@ def _even(path: Path, chunk_bytes: int) -> int:
 class _Reading:
     """One stream being read: its chunks are mapped in file order as they come back parsed."""
 
-    def __init__(self, path: Path, file_rank: int, frames) -> None:
-        self.path, self.frames, self.mark = path, frames, frames.mark()
+    def __init__(self, path: Path, file_rank: int, frames, fallback=None) -> None:
+        self.path, self.frames, self.fallback = path, frames, fallback
+        self.mark = None  # where its rows start in ``frames``, once the streams before it are mapped
         self.stream, self.checks = Stream([], None), StreamChecks(file_rank)
         self.line = 1  # the next chunk's first line
         self.submitted = 0
@@ -296,25 +297,31 @@ class _Reading:
 
     def take(self, job) -> None:
         """What came back for the stream, in file order: a parsed chunk (a future), its torn last line
-        (bytes) or its end (None)."""
-        if self.refused:
-            if isinstance(job, Future):
-                wait([job])  # its buffer is free once it is done
-            return
-        try:
-            if isinstance(job, Future):
-                self._map(*job.result())
-            elif job is not None:
-                if self.line == 1:
-                    raise _Refused  # no whole line: the per-line engine says what the stream holds
-                _tail(self.stream, job, self.line, self.path, self.checks, self.frames.add)
-            elif self.line == 1:
-                raise _Refused  # an empty stream
-            else:
-                self.frames.add("evals", evals_from(self.stream.records, self.checks.file_rank))
-                self.result = self.stream
-        except _REFUSALS:
-            self.refuse()
+        (bytes) or its end (None). At the end of a stream it refused: ``fallback``, when given."""
+        if self.mark is None:
+            self.mark = self.frames.mark()
+        if not self.refused:
+            try:
+                self._take(job)
+            except _REFUSALS:
+                self.refuse()
+        elif isinstance(job, Future):
+            wait([job])  # its buffer is free once it is done
+        if job is None and self.refused and self.fallback is not None:
+            self.result = self.fallback(self.path, self.checks.file_rank, self.frames)
+
+    def _take(self, job) -> None:
+        if isinstance(job, Future):
+            self._map(*job.result())
+        elif job is not None:
+            if self.line == 1:
+                raise _Refused  # no whole line: the per-line engine says what the stream holds
+            _tail(self.stream, job, self.line, self.path, self.checks, self.frames.add)
+        elif self.line == 1:
+            raise _Refused  # an empty stream
+        else:
+            self.frames.add("evals", evals_from(self.stream.records, self.checks.file_rank))
+            self.result = self.stream
 
     def _map(self, table: pa.Table, records: list, counts: dict, rest) -> None:
         self.kinds = _KINDS[0] = frozenset(k for k, c in counts.items() if c * RARE >= table.num_rows)
@@ -330,7 +337,8 @@ class _Reading:
     def refuse(self) -> None:
         """The stream needs the per-line engine: what it added is taken back."""
         self.refused = True
-        self.frames.truncate(self.mark)
+        if self.mark is not None:
+            self.frames.truncate(self.mark)
 
 
 # What makes the fast engine leave a stream to the per-line engine.
@@ -416,16 +424,18 @@ def _tail(stream: Stream, raw: bytes, line: int, path: Path, checks: StreamCheck
         stream.records += [(line, record)] if TYPE.get(record) in WHOLE_TYPES else []
 
 
-def read_streams(streams, chunk_bytes: int | None = None) -> Iterator[Stream | None]:
+def read_streams(streams, chunk_bytes: int | None = None, fallback=None) -> Iterator[Stream | None]:
     """Each stream's frame tables added to its ``frames`` (``add(frame, table)``, ``mark()``,
-    ``truncate(mark)``), chunk by chunk, for ``streams`` of (path, file rank, frames). The chunks of
-    the next stream are parsed while the last of the one before is mapped. As each stream ends, in
-    order: its ``Stream``, or None where it needs the per-line engine (its ``frames`` are then as before)."""
+    ``truncate(mark)``), chunk by chunk, for ``streams`` of (path, file rank, frames); the streams
+    are mapped in order, so that they may share one ``frames``. The chunks of the next stream are
+    parsed while the last of the one before is mapped. As each stream ends, in order: its ``Stream``,
+    or, where it needs the per-line engine, ``fallback(path, file rank, frames)`` (None without one:
+    its ``frames`` are then as before)."""
     parsers, ring, queue = _parsers(), Ring(PARSERS, _take_buffers()), _Queue()
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
         for path, file_rank, frames in streams:
-            reading = _Reading(Path(path), file_rank, frames)
+            reading = _Reading(Path(path), file_rank, frames, fallback)
             if not _feed(reading, queue, parsers, ring, chunk_bytes):
                 queue.drain()  # its chunks done: every buffer is free for the next stream's
             while queue.ended:

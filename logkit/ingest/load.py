@@ -64,27 +64,57 @@ def read_rank(path: str | Path, rank: int, into: RankRead | None = None, chunk_b
     return read
 
 
+def _per_line(path: Path, rank: int, frames) -> jsonl_lines.Stream:
+    return jsonl_lines.read_stream(path, rank, frames.add)
+
+
 def read_ranks(streams: list[tuple[str | Path, int]], into: list[RankRead] | None = None,
                chunk_bytes: int | None = None) -> Iterator[RankRead]:
     """``read_rank`` of each (path, rank), as each is read, the streams read as one flow by the fast
     engine (the next one's chunks parsed while the last of the one before is mapped); a stream it
-    refuses, line by line."""
+    refuses, line by line, in its turn."""
     reads = into if into is not None else [RankRead(rank) for _, rank in streams]
     paths = [Path(path) for path, _ in streams]
-    found = jsonl_arrow.read_streams(zip(paths, [r.rank for r in reads], reads, strict=True), chunk_bytes) \
-        if FAST_JSONL else (None for _ in reads)
-    try:
+    if not FAST_JSONL:
         for path, read in zip(paths, reads, strict=True):
-            read.stream = next(found) or jsonl_lines.read_stream(path, read.rank, read.add)
+            read.stream = _per_line(path, read.rank, read)
+            yield read
+        return
+    found = jsonl_arrow.read_streams(zip(paths, [r.rank for r in reads], reads, strict=True), chunk_bytes,
+                                     fallback=_per_line)
+    try:
+        for read in reads:
+            read.stream = next(found)
             yield read
     finally:
         found.close()  # the fast engine's buffers given back, its chunks in flight done
 
 
+class _Into(RankRead):
+    """A rank's read straight into the session's frames (the fast engine maps the streams in order):
+    each table goes to the frames' builders as it comes, never a whole rank's tables at once."""
+
+    def __init__(self, rank: int, frames: Frames) -> None:
+        super().__init__(rank)
+        self.frames = frames
+
+    def add(self, name: str, table) -> None:
+        self.frames.add(name, table)
+
+    def mark(self):
+        return self.frames.mark()
+
+    def truncate(self, mark) -> None:
+        self.frames.truncate(mark)
+
+
 def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Frames, streams: dict) -> None:
     """The streams' tables added to ``frames`` rank by rank: read here, or given (``ranks``, in rank order)."""
     if ranks is None:
-        ranks = read_ranks([(path, rank) for rank, path in sorted(source.rank_files.items())])
+        files = sorted(source.rank_files.items())
+        for read in read_ranks([(path, rank) for rank, path in files], [_Into(rank, frames) for rank, _ in files]):
+            streams[read.rank] = read.stream
+        return
     for read in ranks:
         for name, table in read.tables:
             frames.add(name, table)

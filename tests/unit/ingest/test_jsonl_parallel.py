@@ -170,3 +170,32 @@ def test_rare_rows_the_record_checks_leave_out_are_left_out_of_their_frames(tmp_
     assert sorted(checks["subkind"].value_counts().items()) == [("foreign_rank", 12), ("foreign_session", 12)]
     gpu_rows = sum(b'"gpu_snapshot"' in x and b'"rank":0' in x for x in out)
     assert len(fast["gpu"]) == gpu_rows == 60 - 12
+
+
+def test_streams_sharing_one_frames_keep_their_order_with_a_refused_one_among_them(tmp_path):
+    """A session's streams read as one flow into one ``Frames`` (``build_session``): a stream refused
+    after some of its chunks were mapped gives them back and is read line by line in its turn, before
+    the next stream's rows, while that stream's chunks are already parsed."""
+    paths = []
+    for rank in range(4):
+        path = tmp_path / f"{SID}_rank{rank}.jsonl"
+        _stream(path, rank, [(250, ["communication", "training_step_complete", "anomaly"])])
+        paths.append(path)
+    lines = paths[1].read_bytes().splitlines(keepends=True)
+    paths[1].write_bytes(b"".join(lines[:-3] + [b"{not json\n"] + lines[-3:]))
+
+    def per_line(path, rank, frames):
+        return jsonl_lines.read_stream(path, rank, frames.add)
+
+    shared = Frames()
+    streams = list(jsonl_arrow.read_streams([(p, r, shared) for r, p in enumerate(paths)], chunk_bytes=2500,
+                                            fallback=per_line))
+    one_by_one = Frames()
+    for rank, path in enumerate(paths):
+        jsonl_arrow.read_stream(path, rank, one_by_one) or per_line(path, rank, one_by_one)
+    frames = shared.result()
+    _same(frames, one_by_one.result())
+    assert streams[1].diagnostics and all(s is not None for s in streams)
+    steps = frames["steps"]
+    assert steps["rank"].tolist() == sorted(steps["rank"].tolist())  # rank by rank, in file order
+    assert steps.groupby("rank").size().tolist() == [p.read_bytes().count(b'"training_step_complete"') for p in paths]
