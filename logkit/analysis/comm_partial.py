@@ -121,8 +121,8 @@ class CommReducer:
         del self.chunks[mark:]
 
     def result(self, steps_session, world_size) -> CommPart | None:
-        """The ``CommPart`` of the records added (once: the records' values are let go as they are
-        used); ``steps_session``: a session holding the rank's steps; ``world_size``: the n of records
+        """The ``CommPart`` of the records added (once: the records are let go as they are used, the
+        reducer is empty after); ``steps_session``: a session holding the rank's steps; ``world_size``: the n of records
         without a group size."""
         if not self.chunks:
             return None
@@ -146,8 +146,9 @@ class CommReducer:
         share, matched = (_sync_share(sums, st) if sums is not None else
                           (pd.Series(dtype="float64"), pd.Series(dtype="int64")))
         stats = _labelled(pd.concat(stats), op_names, share, matched, sources)
-        return CommPart(stats, sums if st.empty else None, set().union(*(c.timing_sources for c in self.chunks)),
-                        _bandwidth(bw), ws, any(c.no_group for c in self.chunks))
+        chunks, self.chunks = self.chunks, []  # the rest of the chunks let go with them
+        return CommPart(stats, sums if st.empty else None, set().union(*(c.timing_sources for c in chunks)),
+                        _bandwidth(bw), ws, any(c.no_group for c in chunks))
 
     def _label(self, label, key: int, op_name: str, ws: float | None) -> tuple[dict, tuple]:
         """One (rank, op)'s records over the chunks, which let go of them: the columns ``_aggregate``

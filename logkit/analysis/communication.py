@@ -77,7 +77,8 @@ def session_link(session) -> dict | None:
                     "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
     meta = session.meta
     cpu = str(meta.get("mode") or "").upper() in ("CPU", "MULTI-CPU")
-    return link_for(gpu_model(session), str(meta.get("backend") or "") or None, cpu=cpu)  # gloo: link_for's
+    # gloo without a GPU model is a CPU run too: link_for says so
+    return link_for(gpu_model(session), str(meta.get("backend") or "") or None, cpu=cpu)
 
 
 def verdict(mean_bytes, busbw_mb_s, link: dict | None) -> tuple[str, str]:

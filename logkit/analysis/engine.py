@@ -106,7 +106,6 @@ def rank_partials(streams: list[tuple[str, int]], world_size: float | None = Non
     reads = read_ranks([streams[i] for i in todo], [_Reducing(streams[i][1]) for i in todo], chunk_bytes)
     for i, reducing in zip(todo, reads, strict=True):  # each reduced as soon as it is read
         parts[i] = _partial(reducing, world_size)
-        reducing.comm = None  # its comm records let go before the next rank's come
         if cache:
             rank_cache.store(*streams[i], world_size, parts[i])
     return [parts[i] for i in range(len(streams))]

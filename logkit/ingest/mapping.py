@@ -46,7 +46,7 @@ _ARROW = {float: pa.float64(), int: pa.int64(), str: pa.string()}
 _ROUTED: tuple[RecordSpec, ...] = (*FRAME_SPECS.values(), EVENT)
 # Records read whole: evaluations (their metrics are named freely) and the records meta reads.
 WHOLE_TYPES: tuple[str, ...] = tuple(t for t, s in RECORD_SPECS.items() if s.frame in ("meta", "evals"))
-_OWN_FRAME = pa.array([*(s.type for s in FRAME_SPECS.values()), EVALUATION.type])
+_OWN_FRAME = frozenset([*(s.type for s in FRAME_SPECS.values()), EVALUATION.type])  # not the events frame's
 _INT64 = (-(2**63), 2**63)
 
 
@@ -232,11 +232,13 @@ def _nonfinite(steps: pa.Table, lines, source: str) -> list[dict]:
     return [{**nonfinite_event(r), SOURCE: f"{source}:{r[LINE]}", LINE: r[LINE]} for r in rows]
 
 
-def _merged(events: pa.Table, found: list[dict]) -> pa.Table:
-    """``events`` with the event rows ``found`` among them, in file order."""
-    if not found:
-        return events
-    both = pa.concat_tables([events, pa.Table.from_pylist(found, schema=events.schema)])
+def _merged(events: list[pa.Table], found: list[dict]) -> pa.Table:
+    """The event tables ``events`` (one schema) and the event rows ``found`` as one table, in file order."""
+    parts = [t for t in events if t.num_rows]
+    if not found and len(parts) < 2:
+        return parts[0] if parts else events[0]
+    parts.append(pa.Table.from_pylist(found, schema=events[0].schema))  # the checks' notes: not in line order
+    both = pa.concat_tables(parts)
     return both.take(pc.sort_indices(both.column(LINE)))
 
 
@@ -250,9 +252,7 @@ def _ranked(raw: pa.Table, file_rank: int) -> pa.Table:
 
 def _events(raw: pa.Table, apart: frozenset[str], prefix: pa.Scalar) -> pa.Table:
     """The events frame's rows of ``raw``: its records of types with no frame of their own, but ``apart``."""
-    kind = raw.column(TYPE.raw[0])
-    routed = pc.is_in(kind, pa.array([*_OWN_FRAME.to_pylist(), *apart], pa.string())) if apart else \
-        pc.is_in(kind, _OWN_FRAME)
+    routed = pc.is_in(raw.column(TYPE.raw[0]), pa.array(sorted(_OWN_FRAME | apart), pa.string()))
     return _project("events", raw.select(_NEEDS["events"]).filter(pc.invert(routed)), prefix)
 
 
@@ -280,10 +280,7 @@ def map_records(raw: pa.Table, source: str, file_rank: int, checks=None, rest=No
     step_lines = rows["steps"].column(LINE)
     if checks is not None:
         out["steps"] = checks.values(out["steps"], step_lines)
-    events = _events(raw, apart, prefix)
-    if rest_raw is not None:
-        both = pa.concat_tables([events, _events(rest_raw, frozenset(), prefix)])
-        events = both.take(pc.sort_indices(both.column(LINE)))
+    events = [_events(raw, apart, prefix)] + ([_events(rest_raw, frozenset(), prefix)] if rest_raw is not None else [])
     found = _nonfinite(out["steps"], step_lines, source) + (checks.events(source) if checks is not None else [])
     out["events"] = _merged(events, found).drop_columns([LINE])
     return out

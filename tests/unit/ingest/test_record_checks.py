@@ -77,6 +77,27 @@ def test_records_of_another_rank_or_session_are_left_out(tmp_path, engine):
     assert set(s.steps["rank"]) == {0}
 
 
+def test_the_notes_come_in_line_order_whichever_check_found_them(tmp_path, engine, monkeypatch):
+    """The checks run one after the other (another rank, then another session): a record of another
+    session above one of another rank is still noted first, as the file has them, also in a chunk of
+    the fast engine that holds no other event."""
+    monkeypatch.setattr(jsonl_arrow, "CHUNK_BYTES", 1500)
+
+    def edit(recs):
+        steps = [r for r in recs if r["type"] == STEP]
+        steps[3]["session_id"] = "another_run"  # lines 5 and 6: one chunk of 1500 bytes, no event in it
+        steps[4]["rank"] = 1
+        return recs
+
+    folder, recs = _session(tmp_path, "order", edit)
+    s = load_session(folder)
+    other = _line_of(recs, lambda r: r.get("session_id") == "another_run")
+    rank1 = _line_of(recs, lambda r: r.get("rank") == 1)
+    assert other < rank1
+    assert _checks(s) == [("foreign_session", f"order_rank0.jsonl:{other}", 4),
+                          ("foreign_rank", f"order_rank0.jsonl:{rank1}", 5)]
+
+
 def test_a_step_logged_twice_is_counted_once_the_first_kept(tmp_path, engine):
     def edit(recs):
         i = recs.index([r for r in recs if r["type"] == STEP][3])
