@@ -3,8 +3,8 @@ lines (``chunks``) into the raw table ``mapping.RAW_SCHEMA`` derives from the re
 ``mapping.map_records`` makes frame tables of them, and they are added to each stream's frames in
 file order: memory is the frames plus a few chunks (``PARSERS + 1``, and their raw tables).
 
-Chunks are parsed ``PARSERS`` at a time, each on all cores (pyarrow's threads, in blocks), while this
-thread maps the ones parsed before; the streams of a session are read as one flow (``read_streams``):
+Chunks are parsed ``PARSERS`` at a time, each in one thread as one block, while this thread maps
+the ones parsed before; the streams of a session are read as one flow (``read_streams``):
 the next stream's first chunks are parsed while the last of the one before is mapped, so that the
 cores are not left idle at each stream's end. pyarrow's parse costs per column
 of the schema, whether a line has it or not: a chunk is parsed at the columns the record types that
@@ -55,12 +55,12 @@ from logkit.ingest.mapping import (
 from logkit.ingest.record_checks import StreamChecks
 from logkit.schema.records import GPU_SNAPSHOT
 
-# Lines are parsed this many bytes at a time (in blocks of pyarrow's of BLOCK_BYTES, or the longest
-# line, on pyarrow's threads), PARSERS chunks at once: the parser's working memory is a few chunks,
-# whatever the size of the stream. Measured on 2 cores (100 MB, 8 streams): 3 chunks of 4 MB in
-# flight are as fast as 2 of 8 MB (CPU time / wall time 1.85 against 1.78), in less memory.
+# Lines are parsed this many bytes at a time, PARSERS chunks at once: the parser's working memory is
+# a few chunks, whatever the size of the stream. Each chunk is parsed in one thread as one block: on
+# 2 cores (100 MB, 8 streams) that costs 5-7% less CPU than pyarrow's threads on blocks of 1 MB (their
+# tasks, and a column of 4 chunks for every kernel of the mapping), and 3 chunks of 4 MB in flight
+# keep the cores as busy (1.85-1.89) as 2 of 8 MB or 4 of 4 MB, in less memory.
 CHUNK_BYTES = 4 << 20
-BLOCK_BYTES = 1 << 20
 PARSERS = 3
 MIN_CHUNK_BYTES = 256 << 10
 # A chunk is parsed at the columns of the record types that made one in RARE or more of the last
@@ -83,19 +83,17 @@ def _pool() -> pa.MemoryPool:
     return _PARSE_POOL
 
 
-def parse(chunk: memoryview, block_bytes: int = BLOCK_BYTES, schema: pa.Schema = RAW_SCHEMA,
-          ends: np.ndarray | None = None, threads: bool = True) -> pa.Table:
+def parse(chunk: memoryview, schema: pa.Schema = RAW_SCHEMA, ends: np.ndarray | None = None) -> pa.Table:
     """Whole lines of JSON objects as a raw table of ``schema`` (raises what pyarrow raises on
     anything else; ``pa.ArrowInvalid`` for a line that does not open an object or for invalid
-    UTF-8, which are never handed to pyarrow). ``ends``: the newlines' offsets, when the caller has them.
-    ``threads``: the chunk parsed in blocks of ``block_bytes`` on all cores, else in one thread."""
+    UTF-8, which are never handed to pyarrow). ``ends``: the newlines' offsets, when the caller has them."""
     if not _objects_only(chunk, _line_ends(chunk) if ends is None else ends):
         raise pa.ArrowInvalid("a line that does not open a JSON object")
     # pyarrow's parser passes invalid UTF-8 through into its strings (they fail later, anywhere):
     # checked here, on the chunk as it is (no copy), so the per-line engine replaces and notes it
     pa.LargeStringArray.from_buffers(1, pa.py_buffer(np.array([0, len(chunk)], np.int64)),
                                      pa.py_buffer(chunk)).validate(full=True)
-    return _json(chunk, schema, block_bytes, threads)
+    return _json(chunk, schema)
 
 
 @functools.lru_cache(maxsize=64)
@@ -103,10 +101,12 @@ def _options(schema: pa.Schema) -> pj.ParseOptions:
     return pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
 
 
-def _json(lines, schema: pa.Schema, block_bytes: int, threads: bool) -> pa.Table:
+def _json(lines, schema: pa.Schema) -> pa.Table:
+    """``lines`` parsed in this thread as one block (one chunk per column: the mapping's kernels
+    run once per column, not once per block)."""
     options = _OPTIONS.get(schema) or _options(schema)
     return pj.read_json(pa.py_buffer(lines), parse_options=options, memory_pool=_pool(),
-                        read_options=pj.ReadOptions(use_threads=threads, block_size=max(1, min(block_bytes, 2**31 - 1))))
+                        read_options=pj.ReadOptions(use_threads=False, block_size=max(1, min(len(lines), 2**31 - 1))))
 
 
 _LOCK = threading.Lock()
@@ -207,7 +207,7 @@ def _parsed(buf: bytearray, size: int, schema: pa.Schema) -> tuple[np.ndarray, p
     try:
         ends = _line_ends(chunk)
         try:  # blank lines, bare values, leading spaces are refused: the per-line engine says what they are
-            table = parse(chunk, _block(ends), schema, ends)
+            table = parse(chunk, schema, ends)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, OverflowError):
             pass  # not raised from here: its traceback would keep the chunk's buffer exported
     finally:
@@ -215,12 +215,6 @@ def _parsed(buf: bytearray, size: int, schema: pa.Schema) -> tuple[np.ndarray, p
     if table is None:
         raise _Refused
     return ends, table
-
-
-def _block(ends: np.ndarray) -> int:
-    """pyarrow's block: BLOCK_BYTES, or the longest line."""
-    longest = int(max(ends[0] + 1, np.diff(ends).max(initial=0))) if len(ends) else 1
-    return max(BLOCK_BYTES, longest + 1)
 
 
 _NULLS: dict[pa.DataType, pa.Array] = {}
@@ -249,7 +243,7 @@ def _apart(buf: bytearray, ends: np.ndarray, rows: np.ndarray, schema: pa.Schema
     starts = _starts(ends)[rows]
     lines = b"".join(buf[s:e] for s, e in zip(starts.tolist(), (ends[rows] + 1).tolist(), strict=True))
     try:
-        parsed = _json(lines, schema, len(lines), threads=False)
+        parsed = _json(lines, schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OverflowError):
         raise _Refused from None
     if parsed.num_rows != len(rows):
