@@ -201,3 +201,18 @@ def test_streams_sharing_one_frames_keep_their_order_with_a_refused_one_among_th
     steps = frames["steps"]
     assert steps["rank"].tolist() == sorted(steps["rank"].tolist())  # rank by rank, in file order
     assert steps.groupby("rank").size().tolist() == [p.read_bytes().count(b'"training_step_complete"') for p in paths]
+
+
+def test_a_line_longer_than_the_parsers_block_is_taken_whole(tmp_path, monkeypatch):
+    """A chunk is parsed in blocks of ``BLOCK_BYTES``, or of its longest line: a session_start with a
+    long config (here 3x the block) among ordinary records is parsed, not refused."""
+    monkeypatch.setattr(jsonl_arrow, "BLOCK_BYTES", 4096)
+    path = tmp_path / f"{SID}_rank0.jsonl"
+    _stream(path, 0, [(600, ["communication"] * 3 + ["training_step_complete"])])
+    first, rest = path.read_bytes().split(b"\n", 1)
+    start = orjson.loads(first)
+    start["config"] = {"notes": "x" * 3 * 4096}
+    path.write_bytes(orjson.dumps(start) + b"\n" + rest)
+    fast, lines = _both(path, 0, chunk_bytes=64 << 10)  # the fast engine takes it (not None)
+    _same(fast, lines)
+    assert len(fast["comm"]) == 450 and len(fast["steps"]) == 150
