@@ -3,8 +3,8 @@ lines (``chunks``) into the raw table ``mapping.RAW_SCHEMA`` derives from the re
 ``mapping.map_records`` makes frame tables of them, and they are added to each stream's frames in
 file order: memory is the frames plus a few chunks (``PARSERS + 1``, and their raw tables).
 
-Chunks are parsed ``PARSERS`` at a time, each in one thread as one block, while this thread maps
-the ones parsed before; the streams of a session are read as one flow (``read_streams``):
+Chunks are parsed ``PARSERS`` at a time, each in one thread, while this thread maps the ones
+parsed before; the streams of a session are read as one flow (``read_streams``):
 the next stream's first chunks are parsed while the last of the one before is mapped, so that the
 cores are not left idle at each stream's end. pyarrow's parse costs per column
 of the schema, whether a line has it or not: a chunk is parsed at the columns the record types that
@@ -58,9 +58,10 @@ from logkit.schema.records import GPU_SNAPSHOT
 # Lines are parsed this many bytes at a time, PARSERS chunks at once: the parser's working memory is
 # a few chunks, whatever the size of the stream. Each chunk is parsed in one thread, in blocks of
 # BLOCK_BYTES (or the longest line): on 2 cores (100 MB, 8 streams) that costs 5-7% less CPU than
-# on pyarrow's threads in blocks of 1 MB, and 3 chunks of 4 MB in flight keep the cores as busy
-# (1.85-1.89) as 2 of 8 MB or 4 of 4 MB. One block per chunk costs no less CPU, and its parse
-# holds more memory at once (peak at 1 GB 1.48x the frames against 1.42x).
+# on pyarrow's threads in blocks of 1 MB, and 3 chunks of 4 MB in flight keep the cores about as
+# busy as pyarrow's own reader (CPU time / wall time 1.79-1.89 against 1.86-1.91); 2 of 8 MB or 4
+# of 4 MB are no faster. One block per chunk costs no less CPU, and holds more memory at once
+# (peak at 1 GB 1.48x the frames against 1.43x).
 CHUNK_BYTES = 4 << 20
 BLOCK_BYTES = 2 << 20
 PARSERS = 3
