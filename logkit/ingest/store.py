@@ -94,16 +94,17 @@ def write_session(session: Session, folder: str | Path, fmt: str = "parquet", me
 
 
 def _text(values: pd.Series, from_json: bool) -> pd.Series:
-    values = values.astype("object")
-    values = values.where(values.notna(), None)
+    """``values`` as objects, None where missing (and decoded from JSON text when ``from_json``)."""
+    values = pd.Series(values.to_numpy(dtype=object, na_value=None), index=values.index, dtype="object")
     if from_json:
         values = pd.Series([None if v is None else orjson.loads(v) for v in values], index=values.index,
                            dtype="object")
     return values
 
 
-def _restore(frame: pd.DataFrame, dtypes: dict, json_cols: set, cats: dict) -> pd.DataFrame:
-    """The frame's columns with the dtypes they were written with."""
+def _restore(frame: pd.DataFrame, dtypes: dict, json_cols: set, cats: dict, csv: bool) -> pd.DataFrame:
+    """The frame's columns with the dtypes they were written with (``csv``: read from CSV, where a
+    missing text is NaN; Parquet gives it back as None)."""
     for col, dtype in dtypes.items():
         if col not in frame:
             continue
@@ -114,7 +115,7 @@ def _restore(frame: pd.DataFrame, dtypes: dict, json_cols: set, cats: dict) -> p
             if col in json_cols or not (data.dtype == kind and data.cat.categories.dtype == kind.categories.dtype):
                 frame[col] = _text(data, col in json_cols).astype(kind)
         elif dtype in _TEXT:
-            if col in json_cols or str(data.dtype) != dtype or dtype == "object":
+            if col in json_cols or str(data.dtype) != dtype or (csv and dtype == "object"):
                 values = _text(data, col in json_cols)
                 # text columns come back with the dtype they had (object, or pandas' str/string)
                 frame[col] = values if dtype == "object" else values.astype(dtype)
@@ -137,7 +138,7 @@ def read_export(folder: str | Path) -> dict:
             text_cols = [c for c, t in dtypes.items() if t in (*_TEXT, "category")]
             frame = pd.read_csv(path, dtype={c: "object" for c in text_cols})
         json_cols = set(doc.get("json_columns", {}).get(name, []))
-        out[name] = _restore(frame, dtypes, json_cols, doc.get("categories", {}).get(name, {}))
+        out[name] = _restore(frame, dtypes, json_cols, doc.get("categories", {}).get(name, {}), doc["format"] == "csv")
     return out
 
 
