@@ -204,6 +204,11 @@ class _MeasuredPool:
 
         return _F()
 
+    def map_ranks(self, streams, cache):
+        from logkit.analysis.engine import per_rank
+
+        return per_rank(self, streams, cache)  # a task per rank, each measured
+
     def close(self) -> None:
         self.pool.close()
 

@@ -130,17 +130,46 @@ class _Now:
         return self.fn(*self.args)
 
 
-class InProcess:
-    name = "in-process"
+class _Each:
+    """The futures of a session's ranks, one per rank, as one: their results in rank order."""
 
-    def submit(self, fn, *args):
-        return _Now(fn, args)
+    def __init__(self, futures: list) -> None:
+        self.futures = futures
+
+    def result(self) -> list[RankPartial]:
+        return [f.result() for f in self.futures]
+
+
+def per_rank(runner, streams: list[tuple[str, int]], cache: bool) -> _Each:
+    """The map of a session's ranks ((path, rank) each) as a task per rank on ``runner``."""
+    return _Each([runner.submit(rank_partial, path, rank, None, cache) for path, rank in streams])
+
+
+class _Runner:
+    """Where the map runs: ``submit(fn, *args)`` gives what has a ``result()``; ``map_ranks`` maps a
+    session's ranks, a task per rank unless the runner does better."""
+
+    def map_ranks(self, streams: list[tuple[str, int]], cache: bool):
+        """The map of a session's ranks ((path, rank) each); its ``result()``: each rank's ``RankPartial``."""
+        return per_rank(self, streams, cache)
 
     def close(self) -> None:
         pass
 
 
-class LocalPool:
+class InProcess(_Runner):
+    name = "in-process"
+
+    def submit(self, fn, *args):
+        return _Now(fn, args)
+
+    def map_ranks(self, streams: list[tuple[str, int]], cache: bool):
+        """One task for all the ranks: their streams read as one flow (the next parsed while the one
+        before is mapped)."""
+        return self.submit(rank_partials, streams, None, cache)
+
+
+class LocalPool(_Runner):
     """A pool of worker processes on this machine."""
 
     name = "local process pool"
@@ -159,7 +188,7 @@ class LocalPool:
         self.pool.shutdown(cancel_futures=True)
 
 
-class DaskCluster:
+class DaskCluster(_Runner):
     """An existing dask.distributed cluster, by its scheduler's address."""
 
     name = "dask"
@@ -193,25 +222,6 @@ def executor(scheduler: str | None = None, total_bytes: int = 0, tasks: int = 1)
     if tasks > 1 and cores > 1 and total_bytes >= POOL_MIN_BYTES:
         return LocalPool(min(cores, tasks))
     return InProcess()
-
-
-class _Each:
-    """The futures of a session's ranks, one per rank, as one: their results in rank order."""
-
-    def __init__(self, futures: list) -> None:
-        self.futures = futures
-
-    def result(self) -> list[RankPartial]:
-        return [f.result() for f in self.futures]
-
-
-def _submit(runner, source: SessionSource, cache: bool):
-    """The map of a session's ranks: a task per rank on a pool or a cluster; in this process, one for all
-    of them (their streams read as one flow). Its ``result()``: the ``RankPartial`` of each rank."""
-    streams = [(str(Path(p).resolve()), r) for r, p in sorted(source.rank_files.items())]
-    if isinstance(runner, InProcess):
-        return runner.submit(rank_partials, streams, None, cache)
-    return _Each([runner.submit(rank_partial, path, rank, None, cache) for path, rank in streams])
 
 
 # --- the merge ------------------------------------------------------------------------------------
@@ -271,7 +281,8 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, progres
     runner = runner or executor(scheduler, total, sum(len(s.rank_files) for s in mapped))
     try:
         # every rank submitted first (the workers run ahead), then merged session by session
-        futures = {id(src): _submit(runner, src, cache) for src in mapped}
+        futures = {id(src): runner.map_ranks([(str(Path(p).resolve()), r) for r, p in sorted(src.rank_files.items())],
+                                             cache) for src in mapped}
         bar = progress_bar(sources, progress)
         sessions = []
         for src, whole in jobs:

@@ -86,11 +86,10 @@ def _pool() -> pa.MemoryPool:
     return _PARSE_POOL
 
 
-def parse(chunk: memoryview, schema: pa.Schema = RAW_SCHEMA, ends: np.ndarray | None = None) -> pa.Table:
+def parse(chunk: memoryview, schema: pa.Schema, ends: np.ndarray) -> pa.Table:
     """Whole lines of JSON objects as a raw table of ``schema`` (raises what pyarrow raises on
     anything else; ``pa.ArrowInvalid`` for a line that does not open an object or for invalid
-    UTF-8, which are never handed to pyarrow). ``ends``: the newlines' offsets, when the caller has them."""
-    ends = _line_ends(chunk) if ends is None else ends
+    UTF-8, which are never handed to pyarrow). ``ends``: the newlines' offsets."""
     if not _objects_only(chunk, ends):
         raise pa.ArrowInvalid("a line that does not open a JSON object")
     # pyarrow's parser passes invalid UTF-8 through into its strings (they fail later, anywhere):
