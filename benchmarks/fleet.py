@@ -5,7 +5,7 @@ a real 2-rank run (``sample_logs/why_slow``, rank 0) as templates: per step a tr
 one communication record per gradient bucket and a step_phases record, a performance record every
 10 steps, the run's header and end records; each rank's step and sync times jittered, the last rank
 10% slower. For 64, 256 and 1024 ranks (by default), a fresh process reads the fleet through the
-engine (``logkit.analysis.engine``) on a local pool of worker processes and analyses it, and reports:
+engine (``logkit.run.engine``) on a local pool of worker processes and analyses it, and reports:
 
 - time of the map and merge (``build_sessions``) and of ``analyze``;
 - peak memory per worker (the largest ``ru_maxrss`` any rank's task saw in its worker process);
@@ -153,7 +153,7 @@ def _peak_kb() -> int:
 
 def _measured_partial(*args):
     """The map, with the worker process's peak memory (KB) when it ended."""
-    from logkit.analysis.engine import rank_partial
+    from logkit.run.engine import rank_partial
 
     part = rank_partial(*args)
     return part, _peak_kb()
@@ -163,11 +163,11 @@ def _whole_map(path: str, rank: int, world_size=None, cache: bool = False):
     """The map the chunked one replaced, as a reference: the rank's stream read whole into its frame
     tables, its comm frame built and reduced (``communication._key_stats``); then the engine's map, so
     that the merge gets what it expects (the peak is the whole read's)."""
-    from logkit.analysis.communication import _key_stats, _step_times
-    from logkit.analysis.engine import rank_partial
+    from logkit.analysis.kernels.communication import _key_stats, _step_times
     from logkit.ingest.assemble import frame_of
     from logkit.ingest.load import read_rank
     from logkit.ingest.session import Session
+    from logkit.run.engine import rank_partial
 
     read = read_rank(path, rank)
     comm = frame_of("comm", [t for name, t in read.tables if name == "comm"], extra_columns=True)
@@ -186,7 +186,7 @@ class _MeasuredPool:
     """A local pool whose tasks report their worker's peak memory."""
 
     def __init__(self, workers: int, whole_map: bool = False) -> None:
-        from logkit.analysis.engine import LocalPool
+        from logkit.run.engine import LocalPool
 
         self.pool, self.worker_peak_kb = LocalPool(workers), 0
         self.name = self.pool.name
@@ -205,7 +205,7 @@ class _MeasuredPool:
         return _F()
 
     def map_ranks(self, streams, cache):
-        from logkit.analysis.engine import per_rank
+        from logkit.run.engine import per_rank
 
         return per_rank(self, streams, cache)  # a task per rank, each measured
 
@@ -215,19 +215,20 @@ class _MeasuredPool:
 
 def _one(folder: Path, workers: int, whole_map: bool = False) -> dict:
     from logkit.analysis import analyze
-    from logkit.analysis.engine import build_sessions
     from logkit.ingest.discover import discover
+    from logkit.run.engine import build_sessions
 
     base = _peak_kb()
     runner = _MeasuredPool(workers, whole_map)
     try:
         t = time.perf_counter()
-        sessions = build_sessions(discover(folder), runner=runner)
+        loaded = build_sessions(discover(folder), runner=runner)
+        sessions = loaded.sessions
         t_map = time.perf_counter() - t
     finally:
         runner.close()
     t = time.perf_counter()
-    analysis = analyze(sessions)
+    analysis = analyze(sessions, comm_parts=loaded.comm_parts)
     t_analyze = time.perf_counter() - t
     s = sessions[0]
     frames = sum(int(getattr(s, n).memory_usage(deep=True).sum())

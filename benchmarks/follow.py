@@ -140,9 +140,9 @@ class Writer:
 
 # -- the reference follower: the whole files at every refresh ----------------------------------------
 def reference(root: Path, refresh_s: float = 1.0) -> None:
-    from logkit.analysis.live import LiveState
     from logkit.ingest.jsonl_lines import read_jsonl
     from logkit.ingest.tail import Chunk, FolderTail
+    from logkit.run.live_state import LiveState
 
     tail = FolderTail(root)
     streams = []

@@ -15,7 +15,7 @@ folder, then times, on the same files:
 - peak memory of our ingest (a fresh process) against the memory of the frames it built
   (target <= 1.5x);
 - a second analysis through the Parquet cache against parsing, in alternated rounds (target >= 10x);
-- optionally (``--big-gb``) a big folder through the engine (``logkit.analysis.engine``: ranks mapped
+- optionally (``--big-gb``) a big folder through the engine (``logkit.run.engine``: ranks mapped
   on a local pool of 2 processes, merged and analysed centrally), with its peak memory per worker and
   central, which follow one rank's stream and the ranks, not the folder's size.
 
@@ -242,14 +242,14 @@ if what == "ingest":
 else:  # the engine on a local pool of 2 processes; "frames": the largest worker's peak RSS
     from benchmarks.fleet import _MeasuredPool
     from logkit.analysis import analyze
-    from logkit.analysis.engine import build_sessions
+    from logkit.run.engine import build_sessions
     from logkit.ingest.discover import discover
     runner = _MeasuredPool(2)
     try:
-        sessions = build_sessions(discover(Path(sys.argv[2])), runner=runner)
+        loaded = build_sessions(discover(Path(sys.argv[2])), runner=runner)
     finally:
         runner.close()
-    analyze(sessions)
+    analyze(loaded.sessions, comm_parts=loaded.comm_parts)
     frames = runner.worker_peak_kb * 1024
 el = time.perf_counter() - t
 print(base, status("VmHWM"), frames, el)
@@ -278,8 +278,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from logkit.ingest.discover import sources_in_folder
-    from logkit.ingest.load import build_session, load_sessions
+    from logkit.ingest.load import build_session
     from logkit.ingest.readers.logkit_text import read_logkit_text
+    from logkit.run.load import load_sessions
 
     tmp = Path(tempfile.mkdtemp(prefix="logkit-bench-"))
     try:

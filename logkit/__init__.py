@@ -18,8 +18,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 __all__ = ["__version__", "load_session", "load_sessions", "Session", "analyze", "Analysis", "report"]
 
-# load_sessions is the engine's (logkit.analysis.engine): the ingest layer must not import the analysis.
-_LAZY = {"load_session": "logkit.ingest", "load_sessions": "logkit.analysis.engine", "Session": "logkit.ingest",
+_LAZY = {"load_session": "logkit.run.load", "load_sessions": "logkit.run.load", "Session": "logkit.ingest",
          "analyze": "logkit.analysis", "Analysis": "logkit.analysis"}
 
 

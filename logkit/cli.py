@@ -90,12 +90,13 @@ def _outputs(analysis, sessions, *, as_json, report_path, plot_dir, export) -> N
             click.echo(f"note: {note}", err=True)
 
 
-def _run(sessions, *, as_json, sections, report_path, plot_dir, export, fail_under_efficiency, fail_on) -> int:
-    """Analyse ``sessions`` once and hand the results to each renderer asked for; the exit status."""
+def _run(loaded, *, as_json, sections, report_path, plot_dir, export, fail_under_efficiency, fail_on) -> int:
+    """Analyse the sessions of ``loaded`` once and hand the results to each renderer asked for; the exit status."""
     from logkit.analysis import analyze
-    from logkit.analysis.gates import efficiency_gate, severity_gate
+    from logkit.analysis.findings.gates import efficiency_gate, severity_gate
 
-    analysis = analyze(sessions)
+    sessions = loaded.sessions
+    analysis = analyze(sessions, comm_parts=loaded.comm_parts)
     _notes(analysis)
     if not sections and report_path is None and plot_dir is None and export is None:
         sections = ["compare"]  # with no flag, the comparison (what analyze_logs is first for)
@@ -124,25 +125,42 @@ def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, others: di
     given = [name for name, value in others.items() if value is not None and value is not False]
     if given:
         _fail(f"--follow shows the live view only; run {', '.join(given)} without it")
-    from logkit.report.follow import follow
+    from logkit.report.live_view import NdjsonView, TerminalView
+    from logkit.run.follow import follow
 
-    raise SystemExit(follow(log_dir, as_json=as_json or not sys.stdout.isatty(), refresh_s=refresh,
-                            timeout_s=timeout, session_ids=session_ids))
+    view = NdjsonView() if as_json or not sys.stdout.isatty() else TerminalView(str(log_dir))
+    raise SystemExit(follow(log_dir, view, refresh_s=refresh, timeout_s=timeout, session_ids=session_ids))
 
 
-def _load(log_dir: Path, *, cache, progress, dask_address, whole) -> list:
-    """The sessions under ``log_dir``, through the engine (``analysis.engine``: each rank read and reduced
-    here, in a local pool, or on a Dask cluster); ``whole``: every record kept (for --export)."""
+def _load(log_dir: Path, *, cache, progress, dask_address, whole):
+    """The sessions under ``log_dir`` (a ``run.engine.Loaded``), through the engine (each rank read and
+    reduced here, in a local pool, or on a Dask cluster); ``whole``: every record kept (for --export)."""
     if whole and dask_address:
         _fail("--export writes every record: run it without --dask")
     try:
-        from logkit.analysis.engine import load_sessions
+        from logkit.run.engine import Loaded
+        from logkit.run.load import load_for_analysis, load_sessions
 
-        return load_sessions(log_dir, cache=cache, progress=progress, scheduler=dask_address, comm_records=whole)
+        if whole:
+            sessions = load_sessions(log_dir, cache=cache, progress=progress)
+            return Loaded(sessions, [None] * len(sessions))
+        return load_for_analysis(log_dir, cache=cache, progress=progress, scheduler=dask_address)
     except OSError as exc:
         _fail(str(exc))
     except RuntimeError as exc:  # Dask missing or its scheduler unreachable
         _fail(str(exc))
+
+
+def _only(loaded, wanted: set, log_dir: Path):
+    """``loaded`` with only the sessions named (``--session-id``), or exit 2 naming the ones not found."""
+    from logkit.run.engine import Loaded
+
+    missing = sorted(wanted - {s.session_id for s in loaded.sessions})
+    if missing:
+        found = ", ".join(s.session_id for s in loaded.sessions)
+        _fail(f"no session {', '.join(missing)} under {log_dir} (found: {found})")
+    keep = [i for i, s in enumerate(loaded.sessions) if s.session_id in wanted]
+    return Loaded([loaded.sessions[i] for i in keep], [loaded.comm_parts[i] for i in keep])
 
 
 @click.command(name=PROG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -223,21 +241,16 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
                         "--diagnose": do_diagnose, "--fail-under-efficiency": fail_under_efficiency,
                         "--fail-on": fail_on})
 
-    sessions = _load(log_dir, cache=not no_cache, progress=progress, dask_address=dask_address,
-                     whole=export is not None)
-    if not sessions:
+    loaded = _load(log_dir, cache=not no_cache, progress=progress, dask_address=dask_address,
+                   whole=export is not None)
+    if not loaded.sessions:
         _fail(f"no logkit sessions found under {log_dir}")
     if session_ids:
-        wanted = set(session_ids)
-        missing = sorted(wanted - {s.session_id for s in sessions})
-        if missing:
-            found = ", ".join(s.session_id for s in sessions)
-            _fail(f"no session {', '.join(missing)} under {log_dir} (found: {found})")
-        sessions = [s for s in sessions if s.session_id in wanted]
+        loaded = _only(loaded, set(session_ids), log_dir)
 
     sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
                                       ("performance", do_performance), ("diagnose", do_diagnose)) if on]
-    status = _run(sessions, as_json=as_json, sections=sections, report_path=report_path, plot_dir=plot_dir,
+    status = _run(loaded, as_json=as_json, sections=sections, report_path=report_path, plot_dir=plot_dir,
                   export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on)
     if status:
         raise SystemExit(status)

@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import pandas as pd
 
-from logkit.analysis.breakdown import (
+from logkit.analysis.definitions import DEFINITIONS
+from logkit.analysis.findings.diagnose import diagnose
+from logkit.analysis.findings.verdict import verdict
+from logkit.analysis.kernels.breakdown import (
     BREAKDOWN_COLUMNS,
     arrival_stragglers,
     step_breakdown,
     synced_steps,
     with_arrivals,
 )
-from logkit.analysis.communication import COMM_COLUMNS, SYNC_OPS, communication_peaks, communication_table
-from logkit.analysis.curves import curves
-from logkit.analysis.definitions import DEFINITIONS
-from logkit.analysis.diagnose import diagnose
-from logkit.analysis.health import loss_parity, session_health
-from logkit.analysis.mfu import mfu
-from logkit.analysis.nccl_tests import NCCL_TESTS_COLUMNS, nccl_tests_table
-from logkit.analysis.performance import (
+from logkit.analysis.kernels.communication import (
+    COMM_COLUMNS,
+    SYNC_OPS,
+    communication_peaks,
+    communication_table,
+)
+from logkit.analysis.kernels.curves import curves
+from logkit.analysis.kernels.health import loss_parity, session_health
+from logkit.analysis.kernels.mfu import mfu
+from logkit.analysis.kernels.nccl_sweep import NCCL_TESTS_COLUMNS, nccl_tests_table
+from logkit.analysis.kernels.performance import (
     GPU_COLUMNS,
     STEP_COLUMNS,
     busy_gpu,
@@ -32,9 +38,8 @@ from logkit.analysis.performance import (
     step_stats,
     stragglers,
 )
+from logkit.analysis.kernels.scaling import scaling_analysis
 from logkit.analysis.results import Analysis, Scaling
-from logkit.analysis.scaling import scaling_analysis
-from logkit.analysis.verdict import verdict
 
 DIAGNOSTIC_COLUMNS = ["session_id", "file", "line", "reason", "text"]
 
@@ -85,16 +90,21 @@ def _diagnostics(sessions) -> pd.DataFrame:
     return _concat(frames, DIAGNOSTIC_COLUMNS).reindex(columns=DIAGNOSTIC_COLUMNS)
 
 
-def analyze(sessions: list) -> Analysis:
+def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
     """Every analysis of ``sessions`` (in the order given; each comparison group's baseline is its
-    run with the fewest ranks)."""
+    run with the fewest ranks). ``comm_parts``: beside each session, its ranks' comm reductions (the
+    engine's ``CommPart``s, ``run.load.load_for_analysis``), or None where ``session.comm`` holds
+    every record (the default for all)."""
     sessions = list(sessions)
+    parts = list(comm_parts) if comm_parts is not None else [None] * len(sessions)
+    if len(parts) != len(sessions):
+        raise ValueError(f"comm_parts: {len(parts)} entries for {len(sessions)} sessions")
     perf = _concat([step_stats(s) for s in sessions], STEP_COLUMNS)
     synced = {s.session_id: synced_steps(s) for s in sessions}
     breakdown = _concat([step_breakdown(s, synced[s.session_id]) for s in sessions], BREAKDOWN_COLUMNS)
     strag = with_arrivals(stragglers(perf), [arrival_stragglers(s, synced[s.session_id]) for s in sessions])
     gpus = _concat([gpu_table(s) for s in sessions], GPU_COLUMNS)
-    comm = _concat([communication_table(s) for s in sessions], COMM_COLUMNS)
+    comm = _concat([communication_table(s, p) for s, p in zip(sessions, parts, strict=True)], COMM_COLUMNS)
     busy, context = _context(sessions, gpus, comm, strag, breakdown)
     scaling = scaling_analysis(sessions, context)
     summaries = {r.session_id: r for r in scaling.sessions}
@@ -111,6 +121,6 @@ def analyze(sessions: list) -> Analysis:
         communication_peaks=communication_peaks(), performance=perf, stragglers=strag, step_breakdown=breakdown,
         gpus=gpus,
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
-        findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling),
+        findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling, parts),
         verdict=verdict(scaling, breakdown, strag, findings),
         diagnostics=_diagnostics(sessions))

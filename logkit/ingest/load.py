@@ -1,19 +1,17 @@
-"""Build a ``Session`` from the files of one session, and load every session under a folder."""
+"""Read the files of one session into a ``Session``: its rank streams (the fast engine, or line by line),
+its summary, its other formats, assembled into frames and meta. Loading folders is ``logkit.run.load``'s."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from logkit.ingest import jsonl_arrow, jsonl_lines, meta
-from logkit.ingest.assemble import Frames, diagnostic, make_frame, rows_table, shift_times
-from logkit.ingest.discover import SessionSource, discover, source_for_file, sources_in_folder
+from logkit.ingest.assemble import Frames, rows_table, shift_times
+from logkit.ingest.discover import SessionSource
 from logkit.ingest.session import Session, iso_seconds
 
-PROGRESS_MIN_BYTES = 64_000_000
 # The pyarrow engine for our JSONL streams (jsonl_arrow); False reads every stream line by line.
 FAST_JSONL = True
 
@@ -56,21 +54,13 @@ class RankRead:
         del self.tables[mark:]
 
 
-def read_rank(path: str | Path, rank: int, into: RankRead | None = None, chunk_bytes: int | None = None) -> RankRead:
-    """The tables and stream of one rank's JSONL stream (``build_session(source, ranks=...)`` merges them).
-    ``into``: the ``RankRead`` to fill (one whose ``add`` reduces some tables as they come, say);
-    ``chunk_bytes``: how much of the stream is parsed at a time."""
-    (read,) = read_ranks([(path, rank)], [into] if into is not None else None, chunk_bytes)
-    return read
-
-
 def _per_line(path: Path, rank: int, frames) -> jsonl_lines.Stream:
     return jsonl_lines.read_stream(path, rank, frames.add)
 
 
 def read_ranks(streams: list[tuple[str | Path, int]], into: list[RankRead] | None = None,
                chunk_bytes: int | None = None) -> Iterator[RankRead]:
-    """``read_rank`` of each (path, rank), as each is read, the streams read as one flow by the fast
+    """Each (path, rank)'s tables and stream, as each is read, the streams read as one flow by the fast
     engine (the next one's chunks parsed while the last of the one before is mapped); a stream it
     refuses, line by line, in its turn."""
     reads = into if into is not None else [RankRead(rank) for _, rank in streams]
@@ -124,7 +114,7 @@ def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Fram
 
 def build_session(source: SessionSource, ranks: list[RankRead] | None = None) -> Session:
     """Read the files of ``source`` into a ``Session`` (never raises on content). ``ranks``: the
-    streams already read (``read_rank``), one per rank file, in rank order."""
+    streams already read (``read_ranks``), one per rank file, in rank order."""
     frames, streams, diagnostics = Frames(), {}, []
     _add_ranks(source, ranks, frames, streams)
     for rank in sorted(streams):
@@ -143,118 +133,3 @@ def build_session(source: SessionSource, ranks: list[RankRead] | None = None) ->
             frames.add(name, table)
     frames.add("diagnostics", rows_table(diagnostics))
     return Session(meta=meta.finish(found, source), **frames.result(by_time=bool(reads)))
-
-
-def as_of_now(session: Session, source: SessionSource) -> Session:
-    """``session`` with what its files' modification times say now (still running or not:
-    ``meta.liveness``). Kept out of ``build_session`` so that a cached session is judged anew."""
-    meta.liveness(session, source)
-    return session
-
-
-def _check_readable(path: Path) -> None:
-    """A path that exists but cannot be read is the user's to fix: say so plainly."""
-    try:
-        with open(path, "rb") as fh:
-            fh.read(1)
-    except OSError as exc:
-        raise PermissionError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _empty(path: Path, reason: str) -> Session:
-    session = Session.empty({"session_id": path.name, "folder": str(path), "files": [], "ranks_found": []})
-    session.diagnostics = make_frame("diagnostics", [diagnostic(str(path), None, reason)])
-    return session
-
-
-def load_session(path: str | Path) -> Session:
-    """One session from a session folder, or from one of its files (its whole session is read).
-
-    A folder that holds no session directly is searched below; when that finds several, the
-    earliest is returned and a diagnostic names the others. Raises ``FileNotFoundError``
-    only when ``path`` does not exist.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such file or folder: {path}")
-    if path.is_file():
-        _check_readable(path)
-        src = source_for_file(path)
-        if src is None:
-            return _empty(path, "file could not be listed with its folder")
-        return as_of_now(build_session(src), src)
-    sources = sources_in_folder(path) or discover(path)
-    if not sources:
-        return _empty(path, "no training logs found (no format logkit reads)")
-    named = [s for s in sources if s.session_id == path.name]
-    if named or len(sources) == 1:
-        src = (named or sources)[0]
-        return as_of_now(build_session(src), src)
-    sessions = sorted((as_of_now(build_session(s), s) for s in sources), key=Session.start_key)
-    chosen = sessions[0]
-    others = ", ".join(s.session_id for s in sessions[1:])
-    note = diagnostic(str(path), None, f"folder holds {len(sessions)} sessions; loaded the earliest, "
-                                       f"not: {others} (use load_sessions)")
-    chosen.diagnostics = make_frame("diagnostics", [*chosen.diagnostics.to_dict("records"), note])
-    return chosen
-
-
-def source_bytes(src: SessionSource) -> int:
-    total = 0
-    for p in src.files:
-        try:
-            total += os.stat(p).st_size
-        except OSError:
-            pass
-    return total
-
-
-def progress_bar(sources: list[SessionSource], progress: bool | None):
-    """tqdm over the bytes to read, on stderr: when asked, or on a terminal for a long ingest."""
-    total = sum(source_bytes(src) for src in sources)
-    show = progress if progress is not None else (sys.stderr.isatty() and total > PROGRESS_MIN_BYTES)
-    if not show:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="B", unit_scale=True, desc="reading logs", file=sys.stderr, leave=False)
-
-
-def build_sessions(sources: list[SessionSource], cache: bool = False, progress: bool | None = None) -> list[Session]:
-    """Sessions of ``sources`` (from the cache where it is valid), sorted by start time."""
-    bar = progress_bar(sources, progress)
-    sessions = []
-    for src in sources:
-        session = None
-        if cache:
-            from logkit.ingest.cache import load_cached, store
-
-            session = load_cached(src)
-            if session is None:
-                session = build_session(src)
-                store(src, session)
-        else:
-            session = build_session(src)
-        sessions.append(as_of_now(session, src))
-        if bar is not None:
-            bar.update(source_bytes(src))
-    if bar is not None:
-        bar.close()
-    return sorted(sessions, key=Session.start_key)
-
-
-def load_sessions(root: str | Path, cache: bool = False, progress: bool | None = None) -> list[Session]:
-    """Every session under ``root`` (recursively), sorted by start time, ties by session id.
-
-    ``cache``: reuse parsed sessions from the Parquet cache (``logkit.ingest.cache``) while
-    their files are unchanged. ``progress``: a progress bar on stderr (None: on a terminal,
-    for ingests over 64 MB). Raises ``FileNotFoundError`` only when ``root`` does not exist
-    (``PermissionError`` when a file given cannot be read); a folder without sessions gives
-    an empty list.
-    """
-    root = Path(root)
-    if not root.exists():
-        raise FileNotFoundError(f"no such file or folder: {root}")
-    if root.is_file():
-        return [load_session(root)]
-    return build_sessions(discover(root), cache=cache, progress=progress)

@@ -35,7 +35,7 @@ class Session:
     ``meta`` holds session_id, mode, world_size, gpu_count, model, backend, start_time,
     end_time, duration_s, status, total_batch_size, max_steps, ranks_found, files, folder.
     Frames have at least the columns of ``logkit.schema.FRAME_COLUMNS``; ``time_s`` is the
-    record's ``elapsed_s`` (seconds since that rank's first record). ``comm_partial``: see below.
+    record's ``elapsed_s`` (seconds since that rank's first record).
     """
 
     meta: dict = field(default_factory=dict)
@@ -47,10 +47,6 @@ class Session:
     evals: pd.DataFrame = field(default_factory=lambda: make_frame("evals", []))
     events: pd.DataFrame = field(default_factory=lambda: make_frame("events", []))
     diagnostics: pd.DataFrame = field(default_factory=lambda: make_frame("diagnostics", []))
-    # The analysis engine's reductions of the comm records, one per rank, where its workers reduced
-    # them where the files are (``logkit.analysis.engine``, behind ``logkit.load_sessions``): ``comm``
-    # then holds no rows of the rank streams (``load_sessions(..., comm_records=True)``: every row).
-    comm_partial: list | None = None
 
     @classmethod
     def empty(cls, meta: dict | None = None) -> Session:

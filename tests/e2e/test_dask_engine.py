@@ -92,7 +92,7 @@ def test_dask_gives_the_embedded_engines_json_on_sample_logs(cluster, folder):
     assert embedded["communication"]  # the comm records went through the per-rank reduction
     assert _json(REPO / folder, "--dask", cluster) == embedded
     with distributed.Client(cluster) as client:  # the workers did the reading
-        assert any(client.run(lambda: "logkit.analysis.engine" in sys.modules).values())
+        assert any(client.run(lambda: "logkit.run.engine" in sys.modules).values())
 
 
 def test_dask_gives_the_embedded_engines_json_on_a_fleet(cluster, fleet, monkeypatch):

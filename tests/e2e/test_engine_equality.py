@@ -14,13 +14,20 @@ import pytest
 from click.testing import CliRunner
 
 from benchmarks.fleet import write_fleet
-from logkit.analysis import comm_partial, engine
+from logkit.analysis.kernels import comm_reduce as comm_partial
 from logkit.cli import analyze_logs
 from logkit.ingest import jsonl_arrow
-from logkit.ingest import load_sessions as whole_sessions
+from logkit.run import load
+from logkit.run.engine import Loaded
+from logkit.run.load import load_sessions as whole_sessions
 from tests.support.launch import REPO
 
 ARGS = ("--no-cache", "--json", "--performance", "--communication", "--compare")
+
+
+def _whole(root) -> Loaded:
+    sessions = whole_sessions(root, cache=False)
+    return Loaded(sessions, [None] * len(sessions))
 
 
 def _json(folder) -> dict:
@@ -36,7 +43,7 @@ def _both(folder, monkeypatch) -> tuple[dict, dict, int]:
     monkeypatch.setattr(comm_partial.CommReducer, "add", lambda self, t: chunks.append(t.num_rows) or real(self, t))
     monkeypatch.setattr(jsonl_arrow, "CHUNK_BYTES", 4096)  # many chunks a stream, lines cut at their edges
     mapped = _json(folder)
-    monkeypatch.setattr(engine, "load_sessions", lambda root, **kw: whole_sessions(root, cache=False))
+    monkeypatch.setattr(load, "load_for_analysis", lambda root, **kw: _whole(root))
     whole = _json(folder)
     return mapped, whole, len(chunks)
 
@@ -67,22 +74,18 @@ def test_a_generated_fleet_gives_the_whole_read_figures(fleet, monkeypatch):
     assert mapped == whole
 
 
-def test_the_public_load_sessions_goes_through_the_engine(fleet):
-    """``logkit.load_sessions``: the engine's (comm records reduced per rank, as analyze_logs reads);
-    ``comm_records=True`` keeps every record in ``session.comm``, as the whole-read path does."""
+def test_the_public_load_sessions_keeps_every_record_and_the_engine_gives_its_figures(fleet):
+    """``logkit.load_sessions``: every record in ``session.comm``, one Session shape; the engine's read
+    (``load_for_analysis``: comm records reduced per rank, as analyze_logs reads) gives the same figures."""
     import logkit
 
-    mapped = logkit.load_sessions(fleet)
-    kept = logkit.load_sessions(fleet, comm_records=True)
-    whole = whole_sessions(fleet)
-    assert [s.session_id for s in mapped] == [s.session_id for s in whole] == [s.session_id for s in kept]
-    for m, k, w in zip(mapped, kept, whole, strict=True):
-        assert m.comm.empty and len(m.comm_partial) == len(w.meta["ranks_found"])
-        assert k.comm_partial is None and len(k.comm) == len(w.comm) > 0
-        pd.testing.assert_frame_equal(k.comm, w.comm)
+    loaded = load.load_for_analysis(fleet)
+    whole = logkit.load_sessions(fleet)
+    assert [s.session_id for s in loaded.sessions] == [s.session_id for s in whole]
+    for m, parts, w in zip(loaded.sessions, loaded.comm_parts, whole, strict=True):
+        assert m.comm.empty and len(parts) == len(w.meta["ranks_found"]) and len(w.comm) > 0
         pd.testing.assert_frame_equal(m.steps, w.steps)
-    result, reference = logkit.analyze(mapped), logkit.analyze(whole)
+    result = logkit.analyze(loaded.sessions, comm_parts=loaded.comm_parts)
+    reference = logkit.analyze(whole)
     pd.testing.assert_frame_equal(result.communication, reference.communication, check_exact=True)
     assert int(result.communication["count"].sum()) == sum(len(w.comm) for w in whole)
-    with pytest.raises(ValueError, match="no scheduler"):
-        logkit.load_sessions(fleet, comm_records=True, scheduler="tcp://127.0.0.1:1")

@@ -16,7 +16,7 @@ FIXTURE = REPO / "sample_logs" / "qlora_tiny_cpu"
 
 @pytest.fixture(scope="module")
 def sessions():
-    found = logkit.load_sessions(FIXTURE / "logs", comm_records=True)  # every comm record in session.comm
+    found = logkit.load_sessions(FIXTURE / "logs")  # every comm record in session.comm
     assert [s.meta["world_size"] for s in found] == [1, 2]
     return {s.meta["world_size"]: s for s in found}
 

@@ -13,7 +13,7 @@ import pytest
 
 import logkit
 from logkit.analysis.analyze import analyze
-from logkit.analysis.groups import session_kind
+from logkit.analysis.kernels.groups import session_kind
 from tests.support.launch import REPO, analyze_logs, read_jsonl
 
 GPU = REPO / "sample_logs" / "gpu"

@@ -147,8 +147,8 @@ def _page_requests(net_log: Path) -> list[str]:
 
 def _report(tmp_path) -> Path:
     from logkit.analysis.analyze import analyze
-    from logkit.ingest import load_sessions
     from logkit.report.html import write_html
+    from logkit.run.load import load_sessions
 
     root = tmp_path / "logs"
     shutil.copytree(FIXTURES, root)

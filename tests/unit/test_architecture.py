@@ -1,4 +1,4 @@
-"""The house rules, checked: imports go one way (schema <- ingest <- analysis <- report <- cli; the
+"""The house rules, checked: imports go one way (schema <- ingest <- analysis <- run <- cli, analysis <- report <- cli; the
 training side imports only the schema), no import circle, no module over 500 lines, no function over
 cyclomatic complexity 15, and the public API is what the packages' __all__ lists say."""
 
@@ -17,11 +17,12 @@ from tests.support.launch import REPO
 PACKAGES = ("logkit", "trainer_hooks")
 # (importer prefix, what it must never import)
 FORBIDDEN = (
-    ("logkit.schema", ("logkit.ingest", "logkit.analysis", "logkit.report", "logkit.cli", "trainer_hooks")),
-    ("logkit.ingest", ("logkit.analysis", "logkit.report", "logkit.cli", "trainer_hooks")),
-    ("logkit.analysis", ("logkit.report", "logkit.cli", "trainer_hooks")),
-    ("logkit.report", ("logkit.cli", "trainer_hooks")),
-    ("trainer_hooks", ("logkit.ingest", "logkit.analysis", "logkit.report", "logkit.cli")),
+    ("logkit.schema", ("logkit.ingest", "logkit.analysis", "logkit.run", "logkit.report", "logkit.cli", "trainer_hooks")),
+    ("logkit.ingest", ("logkit.analysis", "logkit.run", "logkit.report", "logkit.cli", "trainer_hooks")),
+    ("logkit.analysis", ("logkit.run", "logkit.report", "logkit.cli", "trainer_hooks")),
+    ("logkit.run", ("logkit.report", "logkit.cli", "trainer_hooks")),
+    ("logkit.report", ("logkit.run", "logkit.cli", "trainer_hooks")),
+    ("trainer_hooks", ("logkit.ingest", "logkit.analysis", "logkit.run", "logkit.report", "logkit.cli")),
 )
 
 
@@ -102,3 +103,63 @@ def test_the_public_api():
     for name in logkit.report.__all__:
         assert callable(getattr(logkit.report, name)) or name == "PLOTS"
     assert {"LogkitCallback", "TrainingLogger"} <= set(trainer_hooks.__all__)
+
+
+# What analysis may not touch: files, processes, threads, the network, and the floors that do.
+IMPURE = ("os", "io", "pathlib", "shutil", "tempfile", "glob", "subprocess", "multiprocessing", "concurrent",
+          "threading", "asyncio", "socket", "signal", "pickle", "distributed", "dask", "logkit.run")
+
+
+def test_analysis_is_pure_by_its_imports():
+    """``logkit.analysis`` imports nothing that reads files or starts processes (``pathlib.PurePath``,
+    which only cuts names, excepted) and never calls ``open``."""
+    bad = []
+    for name, path in _modules().items():
+        if not name.startswith("logkit.analysis"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                bad += [(name, a.name) for a in node.names if a.name.split(".")[0] in IMPURE]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                top = node.module.split(".")[0]
+                if (top in IMPURE or node.module.startswith("logkit.run")) and not (
+                        node.module == "pathlib" and {a.name for a in node.names} == {"PurePath"}):
+                    bad.append((name, node.module))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                bad.append((name, "open()"))
+    assert not bad
+
+
+def test_analysis_runs_with_files_and_processes_forbidden(monkeypatch):
+    """Every sample folder analysed while opening a file, stat-ing a path or starting a process raises."""
+    import builtins
+    import io
+    import os
+    import subprocess
+
+    from logkit.analysis import analyze
+    from logkit.run.load import load_sessions
+
+    sessions = load_sessions(REPO / "sample_logs")
+    assert len(sessions) > 20
+
+    touched = []
+
+    def refuse(name):
+        def call(*args, **kwargs):
+            touched.append((name, args[:1]))
+            raise PermissionError(f"analysis may not call {name}")
+        return call
+
+    analysis = None
+    try:
+        for target, attr in ((builtins, "open"), (io, "open"), (os, "open"), (os, "stat"), (os, "listdir"),
+                             (os, "scandir"), (subprocess, "Popen"), (os, "fork")):
+            monkeypatch.setattr(target, attr, refuse(f"{target.__name__}.{attr}"))
+        analysis = analyze(sessions)
+    except PermissionError:
+        pass
+    finally:
+        monkeypatch.undo()
+    assert not touched
+    assert len(analysis.scaling.sessions) == len(sessions)

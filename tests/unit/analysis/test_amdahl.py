@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from logkit.analysis.amdahl import amdahl_fit
+from logkit.analysis.kernels.amdahl import amdahl_fit
 from logkit.analysis.thresholds import MIN_R2
 
 
@@ -94,7 +94,7 @@ def test_linear_speedups_fit_a_serial_fraction_of_zero_and_are_reliable(monkeypa
     assert fit.reliable and fit.note is None and fit.predicted == {8: 8.0, 16: 16.0}
     assert fit.superlinear_world_sizes == ()  # speedup = p is linear, not superlinear
     # R² exactly at the threshold is good enough (poor means below it)
-    from logkit.analysis import amdahl
+    from logkit.analysis.kernels import amdahl
 
     monkeypatch.setattr(amdahl, "MIN_R2", 1.0)
     assert amdahl_fit([(2, 2.0, 2.0), (4, 4.0, 4.0)], base_ws=1).reliable

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from logkit.analysis import analyze
-from logkit.analysis.breakdown import arrival_stragglers, step_breakdown, synced_steps
-from logkit.ingest import Session, load_sessions
+from logkit.analysis.kernels.breakdown import arrival_stragglers, step_breakdown, synced_steps
+from logkit.ingest import Session
 from logkit.ingest.session import make_frame
+from logkit.run.load import load_sessions
 from tests.support.launch import REPO
 
 WHY_SLOW = REPO / "sample_logs" / "why_slow" / "logs"

@@ -16,10 +16,12 @@ import pandas as pd
 import pytest
 
 from benchmarks.fleet import write_fleet
-from logkit.analysis import comm_partial, communication, engine
-from logkit.analysis.curves import bandwidth_points
-from logkit.ingest import load_sessions
+from logkit.analysis.kernels import comm_reduce as comm_partial
+from logkit.analysis.kernels import communication
+from logkit.analysis.kernels.curves import bandwidth_points
 from logkit.ingest.session import Session
+from logkit.run import engine
+from logkit.run.load import load_sessions
 from tests.support.launch import REPO
 
 
@@ -106,15 +108,16 @@ def test_a_reader_that_gives_up_takes_its_comm_chunks_back(tmp_path, monkeypatch
 @pytest.mark.parametrize("keep_world_size", [True, False])
 def test_the_merged_table_equals_the_whole_frames_table(tmp_path, keep_world_size):
     """In this process (so that a mutation run sees it): the engine's merge of per-rank partials
-    (``communication_table`` from ``comm_partial``, a stepless rank's sync share from the lowest rank's
+    (``communication_table`` from the ``CommPart``s, a stepless rank's sync share from the lowest rank's
     steps) gives the table of the whole comm frame, cell for cell."""
-    from logkit.analysis.engine import load_sessions as engine_sessions
+    from logkit.run.load import load_for_analysis
 
     folder = write_fleet(tmp_path, 3, steps=12, buckets=3, keep_world_size=keep_world_size, stepless_ranks=(2,))
-    (merged,) = engine_sessions(folder.parent)
+    loaded = load_for_analysis(folder.parent)
+    (merged,), (parts,) = loaded.sessions, loaded.comm_parts
     (whole,) = load_sessions(folder.parent)
-    assert merged.comm_partial is not None and whole.comm_partial is None and len(whole.comm) == 3 * 12 * 3
-    got, expected = communication.communication_table(merged), communication.communication_table(whole)
+    assert len(parts) == 3 and merged.comm.empty and len(whole.comm) == 3 * 12 * 3
+    got, expected = communication.communication_table(merged, parts), communication.communication_table(whole)
     assert len(expected) == 3 and expected["sync_share_of_step_time"].notna().all()
     pd.testing.assert_frame_equal(got, expected, check_exact=False, rtol=1e-12)
 
@@ -122,7 +125,7 @@ def test_the_merged_table_equals_the_whole_frames_table(tmp_path, keep_world_siz
 def test_a_stepless_rank_with_two_ops_and_a_fleet_without_comm_records(tmp_path):
     """Two ops in one chunk of a stepless rank keep their per-step sums apart (the lowest rank's step
     times divide each op's own); a session whose streams hold no comm records has an empty table."""
-    from logkit.analysis.engine import load_sessions as engine_sessions
+    from logkit.run.load import load_for_analysis
 
     folder = write_fleet(tmp_path / "two_ops", 2, steps=12, buckets=2, stepless_ranks=(1,))
     stream = folder / f"{folder.name}_rank1.jsonl"
@@ -133,14 +136,15 @@ def test_a_stepless_rank_with_two_ops_and_a_fleet_without_comm_records(tmp_path)
             rec["op"], rec["duration_ms"] = "broadcast", 1.0 + rec["step"]  # its own durations: a mix-up shows
         lines.append(json.dumps(rec))
     stream.write_text("\n".join(lines) + "\n")
-    (merged,) = engine_sessions(folder.parent)
+    loaded = load_for_analysis(folder.parent)
     (whole,) = load_sessions(folder.parent)
-    got, expected = communication.communication_table(merged), communication.communication_table(whole)
+    got = communication.communication_table(loaded.sessions[0], loaded.comm_parts[0])
+    expected = communication.communication_table(whole)
     one = expected.set_index(["rank", "op"]).loc[(1, "broadcast")]
     times = whole.steps.loc[whole.steps["rank"] == 0, "step_time_s"]
     assert one["sync_share_of_step_time"] == pytest.approx(sum(1.0 + s for s in range(1, 13)) / 1000 / times.sum())
     pd.testing.assert_frame_equal(got, expected, check_exact=False, rtol=1e-12)
 
     empty = write_fleet(tmp_path / "no_comm", 2, steps=5, buckets=0)
-    (merged,) = engine_sessions(empty.parent)
-    assert merged.comm_partial is not None and communication.communication_table(merged).empty
+    loaded = load_for_analysis(empty.parent)
+    assert loaded.comm_parts == [()] and communication.communication_table(loaded.sessions[0], ()).empty

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from logkit.analysis.communication import communication_peaks, communication_table
-from logkit.analysis.nccl_tests import nccl_tests_table
-from logkit.analysis.peaks import COMMUNICATION_PEAKS, half_peak_bytes, link_for
+from logkit.analysis.kernels.communication import communication_peaks, communication_table
+from logkit.analysis.kernels.nccl_sweep import nccl_tests_table
+from logkit.analysis.kernels.peaks import COMMUNICATION_PEAKS, half_peak_bytes, link_for
 from logkit.analysis.thresholds import NEAR_PEAK
-from logkit.ingest import load_session
+from logkit.run.load import load_session
 from logkit.schema.collectives import busbw_factor
 from tests.support.analysis_synth import comm_rows, session, step_rows
 from tests.support.launch import REPO, fixture_session
@@ -266,7 +266,7 @@ def test_peak_table_has_sources():
 
 
 def test_empty_comm():
-    from logkit.analysis.communication import COMM_COLUMNS
+    from logkit.analysis.kernels.communication import COMM_COLUMNS
 
     t = communication_table(session("e"))
     assert t.empty and list(t.columns) == COMM_COLUMNS
@@ -357,8 +357,8 @@ def test_every_row_and_column_of_a_mixed_table_by_hand():
 
 
 def test_the_reference_link_by_hosts_mode_and_backend():
-    from logkit.analysis.communication import session_link
-    from logkit.analysis.peaks import CPU_LINK, GLOO_LINK
+    from logkit.analysis.kernels.communication import session_link
+    from logkit.analysis.kernels.peaks import CPU_LINK, GLOO_LINK
     from tests.support.analysis_synth import event_rows
 
     def init(host, network=None, kind="nccl_init"):
@@ -389,7 +389,7 @@ def test_the_reference_link_by_hosts_mode_and_backend():
 
 
 def test_verdict_at_its_edges():
-    from logkit.analysis.communication import verdict
+    from logkit.analysis.kernels.communication import verdict
 
     link = link_for("NVIDIA H100 80GB HBM3", "nccl")  # 450 GB/s, half the peak at 9 MB
     at = NEAR_PEAK * 450_000.0  # MB/s at exactly 60% of the peak
@@ -430,7 +430,7 @@ def test_summary_totals_only_on_the_lowest_rank_and_the_mean_as_written():
 
 
 def test_sources_from_the_first_and_last_records_that_have_one():
-    from logkit.analysis.communication import file_line
+    from logkit.analysis.kernels.communication import file_line
 
     rows = comm_rows([1000] * 4, [1.0] * 4)
     for row, src in zip(rows, [None, "r0.jsonl:7", "r0.jsonl:8", None], strict=True):

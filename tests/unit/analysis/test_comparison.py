@@ -9,9 +9,9 @@ from dataclasses import astuple
 
 import pytest
 
-from logkit.analysis import scaling
-from logkit.analysis.scaling import comparison_plan, pick_baseline, scaling_analysis
-from logkit.analysis.summary import session_summary
+from logkit.analysis.kernels import scaling
+from logkit.analysis.kernels.headline import session_summary
+from logkit.analysis.kernels.scaling import comparison_plan, pick_baseline, scaling_analysis
 from tests.support.analysis_synth import gpu_rows, session, step_rows
 from tests.support.oracles import steady_bootstrap_interval, warmup_oracle
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from logkit.analysis import Analysis, analyze
-from logkit.ingest import load_session, load_sessions
+from logkit.run.load import load_session, load_sessions
 from logkit.schema.findings import SEVERITIES
 from tests.support.analysis_synth import event_rows, gpu_rows, session, step_rows
 from tests.support.launch import REPO
@@ -156,7 +156,7 @@ def test_frame_findings_cite_lines_or_step_ranges():
 
 
 def test_nan_detected_events_are_counted_once_per_step():
-    from logkit.analysis.health import session_health
+    from logkit.analysis.kernels.health import session_health
 
     events = event_rows({"kind": "nan_detected", "subkind": "nan_loss", "rank": 0, "step": 5, "source": "x.log:9"},
                         {"kind": "anomaly", "subkind": "nan_loss", "rank": 0, "step": 5, "source": "x.jsonl:3"},

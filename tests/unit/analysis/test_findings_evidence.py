@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from logkit.analysis.diagnose import diagnose
+from logkit.analysis.findings.diagnose import diagnose
 from logkit.analysis.results import Comparison, Divergence, Flag, Health, NanPoint, Ratios, Scaling
 from tests.support.analysis_synth import session, step_rows
 

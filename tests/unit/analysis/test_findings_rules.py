@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from logkit.analysis.diagnose import diagnose
+from logkit.analysis.findings.diagnose import diagnose
 from logkit.analysis.results import Comparison, Divergence, Flag, Health, NanPoint, Ratios, Scaling
 from tests.support.analysis_synth import session, step_rows
 
@@ -305,7 +305,7 @@ def test_samples_ratio_tolerance(ratio, said):
 
 
 def test_a_samples_ratio_on_the_tolerance_is_within_it(monkeypatch):
-    from logkit.analysis import diagnose as module
+    from logkit.analysis.findings import diagnose as module
 
     monkeypatch.setattr(module, "SAMPLES_RATIO_TOLERANCE", 0.25)  # 1.25 and 0.75 sit on it exactly
     for ratio in (1.25, 0.75):

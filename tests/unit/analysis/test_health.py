@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from logkit.analysis.health import divergence, loss_parity, session_health
-from logkit.ingest import load_session
+from logkit.analysis.kernels.health import divergence, loss_parity, session_health
+from logkit.run.load import load_session
 from tests.support.analysis_synth import event_rows, session, step_rows
 from tests.support.launch import fixture_session
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from logkit.analysis import analyze
-from logkit.analysis.mfu import TOKENS_MISSING, mfu
-from logkit.analysis.performance import busy_gpu, gpu_table, slow_step_list, step_stats, stragglers
-from logkit.ingest import load_session
+from logkit.analysis.kernels.mfu import TOKENS_MISSING, mfu
+from logkit.analysis.kernels.performance import busy_gpu, gpu_table, slow_step_list, step_stats, stragglers
+from logkit.run.load import load_session
 from tests.support.analysis_synth import gpu_rows, noisy, session, step_rows, write_jsonl_session
 from tests.support.launch import fixture_session
 

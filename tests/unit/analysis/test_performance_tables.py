@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from logkit.analysis import performance
-from logkit.analysis.performance import busy_gpu, gpu_table, slow_step_list, step_stats, stragglers
+from logkit.analysis.kernels import performance
+from logkit.analysis.kernels.performance import busy_gpu, gpu_table, slow_step_list, step_stats, stragglers
 from tests.support.analysis_synth import session, step_rows
 
 STEP_COLUMNS = ["session_id", "rank", "steps", "step_p50_s", "step_p95_s", "step_max_s", "step_mean_s", "slow_steps",

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from logkit.analysis import analyze
-from logkit.analysis.amdahl import amdahl_fit as typed_fit
+from logkit.analysis.kernels.amdahl import amdahl_fit as typed_fit
+from logkit.analysis.kernels.headline import session_summary as typed_summary
+from logkit.analysis.kernels.scaling import scaling_analysis as typed_scaling
+from logkit.analysis.kernels.throughput import warmup_count
 from logkit.analysis.results import plain
-from logkit.analysis.scaling import scaling_analysis as typed_scaling
-from logkit.analysis.summary import session_summary as typed_summary
 from logkit.analysis.thresholds import MIN_R2
-from logkit.analysis.throughput import warmup_count
-from logkit.ingest import load_session, load_sessions
+from logkit.run.load import load_session, load_sessions
 from tests.support.analysis_synth import noisy, session, step_rows
 from tests.support.launch import REPO
 from tests.support.oracles import regime, warmup_oracle

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
+from logkit.analysis.kernels.headline import session_summary as typed_summary
+from logkit.analysis.kernels.scaling import scaling_analysis
 from logkit.analysis.results import SessionSummary, plain
-from logkit.analysis.scaling import scaling_analysis
-from logkit.analysis.summary import session_summary as typed_summary
-from logkit.ingest import load_session, load_sessions
+from logkit.run.load import load_session, load_sessions
 from tests.support.launch import REPO
 from tests.support.synth import write_session
 

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from logkit.analysis.summary import run_totals, samples_seen, session_summary
+from logkit.analysis.kernels.headline import run_totals, samples_seen, session_summary
 from tests.support.analysis_synth import session, step_rows
 
 TIMES = [0.5, 0.25, 0.25, 0.5, 0.5]  # 2.0 s in all

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from logkit.analysis.scaling import scaling_analysis
-from logkit.analysis.throughput import step_throughput, throughput, warmup_count
+from logkit.analysis.kernels.scaling import scaling_analysis
+from logkit.analysis.kernels.throughput import step_throughput, throughput, warmup_count
 from tests.support.analysis_synth import session, step_rows
 from tests.support.oracles import warmup_oracle
 
@@ -77,7 +77,7 @@ def test_the_95_percent_interval_covers_the_true_speedup_about_95_percent_of_the
 
 
 def test_the_bootstrap_resamples_whole_blocks_and_is_reproducible():
-    from logkit.analysis.throughput import SteadyState, bootstrap_throughput
+    from logkit.analysis.kernels.throughput import SteadyState, bootstrap_throughput
 
     rng = np.random.default_rng(3)
     time = rng.uniform(0.5, 1.5, 500)
@@ -174,7 +174,7 @@ def test_an_unknown_batch_in_any_column_type_gives_no_throughput():
 
 
 def test_steady_state_of_four_steps_and_its_counts():
-    from logkit.analysis.throughput import steady_state
+    from logkit.analysis.kernels.throughput import steady_state
 
     st = steady_state(session("t", steps=step_rows([3.0, 1.0, 1.0, 1.0], batch=8)))
     assert (st.warmup_steps, st.steady_steps) == (1, 3)
@@ -183,7 +183,7 @@ def test_steady_state_of_four_steps_and_its_counts():
 
 
 def test_steady_state_without_a_logged_batch():
-    from logkit.analysis.throughput import steady_state
+    from logkit.analysis.kernels.throughput import steady_state
 
     rows = step_rows([3.0, 0.5, 0.5, 0.5, 0.5], batch=None)
     st = steady_state(session("t", steps=rows))  # no batch anywhere: a step rate, no samples/s

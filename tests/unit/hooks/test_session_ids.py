@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from logkit.ingest import load_sessions
+from logkit.run.load import load_sessions
 from trainer_hooks.session import SessionLogger
 
 

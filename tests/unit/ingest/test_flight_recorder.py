@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from logkit.analysis import analyze
-from logkit.ingest import load_sessions
 from logkit.ingest.readers import read_file, sniff
+from logkit.run.load import load_sessions
 from tests.support.launch import REPO, analyze_logs
 
 HANG = REPO / "sample_logs" / "why_slow" / "hang"

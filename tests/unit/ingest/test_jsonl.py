@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import logkit
-from logkit.ingest import Session, load_session, load_sessions
+from logkit.ingest import Session
 from logkit.ingest.jsonl_lines import read_jsonl
+from logkit.run.load import load_session, load_sessions
 from logkit.schema import FRAME_COLUMNS
 from tests.support.synth import append_bytes, rank_file, summary_file, write_session
 

@@ -19,7 +19,8 @@ import pytest
 
 from logkit.ingest import load as load_module
 from logkit.ingest import meta as meta_module
-from logkit.ingest.load import load_session, load_sessions
+from logkit.run import engine
+from logkit.run.load import load_session, load_sessions
 from tests.support.launch import fixture_session
 
 STEP = "training_step_complete"
@@ -150,7 +151,7 @@ def test_a_cached_session_is_judged_again_at_each_read(tmp_path, monkeypatch):
     _written(folder, written)
     built = []
     real_build = load_module.build_session
-    monkeypatch.setattr(load_module, "build_session", lambda src: built.append(src) or real_build(src))
+    monkeypatch.setattr(engine, "build_session", lambda src: built.append(src) or real_build(src))
     (first,) = load_sessions(folder.parent, cache=True)
     assert first.meta["status"] == "in progress" and len(built) == 1
     an_hour_later = time.time() + 3600

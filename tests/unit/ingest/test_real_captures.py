@@ -13,7 +13,7 @@ import pytest
 
 import logkit
 from logkit.analysis import analyze
-from logkit.analysis.peaks import network_link
+from logkit.analysis.kernels.peaks import network_link
 from logkit.ingest.readers.base import KEEP_NOTES, UNMATCHED
 from logkit.ingest.readers.prefixes import Prefixes
 from tests.support.launch import REPO

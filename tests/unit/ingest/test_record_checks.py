@@ -11,7 +11,7 @@ import pytest
 
 from logkit.ingest import jsonl_arrow, load
 from logkit.ingest.assemble import Frames
-from logkit.ingest.load import load_session
+from logkit.run.load import load_session
 from tests.support.synth import rank_file, write_session
 
 STEP = "training_step_complete"

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from logkit.ingest import load_session
 from logkit.ingest.jsonl_arrow import CHUNK_BYTES
+from logkit.run.load import load_session
 
 STEP = {"timestamp": "2026-01-01T00:00:00.000000+00:00", "elapsed_s": 1.0, "type": "training_step_complete",
         "level": "INFO", "message": "m", "session_id": "x", "rank": 0, "world_size": 1, "step": 1,
@@ -91,7 +91,7 @@ def test_the_loggers_own_errors_reach_the_diagnosis(tmp_path):
 
 
 def test_an_errors_log_alone_is_no_session(tmp_path):
-    from logkit.ingest import load_sessions
+    from logkit.run.load import load_sessions
 
     (tmp_path / "y_errors.log").write_text("2026-01-01T00:00:05+00:00 | ERROR | x\n", encoding="utf-8")
     assert load_sessions(tmp_path) == []

@@ -25,7 +25,6 @@ from logkit.analysis.results import (
     Scaling,
     SessionSummary,
 )
-from logkit.ingest import load_sessions
 from logkit.report.console import (
     render_communication,
     render_compare,
@@ -33,6 +32,7 @@ from logkit.report.console import (
     render_performance,
 )
 from logkit.report.json_report import analysis_document, render_json
+from logkit.run.load import load_sessions
 from tests.support.launch import REPO
 from tests.support.oracles import warmup_oracle
 

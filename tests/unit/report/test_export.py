@@ -8,7 +8,6 @@ import orjson
 import pandas as pd
 import pytest
 
-from logkit.ingest import load_sessions
 from logkit.report.export import (
     FRAMES,
     export_sessions,
@@ -17,6 +16,7 @@ from logkit.report.export import (
     safe_name,
     tensorboard_available,
 )
+from logkit.run.load import load_sessions
 from tests.support.launch import REPO
 
 SAMPLES = REPO / "sample_logs"

@@ -11,9 +11,9 @@ import pytest
 
 from logkit.analysis import analyze
 from logkit.analysis.results import Finding
-from logkit.ingest import load_sessions
 from logkit.report.html import render_html, write_html
 from logkit.report.json_report import render_json
+from logkit.run.load import load_sessions
 from tests.support.synth import append_bytes, rank_file, write_session
 
 SECTIONS = ["Overview", "Comparison", "Communication", "Performance and stragglers", "GPUs", "Training curves",

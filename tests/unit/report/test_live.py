@@ -15,10 +15,10 @@ import orjson
 import pytest
 from rich.console import Console
 
-from logkit.analysis import live as live_mod
-from logkit.analysis.live import SILENT_END_S, SUMMARY_RANKS, WINDOW_STEPS, over_before_start
-from logkit.report.follow import Follower, follow
-from logkit.report.live import NdjsonView, TerminalView, snapshot_view
+from logkit.report.live_view import NdjsonView, TerminalView, snapshot_view
+from logkit.run import live_state as live_mod
+from logkit.run.follow import Follower, follow
+from logkit.run.live_state import SILENT_END_S, SUMMARY_RANKS, WINDOW_STEPS, over_before_start
 from logkit.schema.files import SessionFiles
 from logkit.schema.records import (
     ANOMALY,
@@ -286,7 +286,7 @@ def test_ctrl_c_stops_with_status_0_and_says_where_the_sessions_were(tmp_path):
     run = Run(tmp_path, "s1", 1)
     run.steps(1, 7)
     view = StopAt()
-    assert follow(tmp_path, as_json=True, refresh_s=0.1, view=view) == 0
+    assert follow(tmp_path, view, refresh_s=0.1) == 0
     assert view.err.getvalue().splitlines() == ["stopped (Ctrl-C)", "s1: still running at step 7/200"]
 
 
@@ -309,7 +309,7 @@ def test_the_terminal_view_draws_in_place_and_then_says_how_it_ended(tmp_path):
     run.steps(1, 4)
     console = Console(file=io.StringIO(), width=160, force_terminal=True, color_system=None)
     view = EndsAfterFirstDraw(run, console)
-    assert follow(tmp_path, as_json=False, refresh_s=0.1, view=view) == 0
+    assert follow(tmp_path, view, refresh_s=0.1) == 0
     text = console.file.getvalue()
     assert view.n == 2 and re.search(r"rank 0 +4/200 ", text)
     assert text.rstrip().endswith("s1: completed at step 4")

@@ -11,8 +11,9 @@ import pytest
 
 from logkit.analysis import analyze
 from logkit.analysis.results import Comparison, Ratios, Scaling, SessionSummary
-from logkit.ingest import Session, load_sessions
+from logkit.ingest import Session
 from logkit.report.plots import EMPTY_GID, MAX_POINTS, PLOTS, figures, render_plots, thin, write_plots
+from logkit.run.load import load_sessions
 from tests.support.launch import REPO
 
 SAMPLES = REPO / "sample_logs"

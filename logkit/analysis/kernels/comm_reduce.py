@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from logkit.analysis.communication import (
+from logkit.analysis.kernels.communication import (
     CommPart,
     _aggregate,
     _factor_array,
@@ -32,7 +32,7 @@ from logkit.analysis.communication import (
     file_line,
     source_span,
 )
-from logkit.analysis.curves import bandwidth_points
+from logkit.analysis.kernels.curves import bandwidth_points
 from logkit.ingest.assemble import frame_of
 
 BUS_LOGGED, ALG_LOGGED, NO_GROUP, BUS_DERIVED = 1, 2, 4, 8

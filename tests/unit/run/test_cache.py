@@ -12,7 +12,8 @@ import pytest
 
 import logkit
 from logkit.ingest import load as load_module
-from logkit.ingest import load_sessions  # the ingest layer's own reader: every record, the session cache
+from logkit.run import engine
+from logkit.run.load import load_sessions  # the ingest layer's own reader: every record, the session cache
 from tests.support.launch import REPO, analyze_logs, fixture_session
 from tests.support.synth import append_bytes, rank_file, write_session
 
@@ -40,7 +41,7 @@ def count_builds(monkeypatch):
         calls.append(source.session_id)
         return real(source)
 
-    monkeypatch.setattr(load_module, "build_session", counting)
+    monkeypatch.setattr(engine, "build_session", counting)  # where the run floor calls it
     return calls
 
 
@@ -95,7 +96,7 @@ def test_progress_bar_on_request(tmp_path, capsys):
 
 
 def test_cache_dir_from_environment(monkeypatch, tmp_path):
-    from logkit.ingest.cache import cache_dir
+    from logkit.run.cache import cache_dir
 
     monkeypatch.setenv("LOGKIT_CACHE_DIR", str(tmp_path / "x"))
     assert cache_dir() == tmp_path / "x"
@@ -191,28 +192,54 @@ def test_cache_rebuilt_when_only_the_mtime_changed(one_session, count_builds):
 
 
 def test_cache_rebuilt_when_the_readers_code_changed(one_session, count_builds, tmp_path, monkeypatch):
-    """The readers' fingerprint hashes the code of logkit.ingest and logkit.schema: point it at a
-    copy of that code, then change one byte of one reader in the copy."""
-    from logkit.ingest import cache
+    """The key hashes the code the session's maker imports, followed through its imports: point it at a
+    copy of the package; a byte changed in a module it does not import keeps the entry, one changed in a
+    reader it imports (through ``readers.READERS``) rebuilds it."""
+    from logkit.run import cache
 
     stream, _ = one_session
     real = Path(cache.__file__).resolve().parents[1]
-    copy = tmp_path / "code"
-    for package in ("ingest", "schema"):
-        shutil.copytree(real / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cache, "__file__", str(copy / "ingest" / "cache.py"))
-    cache._readers_fingerprint.cache_clear()
+    copy = tmp_path / "code" / "logkit"
+    shutil.copytree(real, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "_PACKAGE", copy)
+    cache.code_key.cache_clear()
     try:
         reload(stream)
         assert count_builds == ["s"]  # the same code, copied: the same entry
+        for unrelated in (copy / "report" / "html.py", copy / "analysis" / "kernels" / "scaling.py"):
+            unrelated.write_bytes(unrelated.read_bytes() + b"#")
+        cache.code_key.cache_clear()
+        reload(stream)
+        assert count_builds == ["s"]
         reader = copy / "ingest" / "readers" / "nccl.py"
         reader.write_bytes(reader.read_bytes() + b"#")
-        cache._readers_fingerprint.cache_clear()
+        cache.code_key.cache_clear()
         reload(stream)
         assert count_builds == ["s", "s"]
     finally:
         monkeypatch.undo()
-        cache._readers_fingerprint.cache_clear()  # the real code's fingerprint for the tests after
+        cache.code_key.cache_clear()  # the real code's key for the tests after
+
+
+def test_the_rank_entries_key_follows_the_reducers_code(tmp_path, monkeypatch):
+    """A rank partial's key covers the comm reducer the engine imports (no list of files to keep)."""
+    from logkit.run import cache
+
+    real = Path(cache.__file__).resolve().parents[1]
+    copy = tmp_path / "code" / "logkit"
+    shutil.copytree(real, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "_PACKAGE", copy)
+    cache.code_key.cache_clear()
+    try:
+        before = cache.code_key("logkit.run.engine"), cache.code_key("logkit.ingest.load")
+        reducer = copy / "analysis" / "kernels" / "comm_reduce.py"
+        reducer.write_bytes(reducer.read_bytes() + b"#")
+        cache.code_key.cache_clear()
+        after = cache.code_key("logkit.run.engine"), cache.code_key("logkit.ingest.load")
+        assert after[0] != before[0] and after[1] == before[1]
+    finally:
+        monkeypatch.undo()
+        cache.code_key.cache_clear()
 
 
 # Where an entry lives and what store says: read off the folder, not from cache's own helpers.
@@ -223,7 +250,7 @@ def _entries(cache_dir: Path) -> list[Path]:
 
 
 def test_the_default_cache_dir_is_under_the_home_cache(monkeypatch, tmp_path):
-    from logkit.ingest.cache import cache_dir
+    from logkit.run.cache import cache_dir
 
     monkeypatch.delenv("LOGKIT_CACHE_DIR", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
@@ -254,9 +281,10 @@ def test_a_rebuilt_entry_replaces_the_old_one_and_is_read_next_time(one_session,
 
 
 def test_store_says_whether_it_wrote_and_leaves_nothing_behind_when_it_cannot(tmp_path, cache_dir, monkeypatch):
-    from logkit.ingest import cache, store
+    from logkit.ingest import store
     from logkit.ingest.discover import discover
     from logkit.ingest.load import build_session
+    from logkit.run import cache
 
     folder = write_session(tmp_path / "logs", "s", world_size=1, step_times=[0.5] * 4)
     (source,) = discover(folder.parent)
@@ -295,7 +323,7 @@ def _parsed(tmp_path):
 def test_store_returns_false_when_the_cache_is_cleared_while_it_writes(tmp_path, cache_dir, monkeypatch):
     """Another process empties the cache (``rm -rf ~/.cache/logkit``) during the write: our
     temporary folder is gone too, and cleaning it up must not raise into the analysis."""
-    from logkit.ingest import cache
+    from logkit.run import cache
 
     source, session = _parsed(tmp_path)
 
@@ -311,7 +339,7 @@ def test_store_returns_false_when_the_cache_is_cleared_while_it_writes(tmp_path,
 def test_an_entry_keeps_the_sessions_meta_but_not_where_it_was_read_from(tmp_path, cache_dir):
     import orjson
 
-    from logkit.ingest import cache
+    from logkit.run import cache
 
     source, session = _parsed(tmp_path)
     session.meta.update({"cache": "another/entry", "note": "kept"})

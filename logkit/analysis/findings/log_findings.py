@@ -24,7 +24,7 @@ import re
 
 import pandas as pd
 
-from logkit.analysis.record_findings import record_check_findings
+from logkit.analysis.findings.record_findings import record_check_findings
 from logkit.analysis.results import Finding
 from logkit.ingest.record_checks import RECORD_CHECK
 from logkit.schema.findings import EMITTER_KINDS, NONFINITE_KINDS

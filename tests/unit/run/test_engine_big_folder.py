@@ -1,4 +1,4 @@
-"""A folder larger than memory goes through the engine (``logkit.analysis.engine``), which replaced the
+"""A folder larger than memory goes through the engine (``logkit.run.engine``), which replaced the
 chunked aggregator: each rank's stream read in chunks and reduced where it is read, so the figures are
 those of the files and of the sessions read whole, and the peak memory is set by one rank, not by the
 folder (four times the ranks, four times the bytes: almost no more memory)."""
@@ -14,8 +14,9 @@ import pytest
 
 import logkit
 from benchmarks.fleet import write_fleet
-from logkit.analysis import analyze, engine
+from logkit.analysis import analyze
 from logkit.ingest import jsonl_arrow
+from logkit.run.load import load_for_analysis
 from tests.support.launch import REPO
 from tests.support.synth import write_session
 
@@ -30,18 +31,19 @@ def test_the_engine_in_small_chunks_gives_the_figures_of_the_files_and_of_the_wh
     folder = write_session(tmp_path, "agg", world_size=2, gpu_count=2, step_times=[0.25, 0.5, 0.75] * 20,
                            total_batch_size=16)
     monkeypatch.setattr(jsonl_arrow, "CHUNK_BYTES", 4096)  # many chunks, lines cut at their edges
-    (mapped,) = engine.load_sessions(tmp_path)
+    loaded = load_for_analysis(tmp_path)
+    (mapped,), (parts,) = loaded.sessions, loaded.comm_parts
     whole = logkit.load_session(folder)
     for name in FRAMES:
         pd.testing.assert_frame_equal(getattr(mapped, name), getattr(whole, name), check_dtype=True)
-    assert mapped.comm.empty and len(mapped.comm_partial) == 2  # the comm records were reduced where read
+    assert mapped.comm.empty and len(parts) == 2  # the comm records were reduced where read
 
     steps = {r: [x for x in _records(folder, r) if x["type"] == "training_step_complete"] for r in (0, 1)}
     assert len(mapped.steps) == len(steps[0]) + len(steps[1]) == 120
     rank0 = steps[0]
     step_time = sum(x["timing"]["step_time_seconds"] for x in rank0)
     batch = sum(x["metrics"]["total_batch_size"] for x in rank0)
-    result, reference = analyze([mapped]), analyze([whole])
+    result, reference = analyze([mapped], comm_parts=[parts]), analyze([whole])
     summary = result.scaling.sessions[0]
     assert summary.steps_per_second == pytest.approx(len(rank0) / step_time)
     assert summary.samples_per_second == pytest.approx(batch / step_time) == 16 / 0.5
@@ -58,15 +60,16 @@ def test_the_engine_in_small_chunks_gives_the_figures_of_the_files_and_of_the_wh
 
 _PEAK = r"""
 import json, sys
-from logkit.analysis import analyze, engine
+from logkit.analysis import analyze
+from logkit.run.load import load_for_analysis
 
 def status(key):
     with open("/proc/self/status") as fh:
         return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(key + ":"))
 
 base = status("VmRSS")
-sessions = engine.load_sessions(sys.argv[1])  # in this process: one rank in memory at a time
-count = int(analyze(sessions).communication["count"].sum())
+loaded = load_for_analysis(sys.argv[1])  # in this process: one rank in memory at a time
+count = int(analyze(loaded.sessions, comm_parts=loaded.comm_parts).communication["count"].sum())
 print(json.dumps({"peak": status("VmHWM") - base, "count": count}))
 """
 
@@ -89,5 +92,5 @@ def test_memory_is_set_by_one_rank_not_by_the_folder(tmp_path):
     peak_small, peak_big = (min((_engine_peak(root) for _ in range(2)), key=lambda p: p["peak"]) for root in (small, big))
     assert (peak_small["count"], peak_big["count"]) == (4 * 200 * 32, 16 * 200 * 32)  # every record counted
     # measured for +36 MB of streams: +1 to +9 MB of peak in single runs (the sessions read whole,
-    # logkit.load_sessions(comm_records=True): +31 MB)
+    # logkit.load_sessions: +31 MB)
     assert peak_big["peak"] - peak_small["peak"] < 0.3 * added

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from logkit.analysis.breakdown import CAUSE_ADVICE, CAUSE_WORDS
+from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.results import Comparison, Finding, Scaling
 from logkit.analysis.thresholds import COMM_BOUND_SHARE, DATA_HEAVY, LOW_EFFICIENCY
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from logkit.analysis.health import loss_curve
+from logkit.analysis.kernels.health import loss_curve
+from logkit.analysis.kernels.throughput import step_throughput
 from logkit.analysis.results import Curves, Scaling
-from logkit.analysis.throughput import step_throughput
 
 
 def _by_step(session) -> tuple[np.ndarray, np.ndarray]:
@@ -117,11 +117,11 @@ def _merged_points(parts: list) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _bandwidth(sessions) -> pd.DataFrame:
+def _bandwidth(sessions, comm_parts: list) -> pd.DataFrame:
     parts = []
-    for s in sessions:
-        if s.comm_partial is not None:
-            agg = _merged_points(s.comm_partial)
+    for s, reduced in zip(sessions, comm_parts, strict=True):
+        if reduced is not None:
+            agg = _merged_points(reduced)
         elif s.comm.empty:
             continue
         else:
@@ -133,8 +133,9 @@ def _bandwidth(sessions) -> pd.DataFrame:
     return _concat(parts, Curves().bandwidth)
 
 
-def curves(sessions: list, scaling: Scaling) -> Curves:
-    """Every series of the plots (see module doc)."""
+def curves(sessions: list, scaling: Scaling, comm_parts: list | None = None) -> Curves:
+    """Every series of the plots (see module doc); ``comm_parts`` as ``analyze`` takes them."""
+    comm_parts = comm_parts if comm_parts is not None else [None] * len(sessions)
     loss, eval_loss, axis = _loss(sessions, scaling)
     return Curves(loss=loss, eval_loss=eval_loss, loss_axis=axis, throughput=_throughput(sessions),
-                  gpu_utilization=_gpu_utilization(sessions), bandwidth=_bandwidth(sessions))
+                  gpu_utilization=_gpu_utilization(sessions), bandwidth=_bandwidth(sessions, comm_parts))

@@ -2,16 +2,16 @@
 centrally, with the same figures as the sessions read whole.
 
 - **map** (``rank_partial``, where the files are): one rank's stream is read in chunks
-  (``ingest.load.read_rank``, the fast engine's whole-line chunks) and its comm records, the bulk of
+  (``ingest.load.read_ranks``, the fast engine's whole-line chunks) and its comm records, the bulk of
   a stream (one per gradient bucket per step), are reduced chunk by chunk as the reader hands them
-  over (``comm_partial.CommReducer``: per record four floats and a byte, 33 bytes, instead of a frame
+  over (``comm_reduce.CommReducer``: per record four floats and a byte, 33 bytes, instead of a frame
   row), then to that rank's figures (counts, sums, medians and 95th percentiles per op, exact, as each
   is a figure of one rank: ``CommPart``). What stays is bounded by the rank's steps: its step, phase,
   performance, GPU, eval and event tables, the whole records its meta is read from, its diagnostics,
   and those 33 bytes per comm record. A worker holds one rank at a time. (A stream the fast engine
   refuses, an invalid line say, is read again line by line, whole.)
 - **merge** (here): ``build_session(source, ranks=...)`` assembles each session from its ranks'
-  partial results as it does from files; the comm reductions go to ``Session.comm_partial``, from
+  partial results as it does from files; the comm reductions go beside it (``Loaded.comm_parts``), from
   which ``communication_table`` gives the same rows. Everything else (step statistics, breakdowns
   and stragglers across ranks, findings) is computed by ``analyze`` from the merged frames. Memory:
   ranks x steps, never the comm records.
@@ -31,33 +31,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from logkit.analysis.comm_partial import CommReducer
-from logkit.analysis.communication import CommPart
+from logkit.analysis.kernels.comm_reduce import CommReducer
 from logkit.ingest.assemble import frame_of
-from logkit.ingest.discover import SessionSource, discover
-from logkit.ingest.load import (
-    RankRead,
-    as_of_now,
-    build_session,
-    load_session,
-    progress_bar,
-    read_ranks,
-    source_bytes,
-)
-from logkit.ingest.load import load_sessions as ingest_sessions
+from logkit.ingest.discover import SessionSource
+from logkit.ingest.load import RankRead, build_session, read_ranks
 from logkit.ingest.meta import records_meta
 from logkit.ingest.session import Session
+from logkit.run import partials
+from logkit.run.cache import load_cached, store
+from logkit.run.partials import RankPartial
 
 ENV_SCHEDULER = "LOGKIT_DASK_SCHEDULER"
 POOL_MIN_BYTES = 256 << 20
-
-
-@dataclass
-class RankPartial:
-    """What the map gives for one rank: its ``RankRead`` without comm tables, and their ``CommPart``."""
-
-    read: RankRead
-    comm: CommPart | None
 
 
 class _Reducing(RankRead):
@@ -85,7 +70,7 @@ def rank_partial(path: str, rank: int, world_size: float | None = None, cache: b
                  chunk_bytes: int | None = None) -> RankPartial:
     """The map: one rank's stream read in chunks and its comm records reduced chunk by chunk (see module
     doc). ``world_size``: the n of records without a group size (default: what the stream's own records
-    say). ``cache``: through the cache of partial results (``rank_cache``) of the machine it runs on.
+    say). ``cache``: through the cache of partial results (``run.cache``) of the machine it runs on.
     ``chunk_bytes``: how much of the stream is parsed at a time (``jsonl_arrow.CHUNK_BYTES``)."""
     return rank_partials([(path, rank)], world_size, cache, chunk_bytes)[0]
 
@@ -96,18 +81,16 @@ def rank_partials(streams: list[tuple[str, int]], world_size: float | None = Non
     the next stream parsed while the one before is mapped): the map of a session's ranks in this process."""
     parts: dict[int, RankPartial] = {}
     if cache:
-        from logkit.analysis import rank_cache
-
         for i, (path, rank) in enumerate(streams):
-            hit = rank_cache.load(path, rank, world_size)
+            hit = partials.load(path, rank, world_size)
             if hit is not None:
-                parts[i] = RankPartial(*hit)
+                parts[i] = hit
     todo = [i for i in range(len(streams)) if i not in parts]
     reads = read_ranks([streams[i] for i in todo], [_Reducing(streams[i][1]) for i in todo], chunk_bytes)
     for i, reducing in zip(todo, reads, strict=True):  # each reduced as soon as it is read
         parts[i] = _partial(reducing, world_size)
         if cache:
-            rank_cache.store(*streams[i], world_size, parts[i])
+            partials.store(*streams[i], world_size, parts[i])
     return [parts[i] for i in range(len(streams))]
 
 
@@ -230,10 +213,21 @@ def _usable(ws) -> float | None:
     return float(ws) if isinstance(ws, (int, float)) and not isinstance(ws, bool) and ws > 0 else None
 
 
-def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> Session:
-    """The session of ``source`` from its ranks' partial results (in rank order). ``remap(path, rank,
-    world_size)``: the map again for a rank whose comm records needed the session's world size and
-    assumed another (a world size from summary.json, say): its ``RankPartial``."""
+@dataclass(frozen=True)
+class Loaded:
+    """Sessions as the engine gives them, and beside each its ranks' comm reductions (``CommPart``s, in
+    rank order), or None where ``session.comm`` holds every record (a session without rank streams, or
+    one the cache held whole). ``analyze(loaded.sessions, comm_parts=loaded.comm_parts)``."""
+
+    sessions: list
+    comm_parts: list
+
+
+def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> tuple[Session, tuple]:
+    """The session of ``source`` from its ranks' partial results (in rank order), and their comm
+    reductions. ``remap(path, rank, world_size)``: the map again for a rank whose comm records needed
+    the session's world size and assumed another (a world size from summary.json, say): its
+    ``RankPartial``."""
     comm = [p.comm for p in parts]
     session = build_session(source, ranks=[p.read for p in parts])
     ws = _usable(session.meta.get("world_size"))
@@ -241,91 +235,48 @@ def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> Sessio
         c = comm[i]
         if c is not None and c.needs_world_size and c.world_size != ws and remap is not None:
             comm[i] = remap(str(Path(path).resolve()), rank, ws).comm
-    session.comm_partial = comm
-    return session
+    return session, tuple(c for c in comm if c is not None)
 
 
-def _cached(source: SessionSource, cache: bool) -> Session | None:
-    if not cache:
-        return None
-    from logkit.ingest.cache import load_cached
-
-    return load_cached(source)
-
-
-def _central(source: SessionSource, cache: bool) -> Session:
-    """A session without rank streams (text logs, other formats): read here, through the cache."""
-    session = _cached(source, cache)
+def whole(source: SessionSource, cache: bool) -> Session:
+    """The session of ``source`` read here with every record (through the cache)."""
+    session = load_cached(source) if cache else None
     if session is None:
         session = build_session(source)
         if cache:
-            from logkit.ingest.cache import store
-
             store(source, session)
     return session
 
 
-def build_sessions(sources: list[SessionSource], *, cache: bool = False, progress: bool | None = None,
-                   scheduler: str | None = None, runner=None) -> list[Session]:
-    """The sessions of ``sources`` through the engine, sorted by start time. ``cache``: a session whose
-    whole frames the session cache holds is taken from it, else each rank's partial result from the
-    cache of partial results (``rank_cache``, written where the map ran); ``runner``: an
+def build_sessions(sources: list[SessionSource], *, cache: bool = False, bar=None, scheduler: str | None = None,
+                   runner=None, total_bytes: int = 0) -> Loaded:
+    """The sessions of ``sources`` through the engine, in the order given. ``cache``: a session whose
+    whole frames the cache holds is taken from it, else each rank's partial result from the cache
+    (written where the map ran); ``bar``: a progress bar (``update(bytes)``) or None; ``runner``: an
     ``executor()`` to use (not closed here)."""
-    jobs = []
-    for src in sources:
-        whole = _cached(src, cache) if src.rank_files else None
-        jobs.append((src, whole))
-    mapped = [src for src, whole in jobs if whole is None and src.rank_files]
-    total = sum(source_bytes(src) for src in mapped)
+    held = {id(src): load_cached(src) if cache and src.rank_files else None for src in sources}
+    mapped = [src for src in sources if held[id(src)] is None and src.rank_files]
     own = runner is None
-    runner = runner or executor(scheduler, total, sum(len(s.rank_files) for s in mapped))
+    runner = runner or executor(scheduler, total_bytes, sum(len(s.rank_files) for s in mapped))
     try:
         # every rank submitted first (the workers run ahead), then merged session by session
         futures = {id(src): runner.map_ranks([(str(Path(p).resolve()), r) for r, p in sorted(src.rank_files.items())],
                                              cache) for src in mapped}
-        bar = progress_bar(sources, progress)
-        sessions = []
-        for src, whole in jobs:
-            if whole is not None:
-                session = whole
+        sessions, comm = [], []
+        for src in sources:
+            parts = None
+            if held[id(src)] is not None:
+                session = held[id(src)]
             elif src.rank_files:
-                parts = futures.pop(id(src)).result()
-                session = merge(src, parts, remap=lambda p, r, ws: runner.submit(rank_partial, p, r, ws, cache).result())
+                session, parts = merge(src, futures.pop(id(src)).result(),
+                                       remap=lambda p, r, ws: runner.submit(rank_partial, p, r, ws, cache).result())
             else:
-                session = _central(src, cache)
-            sessions.append(as_of_now(session, src))
+                session = whole(src, cache)
+            sessions.append(session)
+            comm.append(parts)
             if bar is not None:
-                bar.update(source_bytes(src))
-        if bar is not None:
-            bar.close()
+                bar.update(src)
     finally:
         if own:
             runner.close()
-    return sorted(sessions, key=Session.start_key)
-
-
-def load_sessions(root: str | Path, *, cache: bool = False, progress: bool | None = None,
-                  scheduler: str | None = None, comm_records: bool = False) -> list[Session]:
-    """Every session under ``root`` (recursively), sorted by start time, ties by session id: the public
-    ``logkit.load_sessions``, through the engine (see module doc), as ``analyze_logs`` reads them.
-
-    Each rank's communication records are reduced where they are read: ``session.comm`` holds no
-    rows of rank streams and ``session.comm_partial`` their per-rank reductions, from which
-    ``analyze`` gives the same figures (memory: ranks x steps). ``comm_records=True`` keeps every
-    record in ``session.comm`` instead (memory grows with the records; read in this process, so not
-    with ``scheduler``). ``cache``: reuse parsed sessions, and per-rank partial results, while their
-    files are unchanged (``~/.cache/logkit``). ``progress``: a progress bar on stderr (None: on a
-    terminal, for ingests over 64 MB). ``scheduler``: a Dask scheduler's address (default:
-    ``$LOGKIT_DASK_SCHEDULER``, else this machine). A single file gives its whole session, every
-    record kept. Raises ``FileNotFoundError`` only when ``root`` does not exist (``PermissionError``
-    when a file given cannot be read); a folder without sessions gives an empty list."""
-    root = Path(root)
-    if comm_records:
-        if scheduler:
-            raise ValueError("comm_records=True reads every record in this process: give no scheduler")
-        return ingest_sessions(root, cache=cache, progress=progress)
-    if not root.exists():
-        raise FileNotFoundError(f"no such file or folder: {root}")
-    if root.is_file():
-        return [load_session(root)]
-    return build_sessions(discover(root), cache=cache, progress=progress, scheduler=scheduler)
+    return Loaded(sessions, comm)

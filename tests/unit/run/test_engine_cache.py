@@ -7,7 +7,9 @@ import json
 import os
 
 from benchmarks.fleet import write_fleet
-from logkit.analysis import analyze, engine
+from logkit.analysis import analyze
+from logkit.run import engine
+from logkit.run.load import load_for_analysis
 
 
 def test_a_second_read_comes_from_the_cache_until_a_stream_changes(tmp_path, monkeypatch):
@@ -22,9 +24,9 @@ def test_a_second_read_comes_from_the_cache_until_a_stream_changes(tmp_path, mon
 
     monkeypatch.setattr(engine, "read_ranks", spy)
 
-    first = analyze(engine.load_sessions(tmp_path / "logs", cache=True)).communication
+    first = _analyze(load_for_analysis(tmp_path / "logs", cache=True)).communication
     assert sorted(reads) == [0, 1, 2]
-    second = analyze(engine.load_sessions(tmp_path / "logs", cache=True)).communication
+    second = _analyze(load_for_analysis(tmp_path / "logs", cache=True)).communication
     assert sorted(reads) == [0, 1, 2]  # nothing read again
     for rank in range(3):
         path = folder / f"{folder.name}_rank{rank}.jsonl"
@@ -37,8 +39,12 @@ def test_a_second_read_comes_from_the_cache_until_a_stream_changes(tmp_path, mon
 
     stat = os.stat(path)
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-    engine.load_sessions(tmp_path / "logs", cache=True)
+    load_for_analysis(tmp_path / "logs", cache=True)
     assert sorted(reads) == [0, 1, 2, 2]
+
+
+def _analyze(loaded):
+    return analyze(loaded.sessions, comm_parts=loaded.comm_parts)
 
 
 def _line(path, record) -> int:

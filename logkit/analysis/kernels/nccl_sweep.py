@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from logkit.analysis.communication import file_line, session_link
-from logkit.analysis.groups import session_kind
+from logkit.analysis.kernels.communication import file_line, session_link
+from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.thresholds import NEAR_PEAK, REACH
 
 NCCL_TESTS_COLUMNS = ["session_id", "op", "placement", "group_size", "sizes", "min_bytes", "max_bytes",

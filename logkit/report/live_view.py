@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from logkit.analysis.live_results import LiveRank, LiveSession, LiveSnapshot, RankSummary, Spread
+from logkit.analysis.results.live import LiveRank, LiveSession, LiveSnapshot, RankSummary, Spread
 from logkit.report.format import fmt, pct
 
 FINDINGS_SHOWN = 5  # findings a session shows in the terminal (the JSON has its last MAX_FINDINGS)
@@ -187,7 +187,11 @@ def end_lines(snap: LiveSnapshot | None) -> list[str]:
             f"{s.session_id}: still running, no step logged yet" for s in snap.sessions]
 
 
-class TerminalView:
+class _View:
+    end_lines = staticmethod(end_lines)
+
+
+class TerminalView(_View):
     """The rich view, redrawn in place at each ``update``."""
 
     def __init__(self, root: str, console: Console | None = None):
@@ -211,7 +215,7 @@ class TerminalView:
             self.console.print(line, highlight=False, markup=False)
 
 
-class NdjsonView:
+class NdjsonView(_View):
     """One JSON object per refresh on ``out`` (a binary stream); what is said goes to stderr."""
 
     def __init__(self, out=None, err=None):

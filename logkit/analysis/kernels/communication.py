@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from logkit.analysis.groups import session_kind
-from logkit.analysis.peaks import (
+from logkit.analysis.kernels.groups import session_kind
+from logkit.analysis.kernels.peaks import (
     COMMUNICATION_PEAKS,
     CPU_LINK,
     GLOO_LINK,
@@ -308,12 +308,12 @@ def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFram
     return out[COMM_COLUMNS]
 
 
-def communication_table(session) -> pd.DataFrame:
+def communication_table(session, parts: tuple | None = None) -> pd.DataFrame:
     """One row per (rank, op) of ``session``'s comm frame: ``COMM_COLUMNS`` (see module doc).
-    nccl-tests sessions have none (``nccl_tests_table`` reads them). A session the engine merged from
-    per-rank partial results (``session.comm_partial``) gives the same rows from those."""
-    if session.comm_partial is not None:
-        return _from_parts(session)
+    nccl-tests sessions have none (``nccl_tests_table`` reads them). ``parts``: the ranks' comm records
+    reduced where they were read (the engine's ``CommPart``s), which give the same rows."""
+    if parts is not None:
+        return _from_parts(session, parts)
     comm = session.comm
     if comm.empty or session_kind(session) == "nccl_tests":
         return _empty()
@@ -323,7 +323,7 @@ def communication_table(session) -> pd.DataFrame:
 
 @dataclass
 class CommPart:
-    """One rank's comm records reduced where they were read (``comm_partial.CommReducer``): the per-(rank, op) figures,
+    """One rank's comm records reduced where they were read (``comm_reduce.CommReducer``): the per-(rank, op) figures,
     exact, as ``communication_table`` computes them; per (op, step) the summed durations where the rank
     has no step times of its own (its sync share needs the lowest rank's, merged centrally); the timing
     sources; the bandwidth curve's (op, size) medians; the world size assumed for records without a
@@ -337,9 +337,9 @@ class CommPart:
     needs_world_size: bool
 
 
-def _from_parts(session) -> pd.DataFrame:
-    """``communication_table`` from the per-rank ``CommPart``s of ``session.comm_partial``."""
-    parts = [p for p in session.comm_partial if p is not None and len(p.stats)]
+def _from_parts(session, parts: tuple) -> pd.DataFrame:
+    """``communication_table`` from the ranks' ``CommPart``s."""
+    parts = [p for p in parts if p is not None and len(p.stats)]
     if not parts or session_kind(session) == "nccl_tests":
         return _empty()
     outs, st = [], None

@@ -28,12 +28,12 @@ import dataclasses
 
 import numpy as np
 
-from logkit.analysis.amdahl import amdahl_fit
-from logkit.analysis.groups import group_sessions
+from logkit.analysis.kernels.amdahl import amdahl_fit
+from logkit.analysis.kernels.groups import group_sessions
+from logkit.analysis.kernels.headline import samples_seen, session_summary
+from logkit.analysis.kernels.throughput import SteadyState, bootstrap_throughput, steady_state
 from logkit.analysis.results import Comparison, Flag, Group, NotCompared, Ratios, Scaling, SessionSummary
-from logkit.analysis.summary import samples_seen, session_summary
 from logkit.analysis.thresholds import CI_LEVEL, COMM_BOUND_SHARE, SAMPLES_RATIO_TOLERANCE
-from logkit.analysis.throughput import SteadyState, bootstrap_throughput, steady_state
 from logkit.schema.values import to_float
 
 _KIND_REASONS = {"gpu_capture": "a GPU capture (nvidia-smi / gpustat / monitor_gpu), not a training run",

@@ -9,10 +9,10 @@ job's, steady steps) / number of GPUs (world size); MFU = achieved / the GPU's d
 from __future__ import annotations
 
 from logkit.analysis.definitions import PERFORMANCE
-from logkit.analysis.groups import session_kind
-from logkit.analysis.peaks import gpu_model, peak_tflops_for
+from logkit.analysis.kernels.groups import session_kind
+from logkit.analysis.kernels.peaks import gpu_model, peak_tflops_for
+from logkit.analysis.kernels.throughput import warmup_count
 from logkit.analysis.results import Mfu
-from logkit.analysis.throughput import warmup_count
 from logkit.schema.values import to_float
 
 TOKENS_MISSING = ("tokens/s not logged (metrics.tokens_per_second of the step records: with transformers' Trainer, "

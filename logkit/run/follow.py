@@ -4,7 +4,7 @@ once per refresh:
 1. find streams that appeared under LOGDIR (``ingest.tail.FolderTail``); at the first look, a
    session that has already ended (or fell silent long ago) is not followed;
 2. read the bytes each followed stream gained, and feed their records to ``analysis.live.LiveState``;
-3. draw the snapshot (``report.live``: rich on a terminal, NDJSON otherwise).
+3. draw the snapshot on the view it is given (``report.live_view``: rich on a terminal, NDJSON otherwise).
 
 Ends with 0 when every followed session has ended (saying how each ended) or on Ctrl-C; with 1
 when ``timeout_s`` passes without a byte written to any followed stream.
@@ -16,10 +16,9 @@ import os
 import time
 from pathlib import Path
 
-from logkit.analysis.live import LiveState, over_before_start
-from logkit.analysis.live_results import LiveSnapshot
+from logkit.analysis.results.live import LiveSnapshot
 from logkit.ingest.tail import FolderTail, last_record
-from logkit.report.live import NdjsonView, TerminalView, end_lines
+from logkit.run.live_state import LiveState, over_before_start
 
 DEFAULT_REFRESH_S = 1.0
 
@@ -89,11 +88,11 @@ class Follower:
         self.tail.close()
 
 
-def follow(root: str | Path, *, as_json: bool, refresh_s: float = DEFAULT_REFRESH_S, timeout_s: float | None = None,
-           session_ids=(), view=None) -> int:
-    """Follow the sessions under ``root`` until they have all ended; the exit status."""
+def follow(root: str | Path, view, *, refresh_s: float = DEFAULT_REFRESH_S, timeout_s: float | None = None,
+           session_ids=()) -> int:
+    """Follow the sessions under ``root`` until they have all ended, drawing each snapshot on ``view`` (a
+    context manager with ``update(snapshot)``, ``say(lines)`` and ``end_lines(snapshot)``); the exit status."""
     follower = Follower(root, session_ids)
-    view = view or (NdjsonView() if as_json else TerminalView(str(root)))
     snap, status = None, 0
     last_growth = time.monotonic()
     try:
@@ -111,7 +110,7 @@ def follow(root: str | Path, *, as_json: bool, refresh_s: float = DEFAULT_REFRES
                     break
                 time.sleep(max(0.0, refresh_s - (time.monotonic() - started)))
     except KeyboardInterrupt:
-        view.say(["stopped (Ctrl-C)", *end_lines(snap)])
+        view.say(["stopped (Ctrl-C)", *view.end_lines(snap)])
         return 0
     except BrokenPipeError:  # the reader of the NDJSON went away (| head): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
@@ -119,7 +118,7 @@ def follow(root: str | Path, *, as_json: bool, refresh_s: float = DEFAULT_REFRES
     finally:
         follower.close()
     if status:
-        view.say([f"stopped: nothing written for {timeout_s:g} s", *end_lines(snap)])
+        view.say([f"stopped: nothing written for {timeout_s:g} s", *view.end_lines(snap)])
     else:
-        view.say(end_lines(snap))
+        view.say(view.end_lines(snap))
     return status

@@ -26,8 +26,9 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from logkit.analysis.communication import SYNC_OPS
-from logkit.analysis.live_results import (
+from logkit.analysis.kernels.communication import SYNC_OPS
+from logkit.analysis.results import Finding
+from logkit.analysis.results.live import (
     LiveEnd,
     LiveGpu,
     LiveRank,
@@ -37,7 +38,6 @@ from logkit.analysis.live_results import (
     RankSummary,
     Spread,
 )
-from logkit.analysis.results import Finding
 from logkit.analysis.thresholds import STRAGGLER_SCORE
 from logkit.schema.findings import EMITTER_KINDS, EXIT_BEFORE_END, NONFINITE_KINDS, Severity
 from logkit.schema.records import (

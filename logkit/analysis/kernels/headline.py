@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from logkit.analysis.groups import session_kind
+from logkit.analysis.kernels.groups import session_kind
+from logkit.analysis.kernels.throughput import throughput
 from logkit.analysis.results import SessionSummary
-from logkit.analysis.throughput import throughput
 from logkit.schema.values import per_second, to_float, to_int
 
 

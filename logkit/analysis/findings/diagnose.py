@@ -14,14 +14,14 @@ counts "not rescaled" when the runs' samples seen differ by more than 5%.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
+from pathlib import PurePath
 
 import pandas as pd
 
-from logkit.analysis.breakdown import CAUSE_ADVICE, CAUSE_WORDS
-from logkit.analysis.communication import SYNC_OPS
-from logkit.analysis.hang import hang_findings
-from logkit.analysis.log_findings import event_findings
+from logkit.analysis.findings.hang import hang_findings
+from logkit.analysis.findings.log_findings import event_findings
+from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
+from logkit.analysis.kernels.communication import SYNC_OPS
 from logkit.analysis.results import MAX_EVIDENCE, Finding, Scaling
 from logkit.analysis.thresholds import (
     COMM_BOUND_SHARE,
@@ -38,7 +38,7 @@ from logkit.ingest.meta import IN_PROGRESS, IN_PROGRESS_MIN_S, IN_PROGRESS_STEPS
 def _files_of(session, ranks=None) -> list[str]:
     """Base names of the session's files (rank streams of ``ranks`` when given): evidence of
     figures derived from whole frames, which carry no line numbers."""
-    names = [Path(p).name for p in session.meta.get("files") or []]
+    names = [PurePath(p).name for p in session.meta.get("files") or []]
     if ranks is not None:
         picked = [n for n in names if any(n.endswith(f"_rank{r}.jsonl") for r in ranks)]
         if picked:
@@ -258,7 +258,7 @@ def _unparsed(s, sid) -> list[Finding]:
         return []
     return [Finding.make("info", "unparsed_lines", sid, f"{len(diag)} line(s) not understood",
                          "Lines that matched no grammar or were torn; kept in the diagnostics.",
-                         [f"{Path(str(f)).name}:{int(n)}" if pd.notna(n) else Path(str(f)).name
+                         [f"{PurePath(str(f)).name}:{int(n)}" if pd.notna(n) else PurePath(str(f)).name
                           for f, n in zip(diag["file"], diag["line"], strict=True)])]
 
 

@@ -1,0 +1,167 @@
+"""Loading a folder, one pass downward: discover the sessions (``ingest.discover``), read each (from the
+cache, or its files through ``ingest.load``, its ranks mapped by the engine), keep it in the cache, and
+judge it as of now (``ingest.meta.liveness``: a cached session is judged anew).
+
+- ``load_sessions`` / ``load_session``: the public API. Every record is kept: ``session.comm`` holds
+  every communication record of every file.
+- ``load_for_analysis``: what ``analyze_logs`` reads, through the engine: each rank's communication
+  records reduced where they are read (memory: ranks x steps, never the records), in this process,
+  in a local pool or on Dask. ``analyze(loaded.sessions, comm_parts=loaded.comm_parts)`` gives the
+  figures ``analyze(load_sessions(root))`` gives.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from logkit.ingest import meta
+from logkit.ingest.assemble import diagnostic, make_frame
+from logkit.ingest.discover import SessionSource, discover, source_for_file, sources_in_folder
+from logkit.ingest.load import build_session
+from logkit.ingest.session import Session
+from logkit.run.engine import Loaded, build_sessions, whole
+
+PROGRESS_MIN_BYTES = 64_000_000
+
+
+def source_bytes(src: SessionSource) -> int:
+    total = 0
+    for p in src.files:
+        try:
+            total += os.stat(p).st_size
+        except OSError:
+            pass
+    return total
+
+
+class _Bar:
+    """tqdm over the bytes of the sources read, on stderr."""
+
+    def __init__(self, total: int) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="reading logs", file=sys.stderr, leave=False)
+
+    def update(self, src: SessionSource) -> None:
+        self.bar.update(source_bytes(src))
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def progress_bar(total: int, progress: bool | None) -> _Bar | None:
+    """A progress bar when asked, or on a terminal for a long ingest (``PROGRESS_MIN_BYTES``)."""
+    show = progress if progress is not None else (sys.stderr.isatty() and total > PROGRESS_MIN_BYTES)
+    return _Bar(total) if show else None
+
+
+def as_of_now(session: Session, source: SessionSource) -> Session:
+    """``session`` with what its files' modification times say now (still running or not)."""
+    meta.liveness(session, source)
+    return session
+
+
+def _check_readable(path: Path) -> None:
+    """A path that exists but cannot be read is the user's to fix: say so plainly."""
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        raise PermissionError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _empty(path: Path, reason: str) -> Session:
+    session = Session.empty({"session_id": path.name, "folder": str(path), "files": [], "ranks_found": []})
+    session.diagnostics = make_frame("diagnostics", [diagnostic(str(path), None, reason)])
+    return session
+
+
+def _sources(root: Path) -> list[SessionSource] | Session:
+    """The sessions under ``root`` (recursively), or, for a file, its session (an empty one with a
+    diagnostic when the file cannot be listed with its folder)."""
+    if not root.exists():
+        raise FileNotFoundError(f"no such file or folder: {root}")
+    if root.is_file():
+        _check_readable(root)
+        src = source_for_file(root)
+        return [src] if src is not None else _empty(root, "file could not be listed with its folder")
+    return discover(root)
+
+
+def _read(sources: list[SessionSource], *, cache: bool, progress: bool | None, engine: bool,
+          scheduler: str | None = None) -> Loaded:
+    total = sum(source_bytes(src) for src in sources)
+    bar = progress_bar(total, progress)
+    try:
+        if engine:
+            loaded = build_sessions(sources, cache=cache, bar=bar, scheduler=scheduler, total_bytes=total)
+        else:
+            loaded = Loaded([], [])
+            for src in sources:
+                loaded.sessions.append(whole(src, cache))
+                loaded.comm_parts.append(None)
+                if bar is not None:
+                    bar.update(src)
+    finally:
+        if bar is not None:
+            bar.close()
+    for session, src in zip(loaded.sessions, sources, strict=True):
+        as_of_now(session, src)
+    order = sorted(range(len(sources)), key=lambda i: loaded.sessions[i].start_key())
+    return Loaded([loaded.sessions[i] for i in order], [loaded.comm_parts[i] for i in order])
+
+
+def load_sessions(root: str | Path, *, cache: bool = False, progress: bool | None = None) -> list[Session]:
+    """Every session under ``root`` (recursively), sorted by start time, ties by session id; every record
+    kept (``session.comm`` holds every communication record).
+
+    ``cache``: reuse parsed sessions while their files are unchanged (``logkit.run.cache``).
+    ``progress``: a progress bar on stderr (None: on a terminal, for ingests over 64 MB). A single file
+    gives its whole session. Raises ``FileNotFoundError`` only when ``root`` does not exist
+    (``PermissionError`` when a file given cannot be read); a folder without sessions gives an empty list.
+    """
+    found = _sources(Path(root))
+    if isinstance(found, Session):
+        return [found]
+    return _read(found, cache=cache, progress=progress, engine=False).sessions
+
+
+def load_for_analysis(root: str | Path, *, cache: bool = False, progress: bool | None = None,
+                      scheduler: str | None = None) -> Loaded:
+    """The sessions under ``root`` as ``analyze_logs`` reads them: through the engine, each rank's comm
+    records reduced where they are read (see the module doc). ``scheduler``: a Dask scheduler's address
+    (default: ``$LOGKIT_DASK_SCHEDULER``, else this machine)."""
+    found = _sources(Path(root))
+    if isinstance(found, Session):
+        return Loaded([found], [None])
+    return _read(found, cache=cache, progress=progress, engine=True, scheduler=scheduler)
+
+
+def load_session(path: str | Path) -> Session:
+    """One session from a session folder, or from one of its files (its whole session is read).
+
+    A folder that holds no session directly is searched below; when that finds several, the
+    earliest is returned and a diagnostic names the others. Raises ``FileNotFoundError``
+    only when ``path`` does not exist.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file or folder: {path}")
+    if path.is_file():
+        return load_sessions(path)[0]
+    sources = sources_in_folder(path) or discover(path)
+    if not sources:
+        return _empty(path, "no training logs found (no format logkit reads)")
+    named = [s for s in sources if s.session_id == path.name]
+    if named or len(sources) == 1:
+        src = (named or sources)[0]
+        return as_of_now(build_session(src), src)
+    sessions = _read(sources, cache=False, progress=False, engine=False).sessions
+    chosen = sessions[0]
+    others = ", ".join(s.session_id for s in sessions[1:])
+    note = diagnostic(str(path), None, f"folder holds {len(sessions)} sessions; loaded the earliest, "
+                                       f"not: {others} (use load_sessions)")
+    chosen.diagnostics = make_frame("diagnostics", [*chosen.diagnostics.to_dict("records"), note])
+    return chosen
