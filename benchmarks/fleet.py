@@ -161,18 +161,19 @@ def _measured_partial(*args):
 
 def _whole_map(path: str, rank: int, world_size=None, cache: bool = False):
     """The map the chunked one replaced, as a reference: the rank's stream read whole into its frame
-    tables, its comm frame built and reduced (``communication._key_stats``); then the engine's map, so
-    that the merge gets what it expects (the peak is the whole read's)."""
-    from logkit.analysis.kernels.communication import _key_stats, _step_times
+    tables, its comm frame built and reduced in one piece (``comm_reduce.CommReducer.add_frame``); then the
+    engine's map, so that the merge gets what it expects (the peak is the whole read's)."""
+    from logkit.analysis.kernels.comm_reduce import CommReducer
     from logkit.ingest.assemble import frame_of
-    from logkit.ingest.load import read_rank
-    from logkit.ingest.session import Session
+    from logkit.ingest.load import read_ranks
     from logkit.run.engine import rank_partial
 
-    read = read_rank(path, rank)
+    (read,) = read_ranks([(path, rank)])
     comm = frame_of("comm", [t for name, t in read.tables if name == "comm"], extra_columns=True)
     steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
-    _key_stats(comm, world_size, _step_times(Session(steps=steps)))
+    reducer = CommReducer()
+    reducer.add_frame(comm)
+    reducer.result(steps, world_size)
     del read, comm, steps
     return rank_partial(path, rank, world_size, cache)
 

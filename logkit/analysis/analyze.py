@@ -19,6 +19,7 @@ from logkit.analysis.kernels.breakdown import (
     synced_steps,
     with_arrivals,
 )
+from logkit.analysis.kernels.comm_reduce import reduce_session
 from logkit.analysis.kernels.communication import (
     COMM_COLUMNS,
     SYNC_OPS,
@@ -96,9 +97,10 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
     engine's ``CommPart``s, ``run.load.load_for_analysis``), or None where ``session.comm`` holds
     every record (the default for all)."""
     sessions = list(sessions)
-    parts = list(comm_parts) if comm_parts is not None else [None] * len(sessions)
-    if len(parts) != len(sessions):
-        raise ValueError(f"comm_parts: {len(parts)} entries for {len(sessions)} sessions")
+    given = list(comm_parts) if comm_parts is not None else [None] * len(sessions)
+    if len(given) != len(sessions):
+        raise ValueError(f"comm_parts: {len(given)} entries for {len(sessions)} sessions")
+    parts = [reduce_session(s) if p is None else p for s, p in zip(sessions, given, strict=True)]
     perf = _concat([step_stats(s) for s in sessions], STEP_COLUMNS)
     synced = {s.session_id: synced_steps(s) for s in sessions}
     breakdown = _concat([step_breakdown(s, synced[s.session_id]) for s in sessions], BREAKDOWN_COLUMNS)

@@ -98,7 +98,7 @@ def _partial(reducing: _Reducing, world_size: float | None) -> RankPartial:
     read = RankRead(reducing.rank, reducing.tables, reducing.stream)
     steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
     assumed = records_meta({read.rank: read.stream}).get("world_size") if world_size is None else world_size
-    return RankPartial(read, reducing.comm.result(Session(steps=steps), assumed))
+    return RankPartial(read, reducing.comm.result(steps, assumed))
 
 
 # --- where the map runs ---------------------------------------------------------------------------

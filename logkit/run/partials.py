@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from logkit.analysis.kernels.communication import CommPart
+from logkit.analysis.kernels.comm_reduce import CommPart
 from logkit.ingest.jsonl_lines import Stream
 from logkit.ingest.load import RankRead
 from logkit.run import cache

@@ -75,8 +75,14 @@ def bus_factor_text(op: str | None, n: int | None) -> str:
     return f"{entry[1]} = {entry[0](n):g}"
 
 
+def algbw_mb_s(size_bytes, duration_s):
+    """algbw in MB/s (10^6 bytes/s): the one formula, for scalars or numpy arrays (the caller keeps
+    durations that are not positive out)."""
+    return size_bytes / MB / duration_s
+
+
 def bandwidth_mb_s(size_bytes: float, duration_s: float) -> float:
-    """algbw in MB/s (10^6 bytes/s); NaN when the duration is not positive."""
+    """algbw in MB/s (``algbw_mb_s``) of one record; NaN when the duration is not positive."""
     if duration_s <= 0:
         return float("nan")
-    return size_bytes / MB / duration_s
+    return algbw_mb_s(size_bytes, duration_s)

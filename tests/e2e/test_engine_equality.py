@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from benchmarks.fleet import write_fleet
-from logkit.analysis.kernels import comm_reduce as comm_partial
+from logkit.analysis.kernels import comm_reduce
 from logkit.cli import analyze_logs
 from logkit.ingest import jsonl_arrow
 from logkit.run import load
@@ -39,8 +39,8 @@ def _json(folder) -> dict:
 def _both(folder, monkeypatch) -> tuple[dict, dict, int]:
     """(engine's document, whole-read document, comm chunks the engine reduced)."""
     chunks = []
-    real = comm_partial.CommReducer.add
-    monkeypatch.setattr(comm_partial.CommReducer, "add", lambda self, t: chunks.append(t.num_rows) or real(self, t))
+    real = comm_reduce.CommReducer.add
+    monkeypatch.setattr(comm_reduce.CommReducer, "add", lambda self, t: chunks.append(t.num_rows) or real(self, t))
     monkeypatch.setattr(jsonl_arrow, "CHUNK_BYTES", 4096)  # many chunks a stream, lines cut at their edges
     mapped = _json(folder)
     monkeypatch.setattr(load, "load_for_analysis", lambda root, **kw: _whole(root))

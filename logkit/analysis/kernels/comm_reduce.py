@@ -1,14 +1,17 @@
-"""One rank's comm records reduced as they are read, a chunk at a time (``CommReducer``): what the
-engine's map keeps of them instead of their frame, and the ``CommPart`` it makes of that at the end.
+"""Communication records reduced, a rank at a time and a chunk at a time (``CommReducer``: ``add`` a comm
+table or frame, ``merge`` another reducer of the same rank, ``result``): the one route every way of
+running the analysis takes to the communication figures. The batch analysis reduces each rank's
+records of a session read whole (``reduce_session``); the engine's map reduces each rank's stream as
+its reader hands over the chunks, where the files are; both give ``CommPart``s, from which
+``communication.communication_table`` and the bandwidth curve (``merged_points``) are made.
 
-Per chunk of the stream (a comm table of ``mapping``), each record leaves four float64 values and a
-byte of flags under its (rank, op): size, duration, algbw and busbw (derived where missing, as
-``communication._records`` does; busbw waits for the world size where the record names no group
-size), 33 bytes a record instead of a frame row and the stream's text; per (rank, op, step) the
-summed durations (bounded by the steps); per (rank, op) the largest group size, the first and last
-file:line. At the end (``result``), those are the columns ``communication._aggregate`` groups, in
-the records' order, so that every figure (medians, 95th percentiles, sums) is the one the whole frame
-gives, bit for bit, whatever the chunks: ``tests/unit/analysis/test_comm_chunks.py`` checks it.
+Per chunk, each record leaves four float64 values and a byte of flags under its (rank, op): size,
+duration, algbw and busbw (derived where missing, ``comm_records.records``; busbw waits for the world
+size where the record names no group size), 33 bytes a record instead of a frame row and the stream's
+text; per (rank, op, step) the summed durations (bounded by the steps); per (rank, op) the largest group
+size, the first and last file:line. At the end (``result``), those are the columns
+``comm_records.aggregate`` groups, in the records' order, so that every figure (medians, 95th
+percentiles, sums) is the same whatever the chunks (``tests/unit/analysis/test_comm_chunks.py``).
 """
 
 from __future__ import annotations
@@ -18,24 +21,37 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from logkit.analysis.kernels.communication import (
-    CommPart,
-    _aggregate,
-    _factor_array,
-    _labelled,
-    _per_key_step,
-    _records,
-    _step_times,
-    _sync_share,
-    _timing_sources,
-    _usable_world_size,
+from logkit.analysis.kernels.comm_records import (
+    aggregate,
+    factor_array,
     file_line,
+    labelled,
+    per_key_step,
+    records,
     source_span,
+    step_times,
+    sync_share,
+    timing_sources,
+    usable_world_size,
 )
-from logkit.analysis.kernels.curves import bandwidth_points
 from logkit.ingest.assemble import frame_of
 
 BUS_LOGGED, ALG_LOGGED, NO_GROUP, BUS_DERIVED = 1, 2, 4, 8
+
+
+@dataclass
+class CommPart:
+    """One rank's comm records reduced (``CommReducer.result``): the per-(rank, op) figures, exact; per
+    (op, step) the summed durations where the rank has no step times of its own (its sync share needs
+    the lowest rank's, merged with the session); the timing sources; the bandwidth curve's (op, size)
+    medians; the world size assumed for records without a group size and whether any had none."""
+
+    stats: pd.DataFrame
+    leftover: pd.DataFrame | None
+    timing_sources: set
+    bandwidth: pd.DataFrame
+    world_size: float | None
+    needs_world_size: bool
 _VALUES = ("size", "dur", "alg", "bus")
 
 
@@ -72,7 +88,7 @@ def _sources(comm: pd.DataFrame, rows: np.ndarray) -> tuple:
 
 def _chunk(comm: pd.DataFrame) -> _Chunk:
     """One comm frame's records reduced (see module doc)."""
-    frame, op_names = _records(comm, None)
+    frame, op_names = records(comm, None)
     width = len(op_names) + 1
     has_nan_op = bool(comm["op"].isna().any())
     key = frame["key"].to_numpy()
@@ -82,7 +98,7 @@ def _chunk(comm: pd.DataFrame) -> _Chunk:
              | no_group.astype(np.uint8) * NO_GROUP
              | frame["bus_derived"].to_numpy().astype(np.uint8) * BUS_DERIVED)
     group = frame["group"].to_numpy()
-    out = _Chunk(timing_sources=_timing_sources(comm), no_group=bool(no_group.any()))
+    out = _Chunk(timing_sources=timing_sources(comm), no_group=bool(no_group.any()))
     order = np.argsort(key, kind="stable")
     keys, starts = np.unique(key[order], return_index=True)
     names = {}
@@ -94,7 +110,7 @@ def _chunk(comm: pd.DataFrame) -> _Chunk:
         g = g[~np.isnan(g)]
         out.labels[label] = _Label({name: frame[name].to_numpy()[rows] for name in _VALUES}, flags[rows],
                                    float(g.max()) if len(g) else np.nan, *_sources(comm, rows))
-    per = _per_key_step(frame)
+    per = per_key_step(frame)
     if per is not None:
         u_key, u_step, _, dsum = per
         for k in np.unique(u_key).tolist():
@@ -111,8 +127,19 @@ class CommReducer:
         self.chunks: list[_Chunk] = []
 
     def add(self, table) -> None:
+        """A comm table (an Arrow table of the ``comm`` frame's columns, as the readers make them)."""
         if table.num_rows:
             self.chunks.append(_chunk(frame_of("comm", [table], extra_columns=True)))
+
+    def add_frame(self, comm: pd.DataFrame) -> None:
+        """A comm frame (a session's ``comm`` rows)."""
+        if len(comm):
+            self.chunks.append(_chunk(comm.reset_index(drop=True)))
+
+    def merge(self, other: CommReducer) -> None:
+        """The chunks of ``other`` (the same rank's records that came after these), which is left empty."""
+        self.chunks += other.chunks
+        other.chunks = []
 
     def mark(self) -> int:
         return len(self.chunks)
@@ -120,13 +147,13 @@ class CommReducer:
     def truncate(self, mark: int) -> None:
         del self.chunks[mark:]
 
-    def result(self, steps_session, world_size) -> CommPart | None:
+    def result(self, steps: pd.DataFrame, world_size) -> CommPart | None:
         """The ``CommPart`` of the records added (once: the records are let go as they are used, the
-        reducer is empty after); ``steps_session``: a session holding the rank's steps; ``world_size``: the n of records
+        reducer is empty after); ``steps``: the rank's step rows; ``world_size``: the n of records
         without a group size."""
         if not self.chunks:
             return None
-        ws = float(world_size) if _usable_world_size(world_size) else None
+        ws = float(world_size) if usable_world_size(world_size) else None
         labels = list(dict.fromkeys(label for c in self.chunks for label in c.labels))
         ops = sorted({op for _, op in labels if op is not None})
         op_names = np.asarray(ops + (["unknown"] if any(op is None for _, op in labels) else []), dtype=object)
@@ -138,20 +165,20 @@ class CommReducer:
         for label in labels:  # one (rank, op) at a time in memory as columns, its chunks let go
             sources[keys[label]] = self._source(label)
             columns, raw = self._label(label, keys[label], op_names[keys[label] % width], ws)
-            stats.append(_aggregate(pd.DataFrame(columns, copy=False)))
+            stats.append(aggregate(pd.DataFrame(columns, copy=False)))
             bw.setdefault(label[1], []).append(raw)
             del columns, raw
-        st = _step_times(steps_session)
+        st = step_times(steps)
         sums = self._step_sums(keys, width)
-        share, matched = (_sync_share(sums, st) if sums is not None else
+        share, matched = (sync_share(sums, st) if sums is not None else
                           (pd.Series(dtype="float64"), pd.Series(dtype="int64")))
-        stats = _labelled(pd.concat(stats), op_names, share, matched, sources)
+        stats = labelled(pd.concat(stats), op_names, share, matched, sources)
         chunks, self.chunks = self.chunks, []  # the rest of the chunks let go with them
         return CommPart(stats, sums if st.empty else None, set().union(*(c.timing_sources for c in chunks)),
                         _bandwidth(bw), ws, any(c.no_group for c in chunks))
 
     def _label(self, label, key: int, op_name: str, ws: float | None) -> tuple[dict, tuple]:
-        """One (rank, op)'s records over the chunks, which let go of them: the columns ``_aggregate``
+        """One (rank, op)'s records over the chunks, which let go of them: the columns ``aggregate``
         groups, and (op as logged, size, bandwidth as logged) for ``bandwidth_points``."""
         parts = [c.labels[label] for c in self.chunks if label in c.labels]
         v = {}
@@ -166,7 +193,7 @@ class CommReducer:
         waiting = np.flatnonzero(flags & NO_GROUP)
         if ws is not None and len(waiting):  # busbw from algbw x the bus factor with the world size
             group = np.fmax(group, ws)
-            factor = _factor_array(op_name, np.full(len(waiting), ws))
+            factor = factor_array(op_name, np.full(len(waiting), ws))
             late = np.isnan(bus[waiting]) & ~np.isnan(alg[waiting]) & ~np.isnan(factor)
             idx = waiting[late]
             bus[idx] = alg[idx] * factor[late]
@@ -216,3 +243,51 @@ def _bandwidth(by_op: dict) -> pd.DataFrame:
             points.append(p)
     return pd.concat(points, ignore_index=True) if points else bandwidth_points(pd.DataFrame(
         {"op": [], "size_bytes": [], "busbw_mb_s": [], "algbw_mb_s": []}))
+
+
+def bandwidth_points(c: pd.DataFrame) -> pd.DataFrame:
+    """Per (op, size_mb) of a comm frame: the median bandwidth (busbw, else algbw) and the records."""
+    bw = c["busbw_mb_s"].astype("float64").fillna(c["algbw_mb_s"].astype("float64"))
+    part = pd.DataFrame({"op": c["op"], "size_mb": c["size_bytes"].astype("float64") / 1e6, "bw": bw})
+    part = part[(part["size_mb"] > 0) & (part["bw"] > 0)]  # also drops NaN sizes and bandwidths
+    if part.empty:
+        return pd.DataFrame(columns=["op", "size_mb", "median", "size"])
+    # grouped on the op column as it is (arrow strings: no per-row conversion of millions of records)
+    agg = part.groupby(["op", "size_mb"], sort=True, dropna=False)["bw"].agg(["median", "size"]).reset_index()
+    op = agg["op"].astype("object")
+    return agg.assign(op=op.where(op.notna(), "?").astype(str))
+
+
+def merged_points(parts: list) -> pd.DataFrame:
+    """The ranks' ``bandwidth_points`` as one: per (op, size_mb), the record-weighted median of the
+    ranks' medians (the plot's approximation of the median over all records: exact with one rank)."""
+    frames = [p.bandwidth for p in parts if p is not None and len(p.bandwidth)]
+    if not frames:
+        return pd.DataFrame(columns=["op", "size_mb", "median", "size"])
+    rows = []
+    for (op, size), g in pd.concat(frames, ignore_index=True).groupby(["op", "size_mb"], sort=True):
+        g = g.sort_values("median", kind="stable")
+        w = g["size"].to_numpy(dtype="float64")
+        i = int(np.searchsorted(np.cumsum(w), w.sum() / 2.0))
+        rows.append({"op": op, "size_mb": size, "median": float(g["median"].iloc[min(i, len(g) - 1)]),
+                     "size": int(w.sum())})
+    return pd.DataFrame(rows)
+
+
+def reduce_session(session) -> tuple[CommPart, ...]:
+    """The comm records of a session read whole, reduced rank by rank as the engine reduces them where
+    they lie (records without a rank are one part of their own, first); ``()`` without records."""
+    comm = session.comm
+    if comm.empty:
+        return ()
+    ws = session.meta.get("world_size")
+    rank = comm["rank"].astype("float64")
+    steps = session.steps
+    parts = []
+    for r in ([None] if rank.isna().any() else []) + sorted(rank.dropna().unique().tolist()):
+        rows = comm[rank.isna()] if r is None else comm[rank == r]
+        reducer = CommReducer()
+        reducer.add_frame(rows)
+        own = steps.iloc[0:0] if r is None else steps[steps["rank"].astype("float64") == r]
+        parts.append(reducer.result(own, ws))
+    return tuple(p for p in parts if p is not None)

@@ -5,7 +5,9 @@
   step (``loss_axis`` says which); eval loss (``eval_loss`` records) on the same axis.
 - throughput: samples/s of each optimizer step (``throughput.step_throughput``), lowest rank.
 - GPU utilization: utilization_pct per GPU against time since the session's start.
-- bandwidth: per op and message size, the median busbw (algbw where busbw is missing) and the
+- bandwidth: per op and message size, the median busbw (algbw where busbw is missing) of each rank's
+  records, and across ranks the record-weighted median of those medians (``comm_reduce.merged_points``:
+  one definition whether the records were read whole or reduced rank by rank where they lie), and the
   number of records.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from logkit.analysis.kernels.comm_reduce import merged_points
 from logkit.analysis.kernels.health import loss_curve
 from logkit.analysis.kernels.throughput import step_throughput
 from logkit.analysis.results import Curves, Scaling
@@ -88,44 +91,10 @@ def _gpu_utilization(sessions) -> pd.DataFrame:
     return _concat(parts, Curves().gpu_utilization)
 
 
-def bandwidth_points(c: pd.DataFrame) -> pd.DataFrame:
-    """Per (op, size_mb) of a comm frame: the median bandwidth (busbw, else algbw) and the records."""
-    bw = c["busbw_mb_s"].astype("float64").fillna(c["algbw_mb_s"].astype("float64"))
-    part = pd.DataFrame({"op": c["op"], "size_mb": c["size_bytes"].astype("float64") / 1e6, "bw": bw})
-    part = part[(part["size_mb"] > 0) & (part["bw"] > 0)]  # also drops NaN sizes and bandwidths
-    if part.empty:
-        return pd.DataFrame(columns=["op", "size_mb", "median", "size"])
-    # grouped on the op column as it is (arrow strings: no per-row conversion of millions of records)
-    agg = part.groupby(["op", "size_mb"], sort=True, dropna=False)["bw"].agg(["median", "size"]).reset_index()
-    op = agg["op"].astype("object")
-    return agg.assign(op=op.where(op.notna(), "?").astype(str))
-
-
-def _merged_points(parts: list) -> pd.DataFrame:
-    """The ranks' ``bandwidth_points`` as one: per (op, size_mb), the record-weighted median of the
-    ranks' medians (the plot's approximation of the median over all records: exact with one rank)."""
-    frames = [p.bandwidth for p in parts if p is not None and len(p.bandwidth)]
-    if not frames:
-        return pd.DataFrame(columns=["op", "size_mb", "median", "size"])
-    rows = []
-    for (op, size), g in pd.concat(frames, ignore_index=True).groupby(["op", "size_mb"], sort=True):
-        g = g.sort_values("median", kind="stable")
-        w = g["size"].to_numpy(dtype="float64")
-        i = int(np.searchsorted(np.cumsum(w), w.sum() / 2.0))
-        rows.append({"op": op, "size_mb": size, "median": float(g["median"].iloc[min(i, len(g) - 1)]),
-                     "size": int(w.sum())})
-    return pd.DataFrame(rows)
-
-
 def _bandwidth(sessions, comm_parts: list) -> pd.DataFrame:
     parts = []
     for s, reduced in zip(sessions, comm_parts, strict=True):
-        if reduced is not None:
-            agg = _merged_points(reduced)
-        elif s.comm.empty:
-            continue
-        else:
-            agg = bandwidth_points(s.comm)
+        agg = merged_points(reduced)
         if agg.empty:
             continue
         parts.append(pd.DataFrame({"session_id": s.session_id, "op": agg["op"], "size_mb": agg["size_mb"],
@@ -133,9 +102,9 @@ def _bandwidth(sessions, comm_parts: list) -> pd.DataFrame:
     return _concat(parts, Curves().bandwidth)
 
 
-def curves(sessions: list, scaling: Scaling, comm_parts: list | None = None) -> Curves:
-    """Every series of the plots (see module doc); ``comm_parts`` as ``analyze`` takes them."""
-    comm_parts = comm_parts if comm_parts is not None else [None] * len(sessions)
+def curves(sessions: list, scaling: Scaling, comm_parts: list) -> Curves:
+    """Every series of the plots (see module doc); ``comm_parts``: each session's ranks' comm
+    reductions (``comm_reduce.CommPart``s)."""
     loss, eval_loss, axis = _loss(sessions, scaling)
     return Curves(loss=loss, eval_loss=eval_loss, loss_axis=axis, throughput=_throughput(sessions),
                   gpu_utilization=_gpu_utilization(sessions), bandwidth=_bandwidth(sessions, comm_parts))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from logkit.analysis.kernels.communication import file_line, session_link
+from logkit.analysis.kernels.comm_records import file_line
+from logkit.analysis.kernels.communication import session_link
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.thresholds import NEAR_PEAK, REACH
 

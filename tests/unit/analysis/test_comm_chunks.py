@@ -1,5 +1,5 @@
 """A rank's stream read in small chunks (``engine.rank_partial(..., chunk_bytes=...)``: its comm records
-reduced chunk by chunk, ``comm_partial.CommReducer``) gives the partial result of the whole-read path:
+reduced chunk by chunk, ``comm_reduce.CommReducer``) gives the partial result of the whole-read path:
 the per-(rank, op) figures ``communication_table`` computes from the whole comm frame of that rank
 (bit for bit), the bandwidth curve's points of that frame, and, for a rank without step records, the
 per-(op, step) durations its sync share is merged from; the figures also against the records read
@@ -16,29 +16,29 @@ import pandas as pd
 import pytest
 
 from benchmarks.fleet import write_fleet
-from logkit.analysis.kernels import comm_reduce as comm_partial
-from logkit.analysis.kernels import communication
-from logkit.analysis.kernels.curves import bandwidth_points
-from logkit.ingest.session import Session
+from logkit.analysis.kernels import comm_reduce, communication
+from logkit.analysis.kernels.comm_records import step_times
+from logkit.analysis.kernels.comm_reduce import bandwidth_points
 from logkit.run import engine
 from logkit.run.load import load_sessions
 from tests.support.launch import REPO
 
 
 def _whole(path, rank: int, world_size):
-    """The whole-read path for one rank: its comm frame whole, reduced as ``communication_table`` does."""
+    """The whole-read path for one rank: its comm frame whole, reduced in one piece."""
     (session,) = [s for s in load_sessions(path.parent) if s.session_id == path.parent.name]
     comm = session.comm[session.comm["rank"] == rank].reset_index(drop=True)
     steps = session.steps[session.steps["rank"] == rank]
-    st = communication._step_times(Session(steps=steps))
-    stats = communication._key_stats(comm, world_size, st)
-    return comm, stats, bandwidth_points(comm), st
+    reducer = comm_reduce.CommReducer()
+    reducer.add_frame(comm)
+    part = reducer.result(steps, world_size)
+    return comm, part.stats, bandwidth_points(comm), step_times(steps)
 
 
 def _chunked(path, rank: int, monkeypatch, chunk_bytes: int, world_size=None):
     chunks = []
-    real = comm_partial.CommReducer.add
-    monkeypatch.setattr(comm_partial.CommReducer, "add", lambda self, t: chunks.append(t.num_rows) or real(self, t))
+    real = comm_reduce.CommReducer.add
+    monkeypatch.setattr(comm_reduce.CommReducer, "add", lambda self, t: chunks.append(t.num_rows) or real(self, t))
     part = engine.rank_partial(str(path), rank, world_size, False, chunk_bytes)
     return part, chunks
 

@@ -430,7 +430,7 @@ def test_summary_totals_only_on_the_lowest_rank_and_the_mean_as_written():
 
 
 def test_sources_from_the_first_and_last_records_that_have_one():
-    from logkit.analysis.kernels.communication import file_line
+    from logkit.analysis.kernels.comm_records import file_line
 
     rows = comm_rows([1000] * 4, [1.0] * 4)
     for row, src in zip(rows, [None, "r0.jsonl:7", "r0.jsonl:8", None], strict=True):
