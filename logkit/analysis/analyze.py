@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from logkit.analysis.definitions import DEFINITIONS
@@ -40,6 +41,7 @@ from logkit.analysis.kernels.performance import (
     stragglers,
 )
 from logkit.analysis.kernels.scaling import scaling_analysis
+from logkit.analysis.kernels.shares import of_step
 from logkit.analysis.results import Analysis, Scaling
 
 DIAGNOSTIC_COLUMNS = ["session_id", "file", "line", "reason", "text"]
@@ -66,7 +68,7 @@ def _context(sessions, gpus, comm, strag, breakdown) -> tuple[dict, dict]:
         share = sync["sync_share_of_step_time"].max() if len(sync) else None
         phased = breakdown[breakdown["session_id"] == sid] if len(breakdown) else breakdown
         if len(phased):
-            share = (phased["comm_exposed_s"] / phased["step_s"].where(phased["step_s"] > 0)).max()
+            share = np.nanmax(of_step(phased["comm_exposed_s"], phased["step_s"]), initial=np.nan)
         st = strag[(strag["session_id"] == sid) & strag["is_straggler"].astype(bool)] if len(strag) else strag
         context[sid] = {"busy_gpu": bool(b), "sync_share": None if share is None or pd.isna(share) else float(share),
                         "straggler": int(st["rank"].iloc[0]) if len(st) else None}

@@ -69,8 +69,10 @@ COMMUNICATION: dict[str, str] = {
                   "reduce-scatter, all-to-all), 1 (broadcast, reduce); derived from algbw where not logged "
                   "(busbw_from), n = ranks in the collective",
     "sync_share_of_step_time": "over steps with both this op and a step time on the rank: sum of the op's "
-                               "durations / sum of those steps' step_time_s; gradient buckets overlap backward "
-                               "compute, so this is an upper bound of exposed communication",
+                               "durations in each step (at most that step's time: buckets in flight together "
+                               "overlap) / sum of those steps' step_time_s, so never above 100% of wall time; "
+                               "gradient buckets overlap backward compute, so this is an upper bound of exposed "
+                               "communication",
     "pct_of_peak": "busbw / the link's reference peak bus bandwidth x 100 (peaks.COMMUNICATION_PEAKS)",
     "latency_bound": "mean message smaller than alpha x peak (where the link's alpha-beta model "
                      "t(m) = alpha + m / peak reaches half of peak) and busbw below "

@@ -22,10 +22,9 @@ from logkit.analysis.findings.hang import hang_findings
 from logkit.analysis.findings.log_findings import event_findings
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.kernels.communication import SYNC_OPS
+from logkit.analysis.kernels.shares import comm_bound, data_heavy, of_step
 from logkit.analysis.results import MAX_EVIDENCE, Finding, Scaling
 from logkit.analysis.thresholds import (
-    COMM_BOUND_SHARE,
-    DATA_HEAVY,
     LOW_EFFICIENCY,
     LOW_UTIL,
     SAMPLES_RATIO_TOLERANCE,
@@ -195,7 +194,7 @@ def _data_wait_hidden(s, sid, breakdown: pd.DataFrame) -> list[Finding]:
     config = s.meta.get("config") or {}
     if not len(rows) or not config.get("average_tokens_across_devices"):
         return []
-    heavy = rows[rows["data_s"] >= DATA_HEAVY * rows["step_s"]]
+    heavy = rows[data_heavy(of_step(rows["data_s"], rows["step_s"]))]
     if len(heavy) < 2:
         return []
     return [Finding.make(
@@ -211,8 +210,8 @@ def _data_wait_hidden(s, sid, breakdown: pd.DataFrame) -> list[Finding]:
 
 def _exposed_bound(s, sid, rows: pd.DataFrame) -> list[Finding]:
     """Communication-bound by the exposed sync (the per-step phases say how much of it is waiting)."""
-    share = rows["comm_exposed_s"] / rows["step_s"].where(rows["step_s"] > 0)
-    bound = rows[share >= COMM_BOUND_SHARE]
+    share = pd.Series(of_step(rows["comm_exposed_s"], rows["step_s"]), index=rows.index)
+    bound = rows[comm_bound(share)]
     if not len(bound):
         return []
     return [Finding.make("warning", "communication_bound", sid, "Communication-bound",
@@ -229,7 +228,7 @@ def _comm_findings(s, sid, comm: pd.DataFrame, breakdown: pd.DataFrame) -> list[
     c = comm[comm["session_id"] == sid] if len(comm) else comm
     sync = c[c["op"].isin(SYNC_OPS)] if len(c) else c
     phased = breakdown[breakdown["session_id"] == sid] if len(breakdown) else breakdown
-    bound = sync[sync["sync_share_of_step_time"] >= COMM_BOUND_SHARE] if len(sync) and not len(phased) else sync[:0]
+    bound = sync[comm_bound(sync["sync_share_of_step_time"])] if len(sync) and not len(phased) else sync[:0]
     out += _exposed_bound(s, sid, phased) if len(phased) else []
     if len(bound):
         out.append(Finding.make("warning", "communication_bound", sid, "Communication-bound",

@@ -15,8 +15,9 @@ from __future__ import annotations
 import pandas as pd
 
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
+from logkit.analysis.kernels.shares import comm_bound, data_heavy, of_step
 from logkit.analysis.results import Comparison, Finding, Scaling
-from logkit.analysis.thresholds import COMM_BOUND_SHARE, DATA_HEAVY, LOW_EFFICIENCY
+from logkit.analysis.thresholds import LOW_EFFICIENCY
 
 
 def _headline(scaling: Scaling) -> Comparison | None:
@@ -66,10 +67,10 @@ def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series |
             return f"Rank {rank} holds the others back ({CAUSE_WORDS[cause]}): {CAUSE_ADVICE[cause].format(rank=rank)}."
         return f"Rank {rank} holds the others back; its data, compute and host times do not say why."
     if row is not None and row["step_s"]:
-        if row["comm_exposed_s"] / row["step_s"] >= COMM_BOUND_SHARE:
+        if comm_bound(of_step(row["comm_exposed_s"], row["step_s"])):
             return ("The exposed gradient sync is the largest cost: larger buckets (bucket_cap_mb), gradient "
                     "accumulation or a faster interconnect shorten it.")
-        if pd.notna(row["data_s"]) and row["data_s"] / row["step_s"] >= DATA_HEAVY:
+        if data_heavy(of_step(row["data_s"], row["step_s"])):
             gathered = next((f for f in findings if f.kind == "data_wait_in_token_gather"), None)
             if gathered is not None:
                 return f"{gathered.title}: {gathered.detail}"

@@ -92,8 +92,10 @@ def sync_share(frame: pd.DataFrame, st: pd.DataFrame) -> tuple[pd.Series, pd.Ser
     ok = ~np.isnan(t)
     if not ok.any():
         return pd.Series(dtype="float64"), pd.Series(dtype="int64")
-    g = pd.DataFrame({"key": u_key[ok], "d": dsum[ok], "t": t[ok]}).groupby("key", sort=True)
-    return g["d"].sum() / 1000.0 / g["t"].sum(), g.size()
+    # a step's summed durations count at most the step's own time (buckets in flight together overlap)
+    d = np.minimum(dsum[ok] / 1000.0, t[ok])
+    g = pd.DataFrame({"key": u_key[ok], "d": d, "t": t[ok]}).groupby("key", sort=True)
+    return g["d"].sum() / g["t"].sum(), g.size()
 
 
 def records(comm: pd.DataFrame, world_size) -> tuple[pd.DataFrame, np.ndarray]:

@@ -12,8 +12,9 @@ Definitions (``definitions.COMMUNICATION``):
   2(n-1)/n for all-reduce (gradient_sync is one), (n-1)/n for all-gather, reduce-scatter and
   all-to-all, 1 for broadcast, reduce and send/recv; ``busbw_from`` says which.
 - ``sync_share_of_step_time``: over the steps that logged both this op and a step time on the
-  rank (the lowest rank's step time for a rank without step rows): sum of the op's durations /
-  sum of those steps' step_time_s (the time-weighted mean of the per-step shares);
+  rank (the lowest rank's step time for a rank without step rows): sum of the op's durations in
+  each step, at most that step's time (buckets in flight together overlap: a share of wall time is
+  never above 1) / sum of those steps' step_time_s (the time-weighted mean of the per-step shares);
   ``matched_steps`` says how many. Gradient buckets overlap the backward pass, so this is an
   upper bound of the communication time the step actually waits for.
 - ``link`` / ``peak_busbw_gb_s``: from ``peaks.COMMUNICATION_PEAKS`` by GPU model (gloo: no peak,

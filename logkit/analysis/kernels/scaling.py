@@ -31,9 +31,10 @@ import numpy as np
 from logkit.analysis.kernels.amdahl import amdahl_fit
 from logkit.analysis.kernels.groups import group_sessions
 from logkit.analysis.kernels.headline import samples_seen, session_summary
+from logkit.analysis.kernels.shares import comm_bound
 from logkit.analysis.kernels.throughput import SteadyState, bootstrap_throughput, steady_state
 from logkit.analysis.results import Comparison, Flag, Group, NotCompared, Ratios, Scaling, SessionSummary
-from logkit.analysis.thresholds import CI_LEVEL, COMM_BOUND_SHARE, SAMPLES_RATIO_TOLERANCE
+from logkit.analysis.thresholds import CI_LEVEL, SAMPLES_RATIO_TOLERANCE
 from logkit.schema.values import to_float
 
 _KIND_REASONS = {"gpu_capture": "a GPU capture (nvidia-smi / gpustat / monitor_gpu), not a training run",
@@ -114,7 +115,7 @@ def _causes(kind: str, base: SessionSummary, cand: SessionSummary, ctx: dict, ca
             causes.append("one busy GPU: one device does the work while the others idle "
                           "(device_map=\"auto\" / model parallel rather than data parallel)")
         share = cand_ctx.get("sync_share")
-        if share is not None and share >= COMM_BOUND_SHARE:
+        if share is not None and comm_bound(share):
             causes.append(f"communication-bound: gradient sync takes {share:.0%} of step time")
         if cand_ctx.get("straggler") is not None:
             causes.append(f"straggler: rank {cand_ctx['straggler']} is the slowest")
