@@ -35,7 +35,7 @@ SETTLE_NS = 2_000_000_000  # a folder changed this recently is listed again at t
 
 
 @dataclass(frozen=True)
-class Stream:
+class FollowedStream:
     """One rank's stream: its session folder (relative to the root), session id and rank."""
 
     path: Path
@@ -51,7 +51,7 @@ class Chunk:
     again from its start (it shrank or was replaced), ``nbytes`` the bytes read, ``age_s`` seconds
     since the file was last written (its mtime; 0 when written now)."""
 
-    stream: Stream
+    stream: FollowedStream
     records: list[tuple[int, dict]] = field(default_factory=list)
     notes: list[tuple[int, str, str]] = field(default_factory=list)
     reset: bool = False
@@ -110,7 +110,7 @@ class StreamTail:
                 return None
         if st.st_size == self.offset and not reset:
             return None
-        out = chunk if chunk is not None else Chunk(Stream(self.path, "", "", -1))
+        out = chunk if chunk is not None else Chunk(FollowedStream(self.path, "", "", -1))
         out.reset = reset
         out.age_s = max(0.0, time.time() - st.st_mtime)
         try:
@@ -169,7 +169,7 @@ class FolderTail:
         self.root = Path(root)
         self.max_depth = max_depth
         self.max_read = max_read
-        self.tails: dict[Path, tuple[Stream, StreamTail]] = {}
+        self.tails: dict[Path, tuple[FollowedStream, StreamTail]] = {}
         self._seen: set[Path] = set()
         self._dirs: dict[Path, int] = {}  # folder -> its mtime when last listed
         self._subdirs: dict[Path, list[Path]] = {}
@@ -183,13 +183,13 @@ class FolderTail:
         """A followed stream has bytes its last poll left unread."""
         return any(t.behind for _, t in self.tails.values())
 
-    def discover(self) -> list[Stream]:
+    def discover(self) -> list[FollowedStream]:
         """Streams that appeared since the last call (each once), in path order."""
-        found: list[Stream] = []
+        found: list[FollowedStream] = []
         self._walk(self.root, 0, found)
         return sorted(found, key=lambda s: (s.folder, s.session_id, s.rank))
 
-    def _walk(self, folder: Path, depth: int, found: list[Stream]) -> None:
+    def _walk(self, folder: Path, depth: int, found: list[FollowedStream]) -> None:
         try:
             mtime = os.stat(folder).st_mtime_ns
         except OSError:
@@ -220,10 +220,10 @@ class FolderTail:
                     continue
                 self._seen.add(path)
                 rel = folder.relative_to(self.root).as_posix() if folder != self.root else "."
-                found.append(Stream(path, rel, match["session_id"], int(match["rank"])))
+                found.append(FollowedStream(path, rel, match["session_id"], int(match["rank"])))
         self._subdirs[folder] = subdirs
 
-    def follow(self, stream: Stream) -> None:
+    def follow(self, stream: FollowedStream) -> None:
         if stream.path not in self.tails:
             self.tails[stream.path] = (stream, StreamTail(stream.path, self.max_read))
 

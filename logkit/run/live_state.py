@@ -187,7 +187,7 @@ class LiveState:
         self.bytes_read = 0
 
     def add_stream(self, stream, now: float, age_s: float = 0.0) -> None:
-        """A stream to follow (a ``tail.Stream``), last written ``age_s`` ago: its session shows from now on."""
+        """A stream to follow (a ``tail.FollowedStream``), last written ``age_s`` ago: its session shows from now on."""
         session = self._session(stream, now)
         session.ranks.setdefault(stream.rank, _Rank(stream.rank, now - max(age_s, 0.0)))
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.launch import REPO, analyze_logs
 
-FIXTURE = REPO / "sample_logs" / "seed000_text" / "logs" / "training_20241206_143022"
+FIXTURE = REPO / "sample_logs" / "text_logs" / "logs" / "training_20241206_143022"
 SID = "training_20241206_143022"
 
 

@@ -46,6 +46,7 @@ from logkit.analysis.kernels.peaks import (
     gpu_model,
     half_peak_bytes,
     link_for,
+    network_link,
 )
 from logkit.analysis.thresholds import NEAR_PEAK
 
@@ -64,6 +65,9 @@ def session_link(session) -> dict | None:
     if not ev.empty and "host" in ev.columns:
         hosts = ev.loc[ev["kind"] == "nccl_init", "host"].dropna().unique()
         if len(hosts) > 1:
+            named = network_link(session.meta)  # the network the logs name, its peak where they give a rate
+            if named is not None:
+                return named
             nets = ev.loc[ev["kind"] == "nccl_init", "network"].dropna().unique()
             net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
             return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,

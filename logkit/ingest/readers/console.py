@@ -82,12 +82,6 @@ def _gib(value: str | None, unit: str | None) -> float | None:
         return None
 
 
-def strip_prefixes(line: str) -> tuple[str, int | None]:
-    """``line`` without launcher prefixes (they may nest), and the first rank they named."""
-    s = Prefixes().peel(line)
-    return s.text, s.rank
-
-
 class _Console(Blocks):
     """Parser state across the lines of one capture."""
 

@@ -1,7 +1,7 @@
 """The golden snapshot of ``analyze_logs --json`` over every folder of ``sample_logs/``.
 
 Taken before the redesign of the contract and results (the house moved; the figures must not):
-``python tests/golden/snapshot.py`` writes one ``<name>.json`` per folder, holding the command,
+``python tests/e2e/golden/snapshot.py`` writes one ``<name>.json`` per folder, holding the command,
 its exit code, its JSON document, and the exit codes of the two gates. ``test_golden.py``
 runs the same commands and compares. Regenerate only when a figure is meant to change, and
 say which in the commit.
@@ -22,14 +22,14 @@ SAMPLES = "sample_logs"
 # every folder of sample_logs/ that holds logs (its sub-folders are read again one level down)
 FOLDERS = (
     ".", "console", "gpu", "gpu/captures", "gpu/loop_monitored", "gpu/qlora_single_gpu", "gpu/qlora_ultra",
-    "gpu_captures", "legacy_summary", "nccl_tests", "qlora_tiny_cpu", "seed000_text", "seed001_rank_dirs",
-    "seed002_sessions", "verbose_jsonl",
+    "gpu_captures", "legacy_summary", "nccl_tests", "qlora_tiny_cpu", "text_logs", "rank_dirs",
+    "pipeline_sessions", "verbose_jsonl",
 )
 SECTIONS = ("--compare", "--communication", "--performance", "--diagnose")
 # What sample_logs/ held when the snapshot was taken: the root's snapshot is of these together
 # (fixtures added later, such as the real-world corpus, have tests of their own).
-SNAPSHOT_TOP = ("console", "gpu", "gpu_captures", "legacy_summary", "nccl_tests", "qlora_tiny_cpu", "seed000_text",
-                "seed001_rank_dirs", "seed002_sessions", "verbose_jsonl")
+SNAPSHOT_TOP = ("console", "gpu", "gpu_captures", "legacy_summary", "nccl_tests", "qlora_tiny_cpu", "text_logs",
+                "rank_dirs", "pipeline_sessions", "verbose_jsonl")
 
 
 def snapshot_root(tmp: Path) -> Path:

@@ -22,7 +22,7 @@ from tests.support.launch import REPO, fixture_session
 
 H100 = [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]
 SAMPLES = REPO / "sample_logs"
-SEED000 = SAMPLES / "seed000_text" / "logs" / "training_20241206_143022"
+SEED000 = SAMPLES / "text_logs" / "logs" / "training_20241206_143022"
 NCCL_TESTS = SAMPLES / "nccl_tests" / "all_reduce_all_gather_8xA100.log"
 
 
@@ -137,7 +137,7 @@ def test_sync_share_of_a_rank_without_steps_uses_the_lowest_ranks_step_times():
     assert row["sync_share_of_step_time"] == pytest.approx(0.08 / 0.8)
 
 
-def _seed000_comm_lines():
+def _text_logs_comm_lines():
     """(size_mb, duration_ms or None, bandwidth_mb_s) of each Communication line of seed 000's multigpu.log."""
     text = (SEED000 / "training_20241206_143022_multigpu.log").read_text(encoding="utf-8")
     out = []
@@ -149,10 +149,10 @@ def _seed000_comm_lines():
     return out
 
 
-def test_seed000_busbw_derived_and_verdict_from_size_and_bandwidth():
+def test_text_logs_busbw_derived_and_verdict_from_size_and_bandwidth():
     s = load_session(SEED000)
     (row,) = communication_table(s).to_dict("records")
-    lines = _seed000_comm_lines()
+    lines = _text_logs_comm_lines()
     summary = json.loads((SEED000 / "training_20241206_143022_summary.json").read_text(encoding="utf-8"))
     n = summary["world_size"]
     algbw = np.median([bw for _, _, bw in lines])
@@ -551,3 +551,21 @@ def test_sync_share_keys_stay_apart_with_many_ranks_and_few_steps():
             dict(comm_rows([1000], [1.0], op="reduce")[0], duration_ms=0.0, algbw_mb_s=None)]
     row = communication_table(session("z", comm=zero)).iloc[0]
     assert row["count"] == 2 and row["algbw_mb_s"] == pytest.approx(1000 / 1e6 / 0.004)
+
+
+def test_a_session_over_several_hosts_is_judged_against_the_network_its_logs_name():
+    """Two hosts in the NCCL init lines: the reference is the NICs' rate the log names (4 x 200 Gb/s HDR:
+    4 x 25 GB/s), not the GPUs' NVLink; without a rate the peak is unknown and the verdict says so."""
+    events = [{"kind": "nccl_init", "host": h, "network": "IB", "time_s": float(i)} for i, h in enumerate("ab")]
+    nics = [{"name": f"mlx5_{i}", "link": "IB"} for i in range(4)]
+    comm = comm_rows([64e6] * 3, [10.0] * 3, group=16)
+    rated = session("ib", world_size=16, gpus=H100, backend="nccl", comm=comm, events=events, network="IB",
+                    nics=nics, link_speed_gbps=200.0)
+    row = communication_table(rated).iloc[0]
+    assert row["peak_busbw_gb_s"] == 4 * 200 / 8 and "4 NIC(s) at 200 Gb/s" in row["link"]
+    busbw = 64e6 / 1e6 / 0.010 * 2 * 15 / 16
+    assert row["pct_of_peak"] == pytest.approx(busbw / (100.0 * 1000) * 100)
+    unrated = session("ib2", world_size=16, gpus=H100, backend="nccl", comm=comm, events=events, network="IB",
+                      nics=nics)
+    row = communication_table(unrated).iloc[0]
+    assert pd.isna(row["peak_busbw_gb_s"]) and row["verdict"] == "no reference" and "no rate" in row["note"]

@@ -50,9 +50,9 @@ def test_oom_and_old_shape_timeouts():
 
 
 def test_nan_fixture():
-    a = analyze([load_session(CONSOLE + "seed003_gpu_prefixed.log")])
+    a = analyze([load_session(CONSOLE + "stdout_gpu_prefixed.log")])
     (nan,) = [x for x in _dicts(a) if x["kind"] == "nan"]
-    assert nan["severity"] == "error" and nan["evidence"] == ["seed003_gpu_prefixed.log:11"]
+    assert nan["severity"] == "error" and nan["evidence"] == ["stdout_gpu_prefixed.log:11"]
 
 
 def test_steps_not_rescaled_real_fixture():
@@ -87,7 +87,7 @@ def test_analysis_to_dict_is_json():
     assert {"count", "total_bytes", "p50_ms", "latency_bound", "link"} <= set(d["communication"][0])
 
 
-SEED000 = REPO / "sample_logs" / "seed000_text" / "logs" / "training_20241206_143022"
+SEED000 = REPO / "sample_logs" / "text_logs" / "logs" / "training_20241206_143022"
 
 
 def _where(pattern: str) -> list[str]:

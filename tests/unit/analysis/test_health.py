@@ -22,8 +22,8 @@ def test_nan_steps_from_inf_and_events():
     assert h.final_loss == 2.7
 
 
-def test_seed003_nan_report():
-    h = session_health(load_session("sample_logs/console/seed003_gpu_prefixed.log"))
+def test_gpu_prefixed_nan_report():
+    h = session_health(load_session("sample_logs/console/stdout_gpu_prefixed.log"))
     assert [n.step for n in h.nan_steps] == [21]
 
 

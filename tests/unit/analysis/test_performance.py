@@ -60,8 +60,8 @@ def test_gpu_table_and_busy_gpu():
     assert busy_gpu(gpu_table(even)) is None
 
 
-def test_seed000_gpu_line_from_summary():
-    s = load_session("sample_logs/seed000_text/logs/training_20241206_143022")
+def test_text_logs_gpu_line_from_summary():
+    s = load_session("sample_logs/text_logs/logs/training_20241206_143022")
     g = gpu_table(s).set_index("gpu")
     assert (g.loc[0, "avg_util"], g.loc[0, "peak_util"], g.loc[0, "avg_memory_pct"]) == (82.1, 95.2, 75.1)
 

@@ -36,7 +36,7 @@ def amdahl_fit(points, base_ws):
 def session_summary(session) -> dict:
     return plain(typed_summary(session))
 SAMPLES = REPO / "sample_logs"
-SEED000 = SAMPLES / "seed000_text" / "logs" / "training_20241206_143022"
+SEED000 = SAMPLES / "text_logs" / "logs" / "training_20241206_143022"
 
 
 def test_seed_example_from_summary_figures():
@@ -163,7 +163,7 @@ def test_real_fixture_comparison():
     assert a.definitions["steady_speedup"]
 
 
-def test_seed000_sampled_lines_take_the_summary_totals():
+def test_text_logs_sampled_lines_take_the_summary_totals():
     """seed 000's session: two sampled step lines in main.log, summary.json of the completed run."""
     s = load_session(SEED000)
     doc = json.loads((SEED000 / "training_20241206_143022_summary.json").read_text(encoding="utf-8"))

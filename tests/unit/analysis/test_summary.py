@@ -123,7 +123,7 @@ SAMPLES = REPO / "sample_logs"
 
 
 def test_rank_folder_final_loss_is_the_last_logged_loss():
-    folder = SAMPLES / "seed001_rank_dirs" / "logs"
+    folder = SAMPLES / "rank_dirs" / "logs"
     text = (folder / "rank_0" / "train.log").read_text(encoding="utf-8")
     losses = [float(x) for x in re.findall(r"\{'loss': ([\d.]+)", text)]
     summary = session_summary(load_session(folder))
@@ -132,11 +132,11 @@ def test_rank_folder_final_loss_is_the_last_logged_loss():
 
 
 def test_run_folder_global_batch_derived_from_the_runs_figures():
-    sessions = load_sessions(SAMPLES / "seed002_sessions")
+    sessions = load_sessions(SAMPLES / "pipeline_sessions")
     by_id = {s.session_id: s for s in sessions}
     expected = {}
     for sid in ("v1/single_gpu", "v1/multi_gpu"):
-        folder = SAMPLES / "seed002_sessions" / "sessions" / sid
+        folder = SAMPLES / "pipeline_sessions" / "sessions" / sid
         state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
         final = state["log_history"][-1]
         results = json.loads((folder / "results.json").read_text(encoding="utf-8"))

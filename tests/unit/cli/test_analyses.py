@@ -72,8 +72,8 @@ def test_performance_and_diagnose(logs):
     assert doc["mfu"]["cpu_multi"]["reason"].startswith("a CPU run")
 
 
-def test_diagnose_of_seed000_names_what_its_logs_say():
-    folder = SAMPLES / "seed000_text"
+def test_diagnose_of_the_text_logs_names_what_its_logs_say():
+    folder = SAMPLES / "text_logs"
     r = run(folder, "--diagnose")
     assert r.exit_code == 0, r.output
     logs = sorted(folder.rglob("*.log"))
@@ -191,7 +191,7 @@ def test_export_parquet(logs, tmp_path):
 
 
 def test_session_name_resolves_the_seed_002_folder(tmp_path, monkeypatch):
-    shutil.copytree(SAMPLES / "seed002_sessions" / "sessions", tmp_path / "sessions")
+    shutil.copytree(SAMPLES / "pipeline_sessions" / "sessions", tmp_path / "sessions")
     monkeypatch.chdir(tmp_path)
     r = run("--session", "v1", "--json")
     assert r.exit_code == 0, r.output

@@ -66,8 +66,8 @@ def test_mpirun_capture_oom_old_and_new_shapes_crlf_and_ansi():
     assert not s.diagnostics["text"].str.contains("\r|\x1b").any()
 
 
-def test_seed003_gpu_prefixed_lines_and_nan_report():
-    s = logkit.load_session(SAMPLES / "console" / "seed003_gpu_prefixed.log")
+def test_gpu_prefixed_lines_and_nan_report():
+    s = logkit.load_session(SAMPLES / "console" / "stdout_gpu_prefixed.log")
     assert s.steps[["rank", "step", "loss", "learning_rate", "grad_norm"]].values.tolist()[:2] == [
         [0, 0, 12.234, 1e-05, 2.7565], [1, 0, 12.234, 1e-05, 2.7565]]
     (nan,) = events(s, "nan_detected").to_dict("records")
@@ -108,8 +108,8 @@ def test_gpu_captures(name, fmt):
         assert s.gpu["memory_temperature_c"].isna().all()  # "-": unsupported
 
 
-def test_seed002_sessions_compare_single_vs_multi():
-    found = logkit.load_sessions(SAMPLES / "seed002_sessions" / "sessions")
+def test_pipeline_sessions_compare_single_vs_multi():
+    found = logkit.load_sessions(SAMPLES / "pipeline_sessions" / "sessions")
     assert [s.session_id for s in found] == ["v1/single_gpu", "v1/multi_gpu"] or \
         sorted(s.session_id for s in found) == ["v1/multi_gpu", "v1/single_gpu"]
     by_id = {s.session_id: s for s in found}
@@ -118,7 +118,7 @@ def test_seed002_sessions_compare_single_vs_multi():
     assert multi.meta["duration_s"] == 58.9 and multi.meta["total_steps"] == 20 and len(multi.steps) == 20
     assert set(multi.evals["name"]) >= {"eval_loss"} and multi.meta["train_batch_size"] == 4
     assert by_id["v1/single_gpu"].meta.get("train_batch_size") is None  # an older trainer_state.json
-    proc = analyze_logs("--compare", str(SAMPLES / "seed002_sessions" / "sessions"))
+    proc = analyze_logs("--compare", str(SAMPLES / "pipeline_sessions" / "sessions"))
     assert proc.returncode == 0, proc.stderr
     assert "Multi-GPU Speedup: 1.80x" in proc.stdout
 
@@ -132,8 +132,8 @@ def test_real_trainer_state_matches_our_jsonl():
     assert run.meta["samples_per_second"] == results["samples_per_second"] and run.meta["world_size"] == 2
 
 
-def test_seed000_text_only_session():
-    s = logkit.load_session(SAMPLES / "seed000_text" / "logs" / "training_20241206_143022")
+def test_text_logs_only_session():
+    s = logkit.load_session(SAMPLES / "text_logs" / "logs" / "training_20241206_143022")
     assert s.diagnostics.empty and s.meta["mode"] == "MULTI-GPU" and s.meta["status"] == "completed"
     assert s.steps[["step", "loss", "step_time_s"]].values.tolist() == [[50, 2.1234, 0.4], [100, 1.9876, 0.385]]
     assert s.comm["size_bytes"].tolist() == [45_670_000, 45_670_000]
@@ -145,9 +145,9 @@ def test_seed000_text_only_session():
     assert times == sorted(times)  # the warning written out of time order is sorted in
 
 
-def test_seed001_rank_dirs_legacy_summary_and_verbose_jsonl():
-    (ranked,) = logkit.load_sessions(SAMPLES / "seed001_rank_dirs")
-    assert ranked.session_id == "seed001_rank_dirs/logs" and sorted(ranked.steps["rank"].unique()) == [0, 1]
+def test_rank_dirs_legacy_summary_and_verbose_jsonl():
+    (ranked,) = logkit.load_sessions(SAMPLES / "rank_dirs")
+    assert ranked.session_id == "rank_dirs/logs" and sorted(ranked.steps["rank"].unique()) == [0, 1]
     assert ranked.meta["world_size"] == 2 and set(events(ranked, "warning")["rank"]) == {0, 1}
     legacy = logkit.load_session(SAMPLES / "legacy_summary" / "logs" / "training_20241120_090000")
     assert len(legacy.steps) == 20 and len(legacy.gpu) == 6 and legacy.meta["mode"] == "MULTI-GPU"
@@ -162,7 +162,7 @@ def test_seed001_rank_dirs_legacy_summary_and_verbose_jsonl():
 
 def test_discovery_of_the_whole_sample_tree_and_gz(tmp_path):
     kinds = {s.session_id: s.kind for s in discover(SAMPLES)}
-    assert kinds["v1/multi_gpu"] == "run_folder" and kinds["seed001_rank_dirs/logs"] == "rank_dirs"
+    assert kinds["v1/multi_gpu"] == "run_folder" and kinds["rank_dirs/logs"] == "rank_dirs"
     assert kinds["torchrun_nccl_timeout"] == "file" and kinds["training_20241206_143022"] == "logkit"
     nested = tmp_path / "a" / "b"
     nested.mkdir(parents=True)
@@ -363,7 +363,7 @@ def test_a_run_folder_joins_the_session_its_results_json_names():
 
 
 def test_files_in_rank_folders_are_cited_with_their_folder():
-    (s,) = logkit.load_sessions(SAMPLES / "seed001_rank_dirs")
+    (s,) = logkit.load_sessions(SAMPLES / "rank_dirs")
     sources = set(s.events["source"])
     assert any(x.startswith("rank_0/train.log:") for x in sources)
     assert any(x.startswith("rank_1/train.log:") for x in sources)

@@ -235,7 +235,7 @@ def test_the_example_comparison_from_summaries(tmp_path):
 
 
 SAMPLES = REPO / "sample_logs"
-SEED000 = SAMPLES / "seed000_text"
+SEED000 = SAMPLES / "text_logs"
 
 
 def test_text_logs_compare_shows_the_runs_totals():

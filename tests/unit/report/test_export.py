@@ -20,7 +20,7 @@ from logkit.run.load import load_sessions
 from tests.support.launch import REPO
 
 SAMPLES = REPO / "sample_logs"
-ROOTS = ["qlora_tiny_cpu/logs", "seed002_sessions", "console", "gpu_captures", "verbose_jsonl"]
+ROOTS = ["qlora_tiny_cpu/logs", "pipeline_sessions", "console", "gpu_captures", "verbose_jsonl"]
 
 
 @pytest.fixture(scope="module")

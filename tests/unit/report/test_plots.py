@@ -124,7 +124,7 @@ def test_every_plot_has_data_for_the_real_fixtures():
 
 def test_loss_plot_draws_eval_loss():
     from logkit.analysis.analyze import analyze
-    sessions = load_sessions(SAMPLES / "seed002_sessions")
+    sessions = load_sessions(SAMPLES / "pipeline_sessions")
     (ax,) = figures(analyze(sessions), ["loss_curves.png"])["loss_curves.png"].axes
     labels = {line.get_label(): line for line in ax.get_lines()}
     for s in sessions:
