@@ -9,12 +9,14 @@ from logkit.analysis.results.analysis import Analysis
 from logkit.analysis.results.curves import Curves
 from logkit.analysis.results.findings import MAX_EVIDENCE, Finding
 from logkit.analysis.results.health import Divergence, Health, LossParity, NanPoint
-from logkit.analysis.results.performance import Mfu
+from logkit.analysis.results.performance import Mfu, StragglerCall
+from logkit.analysis.results.rows import MissingColumns
 from logkit.analysis.results.scaling import (
     Comparison,
     Fit,
     Flag,
     Group,
+    GroupAverage,
     NotCompared,
     Ratios,
     Scaling,
@@ -23,4 +25,5 @@ from logkit.analysis.results.scaling import (
 from logkit.analysis.results.values import plain
 
 __all__ = ["MAX_EVIDENCE", "plain", "Ratios", "Flag", "SessionSummary", "Comparison", "Group", "NotCompared", "Fit",
-           "Scaling", "NanPoint", "Divergence", "Health", "LossParity", "Mfu", "Finding", "Curves", "Analysis"]
+           "GroupAverage", "Scaling", "NanPoint", "Divergence", "Health", "LossParity", "Mfu", "StragglerCall",
+           "Finding", "Curves", "Analysis", "MissingColumns"]

@@ -13,7 +13,7 @@ from logkit.schema.findings import Severity
 
 MAX_EVIDENCE = 10  # evidence lines a finding keeps (all are counted)
 
-__all__ = ["MAX_EVIDENCE", "Finding"]
+__all__ = ["MAX_EVIDENCE", "Finding", "severity_counts"]
 
 
 @dataclass(frozen=True)
@@ -45,3 +45,11 @@ class Finding:
                 "title": self.title, "detail": self.detail, "evidence": list(self.evidence),
                 "evidence_total": self.evidence_total, "ranks": list(self.ranks), **plain(dict(self.extra))}
 
+
+
+def severity_counts(findings) -> tuple[tuple[Severity, int], ...]:
+    """(severity, number of ``findings`` of it) for every severity, the most severe first."""
+    counts = {s: 0 for s in sorted(Severity, reverse=True)}
+    for f in findings:
+        counts[f.severity] += 1
+    return tuple(counts.items())

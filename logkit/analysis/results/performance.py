@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Mfu"]
+__all__ = ["Mfu", "StragglerCall"]
 
 
 @dataclass(frozen=True)
@@ -28,3 +28,16 @@ class Mfu:
     reason: str | None = None
     assumptions: tuple[str, ...] = ()
 
+
+
+@dataclass(frozen=True)
+class StragglerCall:
+    """How one session's stragglers were judged (``basis``: ``breakdown.BY_ARRIVAL`` where the
+    per-step phases were timed, else ``breakdown.BY_STEP_TIME``) and, when no rank is a straggler,
+    the rank closest to being one (``nearest_rank``: the one last to the sync in the most steps, or
+    the slowest; None when there is no other rank to compare with). The stragglers themselves are
+    the rows of ``Analysis.stragglers`` with ``is_straggler``."""
+
+    session_id: str | None
+    basis: str
+    nearest_rank: int | None = None

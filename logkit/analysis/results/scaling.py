@@ -8,7 +8,7 @@ from typing import Any
 
 from logkit.analysis.results.values import plain
 
-__all__ = ["Ratios", "Flag", "SessionSummary", "Comparison", "Group", "NotCompared", "Fit", "Scaling"]
+__all__ = ["Ratios", "Flag", "SessionSummary", "Comparison", "Group", "NotCompared", "Fit", "GroupAverage", "Scaling"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,7 @@ class Comparison:
     ``is_scaling``: the candidate has more ranks than the baseline (else an A/B comparison of
     runs, not a scaling measurement). ``baseline_samples_per_second`` /
     ``candidate_samples_per_second``: each run's throughput on the headline basis.
+    ``per_rank_batch``: the baseline's global batch per rank (what a weak-scaling comparison keeps).
     """
 
     baseline: str
@@ -116,6 +117,7 @@ class Comparison:
     samples_ratio: float | None = None
     note: str | None = None
     flags: tuple[Flag, ...] = ()
+    per_rank_batch: float | None = None  # the baseline's global batch / its ranks (the candidate's too when weak)
 
     @property
     def is_scaling(self) -> bool:
@@ -193,6 +195,19 @@ class Fit:
 
 
 @dataclass(frozen=True)
+class GroupAverage:
+    """The mean figures of a comparison group's single-rank or multi-rank (``multi``) runs: the
+    baseline and the candidates compared with it (``definitions: group_average``)."""
+
+    group: str | None
+    multi: bool
+    sessions: tuple[str, ...]
+    steps_per_second: float | None = None
+    samples_per_second: float | None = None
+    gpu_utilization_pct: float | None = None
+
+
+@dataclass(frozen=True)
 class Scaling:
     """The comparison section: every session's summary, the groups, each comparison, the fits."""
 
@@ -202,6 +217,7 @@ class Scaling:
     not_compared: tuple[NotCompared, ...] = ()
     fits: tuple[Fit, ...] = ()
     baseline: str | None = None
+    averages: tuple[GroupAverage, ...] = ()
 
     @property
     def fit(self) -> Fit | None:
@@ -213,6 +229,10 @@ class Scaling:
 
     def summary(self, session_id) -> SessionSummary | None:
         return next((s for s in self.sessions if s.session_id == session_id), None)
+
+    def average(self, group, multi: bool) -> GroupAverage | None:
+        """The averages of ``group``'s single-rank (``multi`` False) or multi-rank runs, if it has any."""
+        return next((a for a in self.averages if a.group == group and a.multi == multi), None)
 
     def to_dict(self) -> dict:
         return {"sessions": plain(self.sessions), "comparisons": plain(self.comparisons),
