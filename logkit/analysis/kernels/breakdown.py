@@ -36,16 +36,13 @@ import numpy as np
 import pandas as pd
 
 # the module, not the package: logkit.analysis.results imports this module's columns while it loads
-from logkit.analysis.results.performance import StragglerCall
+from logkit.analysis.results.performance import BY_ARRIVAL, BY_STEP_TIME, StragglerCall
 from logkit.analysis.thresholds import ARRIVAL_MARGIN, CAUSE_SHARE, STRAGGLER_SCORE, STRAGGLER_SHARE
 
 BREAKDOWN_COLUMNS = ["session_id", "rank", "steps", "data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s",
                      "step_s"]
 ARRIVAL_COLUMNS = ["session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler", "cause",
                    "last_arrival_share", "lateness_s"]
-# how a session's stragglers are judged (``StragglerCall.basis``)
-BY_ARRIVAL = "arrival at the gradient sync"
-BY_STEP_TIME = "step time"
 # the phases a straggler's lateness may come from: (cause, the per-step column)
 CAUSES = (("data", "data_s"), ("compute", "compute_s"), ("host", "other_s"))
 # what each cause means, and what to do about it

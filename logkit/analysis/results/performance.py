@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Mfu", "StragglerCall"]
+__all__ = ["Mfu", "StragglerCall", "BY_ARRIVAL", "BY_STEP_TIME"]
+
+# how a session's stragglers are judged (``StragglerCall.basis``)
+BY_ARRIVAL = "arrival at the gradient sync"
+BY_STEP_TIME = "step time"
 
 
 @dataclass(frozen=True)
@@ -29,15 +33,19 @@ class Mfu:
     assumptions: tuple[str, ...] = ()
 
 
-
 @dataclass(frozen=True)
 class StragglerCall:
-    """How one session's stragglers were judged (``basis``: ``breakdown.BY_ARRIVAL`` where the
-    per-step phases were timed, else ``breakdown.BY_STEP_TIME``) and, when no rank is a straggler,
-    the rank closest to being one (``nearest_rank``: the one last to the sync in the most steps, or
-    the slowest; None when there is no other rank to compare with). The stragglers themselves are
-    the rows of ``Analysis.stragglers`` with ``is_straggler``."""
+    """How one session's stragglers were judged (``basis``: ``BY_ARRIVAL`` where the per-step
+    phases were timed, else ``BY_STEP_TIME``) and, when no rank is a straggler, the rank closest to
+    being one (``nearest_rank``: the one last to the sync in the most steps, or the slowest; None
+    when there is no other rank to compare with). The stragglers themselves are the rows of
+    ``Analysis.stragglers`` with ``is_straggler``."""
 
     session_id: str | None
     basis: str
     nearest_rank: int | None = None
+
+    @property
+    def by_arrival(self) -> bool:
+        """Judged by arrival at the gradient sync (else by step time)."""
+        return self.basis == BY_ARRIVAL
