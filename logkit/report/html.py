@@ -12,6 +12,7 @@ under ``report/``). Every value from the logs is escaped by jinja2's autoescape:
 from __future__ import annotations
 
 import base64
+import functools
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,7 +26,9 @@ MAX_DIAGNOSTICS = 1000  # rows of the parse-diagnostics table; the total is alwa
 _TABLES = ("communication", "nccl_tests", "communication_peaks", "performance", "stragglers", "step_breakdown", "gpus")
 
 
+@functools.lru_cache(maxsize=1)
 def _environment():
+    """The templates' environment, made once (its templates are compiled once)."""
     import jinja2
 
     env = jinja2.Environment(
