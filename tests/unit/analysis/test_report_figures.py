@@ -81,11 +81,15 @@ def test_group_averages_are_the_means_of_each_sides_runs(group):
         in out and f"  GPU utilization: {multi:.1f}%" in out
 
 
-def test_the_per_rank_batch_of_a_weak_scaling_comparison(group):
-    folders, analysis = group
-    c = next(c for c in analysis.scaling.comparisons if c.candidate == "b2")
-    per_rank = _oracle(folders, "a1")["per_rank_batch"]
-    assert per_rank == _oracle(folders, "b2")["per_rank_batch"] == 8  # the same per rank: weak scaling
+def test_the_per_rank_batch_of_a_weak_scaling_comparison(tmp_path):
+    """2 ranks of batch 16 against 4 ranks of batch 32: the same batch per rank (16 / 2 = 32 / 4 = 8)."""
+    root = tmp_path / "logs"
+    folders = {sid: write_session(root, sid, world_size=n, gpu_count=n, step_times=[0.5] * 8, total_batch_size=b)
+               for sid, n, b in (("b2", 2, 16), ("b4", 4, 32))}
+    analysis = analyze(load_sessions(root))
+    (c,) = analysis.scaling.comparisons
+    per_rank = _oracle(folders, "b2")["per_rank_batch"]
+    assert c.baseline == "b2" and per_rank == _oracle(folders, "b4")["per_rank_batch"] == 8
     assert c.regime == "weak" and c.per_rank_batch == per_rank
     assert f"  Regime: weak scaling (same per-rank batch: {per_rank:g})" in render_compare(analysis)
 
