@@ -85,12 +85,11 @@ def _series(s, throughput) -> dict:
     """The scalars of session ``s``, each a series indexed by step: what the main rank logged (loss,
     learning rate, step time, grad norm; ``Session.main_rank_steps``), its samples/s per step as the
     analysis made it (``throughput``: ``Analysis.curves.throughput``), and every rank's step time."""
-    main = s.main_rank_steps()
-    steps = main["step"]
-    series = {"train/loss": main["loss"].set_axis(steps), "train/learning_rate": main["learning_rate"].set_axis(steps),
-              "train/samples_per_s": throughput.loc[throughput["session_id"] == s.session_id]
-              .set_index("step")["samples_per_s"],
-              "train/step_time_s": main["step_time_s"].set_axis(steps), "train/grad_norm": main["grad_norm"].set_axis(steps)}
+    main = s.main_rank_steps().set_index("step")
+    mine = throughput[throughput["session_id"] == s.session_id].set_index("step")
+    series = {"train/loss": main["loss"], "train/learning_rate": main["learning_rate"],
+              "train/samples_per_s": mine["samples_per_s"], "train/step_time_s": main["step_time_s"],
+              "train/grad_norm": main["grad_norm"]}
     for rank, part in s.steps.groupby("rank", sort=True):
         series[f"step_time_s/rank{int(rank)}"] = part.set_index("step")["step_time_s"]
     return series
