@@ -26,20 +26,14 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def _plain(frame):
-    from logkit.analysis.results import plain
-
-    return plain(frame)
-
-
 def _notes(analysis) -> None:
     """Parse diagnostics on stderr, at most ``MAX_NOTES`` of them (the rest are in --report and --json)."""
-    diags = analysis.diagnostics
-    for d in _plain(diags.head(MAX_NOTES)):
-        where = d["file"] if d.get("line") is None else f"{d['file']}:{d['line']}"
-        click.echo(f"note: {where}: {d['reason']}", err=True)
-    if len(diags) > MAX_NOTES:
-        click.echo(f"note: ... and {len(diags) - MAX_NOTES} more parse diagnostics (see --report)", err=True)
+    for d in analysis.rows("diagnostics", head=MAX_NOTES):
+        where = d.file if d.line is None else f"{d.file}:{d.line}"
+        click.echo(f"note: {where}: {d.reason}", err=True)
+    if len(analysis.diagnostics) > MAX_NOTES:
+        click.echo(f"note: ... and {len(analysis.diagnostics) - MAX_NOTES} more parse diagnostics (see --report)",
+                   err=True)
 
 
 def _report_file(path) -> Path:
@@ -84,7 +78,8 @@ def _outputs(analysis, sessions, *, as_json, report_path, plot_dir, export) -> N
         from logkit.report.export import export_sessions
 
         fmt, out_dir = export
-        folders, notes = _write(f"the {fmt} export", out_dir, lambda: export_sessions(sessions, fmt, out_dir))
+        folders, notes = _write(f"the {fmt} export", out_dir,
+                                lambda: export_sessions(sessions, fmt, out_dir, analysis=analysis))
         click.echo(f"{len(folders)} session(s) exported as {fmt} to {out_dir}", err=as_json)
         for note in notes:
             click.echo(f"note: {note}", err=True)

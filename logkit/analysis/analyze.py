@@ -17,6 +17,7 @@ from logkit.analysis.kernels.breakdown import (
     BREAKDOWN_COLUMNS,
     arrival_stragglers,
     step_breakdown,
+    straggler_calls,
     synced_steps,
     with_arrivals,
 )
@@ -28,6 +29,7 @@ from logkit.analysis.kernels.communication import (
     communication_table,
 )
 from logkit.analysis.kernels.curves import curves
+from logkit.analysis.kernels.diagnostics import diagnostics_table
 from logkit.analysis.kernels.health import loss_parity, session_health
 from logkit.analysis.kernels.mfu import mfu
 from logkit.analysis.kernels.nccl_sweep import NCCL_TESTS_COLUMNS, nccl_tests_table
@@ -40,11 +42,9 @@ from logkit.analysis.kernels.performance import (
     step_stats,
     stragglers,
 )
-from logkit.analysis.kernels.scaling import scaling_analysis
+from logkit.analysis.kernels.scaling import scaling_analysis, with_averages
 from logkit.analysis.kernels.shares import of_step
 from logkit.analysis.results import Analysis, Scaling
-
-DIAGNOSTIC_COLUMNS = ["session_id", "file", "line", "reason", "text"]
 
 
 def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
@@ -88,11 +88,6 @@ def _parity(sessions, scaling: Scaling) -> tuple:
                  for c in scaling.comparisons)
 
 
-def _diagnostics(sessions) -> pd.DataFrame:
-    frames = [s.diagnostics.assign(session_id=s.session_id) for s in sessions if len(s.diagnostics)]
-    return _concat(frames, DIAGNOSTIC_COLUMNS).reindex(columns=DIAGNOSTIC_COLUMNS)
-
-
 def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
     """Every analysis of ``sessions`` (in the order given; each comparison group's baseline is its
     run with the fewest ranks). ``comm_parts``: beside each session, its ranks' comm reductions (the
@@ -110,7 +105,7 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
     gpus = _concat([gpu_table(s) for s in sessions], GPU_COLUMNS)
     comm = _concat([communication_table(s, p) for s, p in zip(sessions, parts, strict=True)], COMM_COLUMNS)
     busy, context = _context(sessions, gpus, comm, strag, breakdown)
-    scaling = scaling_analysis(sessions, context)
+    scaling = with_averages(scaling_analysis(sessions, context), gpus)
     summaries = {r.session_id: r for r in scaling.sessions}
     health = {s.session_id: session_health(s, summaries[s.session_id].final_loss,
                                             summaries[s.session_id].final_loss_from) for s in sessions}
@@ -127,4 +122,4 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
         findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling, parts),
         verdict=verdict(scaling, breakdown, strag, findings),
-        diagnostics=_diagnostics(sessions))
+        diagnostics=diagnostics_table(sessions), straggler_calls=straggler_calls(strag))

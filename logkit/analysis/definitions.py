@@ -58,6 +58,11 @@ SCALING: dict[str, str] = {
     "r2": "coefficient of determination of the Amdahl fit on the speedups (baseline = 1 included)",
     "flags": "slowdown: speedup < 1; superlinear: speedup > rank ratio (headline speedup); only for more ranks "
              "than the baseline (runs with equal rank counts are compared, not judged for scaling)",
+    "group_average": "per comparison group, over its single-rank (or multi-rank) runs compared: the arithmetic "
+                     "mean of their whole-run steps/s and samples/s, and the mean avg_util over all their GPUs",
+    "per_rank_batch": "the baseline's total_batch_size / its world_size (the batch each rank keeps in weak scaling)",
+    "on_cpu": "the run says it had no GPU (gpu_count 0, or mode CPU / MULTI-CPU); unknown when it logs neither "
+              "a GPU count nor such a mode",
 }
 
 COMMUNICATION: dict[str, str] = {
@@ -102,6 +107,10 @@ PERFORMANCE: dict[str, str] = {
     "mfu": "achieved FLOP/s per GPU / the GPU's dense BF16 peak; FLOPs per token = 4 N + 2 N_trainable "
            "(forward 2N, activation gradients 2N, weight gradients 2 N_trainable: LoRA-aware), "
            "tokens/s of the whole job over steady steps, divided among world_size GPUs",
+    "training_mfu": "mfu of the training runs only (a GPU capture or an nccl-tests benchmark has no model)",
+    "straggler_basis": "stragglers judged by arrival at the gradient sync (last_arrival_share, score) where the "
+                       "per-step phases were timed, else by step time (vs_fastest); with no straggler, the nearest "
+                       "rank: the one last to the sync in the most steps, or the slowest",
 }
 
 BREAKDOWN: dict[str, str] = {
@@ -142,6 +151,7 @@ HEALTH: dict[str, str] = {
 
 FINDINGS: dict[str, str] = {
     "severity": "critical > error > warning > info; findings are listed in that order",
+    "severity_counts": "the number of findings of each severity, every severity listed, the most severe first",
 }
 
 HANG: dict[str, str] = {

@@ -81,33 +81,43 @@ def folder_names(sessions) -> list[str]:
     return out
 
 
-def export_tensorboard(sessions, out_dir, names: list[str] | None = None) -> list[str]:
+def _series(s, throughput) -> dict:
+    """The scalars of session ``s``, each a series indexed by step: what the main rank logged (loss,
+    learning rate, step time, grad norm; ``Session.main_rank_steps``), its samples/s per step as the
+    analysis made it (``throughput``: ``Analysis.curves.throughput``), and every rank's step time."""
+    main = s.main_rank_steps().set_index("step")
+    mine = throughput[throughput["session_id"] == s.session_id].set_index("step")
+    series = {"train/loss": main["loss"], "train/learning_rate": main["learning_rate"],
+              "train/samples_per_s": mine["samples_per_s"], "train/step_time_s": main["step_time_s"],
+              "train/grad_norm": main["grad_norm"]}
+    for rank, part in s.steps.groupby("rank", sort=True):
+        series[f"step_time_s/rank{int(rank)}"] = part.set_index("step")["step_time_s"]
+    return series
+
+
+def export_tensorboard(sessions, out_dir, names: list[str] | None = None, analysis=None) -> list[str]:
     """TensorBoard scalars (loss, learning rate, samples/s, step time; step time per rank) of
     each session under ``out_dir/tensorboard/<session folder>`` (``names``: the folders, by
-    default ``folder_names``). Returns notes for the user (one saying it was skipped when no
-    TensorBoard writer is importable)."""
+    default ``folder_names``). Samples/s are the analysis' (``analysis``: the ``Analysis`` of these
+    sessions, made here when not given); the rest is what the logs say. Returns notes for the user
+    (one saying it was skipped when no TensorBoard writer is importable)."""
     kind = tensorboard_available()
     if kind is None:
         return ["TensorBoard scalars skipped: the tensorboard package is not installed "
                 "(pip install tensorboard)"]
+    if analysis is None:
+        from logkit.analysis import analyze
+
+        analysis = analyze(sessions)
+    throughput = analysis.curves.frame("throughput")
     notes = []
     for s, name in zip(sessions, names or folder_names(sessions), strict=True):
-        steps = s.steps
-        if steps.empty:
+        if s.steps.empty:
             continue
         logdir = Path(out_dir) / "tensorboard" / name
         writer = _writer(logdir)
         try:
-            main = steps[steps["rank"] == steps["rank"].min()] if steps["rank"].notna().any() else steps
-            derived = main["total_batch_size"].astype("float64") / main["step_time_s"].where(main["step_time_s"] > 0)
-            series = {"train/loss": main["loss"], "train/learning_rate": main["learning_rate"],
-                      "train/samples_per_s": main["samples_per_s"].astype("float64").fillna(derived),
-                      "train/step_time_s": main["step_time_s"], "train/grad_norm": main["grad_norm"]}
-            for rank, part in steps.groupby("rank", sort=True):
-                series[f"step_time_s/rank{int(rank)}"] = part.set_index("step")["step_time_s"]
-            for tag, values in series.items():
-                if values.index.name != "step":
-                    values = values.set_axis(main["step"])
+            for tag, values in _series(s, throughput).items():
                 values = values.dropna()
                 values = values[values.index.notna()]
                 stride = max(1, -(-len(values) // TB_MAX_POINTS))
@@ -121,13 +131,15 @@ def export_tensorboard(sessions, out_dir, names: list[str] | None = None) -> lis
     return notes
 
 
-def export_sessions(sessions, fmt: str, out_dir, tensorboard: bool = True) -> tuple[list[Path], list[str]]:
+def export_sessions(sessions, fmt: str, out_dir, tensorboard: bool = True,
+                    analysis=None) -> tuple[list[Path], list[str]]:
     """Export every session, each to a folder of its own (``folder_names``); returns (session
-    folders written, notes for the user)."""
+    folders written, notes for the user). ``analysis``: the ``Analysis`` of ``sessions``, which the
+    TensorBoard scalars draw on (made when needed and not given)."""
     names = folder_names(sessions)
     folders = [export_session(s, fmt, out_dir, name) for s, name in zip(sessions, names, strict=True)]
     notes = [f"{s.session_id} exported as {name} ({safe_name(s.session_id)} was taken by another session)"
              for s, name in zip(sessions, names, strict=True) if name != safe_name(s.session_id)]
     if tensorboard:
-        notes += export_tensorboard(sessions, out_dir, names)
+        notes += export_tensorboard(sessions, out_dir, names, analysis=analysis)
     return folders, notes

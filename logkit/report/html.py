@@ -12,18 +12,23 @@ under ``report/``). Every value from the logs is escaped by jinja2's autoescape:
 from __future__ import annotations
 
 import base64
+import functools
 from datetime import datetime, timezone
 from pathlib import Path
 
-from logkit.analysis.results import Analysis, plain
+from logkit.analysis.results import Analysis
+from logkit.analysis.results.frames import ROWS
 from logkit.report.format import fmt
+from logkit.schema.records import Status
 
 TEMPLATE = "report.html.j2"
 MAX_DIAGNOSTICS = 1000  # rows of the parse-diagnostics table; the total is always stated
 _TABLES = ("communication", "nccl_tests", "communication_peaks", "performance", "stragglers", "step_breakdown", "gpus")
 
 
+@functools.lru_cache(maxsize=1)
 def _environment():
+    """The templates' environment, made once (its templates are compiled once)."""
     import jinja2
 
     env = jinja2.Environment(
@@ -34,6 +39,7 @@ def _environment():
         lstrip_blocks=True,
     )
     env.filters["fmt"] = fmt
+    env.globals["Status"] = Status  # the run statuses, as the schema spells them
     return env
 
 
@@ -42,18 +48,14 @@ def render_html(analysis: Analysis, title: str = "logkit report", plots: bool = 
     from logkit import __version__
     from logkit.report.plots import PLOTS, render_plots
 
-    tables = {name: plain(getattr(analysis, name)) for name in _TABLES}
+    tables = {name: analysis.rows(name) for name in _TABLES}  # typed rows: a renamed column raises
     images = {name: base64.b64encode(data).decode("ascii") for name, data in render_plots(analysis).items()} \
         if plots else {}
-    severity_counts: dict[str, int] = {}
-    for f in analysis.findings:
-        severity_counts[f.severity.value] = severity_counts.get(f.severity.value, 0) + 1
     return _environment().get_template(TEMPLATE).render(
         title=title, a=analysis, t=tables, definitions=analysis.definitions, plots=images, plot_captions=PLOTS,
-        stragglers={(r["session_id"], r["rank"]): r for r in tables["stragglers"]},
-        diagnostics=plain(analysis.diagnostics.head(MAX_DIAGNOSTICS)), diagnostics_total=len(analysis.diagnostics),
-        severity_counts=severity_counts, generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        version=__version__,
+        stragglers={(r.session_id, r.rank): r for r in tables["stragglers"]}, no_straggler=ROWS["stragglers"](),
+        diagnostics=analysis.rows("diagnostics", head=MAX_DIAGNOSTICS), diagnostics_total=len(analysis.diagnostics),
+        generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
     )
 
 

@@ -111,11 +111,12 @@ def _ideal(analysis: Analysis, c) -> float | None:
 def _training_comparison(analysis: Analysis, Figure, sns):
     import pandas as pd
 
-    training = plain(analysis.scaling.training)
+    training = analysis.scaling.training
     fig = Figure(figsize=(11, 7.5 if len(training) <= 6 else 9), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
-    rows = pd.DataFrame(training, columns=["session_id", "world_size", "duration_s", "steps_per_second",
-                                           "final_loss"])
+    rows = pd.DataFrame([(s.session_id, s.world_size, s.duration_s, s.steps_per_second, s.final_loss)
+                         for s in training],
+                        columns=["session_id", "world_size", "duration_s", "steps_per_second", "final_loss"])
     rows["ranks"] = rows["world_size"].fillna(1).astype(int).astype(str) + " rank(s)"
     panels = (("duration_s", "Training duration (s)"), ("steps_per_second", "Steps per second"),
               ("final_loss", "Final loss"))
@@ -136,8 +137,10 @@ def _training_comparison(analysis: Analysis, Figure, sns):
         ax.set_title(title)
     ax = axes[3]
     drawn = [c for c in analysis.scaling.comparisons if c.speedup is not None]
-    comps = pd.DataFrame(plain(drawn), columns=["baseline", "candidate", "speedup", "scaling_efficiency",
-                                                 "steady_speedup", "speedup_ci"])
+    comps = pd.DataFrame(plain([(c.baseline, c.candidate, c.speedup, c.scaling_efficiency,
+                                 c.steady.speedup if c.steady else None, c.speedup_ci) for c in drawn]),
+                         columns=["baseline", "candidate", "speedup", "scaling_efficiency", "steady_speedup",
+                                  "speedup_ci"])
     if comps.empty:
         _empty(ax, "no comparison (one session, or throughput missing)")
     else:
@@ -217,23 +220,24 @@ def _series_plot(frame, x: str, y: str, title: str, ylabel: str, xlabel: str, ca
 
 def _loss_curves(analysis: Analysis, Figure, sns):
     curves = analysis.curves
+    loss, eval_loss = curves.frame("loss"), curves.frame("eval_loss")
     by_samples = curves.loss_axis == "samples seen"
     fig = Figure(figsize=(10, 5.5), layout="constrained")
     ax = fig.subplots()
-    ids = list(dict.fromkeys([*curves.loss["session_id"], *curves.eval_loss["session_id"]]))
+    ids = list(dict.fromkeys([*loss["session_id"], *eval_loss["session_id"]]))
     order = [s.session_id for s in analysis.scaling.training if s.session_id in ids]
     order += [i for i in ids if i not in order]
     palette = sns.color_palette(n_colors=max(len(analysis.scaling.training), 1))
     thinned = False
     for i, sid in enumerate(order):
         color = palette[i % len(palette)]
-        part = curves.loss[curves.loss["session_id"] == sid]
+        part = loss[loss["session_id"] == sid]
         if len(part):
             pts = thin(part, "x", "loss")
             thinned |= len(pts) < len(part)
             ax.plot(pts["x"].to_numpy(), pts["loss"].to_numpy(), label=f"{sid} train", color=color, lw=1.2,
                     marker="o" if len(pts) < 40 else None, ms=3)
-        ev = curves.eval_loss[curves.eval_loss["session_id"] == sid]
+        ev = eval_loss[eval_loss["session_id"] == sid]
         if len(ev):
             ax.plot(ev["x"].to_numpy(), ev["value"].to_numpy(), ls="--", marker="s", ms=4, color=color, lw=1.0,
                     label=f"{sid} eval")
@@ -254,16 +258,16 @@ def _loss_curves(analysis: Analysis, Figure, sns):
 
 
 def _throughput(analysis: Analysis, Figure, sns):
-    fig, _ = _series_plot(analysis.curves.throughput, "step", "samples_per_s", "Training throughput", "samples/s",
-                          "step", "samples/s per optimizer step: logged samples_per_s, else total_batch_size / "
-                          "step_time_s (lowest rank)", Figure, sns, "no step times logged")
+    fig, _ = _series_plot(analysis.curves.frame("throughput"), "step", "samples_per_s", "Training throughput",
+                          "samples/s", "step", "samples/s per optimizer step: logged samples_per_s, else "
+                          "total_batch_size / step_time_s (lowest rank)", Figure, sns, "no step times logged")
     return fig
 
 
 def _gpu_utilization(analysis: Analysis, Figure, sns):
     fig = Figure(figsize=(10, 5.5), layout="constrained")
     ax = fig.subplots()
-    data = analysis.curves.gpu_utilization
+    data = analysis.curves.frame("gpu_utilization")
     series = []
     for sid in dict.fromkeys(data["session_id"]):
         g = data[data["session_id"] == sid]
@@ -295,7 +299,7 @@ def _gpu_utilization(analysis: Analysis, Figure, sns):
 def _bandwidth_vs_size(analysis: Analysis, Figure, sns):
     fig = Figure(figsize=(10, 5.5), layout="constrained")
     ax = fig.subplots()
-    data = analysis.curves.bandwidth
+    data = analysis.curves.frame("bandwidth")
     if data.empty:
         _empty(ax, "no communication records with sizes and bandwidths")
     else:
@@ -314,7 +318,7 @@ def _bandwidth_vs_size(analysis: Analysis, Figure, sns):
 
 
 def _step_time_per_rank(analysis: Analysis, Figure, sns):
-    perf = analysis.performance
+    perf = analysis.frame("performance")
     ids = list(dict.fromkeys(perf["session_id"]))
     shown = ids[:MAX_PANELS]
     n = max(len(shown), 1)
@@ -356,7 +360,7 @@ def _step_time_per_rank(analysis: Analysis, Figure, sns):
 
 
 def _step_breakdown(analysis: Analysis, Figure, sns):
-    frame = analysis.step_breakdown
+    frame = analysis.frame("step_breakdown")
     ids = list(dict.fromkeys(frame["session_id"]))[:MAX_PANELS]
     n = max(len(ids), 1)
     fig = Figure(figsize=(10, max(4.0, 1.2 + 1.6 * n)), layout="constrained")

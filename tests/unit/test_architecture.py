@@ -5,6 +5,7 @@ cyclomatic complexity 15, and the public API is what the packages' __all__ lists
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -163,3 +164,42 @@ def test_analysis_runs_with_files_and_processes_forbidden(monkeypatch):
         monkeypatch.undo()
     assert not touched
     assert len(analysis.scaling.sessions) == len(sessions)
+
+
+# ``.get("name")`` on a result row turns a renamed column into a silent "n/a": renderers read rows by
+# attribute (``Analysis.rows``: typed rows that refuse a missing column; jinja2's StrictUndefined
+# raises on a misspelled one). What may still be read with ``.get("name")``: (file, receiver, key).
+GET_ALLOWED = {
+    ("logkit/report/live_view.py", "f.extra", "step"),  # Finding.extra: kind-specific facts, open by design
+}
+_TEMPLATE_GET = re.compile(r"""([\w.\])]+)\.get\(\s*(['"])([^'"]*)\2""")
+
+
+def _literal_gets() -> set[tuple[str, str, str]]:
+    """Every ``receiver.get("literal", ...)`` in the report's Python and templates: (file, receiver, key)."""
+    found = set()
+    for path in sorted((REPO / "logkit" / "report").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                found.add((path.relative_to(REPO).as_posix(), ast.unparse(node.func.value), node.args[0].value))
+    for path in sorted((REPO / "logkit" / "templates").rglob("*.j2")):
+        for m in _TEMPLATE_GET.finditer(path.read_text(encoding="utf-8")):
+            found.add((path.relative_to(REPO).as_posix(), m[1], m[3]))
+    return found
+
+
+def test_renderers_read_no_row_with_get_of_a_literal():
+    assert _literal_gets() - GET_ALLOWED == set()
+
+
+def test_the_get_check_sees_python_and_templates(tmp_path, monkeypatch):
+    """The check finds ``.get("name")`` in a renderer and in a template (so a passing check means something)."""
+    report, templates = tmp_path / "logkit" / "report", tmp_path / "logkit" / "templates"
+    report.mkdir(parents=True)
+    templates.mkdir(parents=True)
+    (report / "x.py").write_text("def f(r):\n    return r.get('busbw_mb_s'), r.get(key), d.get('a', 1)\n")
+    (templates / "x.html.j2").write_text('{{ r.get("p50_ms") | fmt(".2f") }} {{ plots.get(name) }}\n')
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert _literal_gets() == {("logkit/report/x.py", "r", "busbw_mb_s"), ("logkit/report/x.py", "d", "a"),
+                               ("logkit/templates/x.html.j2", "r", "p50_ms")}

@@ -24,6 +24,10 @@ Definitions (``definitions.BREAKDOWN``), over the steps every rank of the sessio
   ``STRAGGLER_SHARE`` of the steps. ``cause``: the phase in which it spends more than the
   other ranks (median against the median of theirs): ``data``, ``compute`` or ``host``
   (``other_s``), when that excess explains at least ``CAUSE_SHARE`` of its lateness; else null.
+- ``straggler_calls``, per session of the stragglers table: the basis (``BY_ARRIVAL`` where a
+  rank has a ``last_arrival_share``, else ``BY_STEP_TIME``) and, when no rank is a straggler, the
+  nearest one: the largest ``last_arrival_share`` (by arrival) or ``vs_fastest`` (by step time,
+  with two ranks or more); the first such rank on a tie.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+# the module, not the package: logkit.analysis.results imports this module's columns while it loads
+from logkit.analysis.results.performance import BY_ARRIVAL, BY_STEP_TIME, StragglerCall
 from logkit.analysis.thresholds import ARRIVAL_MARGIN, CAUSE_SHARE, STRAGGLER_SCORE, STRAGGLER_SHARE
 
 BREAKDOWN_COLUMNS = ["session_id", "rank", "steps", "data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s",
@@ -172,3 +178,23 @@ def with_arrivals(by_step_time: pd.DataFrame, by_arrival: list[pd.DataFrame]) ->
     out = pd.concat(frames, ignore_index=True)
     out["is_straggler"] = out["is_straggler"].astype(bool)
     return out[ARRIVAL_COLUMNS]
+
+
+def _nearest(rows: pd.DataFrame, column: str) -> int | None:
+    """The rank of the first row with the largest ``column`` (a missing value counts as 0)."""
+    rank = rows["rank"].iloc[int(rows[column].astype("float64").fillna(0.0).to_numpy().argmax())]
+    return int(rank) if pd.notna(rank) else None
+
+
+def straggler_calls(strag: pd.DataFrame) -> dict:
+    """Per session of the stragglers table (``with_arrivals``): a ``StragglerCall`` (see module doc)."""
+    out = {}
+    for sid, rows in strag.groupby("session_id", sort=False, dropna=False):
+        sid = sid if pd.notna(sid) else None
+        none_flagged = not rows["is_straggler"].astype(bool).any()
+        if rows["last_arrival_share"].notna().any():
+            out[sid] = StragglerCall(sid, BY_ARRIVAL, _nearest(rows, "last_arrival_share") if none_flagged else None)
+        else:
+            near = _nearest(rows, "vs_fastest") if none_flagged and len(rows) > 1 else None
+            out[sid] = StragglerCall(sid, BY_STEP_TIME, near)
+    return out

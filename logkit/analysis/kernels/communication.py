@@ -56,6 +56,8 @@ COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes"
                 "group_size", "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes",
                 "latency_bound", "verdict", "note", "sampled", "summary_count", "summary_total_bytes",
                 "summary_mean_bytes", "sources"]
+# the reference table (``communication_peaks``): one row per link
+PEAK_COLUMNS = ["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_bytes", "source", "match"]
 
 
 def session_link(session) -> dict | None:
@@ -186,12 +188,11 @@ def _add_summary_totals(out: pd.DataFrame, meta: dict) -> None:
 
 
 def communication_peaks() -> pd.DataFrame:
-    """The reference table (``peaks.COMMUNICATION_PEAKS`` and the CPU and gloo rows) as a frame, with
-    ``half_peak_bytes`` per link and each row's source."""
+    """The reference table (``peaks.COMMUNICATION_PEAKS`` and the CPU and gloo rows) as a frame of
+    ``PEAK_COLUMNS``, with ``half_peak_bytes`` per link and each row's source."""
     rows = [dict(r) for r in COMMUNICATION_PEAKS] + [dict(CPU_LINK), dict(GLOO_LINK)]
     for r in rows:
         r["half_peak_bytes"] = half_peak_bytes(r)
-    return pd.DataFrame(rows)[["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_bytes", "source",
-                               "match"]]
+    return pd.DataFrame(rows)[PEAK_COLUMNS]
 
 

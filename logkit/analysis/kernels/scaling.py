@@ -20,6 +20,11 @@ Definitions (``definitions.SCALING``):
   broken by the earliest start; runs with a throughput first.
 - flags: a headline speedup below 1 (slowdown) or above the rank ratio (superlinear), for
   candidates with more ranks than the baseline, with the likely causes the other analyses found.
+- ``per_rank_batch``: the baseline's total_batch_size / its world_size (what the weak regime keeps).
+- ``averages`` (``group_average``): per comparison group, its baseline and the candidates compared
+  with it, split into single-rank and multi-rank runs; of each side the arithmetic mean of the
+  runs' steps/s and samples/s (whole-run figures, runs without one left out) and the mean of
+  ``avg_util`` over all the GPUs of its runs (``gpus`` table).
 """
 
 from __future__ import annotations
@@ -27,13 +32,23 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 
 from logkit.analysis.kernels.amdahl import amdahl_fit
 from logkit.analysis.kernels.groups import group_sessions
 from logkit.analysis.kernels.headline import samples_seen, session_summary
 from logkit.analysis.kernels.shares import comm_bound
 from logkit.analysis.kernels.throughput import SteadyState, bootstrap_throughput, steady_state
-from logkit.analysis.results import Comparison, Flag, Group, NotCompared, Ratios, Scaling, SessionSummary
+from logkit.analysis.results import (
+    Comparison,
+    Flag,
+    Group,
+    GroupAverage,
+    NotCompared,
+    Ratios,
+    Scaling,
+    SessionSummary,
+)
 from logkit.analysis.thresholds import CI_LEVEL, SAMPLES_RATIO_TOLERANCE
 from logkit.schema.values import to_float
 
@@ -61,13 +76,17 @@ def pick_baseline(sessions: list, summaries: list[SessionSummary], members) -> i
                                        _ranks(summaries[i]), sessions[i].start_key()))
 
 
+def _per_rank_batch(summary: SessionSummary) -> float | None:
+    return summary.total_batch_size / _ranks(summary) if summary.total_batch_size else None
+
+
 def _regime(base: SessionSummary, cand: SessionSummary) -> str:
     b, c = base.total_batch_size, cand.total_batch_size
     if not b or not c:
         return "unknown"
     if b == c:
         return "strong"
-    if b / _ranks(base) == c / _ranks(cand):
+    if _per_rank_batch(base) == _per_rank_batch(cand):
         return "weak"
     return "mixed"
 
@@ -194,7 +213,8 @@ def _compare(sessions, summaries, states, b: int, c: int, label: str, boots: dic
         rank_ratio=ratio, baseline_samples_per_second=tputs[0], candidate_samples_per_second=tputs[1],
         baseline_basis=base.basis_detail, candidate_basis=cand.basis_detail, baseline_samples_seen=base_seen,
         candidate_samples_seen=seen, samples_ratio=ctx["samples_ratio"], note=mismatch,
-        flags=_flag(headline.speedup, ratio, ci, basis, base, cand, ctx, context))
+        flags=_flag(headline.speedup, ratio, ci, basis, base, cand, ctx, context),
+        per_rank_batch=_per_rank_batch(base))
 
 
 def scaling_analysis(sessions: list, context: dict[str, dict] | None = None) -> Scaling:
@@ -224,3 +244,27 @@ def scaling_analysis(sessions: list, context: dict[str, dict] | None = None) -> 
     return Scaling(sessions=tuple(summaries), comparisons=tuple(comparisons), groups=groups,
                    not_compared=not_compared, fits=fits,
                    baseline=next((g.baseline for g in groups if g.baseline is not None), None))
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def with_averages(scaling: Scaling, gpus: pd.DataFrame) -> Scaling:
+    """``scaling`` with its ``averages`` (see module doc) over the per-GPU table ``gpus``."""
+    util = gpus["avg_util"].astype("float64") if len(gpus) else pd.Series(dtype="float64")
+    averages = []
+    for label in dict.fromkeys(c.group for c in scaling.comparisons):
+        mine = [c for c in scaling.comparisons if c.group == label]
+        ids = dict.fromkeys([mine[0].baseline] + [c.candidate for c in mine])
+        members = [s for s in map(scaling.summary, ids) if s is not None]
+        for multi in (False, True):
+            side = [s for s in members if s.is_multi == multi]
+            if not side:
+                continue
+            side_ids = [s.session_id for s in side]
+            used = util[gpus["session_id"].isin(side_ids)].dropna().tolist() if len(gpus) else []
+            averages.append(GroupAverage(label, multi, tuple(side_ids), _mean(s.steps_per_second for s in side),
+                                         _mean(s.samples_per_second for s in side), _mean(used)))
+    return dataclasses.replace(scaling, averages=tuple(averages))

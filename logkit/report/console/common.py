@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from logkit.analysis.results import Analysis, SessionSummary, plain
+from logkit.analysis.results import Analysis, SessionSummary
 from logkit.report.format import fmt
 
 RULE = "=" * 60
 KIND_WORDS = {"gpu_capture": "GPU capture", "nccl_tests": "nccl-tests benchmark"}
-
-
-def rows(frame, session_id=None) -> list[dict]:
-    """A result frame's rows as plain dicts (None where missing), of one session when given."""
-    out = plain(frame)
-    return out if session_id is None else [r for r in out if r.get("session_id") == session_id]
 
 
 def definitions_footer(analysis: Analysis, keys) -> list[str]:
@@ -24,27 +18,26 @@ def definitions_footer(analysis: Analysis, keys) -> list[str]:
 
 
 def gpu_count_text(s: SessionSummary | None) -> str:
-    """"2", "2 (4 ranks)", "0 (CPU, 2 rank(s))" when the run says it had none, "unknown" when it does not say."""
+    """"2", "2 (4 ranks)", "0 (CPU, 2 rank(s))" when the run says it had none (``on_cpu``), "unknown"
+    when it does not say."""
     if s is None:
         return "unknown"
     gpus, ranks = s.gpu_count, s.world_size
-    if gpus is None:
-        if str(s.mode or "").upper() in ("CPU", "MULTI-CPU"):
-            return f"0 (CPU, {fmt(ranks, 'd')} rank(s))"
-        return "unknown" + (f" ({ranks} rank(s))" if ranks else "")
-    if gpus == 0:
+    if s.on_cpu:
         return f"0 (CPU, {fmt(ranks, 'd')} rank(s))"
+    if gpus is None:
+        return "unknown" + (f" ({ranks} rank(s))" if ranks else "")
     return f"{gpus}" + (f" ({ranks} ranks)" if ranks and ranks != gpus else "")
 
 
 def gpu_lines(analysis: Analysis, sid, indent: str = "  ") -> list[str]:
-    gpus = rows(analysis.gpus, sid)
-    hosts = {g.get("host") for g in gpus}
+    gpus = analysis.rows("gpus", sid)
+    hosts = {g.host for g in gpus}
     out = []
     for g in gpus:
-        where = f"{g['host']} " if len(hosts) > 1 and g.get("host") else ""
-        out.append(f"{indent}{where}GPU {fmt(g.get('gpu'), 'd')}: {fmt(g.get('avg_util'), '.1f', '%')} avg util, "
-                   f"{fmt(g.get('peak_util'), '.1f', '%')} peak, {fmt(g.get('avg_memory_pct'), '.1f', '%')} avg memory")
+        where = f"{g.host} " if len(hosts) > 1 and g.host else ""
+        out.append(f"{indent}{where}GPU {fmt(g.gpu, 'd')}: {fmt(g.avg_util, '.1f', '%')} avg util, "
+                   f"{fmt(g.peak_util, '.1f', '%')} peak, {fmt(g.avg_memory_pct, '.1f', '%')} avg memory")
     return out
 
 
@@ -58,9 +51,9 @@ def session_order(analysis: Analysis, *tables: str) -> list:
     """Sessions in the analysis' order, then any that only a table names."""
     order = [s.session_id for s in analysis.scaling.sessions]
     for t in tables:
-        for r in rows(getattr(analysis, t)):
-            if r.get("session_id") not in order:
-                order.append(r.get("session_id"))
+        for r in analysis.rows(t):
+            if r.session_id not in order:
+                order.append(r.session_id)
     return order
 
 

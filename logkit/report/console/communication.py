@@ -5,83 +5,84 @@ for nccl-tests output, per op the bandwidth at the largest message size."""
 from __future__ import annotations
 
 from logkit.analysis.results import Analysis
-from logkit.report.console.common import RULE, definitions_footer, rows, session_header, session_order
+from logkit.analysis.results.frames import CommRow, NcclTestsRow
+from logkit.report.console.common import RULE, definitions_footer, session_header, session_order
 from logkit.report.format import fmt, mb, pct, size_text
 
 _KEYS = ["count", "total_bytes / mean_bytes", "p50_ms / p95_ms", "algbw_mb_s", "busbw_mb_s",
          "sync_share_of_step_time", "pct_of_peak", "verdict"]
 
 
-def _link(r: dict, ind: str, where: str = "") -> list[str]:
+def _link(r: CommRow | NcclTestsRow, ind: str, where: str = "") -> list[str]:
     """The link the row is measured against and its share of the link's peak."""
-    if r.get("peak_busbw_gb_s") is not None:
-        return [f"{ind}Link: {r.get('link') or 'unknown'} (peak {fmt(r.get('peak_busbw_gb_s'), '.1f', ' GB/s')} "
-                f"busbw): {fmt(r.get('pct_of_peak'), '.1f', '%')} of peak{where}"]
-    return [f"{ind}Link: {r['link']} (no reference peak)"] if r.get("link") else []
+    if r.peak_busbw_gb_s is not None:
+        return [f"{ind}Link: {r.link or 'unknown'} (peak {fmt(r.peak_busbw_gb_s, '.1f', ' GB/s')} "
+                f"busbw): {fmt(r.pct_of_peak, '.1f', '%')} of peak{where}"]
+    return [f"{ind}Link: {r.link} (no reference peak)"] if r.link else []
 
 
-def _nccl_tests_lines(tests: list[dict]) -> list[str]:
+def _nccl_tests_lines(tests: list[NcclTestsRow]) -> list[str]:
     lines = ["  nccl-tests (GB/s = 10^9 bytes/s; busbw at the largest size is the figure to compare):"]
     for r in tests:
-        where = f" ({r['placement']})" if r.get("placement") else ""
-        lines.append(f"    {r.get('op')}{where}: {fmt(r.get('sizes'), 'd')} sizes, {size_text(r.get('min_bytes'))}"
-                     f" .. {size_text(r.get('max_bytes'))}, {fmt(r.get('group_size'), 'd')} ranks")
-        lines.append(f"      busbw at the largest size ({size_text(r.get('max_bytes'))}): "
-                     f"{fmt(r.get('busbw_at_max_size_gb_s'), '.2f', ' GB/s')} (algbw "
-                     f"{fmt(r.get('algbw_at_max_size_gb_s'), '.2f', ' GB/s')}, "
-                     f"{fmt(r.get('time_at_max_size_us'), '.1f', ' us')})"
-                     + (f" at {r['source']}" if r.get("source") else ""))
-        lines.append(f"      80% of the sweep's max busbw ({fmt(r.get('max_busbw_gb_s'), '.2f', ' GB/s')}) first "
-                     f"reached at {size_text(r.get('size_at_80pct_bytes'))}")
+        where = f" ({r.placement})" if r.placement else ""
+        lines.append(f"    {r.op}{where}: {fmt(r.sizes, 'd')} sizes, {size_text(r.min_bytes)}"
+                     f" .. {size_text(r.max_bytes)}, {fmt(r.group_size, 'd')} ranks")
+        lines.append(f"      busbw at the largest size ({size_text(r.max_bytes)}): "
+                     f"{fmt(r.busbw_at_max_size_gb_s, '.2f', ' GB/s')} (algbw "
+                     f"{fmt(r.algbw_at_max_size_gb_s, '.2f', ' GB/s')}, "
+                     f"{fmt(r.time_at_max_size_us, '.1f', ' us')})"
+                     + (f" at {r.source}" if r.source else ""))
+        lines.append(f"      80% of the sweep's max busbw ({fmt(r.max_busbw_gb_s, '.2f', ' GB/s')}) first "
+                     f"reached at {size_text(r.size_at_80pct_bytes)}")
         lines.append(f"      # Avg bus bandwidth (nccl-tests, mean over all sizes): "
-                     f"{fmt(r.get('avg_busbw_gb_s'), '.2f', ' GB/s')}")
+                     f"{fmt(r.avg_busbw_gb_s, '.2f', ' GB/s')}")
         lines += _link(r, "      ", " at the largest size")
-        if r.get("note"):
-            lines.append(f"      Verdict: {r['note']}")
+        if r.note:
+            lines.append(f"      Verdict: {r.note}")
     return lines
 
 
-def _op_detail(r: dict, ind: str) -> list[str]:
-    bus_from = r.get("busbw_from")
-    lines = [f"{ind}Duration p50/p95: {fmt(r.get('p50_ms'), '.2f')} / {fmt(r.get('p95_ms'), '.2f')} ms",
-             f"{ind}Bandwidth: algbw {fmt(r.get('algbw_mb_s'), '.1f', ' MB/s')}, "
-             f"busbw {fmt(r.get('busbw_mb_s'), '.1f', ' MB/s')}"
+def _op_detail(r: CommRow, ind: str) -> list[str]:
+    bus_from = r.busbw_from
+    lines = [f"{ind}Duration p50/p95: {fmt(r.p50_ms, '.2f')} / {fmt(r.p95_ms, '.2f')} ms",
+             f"{ind}Bandwidth: algbw {fmt(r.algbw_mb_s, '.1f', ' MB/s')}, "
+             f"busbw {fmt(r.busbw_mb_s, '.1f', ' MB/s')}"
              + (f" ({bus_from})" if bus_from and bus_from != "logged" else "")]
-    matched = r.get("matched_steps")
-    if r.get("sync_share_of_step_time") is not None:
-        lines.append(f"{ind}Share of step time: {pct(r.get('sync_share_of_step_time'))}"
+    matched = r.matched_steps
+    if r.sync_share_of_step_time is not None:
+        lines.append(f"{ind}Share of step time: {pct(r.sync_share_of_step_time)}"
                      + (f" (over {matched} step(s) with both)" if matched else ""))
     else:
         lines.append(f"{ind}Share of step time: n/a (no step logged both this op and a step time)")
     lines += _link(r, ind)
-    if r.get("note"):
-        lines.append(f"{ind}Verdict: {r['note']}" if r.get("verdict") else f"{ind}Note: {r['note']}")
-    elif r.get("latency_bound"):
+    if r.note:
+        lines.append(f"{ind}Verdict: {r.note}" if r.verdict else f"{ind}Note: {r.note}")
+    elif r.latency_bound:
         lines.append(f"{ind}Latency-bound: yes")
     return lines
 
 
-def _op_lines(op: str, op_rows: list[dict]) -> tuple[list[str], bool]:
+def _op_lines(op: str, op_rows: list[CommRow]) -> tuple[list[str], bool]:
     """The lines of one op (its lowest rank's figures, the other ranks below); whether the run's own
     totals stood in for sampled lines."""
-    op_rows = sorted(op_rows, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
+    op_rows = sorted(op_rows, key=lambda r: (r.rank is None, r.rank or 0))
     head = op_rows[0]
-    sampled = bool(head.get("sampled") and head.get("summary_count") is not None)
+    sampled = bool(head.sampled and head.summary_count is not None)
     if sampled:
-        lines = [f"    {op}: {fmt(head.get('summary_count'), '.0f')} occurrences (run total, summary.json)",
-                 f"      Avg data size: {mb(head.get('summary_mean_bytes'))}",
-                 f"      Total data: {mb(head.get('summary_total_bytes'))}",
-                 f"      Sampled log lines: {fmt(head.get('count'), 'd')} of them, {mb(head.get('total_bytes'))} total, "
-                 f"{mb(head.get('mean_bytes'))} avg: the figures below are the sampled lines'"]
+        lines = [f"    {op}: {fmt(head.summary_count, '.0f')} occurrences (run total, summary.json)",
+                 f"      Avg data size: {mb(head.summary_mean_bytes)}",
+                 f"      Total data: {mb(head.summary_total_bytes)}",
+                 f"      Sampled log lines: {fmt(head.count, 'd')} of them, {mb(head.total_bytes)} total, "
+                 f"{mb(head.mean_bytes)} avg: the figures below are the sampled lines'"]
     else:
-        lines = [f"    {op}: {fmt(head.get('count'), 'd')} occurrences",
-                 f"      Avg data size: {mb(head.get('mean_bytes'))}", f"      Total data: {mb(head.get('total_bytes'))}"]
+        lines = [f"    {op}: {fmt(head.count, 'd')} occurrences",
+                 f"      Avg data size: {mb(head.mean_bytes)}", f"      Total data: {mb(head.total_bytes)}"]
     lines += _op_detail(head, "      ")
     if len(op_rows) > 1:
-        lines.append(f"      (figures above: rank {fmt(head.get('rank'), 'd')}; other ranks below)")
-        lines += [f"      Rank {fmt(r.get('rank'), 'd')}: {fmt(r.get('count'), 'd')} ops, {mb(r.get('total_bytes'))} "
-                  f"total, p50 {fmt(r.get('p50_ms'), '.2f', ' ms')}, busbw {fmt(r.get('busbw_mb_s'), '.1f', ' MB/s')}, "
-                  f"{pct(r.get('sync_share_of_step_time'))} of step time" for r in op_rows[1:]]
+        lines.append(f"      (figures above: rank {fmt(head.rank, 'd')}; other ranks below)")
+        lines += [f"      Rank {fmt(r.rank, 'd')}: {fmt(r.count, 'd')} ops, {mb(r.total_bytes)} "
+                  f"total, p50 {fmt(r.p50_ms, '.2f', ' ms')}, busbw {fmt(r.busbw_mb_s, '.1f', ' MB/s')}, "
+                  f"{pct(r.sync_share_of_step_time)} of step time" for r in op_rows[1:]]
     return lines, sampled
 
 
@@ -90,7 +91,7 @@ def render_communication(analysis: Analysis) -> str:
     lines = ["MULTI-GPU COMMUNICATION ANALYSIS", RULE]
     keys = list(_KEYS)
     for sid in session_order(analysis, "communication", "nccl_tests"):
-        mine, tests = rows(analysis.communication, sid), rows(analysis.nccl_tests, sid)
+        mine, tests = analysis.rows("communication", sid), analysis.rows("nccl_tests", sid)
         summary = analysis.scaling.summary(sid)
         if summary is not None and summary.kind == "gpu_capture" and not mine:
             continue  # a GPU capture has no communication to show
@@ -103,9 +104,9 @@ def render_communication(analysis: Analysis) -> str:
             lines.append("  Communication Operations: none logged (single rank, or communication logging off)")
             continue
         lines.append("  Communication Operations:")
-        ops: dict[str, list[dict]] = {}
+        ops: dict[str, list[CommRow]] = {}
         for r in mine:
-            ops.setdefault(str(r.get("op")), []).append(r)
+            ops.setdefault(str(r.op), []).append(r)
         for op, op_rows in ops.items():
             op_lines, sampled = _op_lines(op, op_rows)
             lines += op_lines

@@ -3,9 +3,10 @@ state, the bootstrap interval, the flags, the Amdahl fit, loss parity and health
 
 from __future__ import annotations
 
-from logkit.analysis.results import Analysis, Comparison, Fit, SessionSummary
-from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_count_text, gpu_lines, rows
+from logkit.analysis.results import Analysis, Comparison, Fit, GroupAverage, SessionSummary
+from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_count_text, gpu_lines
 from logkit.report.format import fmt, pct
+from logkit.schema.records import Status
 
 _GPU_WORDS = {"title": "SINGLE GPU vs MULTI-GPU COMPARISON", "single": "SINGLE GPU", "multi": "MULTI-GPU",
               "single_avg": "Single GPU Average", "multi_avg": "Multi-GPU Average",
@@ -68,33 +69,24 @@ def _session_block(s: SessionSummary, analysis: Analysis, gpu: bool) -> list[str
     if s.steady_samples_per_second is not None:
         lines.append(f"  Steady samples/sec: {fmt(s.steady_samples_per_second)} (after {fmt(s.warmup_steps, 'd')} "
                      f"warm-up steps, {fmt(s.steady_steps, 'd')} steady steps)")
-    if s.status not in (None, "completed"):
+    if s.status not in (None, Status.COMPLETED):
         lines.append(f"  Status: {s.status}" + (f": {s.status_detail}" if s.status_detail else ""))
     return lines + gpu_lines(analysis, s.session_id) + _health_line(analysis, s.session_id)
 
 
-def _mean(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
-
-
-def _average_block(title: str, group: list[SessionSummary], analysis: Analysis, gpu: bool) -> list[str]:
-    lines = [f"{title}:", f"  Steps/sec: {fmt(_mean(s.steps_per_second for s in group))}",
-             f"  Samples/sec: {fmt(_mean(s.samples_per_second for s in group))}"]
-    if gpu:
-        ids = {s.session_id for s in group}
-        util = _mean(g.get("avg_util") for g in rows(analysis.gpus) if g.get("session_id") in ids)
-        if util is not None:
-            lines.append(f"  GPU utilization: {util:.1f}%")
+def _average_block(title: str, avg: GroupAverage, gpu: bool) -> list[str]:
+    lines = [f"{title}:", f"  Steps/sec: {fmt(avg.steps_per_second)}", f"  Samples/sec: {fmt(avg.samples_per_second)}"]
+    if gpu and avg.gpu_utilization_pct is not None:
+        lines.append(f"  GPU utilization: {avg.gpu_utilization_pct:.1f}%")
     return lines
 
 
-def _regime_text(regime: str | None, base: SessionSummary, cand: SessionSummary) -> str:
+def _regime_text(c: Comparison, base: SessionSummary, cand: SessionSummary) -> str:
+    regime = c.regime
     if regime == "strong":
         return f"strong scaling (same global batch: {base.total_batch_size})"
     if regime == "weak":
-        per = (base.total_batch_size or 0) / (base.world_size or 1)
-        return f"weak scaling (same per-rank batch: {per:g})"
+        return f"weak scaling (same per-rank batch: {fmt(c.per_rank_batch, 'g')})"
     if regime == "mixed":
         return (f"mixed (global batch {base.total_batch_size} -> {cand.total_batch_size}, "
                 "per-rank batch differs too)")
@@ -125,7 +117,7 @@ def _comparison_lines(c: Comparison, base: SessionSummary, cand: SessionSummary,
     if c.speedup_ci is not None:
         lines.append(f"  {pct(c.ci_level, '.0f')} CI of the steady-state speedup: "
                      f"[{fmt(c.speedup_ci[0], '.2f', 'x')}, {fmt(c.speedup_ci[1], '.2f', 'x')}]")
-    lines += [f"  Regime: {_regime_text(c.regime, base, cand)}",
+    lines += [f"  Regime: {_regime_text(c, base, cand)}",
               f"  Step-rate ratio: {fmt(c.headline.step_rate_ratio, '.2f', 'x')} ({c.basis})"]
     if c.basis_detail:
         lines.append(f"  Basis: {c.basis_detail}")
@@ -165,13 +157,11 @@ def _parity_lines(analysis: Analysis) -> list[str]:
 
 def _group_lines(analysis: Analysis, mine: list[Comparison], label, several: bool, w: dict, gpu) -> list[str]:
     scaling = analysis.scaling
-    members = [s for s in (scaling.summary(i) for i in dict.fromkeys([mine[0].baseline] + [c.candidate for c in mine]))
-               if s is not None]
     lines = [f"── Group: {label} ──"] if several and label else []
-    for title, group in ((w["single_avg"], [s for s in members if not s.is_multi]),
-                         (w["multi_avg"], [s for s in members if s.is_multi])):
-        if group:
-            lines += _average_block(title, group, analysis, gpu) + [""]
+    for title, multi in ((w["single_avg"], False), (w["multi_avg"], True)):
+        avg = scaling.average(label, multi)
+        if avg is not None:
+            lines += _average_block(title, avg, gpu) + [""]
     base = scaling.summary(mine[0].baseline) or _unknown(mine[0].baseline)
     lines.append(f"Baseline: {mine[0].baseline} ({fmt(base.world_size, 'd')} rank(s), "
                  f"{fmt(base.samples_per_second)} samples/s)")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from logkit.analysis.results import Analysis, Mfu
-from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_lines, rows, session_order
+from logkit.analysis.results import Analysis, Mfu, StragglerCall
+from logkit.analysis.results.frames import ArrivalRow, BreakdownRow, StepRow
+from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_lines, session_order
 from logkit.report.format import fmt, pct
 
 _KEYS = ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score", "data_s", "compute_s",
@@ -17,45 +18,43 @@ def _ms(value) -> str:
     return fmt(value * 1e3 if value is not None else None, ".2f", " ms")
 
 
-def _breakdown_lines(rows_: list[dict]) -> list[str]:
-    if not rows_:
+def _breakdown_lines(rows: list[BreakdownRow]) -> list[str]:
+    if not rows:
         return []
-    out = [f"  Where each step goes (median over {fmt(rows_[0].get('steps'), 'd')} synced steps):"]
-    for r in sorted(rows_, key=lambda r: r.get("rank") or 0):
-        out.append(f"    rank {fmt(r.get('rank'), 'd')}: " + ", ".join(f"{label} {_ms(r.get(key))}"
-                                                                       for key, label in _PARTS)
-                   + f" of {_ms(r.get('step_s'))}")
+    out = [f"  Where each step goes (median over {fmt(rows[0].steps, 'd')} synced steps):"]
+    for r in sorted(rows, key=lambda r: r.rank or 0):
+        out.append(f"    rank {fmt(r.rank, 'd')}: " + ", ".join(f"{label} {_ms(getattr(r, key))}"
+                                                              for key, label in _PARTS)
+                   + f" of {_ms(r.step_s)}")
     return out
 
 
-def _rank_lines(perf: list[dict]) -> list[str]:
-    return [f"  Rank {fmt(r.get('rank'), 'd')}: {fmt(r.get('steps'), 'd')} steps, step time "
-            f"p50 {fmt(r.get('step_p50_s'), '.3f', 's')}, p95 {fmt(r.get('step_p95_s'), '.3f', 's')}, "
-            f"max {fmt(r.get('step_max_s'), '.3f', 's')}, mean {fmt(r.get('step_mean_s'), '.3f', 's')}; "
-            f"{fmt(r.get('slow_steps'), 'd')} slow step(s); data loading {pct(r.get('data_share'))}"
-            for r in sorted(perf, key=lambda r: r.get("rank") or 0)]
+def _rank_lines(perf: list[StepRow]) -> list[str]:
+    return [f"  Rank {fmt(r.rank, 'd')}: {fmt(r.steps, 'd')} steps, step time "
+            f"p50 {fmt(r.step_p50_s, '.3f', 's')}, p95 {fmt(r.step_p95_s, '.3f', 's')}, "
+            f"max {fmt(r.step_max_s, '.3f', 's')}, mean {fmt(r.step_mean_s, '.3f', 's')}; "
+            f"{fmt(r.slow_steps, 'd')} slow step(s); data loading {pct(r.data_share)}"
+            for r in sorted(perf, key=lambda r: r.rank or 0)]
 
 
-def _straggler_lines(strag: list[dict]) -> list[str]:
-    flagged = [r for r in strag if r.get("is_straggler")]
-    arrival = [r for r in strag if r.get("last_arrival_share") is not None]
-    if flagged and arrival:
-        return [f"  ⚠ Straggler: rank {fmt(r.get('rank'), 'd')}, last to the gradient sync in "
-                f"{pct(r.get('last_arrival_share'))} of steps, {_ms(r.get('lateness_s'))} after the first rank"
-                f" (score {fmt(r.get('score'), '.2f')}); cause: {r.get('cause') or 'not explained'}" for r in flagged]
-    if arrival:
-        latest = max(arrival, key=lambda r: r.get("last_arrival_share") or 0)
-        return [f"  Stragglers: none (rank {fmt(latest.get('rank'), 'd')} was last to the sync in "
-                f"{pct(latest.get('last_arrival_share'))} of steps)"]
+def _straggler_lines(call: StragglerCall | None, strag: list[ArrivalRow]) -> list[str]:
+    """The session's stragglers on the basis the analysis judged them by, or the rank nearest to one."""
+    if call is None:
+        return []
+    flagged = [r for r in strag if r.is_straggler]
+    nearest = next((r for r in strag if r.rank == call.nearest_rank), None) if call.nearest_rank is not None else None
+    if call.by_arrival:
+        if flagged:
+            return [f"  ⚠ Straggler: rank {fmt(r.rank, 'd')}, last to the gradient sync in "
+                    f"{pct(r.last_arrival_share)} of steps, {_ms(r.lateness_s)} after the first rank"
+                    f" (score {fmt(r.score, '.2f')}); cause: {r.cause or 'not explained'}" for r in flagged]
+        return [f"  Stragglers: none (rank {fmt(nearest.rank, 'd')} was last to the sync in "
+                f"{pct(nearest.last_arrival_share)} of steps)"] if nearest else []
     if flagged:
-        return [f"  ⚠ Straggler: rank {fmt(r.get('rank'), 'd')} (median step {fmt(r.get('median_step_s'), '.3f', 's')}, "
-                f"{fmt(r.get('vs_fastest'), '.2f', 'x')} the fastest rank, score {fmt(r.get('score'), '.2f')})"
-                for r in flagged]
-    if len(strag) > 1:
-        slowest = max(strag, key=lambda r: r.get("vs_fastest") or 0)
-        return [f"  Stragglers: none (slowest rank {fmt(slowest.get('rank'), 'd')} at "
-                f"{fmt(slowest.get('vs_fastest'), '.2f', 'x')} the fastest)"]
-    return []
+        return [f"  ⚠ Straggler: rank {fmt(r.rank, 'd')} (median step {fmt(r.median_step_s, '.3f', 's')}, "
+                f"{fmt(r.vs_fastest, '.2f', 'x')} the fastest rank, score {fmt(r.score, '.2f')})" for r in flagged]
+    return [f"  Stragglers: none (slowest rank {fmt(nearest.rank, 'd')} at "
+            f"{fmt(nearest.vs_fastest, '.2f', 'x')} the fastest)"] if nearest else []
 
 
 def _mfu_lines(m: Mfu | None) -> list[str]:
@@ -76,10 +75,9 @@ def render_performance(analysis: Analysis) -> str:
         summary = analysis.scaling.summary(sid)
         training = summary is None or summary.is_training
         lines += ["", f"⏱ Session: {sid}" + ("" if training else f" ({KIND_WORDS.get(summary.kind, summary.kind)})")]
-        perf = rows(analysis.performance, sid)
-        lines += _rank_lines(perf) or (["  No step times logged."] if training else [])
-        lines += _breakdown_lines(rows(analysis.step_breakdown, sid))
-        lines += _straggler_lines(rows(analysis.stragglers, sid)) + gpu_lines(analysis, sid)
-        if training:  # a capture has no model, no MFU
-            lines += _mfu_lines(analysis.mfu.get(sid))
+        lines += _rank_lines(analysis.rows("performance", sid)) or (["  No step times logged."] if training else [])
+        lines += _breakdown_lines(analysis.rows("step_breakdown", sid))
+        lines += _straggler_lines(analysis.straggler_calls.get(sid), analysis.rows("stragglers", sid))
+        lines += gpu_lines(analysis, sid)
+        lines += _mfu_lines(analysis.training_mfu.get(sid))  # a capture has no model, no MFU
     return "\n".join(lines + definitions_footer(analysis, _KEYS))

@@ -12,6 +12,7 @@ import pytest
 
 from logkit.analysis import Analysis, analyze
 from logkit.analysis.definitions import DEFINITIONS
+from logkit.analysis.kernels.breakdown import straggler_calls
 from logkit.analysis.results import (
     Comparison,
     Finding,
@@ -25,6 +26,7 @@ from logkit.analysis.results import (
     Scaling,
     SessionSummary,
 )
+from logkit.analysis.results.frames import ROWS
 from logkit.report.console import (
     render_communication,
     render_compare,
@@ -37,6 +39,12 @@ from tests.support.launch import REPO
 from tests.support.oracles import warmup_oracle
 
 QLORA = REPO / "sample_logs" / "qlora_tiny_cpu" / "logs"
+
+
+def _table(name: str, records: list[dict]) -> pd.DataFrame:
+    """The result frame ``name`` of ``records``, with every declared column (missing ones empty)."""
+    return pd.DataFrame(records).reindex(columns=list(ROWS[name].COLUMNS))
+
 
 def _fake() -> Analysis:
     """An analysis as the facade returns it, with the example numbers of a 1-GPU and a 2-GPU run."""
@@ -56,7 +64,7 @@ def _fake() -> Analysis:
               karp_flatt={2: 0.0416}, predicted={4: 3.57}, r2=0.99, points=3, baseline_world_size=1, reliable=True,
               note=None, superlinear_world_sizes=())
     sid = multi.session_id
-    comm = pd.DataFrame([
+    comm = _table("communication", [
         {"session_id": sid, "rank": 0, "op": "gradient_sync", "count": 45, "total_bytes": 3025.35e6,
          "mean_bytes": 67.23e6, "p50_ms": 12.34, "p95_ms": 15.1, "algbw_mb_s": 3701.46, "busbw_mb_s": 3701.46,
          "sync_share_of_step_time": 0.123, "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "pct_of_peak": 11.6,
@@ -66,14 +74,14 @@ def _fake() -> Analysis:
          "sync_share_of_step_time": 0.13, "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "pct_of_peak": 10.9,
          "latency_bound": True, "note": "messages of 0.1 MB: per-call latency dominates"},
     ])
-    perf = pd.DataFrame([{"session_id": sid, "rank": r, "steps": 1000, "step_p50_s": 0.4 + r / 10,
+    perf = _table("performance", [{"session_id": sid, "rank": r, "steps": 1000, "step_p50_s": 0.4 + r / 10,
                           "step_p95_s": 0.6, "step_max_s": 1.2, "step_mean_s": 0.45, "slow_steps": 3,
                           "data_share": 0.05} for r in (0, 1)])
-    strag = pd.DataFrame([{"session_id": sid, "rank": 0, "median_step_s": 0.4, "vs_fastest": 1.0, "score": 0.0,
+    strag = _table("stragglers", [{"session_id": sid, "rank": 0, "median_step_s": 0.4, "vs_fastest": 1.0, "score": 0.0,
                            "is_straggler": False},
                           {"session_id": sid, "rank": 1, "median_step_s": 0.5, "vs_fastest": 1.25, "score": 0.25,
                            "is_straggler": True}])
-    gpus = pd.DataFrame([{"session_id": single.session_id, "host": "n1", "gpu": 0, "avg_util": 85.2,
+    gpus = _table("gpus", [{"session_id": single.session_id, "host": "n1", "gpu": 0, "avg_util": 85.2,
                           "peak_util": 98.1, "avg_memory_pct": 78.3}])
     findings = (
         Finding.make("critical", "nccl_timeout", "s", "NCCL timeout", "watchdog", ["console.log:3", "console.log:4"],
@@ -81,10 +89,9 @@ def _fake() -> Analysis:
         Finding.make("warning", "straggler", "s", "Rank 1 is a straggler", "1.25x", ["s_rank1.jsonl:12"], [1]),
         Finding.make("info", "unparsed_lines", "s", "1 line not understood", "", ["x.log:9"]),
     )
-    return Analysis(
+    return Analysis.empty(
         scaling=Scaling(sessions=(single, multi), comparisons=(comparison,), fits=(fit,), baseline=single.session_id),
-        communication=comm, nccl_tests=pd.DataFrame(), communication_peaks=pd.DataFrame(), performance=perf,
-        stragglers=strag, gpus=gpus,
+        communication=comm, performance=perf, stragglers=strag, gpus=gpus, straggler_calls=straggler_calls(strag),
         mfu={sid: Mfu(mfu=0.352, achieved_tflops=348.2, peak_tflops=989.0, gpu_model="H100 SXM",
                       flops_per_token=4.2e10, tokens_per_second=16581.0, n_gpus=2),
              single.session_id: Mfu(reason="tokens/s not logged")},
