@@ -6,7 +6,8 @@ from logkit.analysis.results import Analysis, Mfu
 from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_lines, rows, session_order
 from logkit.report.format import fmt, pct
 
-_KEYS = ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score", "data_s", "compute_s",
+_KEYS = ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score", "is_straggler", "p_value",
+         "data_s", "compute_s",
          "comm_exposed_s", "wait_s", "other_s", "last_arrival_share", "cause", "avg_util / peak_util",
          "avg_memory_pct", "mfu"]
 _PARTS = (("data_s", "data"), ("compute_s", "fwd/bwd"), ("comm_exposed_s", "exposed sync"), ("wait_s", "wait"),
@@ -42,15 +43,16 @@ def _straggler_lines(strag: list[dict]) -> list[str]:
     if flagged and arrival:
         return [f"  ⚠ Straggler: rank {fmt(r.get('rank'), 'd')}, last to the gradient sync in "
                 f"{pct(r.get('last_arrival_share'))} of steps, {_ms(r.get('lateness_s'))} after the first rank"
-                f" (score {fmt(r.get('score'), '.2f')}); cause: {r.get('cause') or 'not explained'}" for r in flagged]
+                f" (score {fmt(r.get('score'), '.2f')}, p {fmt(r.get('p_value'), '.2g')}); cause: "
+                f"{r.get('cause') or 'not explained'}" for r in flagged]
     if arrival:
         latest = max(arrival, key=lambda r: r.get("last_arrival_share") or 0)
         return [f"  Stragglers: none (rank {fmt(latest.get('rank'), 'd')} was last to the sync in "
-                f"{pct(latest.get('last_arrival_share'))} of steps)"]
+                f"{pct(latest.get('last_arrival_share'))} of steps, p {fmt(latest.get('p_value'), '.2g')})"]
     if flagged:
         return [f"  ⚠ Straggler: rank {fmt(r.get('rank'), 'd')} (median step {fmt(r.get('median_step_s'), '.3f', 's')}, "
-                f"{fmt(r.get('vs_fastest'), '.2f', 'x')} the fastest rank, score {fmt(r.get('score'), '.2f')})"
-                for r in flagged]
+                f"{fmt(r.get('vs_fastest'), '.2f', 'x')} the fastest rank, score {fmt(r.get('score'), '.2f')}, "
+                f"p {fmt(r.get('p_value'), '.2g')})" for r in flagged]
     if len(strag) > 1:
         slowest = max(strag, key=lambda r: r.get("vs_fastest") or 0)
         return [f"  Stragglers: none (slowest rank {fmt(slowest.get('rank'), 'd')} at "
