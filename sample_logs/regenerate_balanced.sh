@@ -32,12 +32,12 @@ for i in $(seq 1 "$BALANCED_RUNS"); do
   run "$work/balanced"
   echo "balanced run $i of $BALANCED_RUNS"
 done
-# two runs of each kind, 20 and 40 ms per step (a step takes about 35 ms), on either rank
-run "$work/stragglers/data_rank1_20ms" --slow-rank 1 --slow-data 0.020
+# two runs of each kind, 25 and 40 ms per step (a step takes about 35 ms), on either rank
+run "$work/stragglers/data_rank1_25ms" --slow-rank 1 --slow-data 0.025
 run "$work/stragglers/data_rank0_40ms" --slow-rank 0 --slow-data 0.040
-run "$work/stragglers/forward_rank1_20ms" --slow-rank 1 --slow-compute 0.020
+run "$work/stragglers/forward_rank1_25ms" --slow-rank 1 --slow-compute 0.025
 run "$work/stragglers/forward_rank0_40ms" --slow-rank 0 --slow-compute 0.040
-run "$work/stragglers/backward_rank0_20ms" --slow-rank 0 --slow-backward 0.020
+run "$work/stragglers/backward_rank0_25ms" --slow-rank 0 --slow-backward 0.025
 run "$work/stragglers/backward_rank1_40ms" --slow-rank 1 --slow-backward 0.040
 for name in balanced stragglers; do
   rm -rf "sample_logs/$name"
