@@ -92,7 +92,7 @@ def worst_by_margin(values: np.ndarray, margin: float) -> np.ndarray:
 def _wide(samples: pd.DataFrame, column: str) -> pd.DataFrame:
     """``column`` as ranks x steps over the steps every rank has a value for (first row of a repeated step)."""
     rows = samples[samples["step"].notna()].drop_duplicates(["rank", "step"])
-    wide = rows.pivot(index="rank", columns="step", values=column).sort_index()
+    wide = rows.pivot(index="rank", columns="step", values=column).reindex(sorted(samples["rank"].unique()))
     return wide.dropna(axis=1)
 
 
@@ -142,7 +142,7 @@ def detect(samples: pd.DataFrame, baseline: str = "zero") -> pd.DataFrame:
     out["p_value"] = [min(1.0, n * binomial_tail(int(k), m, 1.0 / n)) if n > 1 and m else np.nan
                       for k in out["worst_steps"]]
     step_times = _wide(samples, "step_s").reindex(columns=wide.columns)
-    out["noise_s"] = robust_sd(np.nanmedian(step_times.to_numpy(), axis=0)) if m else np.nan
+    out["noise_s"] = robust_sd(step_times.median(axis=0).to_numpy()) if m else np.nan
     out["is_straggler"] = False
     top = straggler(out)
     if top is not None:

@@ -318,3 +318,13 @@ def test_the_detector_needs_no_session_and_takes_a_window():
     assert not detect(samples({0: [0.0] * 5})).loc[0, "is_straggler"]  # one rank is never a straggler
     with pytest.raises(ValueError):
         detect(samples(vals), baseline="median")
+
+
+def test_only_the_steps_every_rank_has_are_counted():
+    rows = samples({0: [0.0] * 10, 1: [0.5] * 12})  # rank 1 logged two steps rank 0 did not
+    got = detect(rows)
+    assert got.loc[1, "steps"] == 10 and got.loc[1, "worst_steps"] == 10
+    assert got.loc[1, "p_value"] == pytest.approx(2 * 0.5 ** 10) and named(got) == [1]
+    no_steps = rows.assign(step=np.where(rows["rank"] == 0, np.nan, rows["step"]))  # rank 0 numbered none
+    got = detect(no_steps)
+    assert got.loc[1, "steps"] == 0 and math.isnan(got.loc[1, "p_value"]) and named(got) == []
