@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_overlapping_buckets_share_of_training_time_is_of_wall_time(tmp_path):
     accelerate_launch("examples/train_accelerate_loop.py", [
-        "--log-dir", str(tmp_path / "logs"), "--steps", "12", "--batch-size", "16", "--hidden", "2048",
+        "--log-dir", str(tmp_path / "logs"), "--steps", "12", "--batch-size", "16", "--hidden", "16384",
         "--bucket-cap-mb", "0.05"], 2, cwd=tmp_path)
     (session,) = session_dirs(tmp_path / "logs")
     files = SessionFiles(session.name)
@@ -27,9 +27,11 @@ def test_overlapping_buckets_share_of_training_time_is_of_wall_time(tmp_path):
     by_step: dict[int, list[float]] = {}
     for r in comm:
         by_step.setdefault(r["step"], []).append(r["duration_ms"] / 1e3)
-    assert min(len(d) for d in by_step.values()) >= 3  # several buckets per step
+    # 3 buckets a step once DDP has rebuilt them after the first (the first layer's weight, 2 MB, alone)
+    assert max(len(d) for d in by_step.values()) >= 3
     # per step, the union of the buckets' spans is at least the longest and at most their sum
     assert sum(max(d) for d in by_step.values()) - 1e-6 <= sync["in_flight_s"] <= sync["total_time_s"] + 1e-6
+    assert sync["in_flight_s"] < sync["total_time_s"]  # they overlapped
     assert sync["in_flight_s"] <= training
     assert 0 < sync["share_of_training_time"] <= 1.0
     assert sync["share_of_training_time"] == pytest.approx(sync["in_flight_s"] / training, abs=2e-6)
