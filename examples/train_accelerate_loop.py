@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     p.add_argument("--slow-data", type=float, default=0.0, help="extra seconds of data loading per step on --slow-rank")
     p.add_argument("--slow-compute", type=float, default=0.0,
                    help="extra seconds of real compute (matrix products) in each forward on --slow-rank")
+    p.add_argument("--slow-backward", type=float, default=0.0,
+                   help="extra seconds of real compute (matrix products) in each backward on --slow-rank")
     p.add_argument("--hang-at", type=int, default=None,
                    help="at this step --slow-rank stops before its gradient sync (the others wait in it)")
     p.add_argument("--pg-timeout", type=float, default=None, help="process-group timeout, seconds")
@@ -90,6 +92,8 @@ def main(argv=None) -> int:
                         out = model(xb)
                         if slow and args.slow_compute:
                             out = out + busy(args.slow_compute)
+                        if slow and args.slow_backward:
+                            out = slow_backward(out, args.slow_backward)
                         loss = torch.nn.functional.mse_loss(out, yb)
                         if slow and n == args.hang_at:
                             time.sleep(3600)  # never reaches backward: the others wait in the gradient sync
@@ -138,6 +142,23 @@ def busy(seconds: float):
     while time.perf_counter() < end:
         a = torch.tanh(a @ a)
     return a.sum() * 0.0
+
+
+def slow_backward(out, seconds: float):
+    """``out`` unchanged, through an autograd function whose backward first spends ``seconds`` in
+    real compute (``busy``): a rank whose backward pass is slower, before any gradient is ready."""
+    import torch
+
+    class SpinInBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad + busy(seconds)
+
+    return SpinInBackward.apply(out)
 
 
 def parse_settings(items: list[str]) -> dict:

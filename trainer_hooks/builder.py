@@ -62,13 +62,16 @@ class _Window:
 
 class CommStats:
     """One collective's totals for the summary. A bandwidth that is not known (no duration, an
-    op without a bus factor) is left out of its average, never counted as 0."""
+    op without a bus factor) is left out of its average, never counted as 0. ``seconds`` sums the
+    operations' durations (overlapping ones each counted); ``in_flight_s`` sums, per step whose
+    operations were all timed, the wall time at least one was in flight (``in_flight_steps`` of them)."""
 
-    __slots__ = ("count", "bytes", "seconds", "algbw_sum", "algbw_n", "busbw_sum", "busbw_n")
+    __slots__ = ("count", "bytes", "seconds", "algbw_sum", "algbw_n", "busbw_sum", "busbw_n", "in_flight_s",
+                 "in_flight_steps")
 
     def __init__(self) -> None:
-        self.count = self.bytes = self.algbw_n = self.busbw_n = 0
-        self.seconds = self.algbw_sum = self.busbw_sum = 0.0
+        self.count = self.bytes = self.algbw_n = self.busbw_n = self.in_flight_steps = 0
+        self.seconds = self.algbw_sum = self.busbw_sum = self.in_flight_s = 0.0
 
     def add(self, size: int, seconds: float, algbw: float | None, busbw: float | None) -> None:
         self.count += 1
@@ -213,10 +216,17 @@ class RecordBuilder:
                     busbw_mb_s=_rounded(busbw, 4), group_size=group_size, bucket=bucket, timing_source=timing_source))
         return out
 
-    def phases(self, wall: float, elapsed: float, items: list, timing_source: str, clock_offset: float) -> list[dict]:
+    def phases(self, wall: float, elapsed: float, items: list, timing_source: str, clock_offset: float,
+               op: str = "gradient_sync") -> list[dict]:
         """One ``step_phases`` record per step of ``items`` (step, begin, compute_s, first_ready_s,
-        sync_s, buckets) that gets a step record (``step_records_every``); ``begin`` goes on the
-        job clock (minus ``clock_offset``)."""
+        sync_s, buckets[, in_flight_s]) that gets a step record (``step_records_every``); ``begin``
+        goes on the job clock (minus ``clock_offset``). Every step's ``in_flight_s`` (the union of
+        its buckets' spans) goes into ``op``'s totals for the summary."""
+        stats = self.comm_stats.setdefault(op, CommStats())
+        for item in items:
+            if len(item) > 6 and item[6] is not None:
+                stats.in_flight_s += item[6]
+                stats.in_flight_steps += 1
         every = self.settings.step_records_every
         time_s = round(elapsed, 6)
         return [self._phase_record(
@@ -225,7 +235,7 @@ class RecordBuilder:
             begin_clock_s=_rounded(begin - clock_offset if begin is not None else None, 6),
             compute_s=_rounded(compute, 6), first_ready_s=_rounded(first, 6), sync_s=_rounded(sync, 6),
             buckets=count, timing_source=timing_source)
-            for step, begin, compute, first, sync, count in items
+            for step, begin, compute, first, sync, count, *_ in items
             if step % every == 0 or step == self.max_steps]
 
 

@@ -90,8 +90,9 @@ class CommTimer:
 
     def collect(self, step: int, wait: bool = False) -> tuple[list[tuple], list[tuple]]:
         """Measurements ready now: ``(step, bucket, bytes, seconds)`` per bucket, and per step
-        whose buckets are all read ``(step, begin, compute_s, first_ready_s, sync_s, buckets)``
-        (``begin``: the step's start on the host's monotonic clock). The
+        whose buckets are all read ``(step, begin, compute_s, first_ready_s, sync_s, buckets,
+        in_flight_s)`` (``begin``: the step's start on the host's monotonic clock;
+        ``in_flight_s``: the time at least one of its buckets was in flight). The
         buckets launched since the last call belong to ``step``. ``wait=True`` (session end)
         waits for the GPU."""
         launched, self.pending = self.pending, []
@@ -116,7 +117,7 @@ class CommTimer:
         sync = self._steps.get(step)
         if sync is not None and sync.add(seq, start, end):
             del self._steps[step]
-            phases.append((step, sync.begin, *sync.figures(), sync.count))
+            phases.append((step, sync.begin, *sync.figures(), sync.count, sync.in_flight()))
 
     def finish(self, step: int, wait: bool) -> tuple[list[tuple], list[tuple], int]:
         """Session end: every measurement left, as ``collect`` gives them, and how many were
@@ -155,17 +156,19 @@ def _seconds(start, end) -> float:
 
 class _StepSync:
     """One step's buckets as they are read: the first launched's ready time, the last launched's
-    ready time and its all-reduce, measured from the step's anchor."""
+    ready time and its all-reduce, measured from the step's anchor, and every bucket's span."""
 
-    __slots__ = ("anchor", "begin", "count", "read", "first", "last")
+    __slots__ = ("anchor", "begin", "count", "read", "first", "last", "spans")
 
     def __init__(self, anchor, begin: float | None, count: int) -> None:
         self.anchor, self.begin, self.count, self.read = anchor, begin, count, 0
         self.first = self.last = None  # (seq, start, end)
+        self.spans: list[tuple] = []  # (start, end) of every bucket read
 
     def add(self, seq: int, start, end) -> bool:
         """One bucket read; True when it was the step's last."""
         self.read += 1
+        self.spans.append((start, end))
         if self.first is None or seq < self.first[0]:
             self.first = (seq, start, end)
         if self.last is None or seq > self.last[0]:
@@ -180,6 +183,28 @@ class _StepSync:
         if anchor is None or isinstance(anchor, float) != isinstance(self.last[1], float):
             return None, None, sync
         return _seconds(anchor, self.last[1]), _seconds(anchor, self.first[1]), sync
+
+    def in_flight(self) -> float:
+        """The wall time (device time on GPUs) during which at least one of the step's buckets was
+        in flight: the length of the union of their launch-to-completion spans. Buckets overlap
+        (each waits behind the ones launched before it), so the sum of their durations can exceed
+        the step; this cannot."""
+        ref = self.anchor
+        if ref is None or isinstance(ref, float) != isinstance(self.first[1], float):
+            ref = self.first[1]  # the first launched bucket's start: no bucket starts before it
+        return union_length([(_seconds(ref, start), _seconds(ref, end)) for start, end in self.spans])
+
+
+def union_length(spans: list[tuple[float, float]]) -> float:
+    """The total length covered by the intervals ``spans`` ((start, end) pairs), overlaps counted once."""
+    total, lo, hi = 0.0, None, None
+    for start, end in sorted(spans):
+        if hi is None or start > hi:
+            total += (hi - lo) if hi is not None else 0.0
+            lo, hi = start, end
+        else:
+            hi = max(hi, end)
+    return total + ((hi - lo) if hi is not None else 0.0)
 
 
 def find_ddp(model):

@@ -78,7 +78,16 @@ def build_summary(start: dict, end: dict, training_time_s: float, comm_stats: di
 
 
 def _comm(c, training_time_s: float) -> dict:
-    """One collective's totals; a bandwidth average is over the records whose bandwidth is known."""
+    """One collective's totals; a bandwidth average is over the records whose bandwidth is known.
+
+    ``total_time_s`` sums the operations' durations: gradient buckets overlap (each waits behind
+    the ones launched before it), so it can exceed the time they took. ``in_flight_s`` is that
+    time: per step, the union of its buckets' launch-to-completion spans, summed over the steps
+    whose buckets were all timed; ``share_of_training_time`` = in_flight_s / training time, a share
+    of wall time (at most 1; None where no step's buckets were all timed)."""
+    share = None
+    if c.in_flight_steps and training_time_s > 0:
+        share = round(min(1.0, c.in_flight_s / training_time_s), 6)  # device and host clocks: never above 1
     return {
         "count": int(c.count),
         "total_mb": round(c.bytes / 1e6, 6),
@@ -86,7 +95,8 @@ def _comm(c, training_time_s: float) -> dict:
         "avg_algbw_mb_s": round(c.algbw_sum / c.algbw_n, 4) if c.algbw_n else None,
         "avg_busbw_mb_s": round(c.busbw_sum / c.busbw_n, 4) if c.busbw_n else None,
         "total_time_s": round(c.seconds, 6),
-        "share_of_training_time": round(c.seconds / training_time_s, 6) if training_time_s > 0 else None,
+        "in_flight_s": round(c.in_flight_s, 6) if c.in_flight_steps else None,
+        "share_of_training_time": share,
     }
 
 
@@ -131,8 +141,15 @@ def summary_text(s: dict) -> str:
             lines.append(f"  {op}: {c['count']} operations, {c['total_mb']:.2f}MB total, {c['avg_mb']:.4f}MB avg, "
                          f"algbw {_fmt(c.get('avg_algbw_mb_s'), '.2f', 'MB/s')}, "
                          f"busbw {_fmt(c.get('avg_busbw_mb_s'), '.2f', 'MB/s')}, "
-                         f"{_fmt((c.get('share_of_training_time') or 0) * 100, '.1f', '%')} of training time")
+                         f"{_in_flight(c.get('share_of_training_time'))}")
     return "\n".join(lines) + "\n"
+
+
+def _in_flight(share) -> str:
+    if share is None:
+        return "time in flight not measured"
+    return (f"in flight {share * 100:.1f}% of training time (wall time with at least one bucket in flight, "
+            "overlapping buckets counted once)")
 
 
 def write_whole(path: Path, data: bytes) -> None:

@@ -35,10 +35,12 @@ from logkit.analysis.kernels.mfu import mfu
 from logkit.analysis.kernels.nccl_sweep import NCCL_TESTS_COLUMNS, nccl_tests_table
 from logkit.analysis.kernels.performance import (
     GPU_COLUMNS,
+    SAMPLE_COLUMNS,
     STEP_COLUMNS,
     busy_gpu,
     gpu_table,
     slow_step_list,
+    step_samples,
     step_stats,
     stragglers,
 )
@@ -101,7 +103,8 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
     perf = _concat([step_stats(s) for s in sessions], STEP_COLUMNS)
     synced = {s.session_id: synced_steps(s) for s in sessions}
     breakdown = _concat([step_breakdown(s, synced[s.session_id]) for s in sessions], BREAKDOWN_COLUMNS)
-    strag = with_arrivals(stragglers(perf), [arrival_stragglers(s, synced[s.session_id]) for s in sessions])
+    samples = _concat([step_samples(s) for s in sessions], SAMPLE_COLUMNS)
+    strag = with_arrivals(stragglers(samples), [arrival_stragglers(s, synced[s.session_id]) for s in sessions])
     gpus = _concat([gpu_table(s) for s in sessions], GPU_COLUMNS)
     comm = _concat([communication_table(s, p) for s, p in zip(sessions, parts, strict=True)], COMM_COLUMNS)
     busy, context = _context(sessions, gpus, comm, strag, breakdown)

@@ -16,6 +16,8 @@ from logkit.analysis.thresholds import (
     NEAR_PEAK,
     REACH,
     SLOW_FACTOR,
+    STRAGGLER_ALPHA,
+    STRAGGLER_NOISE,
     STRAGGLER_SCORE,
     STRAGGLER_SHARE,
     WARMUP_TOLERANCE,
@@ -99,9 +101,18 @@ PERFORMANCE: dict[str, str] = {
     "data_share": "sum of data_time_s / sum of step_time_s over the rank's steps that logged both",
     "vs_fastest": "the rank's median step time / the fastest rank's median step time",
     "score": "where the gradient sync was timed per step (step_phases): the rank's median lateness_s / the "
-             f"median step time, and a straggler is the rank with the largest score > {STRAGGLER_SCORE:g} that "
-             f"was the last arrival in >= {STRAGGLER_SHARE:.0%} of the synced steps; else vs_fastest - 1, and a "
-             f"straggler is the slowest rank with score > {STRAGGLER_SCORE:g}",
+             "median step time; else vs_fastest - 1",
+    "is_straggler": "one detector over a metric per rank and step (kernels/straggler.py): the rank's lateness_s "
+                    "where the gradient sync was timed per step, else its step time. The straggler is the rank with "
+                    f"the largest score when: score > {STRAGGLER_SCORE:g}; it was the step's worst (last arrival, or "
+                    f"slowest rank, by more than {ARRIVAL_MARGIN:.0%} of the median step time) in >= "
+                    f"{STRAGGLER_SHARE:.0%} of the steps every rank logged; p_value < {STRAGGLER_ALPHA:g}; and its "
+                    "median lateness (or its median step time - the fastest rank's) exceeds "
+                    f"{STRAGGLER_NOISE:g} x the robust standard deviation (1.4826 x MAD) across steps of the "
+                    "per-step median step time. At most one per session",
+    "p_value": "the chance that a fair draw, each of the n ranks the worst of a step with probability 1/n, makes "
+               "the rank the worst in as many of the steps as it was (binomial tail), times n (Bonferroni: the "
+               "candidate is picked among n ranks), at most 1",
     "avg_util / peak_util": "mean / max of utilization_pct over the GPU snapshots",
     "avg_memory_pct": "mean of memory used / memory total x 100 over the snapshots",
     "mfu": "achieved FLOP/s per GPU / the GPU's dense BF16 peak; FLOPs per token = 4 N + 2 N_trainable "
@@ -132,8 +143,9 @@ BREAKDOWN: dict[str, str] = {
                   "much later than the first rank it reached the sync) and the rank's step start - the earliest "
                   "(job clock)",
     "last_arrival_share": "share of the synced steps in which the rank had the largest lateness, by more than "
-                          f"{ARRIVAL_MARGIN:.0%} of the median step time (the rank the others waited for)",
-    "cause": "the straggler's phase (data: data_s, compute: compute_s, host: other_s) whose median exceeds the "
+                          f"{ARRIVAL_MARGIN:.0%} of the median step time (the rank the others waited for); a "
+                          "straggler (is_straggler) is last in a share a fair draw rarely gives (p_value)",
+    "cause": "the straggler's phase (data: data_s, compute: compute_s, forward and backward, host: other_s) whose median exceeds the "
              f"other ranks' median by the most, when that excess is >= {CAUSE_SHARE:.0%} of its lateness; "
              "null otherwise",
     "synced steps": "steps every rank of the session synchronised and timed (step_phases records, written when "

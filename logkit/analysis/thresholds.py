@@ -24,7 +24,7 @@ COMM_BOUND_SHARE = 0.30  # gradient sync >= 30% of step time: communication-boun
 
 # performance (performance.py)
 SLOW_FACTOR = 3.0  # a step slower than 3x its rank's median is slow
-STRAGGLER_SCORE = 0.05  # the slowest rank, 5% slower than the fastest, is a straggler
+STRAGGLER_SCORE = 0.05  # a straggler is late or slow by more than 5% of a step (less is not worth acting on)
 BUSY_UTIL, IDLE_UTIL = 50.0, 10.0  # one GPU busy while the others idle: device_map="auto"
 
 # findings (diagnose.py)
@@ -34,6 +34,16 @@ SLOW_STEPS_WARNING = 0.01  # slow steps above 1% of the steps: a warning, else i
 
 # why a run is slow (breakdown.py)
 ARRIVAL_MARGIN = 0.02  # a step's last arrival came 2% of a step after the next one (else no one was last)
-STRAGGLER_SHARE = 0.5  # the straggler was its steps' last arrival in at least half of them
+STRAGGLER_SHARE = 0.5  # the straggler was its steps' last arrival (or slowest rank) in at least half of them
+# A rank is last in about 1/n of the steps by chance alone: with 2 ranks, a coin flip per step. Its
+# count of last arrivals must be one a fair draw makes with a chance below 1% (binomial tail,
+# Bonferroni-corrected over the n ranks the candidate is picked from): one false alarm in 100 runs
+# of a fair draw, and 8 steps of 8 the fewest that can name one of 2 ranks.
+STRAGGLER_ALPHA = 0.01
+# Its lateness (or its median step over the fastest rank's) must also stand out from the run's own
+# noise: above 2 robust standard deviations (1.4826 x MAD) of the step times across steps, the
+# usual bar for "outside the spread". A rank last by a consistent 4 ms in steps that vary by 5 ms
+# (a busy host, the main rank's extra logging) is not what holds a run back.
+STRAGGLER_NOISE = 2.0
 CAUSE_SHARE = 0.5  # a phase that explains at least half of the straggler's lateness is its cause
 DATA_HEAVY = 0.2  # data loading above 20% of a step is worth advice on its own

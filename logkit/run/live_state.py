@@ -14,7 +14,9 @@ Definitions (every figure over a rank's window: its last ``WINDOW_STEPS`` timed 
   (``performance.data_share``); sync share: the summed durations of the gradient-sync ops
   (``communication.SYNC_OPS``) of the window's steps / the summed step times of those steps.
 - straggler: the rank whose window median step time is the highest, against the fastest rank's
-  (``performance.stragglers``: a straggler when that ratio - 1 > ``STRAGGLER_SCORE``).
+  (a straggler when that ratio - 1 > ``STRAGGLER_SCORE``: only the score of
+  ``kernels.straggler.detect``, which ``performance.stragglers`` applies in full, since the live
+  state keeps no per-step samples of each rank yet).
 - ETA: (max steps - the lowest step any rank reached) x the slowest rank's mean step time.
 - a session has ended when every rank (0 .. world_size - 1) wrote its ``session_end``, or when
   one did and every other one has written nothing for ``SILENT_END_S`` (those are ``lost``).

@@ -77,6 +77,8 @@ SUMMARY = RecordSpec("", "meta", (
     F("total_batch_size", type=int),
     F("gpus", type=list, doc="[{index, name, avg_util, peak_util, avg_memory_pct}]"),
     F("communication", type=dict, doc="{op: {count, total_mb, avg_mb, avg_algbw_mb_s, avg_busbw_mb_s, "
-                                      "total_time_s, share_of_training_time}}"),
+                                      "total_time_s (sum of durations; overlapping buckets each counted), "
+                                      "in_flight_s (per step, the union of its buckets' spans, summed), "
+                                      "share_of_training_time (in_flight_s / training time, at most 1)}}"),
     F("status", type=str),
 ), "rank 0's account of the session")

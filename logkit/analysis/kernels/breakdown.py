@@ -17,13 +17,17 @@ Definitions (``definitions.BREAKDOWN``), over the steps every rank of the sessio
 - ``lateness_s`` of a rank and step = the largest ``sync_s`` of the step - the rank's own (how
   much later than the first rank it arrived at the sync), or its step start - the earliest, if
   larger. The last arrival of a step is the rank with the largest lateness, if it came
-  ``ARRIVAL_MARGIN`` (of the step's median step time) after the next.
-- stragglers by arrival: ``last_arrival_share`` = share of the synced steps in which the rank
-  was the last arrival; ``score`` = its median lateness / the session's median step time; the
+  ``ARRIVAL_MARGIN`` (of the median step time) after the next (``kernels.straggler.worst_of_steps``).
+- stragglers by arrival: the detector of ``kernels/straggler.py`` over each rank's lateness per
+  step (``baseline="zero"``): ``last_arrival_share`` = share of the synced steps in which the rank
+  was the last arrival; ``score`` = its median lateness / the session's median step time;
+  ``p_value`` = the chance a fair draw (1/n per step) makes it last that often, times n. The
   straggler is the rank with the largest score, over ``STRAGGLER_SCORE``, last in at least
-  ``STRAGGLER_SHARE`` of the steps. ``cause``: the phase in which it spends more than the
-  other ranks (median against the median of theirs): ``data``, ``compute`` or ``host``
-  (``other_s``), when that excess explains at least ``CAUSE_SHARE`` of its lateness; else null.
+  ``STRAGGLER_SHARE`` of the steps, with p_value < ``STRAGGLER_ALPHA`` and a median lateness above
+  ``STRAGGLER_NOISE`` x the robust spread of step times. ``cause``: the phase in which it spends
+  more than the other ranks (median against the median of theirs): ``data``, ``compute`` (forward
+  and backward) or ``host`` (``other_s``), when that excess explains at least ``CAUSE_SHARE`` of
+  its lateness; else null.
 - ``straggler_calls``, per session of the stragglers table: the basis (``BY_ARRIVAL`` where a
   rank has a ``last_arrival_share``, else ``BY_STEP_TIME``) and, when no rank is a straggler, the
   nearest one: the largest ``last_arrival_share`` (by arrival) or ``vs_fastest`` (by step time,
@@ -36,13 +40,14 @@ import numpy as np
 import pandas as pd
 
 # the module, not the package: logkit.analysis.results imports this module's columns while it loads
+from logkit.analysis.kernels.straggler import detect, worst_of_steps
 from logkit.analysis.results.performance import BY_ARRIVAL, BY_STEP_TIME, StragglerCall
-from logkit.analysis.thresholds import ARRIVAL_MARGIN, CAUSE_SHARE, STRAGGLER_SCORE, STRAGGLER_SHARE
+from logkit.analysis.thresholds import ARRIVAL_MARGIN, CAUSE_SHARE
 
 BREAKDOWN_COLUMNS = ["session_id", "rank", "steps", "data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s",
                      "step_s"]
 ARRIVAL_COLUMNS = ["session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler", "cause",
-                   "last_arrival_share", "lateness_s"]
+                   "last_arrival_share", "lateness_s", "p_value"]
 # the phases a straggler's lateness may come from: (cause, the per-step column)
 CAUSES = (("data", "data_s"), ("compute", "compute_s"), ("host", "other_s"))
 # what each cause means, and what to do about it
@@ -81,7 +86,7 @@ def synced_steps(session) -> pd.DataFrame:
     _forward_wait(rows)
     rows["other_s"] = (rows["step_s"] - rows["data_s"].fillna(0) - rows["compute_s"].fillna(0) - rows["wait_s"]
                        - rows["comm_exposed_s"]).clip(lower=0)
-    rows["last"] = _last_arrivals(rows)
+    rows["last"] = worst_of_steps(_lateness(rows))
     return rows.drop(columns="begin_clock_s").reset_index(drop=True)
 
 
@@ -105,15 +110,10 @@ def _forward_wait(rows: pd.DataFrame) -> None:
     rows["lateness_s"] = np.maximum(rows["lateness_s"], rows["begin_clock_s"] - by_step.transform("min"))
 
 
-def _last_arrivals(rows: pd.DataFrame) -> pd.Series:
-    """Per row: whether its rank was its step's last arrival (the largest lateness, by a margin)."""
-    step_time = float(rows["step_s"].median()) if rows["step_s"].notna().any() else 0.0
-    margin = ARRIVAL_MARGIN * step_time
-    ordered = rows.sort_values(["step", "lateness_s"], ascending=[True, False], kind="stable")
-    second = ordered.groupby("step")["lateness_s"].transform(lambda s: s.iloc[1] if len(s) > 1 else np.nan)
-    first = ordered.groupby("step").cumcount() == 0
-    last = first & ((ordered["lateness_s"] - second) > margin)
-    return last.reindex(rows.index)
+def _lateness(rows: pd.DataFrame) -> pd.DataFrame:
+    """The detector's samples: each rank's lateness at the sync per step."""
+    return pd.DataFrame({"rank": rows["rank"], "step": rows["step"], "value": rows["lateness_s"],
+                         "step_s": rows["step_s"]}, index=rows.index)
 
 
 def step_breakdown(session, rows: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -135,18 +135,15 @@ def arrival_stragglers(session, rows: pd.DataFrame | None = None) -> pd.DataFram
     rows = synced_steps(session) if rows is None else rows
     if rows.empty:
         return pd.DataFrame(columns=ARRIVAL_COLUMNS)
-    g = rows.groupby("rank", sort=True)
-    step = float(rows["step_s"].median())
-    out = pd.DataFrame({"median_step_s": g["step_s"].median(), "lateness_s": g["lateness_s"].median(),
-                        "last_arrival_share": g["last"].mean().astype("float64")})
+    found = detect(_lateness(rows), baseline="zero").set_index("rank")
+    median_step = rows.groupby("rank", sort=True)["step_s"].median()
+    out = pd.DataFrame({"median_step_s": median_step, "lateness_s": found["median_s"],
+                        "last_arrival_share": found["worst_share"].astype("float64"), "score": found["score"],
+                        "p_value": found["p_value"], "is_straggler": found["is_straggler"].astype(bool)})
     fastest = out["median_step_s"].min()
     out["vs_fastest"] = out["median_step_s"] / fastest if fastest > 0 else np.nan
-    out["score"] = out["lateness_s"] / step if step > 0 else np.nan
-    top = out["score"].idxmax() if out["score"].notna().any() else None
-    out["is_straggler"] = False
     out["cause"] = None
-    if top is not None and out.at[top, "score"] > STRAGGLER_SCORE and out.at[top, "last_arrival_share"] >= STRAGGLER_SHARE:
-        out.at[top, "is_straggler"] = True
+    for top in out.index[out["is_straggler"]]:
         out.at[top, "cause"] = straggler_cause(rows, top, float(out.at[top, "lateness_s"]))
     out = out.reset_index()
     out["rank"] = out["rank"].astype("int64")

@@ -6,8 +6,13 @@ Definitions (``definitions.PERFORMANCE``):
   the box plots draw): over the rank's steps with a positive step_time_s (warm-up included).
 - ``slow_steps``: steps whose step_time_s exceeds ``SLOW_FACTOR`` x the rank's median.
 - ``data_share``: sum(data_time_s) / sum(step_time_s) over the rank's steps that logged both.
-- stragglers: ``vs_fastest`` = the rank's median step time / the fastest rank's median;
-  ``score`` = vs_fastest - 1; ``is_straggler`` = score > ``STRAGGLER_SCORE`` and the rank is the slowest.
+- stragglers: the detector of ``kernels/straggler.py`` over each rank's step time per step
+  (``baseline="fastest"``): ``vs_fastest`` = the rank's median step time / the fastest rank's
+  median; ``score`` = vs_fastest - 1; ``p_value`` = the chance a fair draw (1/n per step) makes
+  the rank the slowest of a step (by ``ARRIVAL_MARGIN`` of the median step) as often as it was,
+  times n; ``is_straggler``: the slowest rank, with score > ``STRAGGLER_SCORE``, the slowest in at
+  least ``STRAGGLER_SHARE`` of the steps every rank timed, p_value < ``STRAGGLER_ALPHA``, and its
+  median above the fastest's by more than ``STRAGGLER_NOISE`` x the robust spread of step times.
 - GPUs: ``avg_util / peak_util`` mean / max of utilization_pct over the snapshots;
   ``avg_memory_pct`` mean of memory_usage_pct, or of memory_used_mb / memory_total_mb x 100
   where that is missing; without snapshots, summary.json's gpus[] where it carries figures.
@@ -17,12 +22,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from logkit.analysis.thresholds import BUSY_UTIL, IDLE_UTIL, SLOW_FACTOR, STRAGGLER_SCORE
+from logkit.analysis.kernels.straggler import detect
+from logkit.analysis.thresholds import BUSY_UTIL, IDLE_UTIL, SLOW_FACTOR
 from logkit.schema.values import to_float
 
 STEP_COLUMNS = ["session_id", "rank", "steps", "step_p50_s", "step_p95_s", "step_max_s", "step_mean_s",
                 "slow_steps", "slow_threshold_s", "data_share", "step_p5_s", "step_p25_s", "step_p75_s"]
-STRAGGLER_COLUMNS = ["session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler"]
+STRAGGLER_COLUMNS = ["session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler", "p_value"]
+SAMPLE_COLUMNS = ["session_id", "rank", "step", "step_time_s"]
 GPU_COLUMNS = ["session_id", "host", "gpu", "name", "avg_util", "peak_util", "avg_memory_pct", "samples", "source"]
 
 
@@ -65,19 +72,32 @@ def slow_step_list(session, limit: int = 10) -> list[dict]:
             for r, s, t, x in zip(hit["rank"], hit["step"], hit["step_time_s"], hit["x_median"], strict=True)]
 
 
-def stragglers(stats: pd.DataFrame) -> pd.DataFrame:
-    """Per rank from ``step_stats`` rows (any number of sessions): ``STRAGGLER_COLUMNS``."""
-    if stats.empty:
+def step_samples(session) -> pd.DataFrame:
+    """What ``stragglers`` judges: per timed step of ``session`` (``SAMPLE_COLUMNS``) its session,
+    rank (0 where none is logged, as in ``step_stats``), step and step time."""
+    rows = session.timed_steps()
+    return pd.DataFrame({"session_id": session.meta.get("session_id"),
+                         "rank": rows["rank"].fillna(0).to_numpy(dtype="int64"),
+                         "step": rows["step"].to_numpy(dtype="float64"),
+                         "step_time_s": rows["step_time_s"].to_numpy(dtype="float64")}, columns=SAMPLE_COLUMNS)
+
+
+def stragglers(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per session and rank of ``samples`` (``step_samples`` rows of any number of sessions, a
+    session without an id on its own): ``STRAGGLER_COLUMNS``, sessions in the order given."""
+    if samples.empty:
         return pd.DataFrame(columns=STRAGGLER_COLUMNS)
-    out = stats[["session_id", "rank", "step_p50_s"]].rename(columns={"step_p50_s": "median_step_s"})
-    key = out["session_id"].fillna("")
-    fastest = out.groupby(key)["median_step_s"].transform("min")
-    slowest = out.groupby(key)["median_step_s"].transform("max")
-    nranks = out.groupby(key)["rank"].transform("size")
-    out = out.assign(vs_fastest=out["median_step_s"] / fastest)
-    out["score"] = out["vs_fastest"] - 1
-    out["is_straggler"] = (out["score"] > STRAGGLER_SCORE) & (out["median_step_s"] == slowest) & (nranks > 1)
-    return out[STRAGGLER_COLUMNS].reset_index(drop=True)
+    frames = []
+    for _, rows in samples.groupby(samples["session_id"].fillna(""), sort=False):
+        t = rows["step_time_s"]
+        found = detect(pd.DataFrame({"rank": rows["rank"], "step": rows["step"], "value": t, "step_s": t}),
+                       baseline="fastest")
+        found.insert(0, "session_id", rows["session_id"].iloc[0])
+        found["vs_fastest"] = found["median_s"] / found["median_s"].min()
+        frames.append(found.rename(columns={"median_s": "median_step_s"}))
+    out = pd.concat(frames, ignore_index=True)
+    out["is_straggler"] = out["is_straggler"].astype(bool)
+    return out[STRAGGLER_COLUMNS]
 
 
 def _from_snapshots(frame: pd.DataFrame, names: dict) -> list[dict]:

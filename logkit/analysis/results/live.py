@@ -83,7 +83,7 @@ class RankSummary:
 class LiveStraggler:
     """The slowest rank against the fastest, by their windows' median step times
     (``vs_fastest``; ``score`` = vs_fastest - 1): a straggler when the score exceeds
-    ``thresholds.STRAGGLER_SCORE``, as in ``performance.stragglers``."""
+    ``thresholds.STRAGGLER_SCORE`` (the score test of ``kernels.straggler.detect`` only)."""
 
     rank: int
     median_step_s: float

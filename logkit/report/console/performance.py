@@ -7,7 +7,8 @@ from logkit.analysis.results.frames import ArrivalRow, BreakdownRow, StepRow
 from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_lines, session_order
 from logkit.report.format import fmt, pct
 
-_KEYS = ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score", "data_s", "compute_s",
+_KEYS = ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score", "is_straggler", "p_value",
+         "data_s", "compute_s",
          "comm_exposed_s", "wait_s", "other_s", "last_arrival_share", "cause", "avg_util / peak_util",
          "avg_memory_pct", "mfu"]
 _PARTS = (("data_s", "data"), ("compute_s", "fwd/bwd"), ("comm_exposed_s", "exposed sync"), ("wait_s", "wait"),
@@ -47,12 +48,14 @@ def _straggler_lines(call: StragglerCall | None, strag: list[ArrivalRow]) -> lis
         if flagged:
             return [f"  ⚠ Straggler: rank {fmt(r.rank, 'd')}, last to the gradient sync in "
                     f"{pct(r.last_arrival_share)} of steps, {_ms(r.lateness_s)} after the first rank"
-                    f" (score {fmt(r.score, '.2f')}); cause: {r.cause or 'not explained'}" for r in flagged]
+                    f" (score {fmt(r.score, '.2f')}, p {fmt(r.p_value, '.2g')}); cause: {r.cause or 'not explained'}"
+                    for r in flagged]
         return [f"  Stragglers: none (rank {fmt(nearest.rank, 'd')} was last to the sync in "
-                f"{pct(nearest.last_arrival_share)} of steps)"] if nearest else []
+                f"{pct(nearest.last_arrival_share)} of steps, p {fmt(nearest.p_value, '.2g')})"] if nearest else []
     if flagged:
         return [f"  ⚠ Straggler: rank {fmt(r.rank, 'd')} (median step {fmt(r.median_step_s, '.3f', 's')}, "
-                f"{fmt(r.vs_fastest, '.2f', 'x')} the fastest rank, score {fmt(r.score, '.2f')})" for r in flagged]
+                f"{fmt(r.vs_fastest, '.2f', 'x')} the fastest rank, score {fmt(r.score, '.2f')}, "
+                f"p {fmt(r.p_value, '.2g')})" for r in flagged]
     return [f"  Stragglers: none (slowest rank {fmt(nearest.rank, 'd')} at "
             f"{fmt(nearest.vs_fastest, '.2f', 'x')} the fastest)"] if nearest else []
 

@@ -136,13 +136,15 @@ def test_no_straggler_when_arrivals_are_within_the_margin_or_take_turns():
 
 def test_cause_host_unexplained_and_a_single_rank():
     # steps of 0.1 s on both ranks (DDP): rank 1 arrives 39 ms late with the same data and compute
-    # times, so its time after the sync (optimizer, host work) is what is longer
-    syncs = {0: [0.04] * 6, 1: [0.001] * 6}
-    same = {r: [0.01] * 6 for r in syncs}
+    # times, so its time after the sync (optimizer, host work) is what is longer; 10 steps (2 ranks:
+    # last in 8 of 8 is the fewest a fair coin gives with a chance below 1%)
+    syncs = {0: [0.04] * 10, 1: [0.001] * 10}
+    same = {r: [0.01] * 10 for r in syncs}
     st = arrival_stragglers(_made_up(syncs, same, same)).set_index("rank")
     assert st.loc[1, "is_straggler"] and st.loc[1, "cause"] == "host"
     # 30 ms late, a third of it in each phase: no phase explains half of it
-    spread = _made_up({0: [0.04] * 6, 1: [0.01] * 6}, {0: [0.01] * 6, 1: [0.02] * 6}, {0: [0.02] * 6, 1: [0.03] * 6})
+    spread = _made_up({0: [0.04] * 10, 1: [0.01] * 10}, {0: [0.01] * 10, 1: [0.02] * 10},
+                      {0: [0.02] * 10, 1: [0.03] * 10})
     st = arrival_stragglers(spread).set_index("rank")
     assert st.loc[1, "is_straggler"] and st.loc[1, "cause"] is None
     single = _made_up({0: [0.01] * 6}, {0: [0.01] * 6}, {0: [0.02] * 6})

@@ -9,7 +9,14 @@ import pytest
 
 from logkit.analysis import analyze
 from logkit.analysis.kernels.mfu import TOKENS_MISSING, mfu
-from logkit.analysis.kernels.performance import busy_gpu, gpu_table, slow_step_list, step_stats, stragglers
+from logkit.analysis.kernels.performance import (
+    busy_gpu,
+    gpu_table,
+    slow_step_list,
+    step_samples,
+    step_stats,
+    stragglers,
+)
 from logkit.run.load import load_session
 from tests.support.analysis_synth import gpu_rows, noisy, session, step_rows, write_jsonl_session
 from tests.support.launch import fixture_session
@@ -43,7 +50,7 @@ def test_step_stats_against_numpy():
 
 def test_stragglers_score():
     s, t0, t1 = _two_ranks()
-    out = stragglers(step_stats(s)).set_index("rank")
+    out = stragglers(step_samples(s)).set_index("rank")
     fastest = min(np.median(t0), np.median(t1))
     assert out.loc[1, "vs_fastest"] == pytest.approx(np.median(t1) / fastest)
     assert out.loc[1, "score"] == pytest.approx(np.median(t1) / fastest - 1)

@@ -10,13 +10,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from logkit.analysis.kernels import performance
-from logkit.analysis.kernels.performance import busy_gpu, gpu_table, slow_step_list, step_stats, stragglers
+from logkit.analysis.kernels import straggler as kernel
+from logkit.analysis.kernels.performance import (
+    busy_gpu,
+    gpu_table,
+    slow_step_list,
+    step_samples,
+    step_stats,
+    stragglers,
+)
 from tests.support.analysis_synth import session, step_rows
 
 STEP_COLUMNS = ["session_id", "rank", "steps", "step_p50_s", "step_p95_s", "step_max_s", "step_mean_s", "slow_steps",
                 "slow_threshold_s", "data_share", "step_p5_s", "step_p25_s", "step_p75_s"]
-STRAGGLER_COLUMNS = ["session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler"]
+STRAGGLER_COLUMNS = ["session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler", "p_value"]
 GPU_COLUMNS = ["session_id", "host", "gpu", "name", "avg_util", "peak_util", "avg_memory_pct", "samples", "source"]
 
 
@@ -30,7 +37,7 @@ def unranked(times, **kw):
 def test_empty_tables_have_their_columns():
     empty = session("e")
     assert list(step_stats(empty).columns) == STEP_COLUMNS
-    assert list(stragglers(step_stats(empty)).columns) == STRAGGLER_COLUMNS
+    assert list(stragglers(step_samples(empty)).columns) == STRAGGLER_COLUMNS
     assert list(gpu_table(empty).columns) == GPU_COLUMNS
     assert slow_step_list(empty) == []
 
@@ -76,25 +83,43 @@ def test_the_slowest_steps_are_above_three_medians_at_most_ten():
                                                          "x_median": 5.0}]
 
 
+def per_step(sessions: list, ranks: list, medians: list, steps: int = 12) -> pd.DataFrame:
+    """``step_samples`` rows: each (session, rank) at its median step time in every one of ``steps`` steps."""
+    rows = [{"session_id": sid, "rank": r, "step": k + 1, "step_time_s": t}
+            for sid, r, t in zip(sessions, ranks, medians, strict=True) for k in range(steps)]
+    return pd.DataFrame(rows)
+
+
 def test_a_straggler_is_the_slowest_rank_more_than_5_percent_behind():
-    stats = pd.DataFrame({"session_id": ["a", "a", "a", "b", "b", None, None],
-                          "rank": [0, 1, 2, 0, 1, 0, 1],
-                          "step_p50_s": [1.0, 1.02, 1.2, 1.0, 1.03, 2.0, 2.4]})
-    out = stragglers(stats)
+    out = stragglers(per_step(["a", "a", "a", "b", "b", None, None], [0, 1, 2, 0, 1, 0, 1],
+                              [1.0, 1.02, 1.2, 1.0, 1.03, 2.0, 2.4]))
     assert list(out.columns) == STRAGGLER_COLUMNS and list(out.index) == list(range(7))
     assert list(out["vs_fastest"]) == pytest.approx([1.0, 1.02, 1.2, 1.0, 1.03, 1.0, 1.2])
     assert list(out["score"]) == pytest.approx([0.0, 0.02, 0.2, 0.0, 0.03, 0.0, 0.2])
     # b's slowest rank is 3% behind: not a straggler; a session without an id is scored on its own
     assert list(out["is_straggler"]) == [False, False, True, False, False, False, True]
     assert list(out["median_step_s"]) == [1.0, 1.02, 1.2, 1.0, 1.03, 2.0, 2.4]
+    # the slowest rank of every step: 3 ranks (a), 2 ranks (b: 1.03 - 1.0 is above 2% of a step too)
+    assert list(out["p_value"]) == pytest.approx([1.0, 1.0, 3 * (1 / 3) ** 12, 1.0, 2 * 0.5 ** 12, 1.0, 2 * 0.5 ** 12])
 
 
 def test_a_straggler_score_on_the_threshold_is_not_one(monkeypatch):
-    monkeypatch.setattr(performance, "STRAGGLER_SCORE", 0.25)  # 1.25 / 1.0 - 1 = 0.25 exactly
-    out = stragglers(pd.DataFrame({"session_id": ["a", "a"], "rank": [0, 1], "step_p50_s": [1.0, 1.25]}))
+    monkeypatch.setattr(kernel, "STRAGGLER_SCORE", 0.25)  # 1.25 / 1.0 - 1 = 0.25 exactly
+    out = stragglers(per_step(["a", "a"], [0, 1], [1.0, 1.25]))
     assert list(out["is_straggler"]) == [False, False]
-    out = stragglers(pd.DataFrame({"session_id": ["a"], "rank": [0], "step_p50_s": [1.0]}))
+    out = stragglers(per_step(["a"], [0], [1.0]))
     assert list(out["is_straggler"]) == [False]  # one rank is never a straggler
+
+
+def test_a_rank_slower_on_average_but_not_step_after_step_is_not_a_straggler():
+    # rank 1's median step is 10% above rank 0's, but it is the slower one (by 2% of a step) in 4 of 12 steps
+    t0 = [1.0, 1.2, 1.0, 1.2, 1.0, 1.2, 1.0, 1.2, 1.0, 1.2, 1.0, 1.2]
+    t1 = [1.21, 1.21, 1.21, 1.21, 1.21, 1.21, 1.21, 1.0, 1.0, 1.0, 1.0, 1.0]
+    rows = pd.DataFrame({"session_id": "a", "rank": [0] * 12 + [1] * 12, "step": list(range(1, 13)) * 2,
+                         "step_time_s": t0 + t1})
+    out = stragglers(rows)
+    assert out["score"].iloc[1] == pytest.approx(np.median(t1) / np.median(t0) - 1)
+    assert out["score"].iloc[1] > 0.05 and not out["is_straggler"].any()
 
 
 def snap(gpu, util, *, host="h", used=40000.0, total=80000.0, pct=None, name=None):

@@ -251,4 +251,6 @@ def test_cuda_event_timings_are_read_when_ready_and_keep_their_step():
     ready, phases = timer.collect(step=3, wait=True)  # session end: wait for the GPU
     assert ready == [(1, 1, 2000, 0.003), (2, 0, 1000, 0.001)]
     # (step, begin, compute: anchor to the last bucket's start, first ready, last bucket's sync, buckets)
-    assert phases == [(1, 100.0, 0.006, 0.005, 0.003, 2), (2, 101.0, 0.001, 0.001, 0.001, 1)]
+    assert [p[:6] for p in phases] == [(1, 100.0, 0.006, 0.005, 0.003, 2), (2, 101.0, 0.001, 0.001, 0.001, 1)]
+    # and the time a bucket was in flight: [0, 2] and [1, 4] ms make 4 ms; [10, 11] 1 ms
+    assert [p[6] for p in phases] == pytest.approx([0.004, 0.001])

@@ -80,7 +80,7 @@ def _fake() -> Analysis:
     strag = _table("stragglers", [{"session_id": sid, "rank": 0, "median_step_s": 0.4, "vs_fastest": 1.0, "score": 0.0,
                            "is_straggler": False},
                           {"session_id": sid, "rank": 1, "median_step_s": 0.5, "vs_fastest": 1.25, "score": 0.25,
-                           "is_straggler": True}])
+                           "is_straggler": True, "p_value": 1.9e-9}])
     gpus = _table("gpus", [{"session_id": single.session_id, "host": "n1", "gpu": 0, "avg_util": 85.2,
                           "peak_util": 98.1, "avg_memory_pct": 78.3}])
     findings = (
@@ -144,7 +144,7 @@ def test_performance_block():
     out = render_performance(FAKE)
     assert ("  Rank 1: 1000 steps, step time p50 0.500s, p95 0.600s, max 1.200s, mean 0.450s; "
             "3 slow step(s); data loading 5.0%") in out
-    assert "  ⚠ Straggler: rank 1 (median step 0.500s, 1.25x the fastest rank, score 0.25)" in out
+    assert "  ⚠ Straggler: rank 1 (median step 0.500s, 1.25x the fastest rank, score 0.25, p 1.9e-09)" in out
     assert "  GPU 0: 85.2% avg util, 98.1% peak, 78.3% avg memory" in out
     assert ("  MFU: 35.2% (348.2 of 989.0 TFLOP/s peak, H100 SXM; 4.2e+10 FLOPs/token x 1.658e+04 tokens/s / "
             "2 GPU(s))") in out
