@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -90,6 +92,43 @@ def _parity(sessions, scaling: Scaling) -> tuple:
                  for c in scaling.comparisons)
 
 
+@dataclass(frozen=True)
+class SessionFigures:
+    """The figures of each session on its own, before any comparison between sessions: what ``analyze``
+    and the live view's window (``window.analyze_window``) both compute, by the same kernels."""
+
+    performance: pd.DataFrame
+    stragglers: pd.DataFrame
+    step_breakdown: pd.DataFrame
+    gpus: pd.DataFrame
+    communication: pd.DataFrame
+    busy_gpu: dict
+    context: dict
+    slow_steps: dict
+
+    def parts(self, **more) -> dict:
+        """The results ``diagnose`` reads."""
+        return {"communication": self.communication, "performance": self.performance, "stragglers": self.stragglers,
+                "step_breakdown": self.step_breakdown, "gpus": self.gpus, "busy_gpu": self.busy_gpu,
+                "slow_steps": self.slow_steps, **more}
+
+
+def session_figures(sessions: list, comm_parts: list) -> SessionFigures:
+    """Every session's own figures; ``comm_parts`` beside each session: its ranks' ``CommPart``s, or None
+    to reduce its comm records here."""
+    parts = [reduce_session(s) if p is None else p for s, p in zip(sessions, comm_parts, strict=True)]
+    perf = _concat([step_stats(s) for s in sessions], STEP_COLUMNS)
+    synced = {s.session_id: synced_steps(s) for s in sessions}
+    breakdown = _concat([step_breakdown(s, synced[s.session_id]) for s in sessions], BREAKDOWN_COLUMNS)
+    samples = _concat([step_samples(s) for s in sessions], SAMPLE_COLUMNS)
+    strag = with_arrivals(stragglers(samples), [arrival_stragglers(s, synced[s.session_id]) for s in sessions])
+    gpus = _concat([gpu_table(s) for s in sessions], GPU_COLUMNS)
+    comm = _concat([communication_table(s, p) for s, p in zip(sessions, parts, strict=True)], COMM_COLUMNS)
+    busy, context = _context(sessions, gpus, comm, strag, breakdown)
+    return SessionFigures(perf, strag, breakdown, gpus, comm, busy, context,
+                          {s.session_id: slow_step_list(s) for s in sessions})
+
+
 def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
     """Every analysis of ``sessions`` (in the order given; each comparison group's baseline is its
     run with the fewest ranks). ``comm_parts``: beside each session, its ranks' comm reductions (the
@@ -100,28 +139,18 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
     if len(given) != len(sessions):
         raise ValueError(f"comm_parts: {len(given)} entries for {len(sessions)} sessions")
     parts = [reduce_session(s) if p is None else p for s, p in zip(sessions, given, strict=True)]
-    perf = _concat([step_stats(s) for s in sessions], STEP_COLUMNS)
-    synced = {s.session_id: synced_steps(s) for s in sessions}
-    breakdown = _concat([step_breakdown(s, synced[s.session_id]) for s in sessions], BREAKDOWN_COLUMNS)
-    samples = _concat([step_samples(s) for s in sessions], SAMPLE_COLUMNS)
-    strag = with_arrivals(stragglers(samples), [arrival_stragglers(s, synced[s.session_id]) for s in sessions])
-    gpus = _concat([gpu_table(s) for s in sessions], GPU_COLUMNS)
-    comm = _concat([communication_table(s, p) for s, p in zip(sessions, parts, strict=True)], COMM_COLUMNS)
-    busy, context = _context(sessions, gpus, comm, strag, breakdown)
-    scaling = with_averages(scaling_analysis(sessions, context), gpus)
+    figs = session_figures(sessions, parts)
+    scaling = with_averages(scaling_analysis(sessions, figs.context), figs.gpus)
     summaries = {r.session_id: r for r in scaling.sessions}
     health = {s.session_id: session_health(s, summaries[s.session_id].final_loss,
                                             summaries[s.session_id].final_loss_from) for s in sessions}
-    findings = diagnose(sessions, {
-        "scaling": scaling, "communication": comm, "performance": perf, "stragglers": strag,
-        "step_breakdown": breakdown, "gpus": gpus,
-        "health": health, "busy_gpu": busy, "slow_steps": {s.session_id: slow_step_list(s) for s in sessions},
-    })
+    findings = diagnose(sessions, figs.parts(scaling=scaling, health=health))
+    perf, strag, breakdown = figs.performance, figs.stragglers, figs.step_breakdown
     return Analysis(
-        scaling=scaling, communication=comm, nccl_tests=_concat([nccl_tests_table(s) for s in sessions],
-                                                                NCCL_TESTS_COLUMNS),
+        scaling=scaling, communication=figs.communication,
+        nccl_tests=_concat([nccl_tests_table(s) for s in sessions], NCCL_TESTS_COLUMNS),
         communication_peaks=communication_peaks(), performance=perf, stragglers=strag, step_breakdown=breakdown,
-        gpus=gpus,
+        gpus=figs.gpus,
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
         findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling, parts),
         verdict=verdict(scaling, breakdown, strag, findings),

@@ -6,6 +6,9 @@ Definitions (``definitions.PERFORMANCE``):
   the box plots draw): over the rank's steps with a positive step_time_s (warm-up included).
 - ``slow_steps``: steps whose step_time_s exceeds ``SLOW_FACTOR`` x the rank's median.
 - ``data_share``: sum(data_time_s) / sum(step_time_s) over the rank's steps that logged both.
+- ``samples_per_s``: the rank's samples / its time (``throughput.throughput``: sum of the steps'
+  samples, each step's logged samples/s x its time or its total_batch_size, / sum of their
+  times); unknown when a step has neither.
 - stragglers: the detector of ``kernels/straggler.py`` over each rank's step time per step
   (``baseline="fastest"``): ``vs_fastest`` = the rank's median step time / the fastest rank's
   median; ``score`` = vs_fastest - 1; ``p_value`` = the chance a fair draw (1/n per step) makes
@@ -23,11 +26,13 @@ from __future__ import annotations
 import pandas as pd
 
 from logkit.analysis.kernels.straggler import detect
+from logkit.analysis.kernels.throughput import step_throughput, throughput
 from logkit.analysis.thresholds import BUSY_UTIL, IDLE_UTIL, SLOW_FACTOR
 from logkit.schema.values import to_float
 
 STEP_COLUMNS = ["session_id", "rank", "steps", "step_p50_s", "step_p95_s", "step_max_s", "step_mean_s",
-                "slow_steps", "slow_threshold_s", "data_share", "step_p5_s", "step_p25_s", "step_p75_s"]
+                "slow_steps", "slow_threshold_s", "data_share", "step_p5_s", "step_p25_s", "step_p75_s",
+                "samples_per_s"]
 STRAGGLER_COLUMNS = ["session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler", "p_value"]
 SAMPLE_COLUMNS = ["session_id", "rank", "step", "step_time_s"]
 GPU_COLUMNS = ["session_id", "host", "gpu", "name", "avg_util", "peak_util", "avg_memory_pct", "samples", "source"]
@@ -40,7 +45,8 @@ def step_stats(session) -> pd.DataFrame:
         return pd.DataFrame(columns=STEP_COLUMNS)
     rank = rows["rank"].fillna(0).to_numpy(dtype="int64")
     t = rows["step_time_s"].to_numpy(dtype="float64")
-    frame = pd.DataFrame({"rank": rank, "t": t, "d": rows["data_time_s"].to_numpy(dtype="float64")})
+    frame = pd.DataFrame({"rank": rank, "t": t, "d": rows["data_time_s"].to_numpy(dtype="float64"),
+                          "b": step_throughput(rows).to_numpy(dtype="float64") * t})
     g = frame.groupby("rank", sort=True)["t"]
     q = g.quantile([0.05, 0.25, 0.75]).unstack()
     out = pd.DataFrame({"steps": g.size(), "step_p50_s": g.median(), "step_p95_s": g.quantile(0.95),
@@ -53,6 +59,8 @@ def step_stats(session) -> pd.DataFrame:
     dg = both.groupby("rank", sort=True)
     out["data_share"] = (dg["d"].sum() / dg["t"].sum()).reindex(out.index)
     out["step_p5_s"], out["step_p25_s"], out["step_p75_s"] = q[0.05], q[0.25], q[0.75]
+    rates = {r: throughput(g["b"], g["t"].to_numpy()) for r, g in frame.groupby("rank", sort=True)}
+    out["samples_per_s"] = pd.Series(rates, dtype="object").reindex(out.index).astype("float64")
     out = out.reset_index()
     out.insert(0, "session_id", session.meta.get("session_id"))
     return out[STEP_COLUMNS]

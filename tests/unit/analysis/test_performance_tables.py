@@ -22,7 +22,7 @@ from logkit.analysis.kernels.performance import (
 from tests.support.analysis_synth import session, step_rows
 
 STEP_COLUMNS = ["session_id", "rank", "steps", "step_p50_s", "step_p95_s", "step_max_s", "step_mean_s", "slow_steps",
-                "slow_threshold_s", "data_share", "step_p5_s", "step_p25_s", "step_p75_s"]
+                "slow_threshold_s", "data_share", "step_p5_s", "step_p25_s", "step_p75_s", "samples_per_s"]
 STRAGGLER_COLUMNS = ["session_id", "rank", "median_step_s", "vs_fastest", "score", "is_straggler", "p_value"]
 GPU_COLUMNS = ["session_id", "host", "gpu", "name", "avg_util", "peak_util", "avg_memory_pct", "samples", "source"]
 
