@@ -40,6 +40,7 @@ from logkit.analysis.kernels.performance import (
 )
 from logkit.analysis.kernels.scaling import scaling_analysis
 from logkit.analysis.results import Analysis, Scaling
+from logkit.schema.vocab import Basis
 
 DIAGNOSTIC_COLUMNS = ["session_id", "file", "line", "reason", "text"]
 
@@ -78,7 +79,7 @@ def _parity(sessions, scaling: Scaling) -> tuple:
 
     def final(sid):  # the run's own final loss where its step lines are sampled
         r = rows[sid]
-        return r.final_loss if r.basis == "run totals" and r.logged_steps else None
+        return r.final_loss if r.basis == Basis.RUN_TOTALS and r.logged_steps else None
 
     return tuple(loss_parity(by_id[c.baseline], by_id[c.candidate], rows[c.baseline].total_batch_size,
                              rows[c.candidate].total_batch_size, final(c.baseline), final(c.candidate))

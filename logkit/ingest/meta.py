@@ -48,6 +48,7 @@ from logkit.schema.records import (
     SYSTEM_INFO,
     RecordSpec,
 )
+from logkit.schema.vocab import Status
 
 # --- our records ---------------------------------------------------------------------------
 # meta key <- (the record of rank 0 it is read from, that record's field): in this order.
@@ -101,7 +102,7 @@ def records_meta(streams: dict[int, Stream]) -> dict:
         # A killed run has no session_end: its last record still bounds how long it ran.
         meta["duration_s"], meta["duration_from"] = main.last_time, "last record"
     if meta["status"] is None:
-        meta["status"] = "incomplete"  # no session_end record: the run was cut off
+        meta["status"] = Status.INCOMPLETE  # no session_end record: the run was cut off
     return meta
 
 
@@ -148,7 +149,7 @@ class Guess:
 
 GUESSES: dict[str, Guess] = {
     "duration_s": Guess(lambda meta: meta.get("duration_from") == "last record", lambda v: v is not None),
-    "status": Guess(lambda meta: meta.get("status") == "incomplete", bool),
+    "status": Guess(lambda meta: meta.get("status") == Status.INCOMPLETE, bool),
 }
 
 
@@ -300,16 +301,16 @@ def finish(meta: dict, source: SessionSource) -> dict:
 
 
 # --- is it still being written? ---------------------------------------------------------------
-# The status of a session of ours without session_end, as of the read (``liveness``):
-IN_PROGRESS = "in progress"  # its files were written recently: the run is still going
-NO_RECORD = "stopped before its first record"  # its files hold no record, and nothing writes them
+# The status of a session of ours without session_end, as of the read (``liveness``): Status.IN_PROGRESS
+# (its files were written recently: the run is still going) or Status.NO_RECORD (its files hold no
+# record, and nothing writes them).
 # "Recently": within max(IN_PROGRESS_MIN_S, IN_PROGRESS_STEPS x the main rank's median step time)
 # of the read. Two minutes cover the writer's 0.5 s flush interval, an evaluation or a checkpoint
 # between two steps, and clocks of two hosts a little apart; ten steps, runs of slow steps.
 IN_PROGRESS_MIN_S = 120.0
 IN_PROGRESS_STEPS = 10
 # Statuses that say no session_end was read (a reader's or summary.json's status is kept as it is).
-NOT_ENDED = (None, "incomplete")
+NOT_ENDED = (None, Status.INCOMPLETE)
 # The frames a record or a line of a run fills (a text log's header fills meta only).
 DATA_FRAMES = ("steps", "comm", "perf", "phases", "gpu", "evals", "events")
 
@@ -353,7 +354,7 @@ def liveness(session, source: SessionSource, now: float | None = None) -> None:
     """A session of ours that no session_end (nor summary.json) says ended: "in progress" while
     its files were written within ``in_progress_window`` of ``now`` (and its last record, where
     its time is known, is as recent: logs copied without their times are not running);
-    ``NO_RECORD`` when its files hold no record and are no longer written; else as it was read
+    ``Status.NO_RECORD`` when its files hold no record and are no longer written; else as it was read
     ("incomplete": killed, or stopped without an end). Adds ``last_written`` (ISO 8601, UTC),
     ``idle_s`` (seconds between it and ``now``) and ``status_detail``."""
     meta = session.meta
@@ -370,9 +371,9 @@ def liveness(session, source: SessionSource, now: float | None = None) -> None:
     empty = all(getattr(session, name).empty for name in DATA_FRAMES)
     record = _last_record(meta)
     if idle <= window and (record is None or abs(now - record) <= window):
-        meta["status"] = IN_PROGRESS
+        meta["status"] = Status.IN_PROGRESS
         meta["status_detail"] = (f"still running (last written {idle:.0f} s ago"
                                  + ("; no record written yet)" if empty else ")"))
     elif empty:
-        meta["status"] = NO_RECORD
+        meta["status"] = Status.NO_RECORD
         meta["status_detail"] = "its files hold no record (killed or failed before the logger's first flush)"

@@ -17,6 +17,7 @@ import pandas as pd
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.results import Comparison, Finding, Scaling
 from logkit.analysis.thresholds import COMM_BOUND_SHARE, DATA_HEAVY, LOW_EFFICIENCY
+from logkit.schema.findings import FindingKind
 
 
 def _headline(scaling: Scaling) -> Comparison | None:
@@ -54,7 +55,7 @@ def _time_sentence(rows: pd.DataFrame) -> tuple[str, pd.Series] | None:
 
 def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series | None,
             c: Comparison | None) -> str | None:
-    hang = next((f for f in findings if f.kind == "hang"), None)
+    hang = next((f for f in findings if f.kind == FindingKind.HANG), None)
     if hang is not None:
         return f"{hang.title}: see where it was in --diagnose ({hang.evidence[0]})." if hang.evidence \
             else f"{hang.title}."
@@ -70,7 +71,7 @@ def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series |
             return ("The exposed gradient sync is the largest cost: larger buckets (bucket_cap_mb), gradient "
                     "accumulation or a faster interconnect shorten it.")
         if pd.notna(row["data_s"]) and row["data_s"] / row["step_s"] >= DATA_HEAVY:
-            gathered = next((f for f in findings if f.kind == "data_wait_in_token_gather"), None)
+            gathered = next((f for f in findings if f.kind == FindingKind.DATA_WAIT_IN_TOKEN_GATHER), None)
             if gathered is not None:
                 return f"{gathered.title}: {gathered.detail}"
             return "Data loading is a large share of every step: more DataLoader workers, pin_memory, prefetching."

@@ -48,6 +48,7 @@ from logkit.analysis.kernels.peaks import (
 )
 from logkit.analysis.thresholds import NEAR_PEAK
 from logkit.schema.collectives import bus_factor_rule, bus_factor_text
+from logkit.schema.vocab import EventKind, SessionKind, on_cpu
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")
 COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes", "p50_ms", "p95_ms",
@@ -69,14 +70,14 @@ def session_link(session) -> dict | None:
     an inter-node row without a peak (several hosts in nccl_init events), or None (GPU model unknown)."""
     ev = session.events
     if not ev.empty and "host" in ev.columns:
-        hosts = ev.loc[ev["kind"] == "nccl_init", "host"].dropna().unique()
+        hosts = ev.loc[ev["kind"] == EventKind.NCCL_INIT, "host"].dropna().unique()
         if len(hosts) > 1:
-            nets = ev.loc[ev["kind"] == "nccl_init", "network"].dropna().unique()
+            nets = ev.loc[ev["kind"] == EventKind.NCCL_INIT, "network"].dropna().unique()
             net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
             return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
                     "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
     meta = session.meta
-    cpu = str(meta.get("mode") or "").upper() in ("CPU", "MULTI-CPU")
+    cpu = bool(on_cpu(meta.get("mode"), meta.get("gpu_count")))
     # gloo without a GPU model is a CPU run too: link_for says so
     return link_for(gpu_model(session), str(meta.get("backend") or "") or None, cpu=cpu)
 
@@ -315,7 +316,7 @@ def communication_table(session, parts: tuple | None = None) -> pd.DataFrame:
     if parts is not None:
         return _from_parts(session, parts)
     comm = session.comm
-    if comm.empty or session_kind(session) == "nccl_tests":
+    if comm.empty or session_kind(session) == SessionKind.NCCL_TESTS:
         return _empty()
     out = _key_stats(comm, session.meta.get("world_size"), _step_times(session))
     return _finish(out, session, _timing_sources(comm))
@@ -340,7 +341,7 @@ class CommPart:
 def _from_parts(session, parts: tuple) -> pd.DataFrame:
     """``communication_table`` from the ranks' ``CommPart``s."""
     parts = [p for p in parts if p is not None and len(p.stats)]
-    if not parts or session_kind(session) == "nccl_tests":
+    if not parts or session_kind(session) == SessionKind.NCCL_TESTS:
         return _empty()
     outs, st = [], None
     for p in parts:

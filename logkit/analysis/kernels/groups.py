@@ -18,23 +18,25 @@ Definitions (``definitions.SCALING``: kind, group):
 
 from __future__ import annotations
 
+from logkit.schema.vocab import SessionKind
+
 CAPTURE_FORMATS = frozenset({"nvidia_smi_csv", "nvidia_smi_dmon", "gpustat"})
 SEQ_KEYS = ("seq_len", "max_seq_length", "max_seq_len", "sequence_length", "max_length", "block_size",
             "context_length")
 
 
-def session_kind(session) -> str:
+def session_kind(session) -> SessionKind:
     """``training``, ``gpu_capture`` or ``nccl_tests`` (see module doc)."""
     meta = session.meta
     formats = set(meta.get("formats") or [])
     if "nccl_tests" in formats or meta.get("nccl_tests"):
-        return "nccl_tests"
+        return SessionKind.NCCL_TESTS
     if formats and formats <= CAPTURE_FORMATS:
-        return "gpu_capture"
+        return SessionKind.GPU_CAPTURE
     if (session.steps.empty and len(session.gpu) > 0 and meta.get("status") is None
             and not meta.get("total_steps")):
-        return "gpu_capture"  # GPU samples and nothing of a run: monitor_gpu's output
-    return "training"
+        return SessionKind.GPU_CAPTURE  # GPU samples and nothing of a run: monitor_gpu's output
+    return SessionKind.TRAINING
 
 
 def model_name(session) -> str | None:
@@ -82,7 +84,7 @@ def group_sessions(sessions: list) -> list[dict]:
     """Training runs in comparison groups, in the order of their first session:
     [{"key": {model, seq_len, config}, "label": str, "members": [index, ...]}]. Non-training
     sessions are in no group."""
-    training = [i for i, s in enumerate(sessions) if session_kind(s) == "training"]
+    training = [i for i, s in enumerate(sessions) if session_kind(s) == SessionKind.TRAINING]
     by_model: dict[str | None, list[int]] = {}
     for i in training:
         name = model_name(sessions[i])

@@ -26,6 +26,7 @@ from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.throughput import throughput
 from logkit.analysis.results import SessionSummary
 from logkit.schema.values import per_second, to_float, to_int
+from logkit.schema.vocab import Basis
 
 
 def run_totals(session) -> dict:
@@ -127,13 +128,13 @@ def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.Dat
         out["steps_per_second"] = per_second(out["total_steps"], out["duration_s"])
     have_run = out["samples_per_second"] is not None or out["steps_per_second"] is not None
     if sampled and not have_run and not timed.empty:
-        out.update(_from_rows(timed, out["total_batch_size"]), basis="sampled steps",
+        out.update(_from_rows(timed, out["total_batch_size"]), basis=Basis.SAMPLED_STEPS,
                    basis_detail=f"{len(timed)} sampled step line(s) of {run['total_steps']} steps: sum of batch "
                                 "sizes / sum of their step times (an estimate)")
     elif have_run:
         why = (f"the step lines are sampled: {logged} of {run['total_steps']} steps logged" if sampled
                else "no step times logged")
-        out.update(basis="run totals", basis_detail=f"run totals from {run['source']} ({why})")
+        out.update(basis=Basis.RUN_TOTALS, basis_detail=f"run totals from {run['source']} ({why})")
 
 
 def _final_loss(out: dict, run: dict, sampled: bool, steps: pd.DataFrame) -> None:
@@ -168,7 +169,7 @@ def session_summary(session) -> SessionSummary:
            "duration_s": to_float(meta.get("duration_s"), finite=True), "basis": None, "basis_detail": None,
            "final_loss": None, "final_loss_from": None, "steps_per_second": None, "samples_per_second": None}
     if not timed.empty and not sampled:
-        out.update(_from_rows(timed, batch), basis="steps", total_steps=max_step if max_step is not None
+        out.update(_from_rows(timed, batch), basis=Basis.STEPS, total_steps=max_step if max_step is not None
                    else run["total_steps"],
                    basis_detail=f"rank {rank}'s {len(timed)} timed step(s): sum of batch sizes / sum of step times")
     else:

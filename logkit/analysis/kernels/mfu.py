@@ -13,7 +13,9 @@ from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.peaks import gpu_model, peak_tflops_for
 from logkit.analysis.kernels.throughput import warmup_count
 from logkit.analysis.results import Mfu
+from logkit.schema.records import EventType
 from logkit.schema.values import to_float
+from logkit.schema.vocab import SessionKind, on_cpu
 
 TOKENS_MISSING = ("tokens/s not logged (metrics.tokens_per_second of the step records: with transformers' Trainer, "
                   "TrainingArguments(include_num_input_tokens_seen=True); with TrainingLogger, step.log(tokens=...))")
@@ -35,7 +37,7 @@ def model_parameters(session) -> tuple[float | None, float | None, str]:
             return total, _positive(get("parameters_trainable")), src
     ev = session.events
     if "parameters_total" in ev.columns and not ev.empty:
-        hit = ev[(ev["kind"] == "model_info") & ev["parameters_total"].notna()]
+        hit = ev[(ev["kind"] == EventType.MODEL_INFO) & ev["parameters_total"].notna()]
         if not hit.empty:
             row = hit.iloc[0]
             trainable = _positive(row["parameters_trainable"]) if "parameters_trainable" in hit.columns else None
@@ -60,10 +62,9 @@ def _tokens_per_second(session) -> tuple[float | None, int]:
 def _missing(session, name, peak, total, tps) -> tuple[list[str], list[str]]:
     """(the inputs missing, a reason per missing input)."""
     meta = session.meta
-    mode = str(meta.get("mode") or "").upper()
-    cpu = mode in ("CPU", "MULTI-CPU") or (not name and meta.get("gpu_count") == 0)
+    cpu = bool(on_cpu(meta.get("mode"), meta.get("gpu_count")))
     missing, reasons = [], []
-    if session_kind(session) != "training":
+    if session_kind(session) != SessionKind.TRAINING:
         reasons.append("not a training run")
     elif cpu:
         missing.append("gpu")

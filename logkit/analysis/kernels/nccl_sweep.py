@@ -15,6 +15,7 @@ import pandas as pd
 from logkit.analysis.kernels.communication import file_line, session_link
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.thresholds import NEAR_PEAK, REACH
+from logkit.schema.vocab import SessionKind
 
 NCCL_TESTS_COLUMNS = ["session_id", "op", "placement", "group_size", "sizes", "min_bytes", "max_bytes",
                       "busbw_at_max_size_gb_s", "algbw_at_max_size_gb_s", "time_at_max_size_us",
@@ -51,7 +52,7 @@ def _avg_busbw(meta: dict, op: str, table) -> float | None:
 def nccl_tests_table(session) -> pd.DataFrame:
     """Per op and placement of an nccl-tests session: ``NCCL_TESTS_COLUMNS`` (see module doc)."""
     comm = session.comm
-    if comm.empty or session_kind(session) != "nccl_tests":
+    if comm.empty or session_kind(session) != SessionKind.NCCL_TESTS:
         return pd.DataFrame(columns=NCCL_TESTS_COLUMNS)
     frame = pd.DataFrame({
         "op": comm["op"].astype("object").fillna("unknown"), "placement": _placement(comm),

@@ -12,6 +12,7 @@ import re
 from logkit.ingest.readers.base import Read
 from logkit.ingest.readers.torch_lines import signal_of
 from logkit.schema.values import as_float, to_float
+from logkit.schema.vocab import EventKind
 
 _NONFINITE = re.compile(r"(?<![\w'\"])(-?)(nan|inf)(?![\w'\"])")
 _NAN_LINES = re.compile(r"^(?:={3,}|-{3,}|Step: \d+|Loss: .*|Gradient Norm: .*|PROBLEMATIC TENSORS:|.*with NaN.*"
@@ -86,7 +87,7 @@ class Blocks:
 
     def _child_line(self, number: int, text: str) -> bool:
         if _CHILD_ENTRY.match(text) is not None:
-            self.current = self.read.event("child_failed", number, rank=None, level="ERROR",
+            self.current = self.read.event(EventKind.CHILD_FAILED, number, rank=None, level="ERROR",
                                            message="torchrun child process failed", root_cause=self.root_cause,
                                            script=self.script)
             return True

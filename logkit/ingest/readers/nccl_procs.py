@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from logkit.ingest.readers.base import Read
+from logkit.schema.vocab import EventKind
 
 _VIA_NET = re.compile(r"^NET/(?P<net>.+?)/\d+$")
 
@@ -81,7 +82,7 @@ class NcclProcs:
             return
         if what == "warn":
             self.warns[(n["host"], n["pid"])] = self.read.event(
-                "nccl_warn", number, host=n["host"], rank=launcher_rank, level="WARNING",
+                EventKind.NCCL_WARN, number, host=n["host"], rank=launcher_rank, level="WARNING",
                 message=n["message"].strip(), device=n["dev"], pid=n["pid"], where=n["where"], chain=None)
         elif what == "chain" and (ev := self.warns.get((n["host"], n["pid"]))) is not None:
             link = f"{n['where']} -> {n['code']}"
@@ -125,7 +126,7 @@ class NcclProcs:
         elif what == "driver":
             self.facts.setdefault("cuda_driver_version", n["driver"])
         elif what == "retry":
-            self.read.event("warning", number, host=n["host"], level="WARNING", pid=n["pid"],
+            self.read.event(EventKind.WARNING, number, host=n["host"], level="WARNING", pid=n["pid"],
                             message=f"NCCL: call to connect returned {n['error']}, retrying")
 
     def _joined(self) -> list[_Proc]:
@@ -156,7 +157,7 @@ class NcclProcs:
         for comm, facts in comms:
             device = facts.get("device")
             self.read.event(
-                "nccl_init", facts["line"], host=proc.host, rank=facts.get("rank"), nranks=facts.get("nranks"),
+                EventKind.NCCL_INIT, facts["line"], host=proc.host, rank=facts.get("rank"), nranks=facts.get("nranks"),
                 comm_id=facts.get("comm_id") or comm, network=proc.network or network, level="INFO",
                 message=facts.get("message") or f"NCCL process {proc.host}:{proc.pid}", pid=proc.pid,
                 device=device if device is not None else (min(proc.devices) if proc.devices else None),

@@ -22,6 +22,7 @@ from pathlib import Path
 from logkit.ingest.readers.base import Read, ReadResult, iter_lines
 from logkit.ingest.readers.torch_lines import parse_prte
 from logkit.schema.values import to_float
+from logkit.schema.vocab import EventKind
 
 OPS = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
        "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv",
@@ -97,13 +98,13 @@ class _Tests:
     def _failure(self, number: int, line: str) -> bool:
         read = self.read
         if (f := _FAILURE.match(line)) is not None:
-            read.event("nccl_error", number, host=f["host"], level="ERROR", message=line.strip()[:300],
+            read.event(EventKind.NCCL_ERROR, number, host=f["host"], level="ERROR", message=line.strip()[:300],
                        error=f["error"].strip(), where=f["where"])
             return True
         if (f := _FAILED_PID.match(line)) is not None:
             ranks = self.pids.get(int(f["pid"]), [])
             for ev in reversed(read.rows["events"]):
-                if ev["kind"] == "nccl_error" and ev.get("host") == f["host"]:
+                if ev["kind"] == EventKind.NCCL_ERROR and ev.get("host") == f["host"]:
                     ev.update(pid=int(f["pid"]), rank=ranks[0] if len(ranks) == 1 else None,
                               ranks=",".join(map(str, ranks)) or None)
                     break
@@ -111,7 +112,7 @@ class _Tests:
         if (p := parse_prte(line)) is not None:
             # the launcher names its process; a process drives nThread x nGpus ranks
             ranks = list(range(p["rank"] * self.per_process, (p["rank"] + 1) * self.per_process))
-            read.event("child_failed", number, rank=ranks[0] if len(ranks) == 1 else None, level="ERROR",
+            read.event(EventKind.CHILD_FAILED, number, rank=ranks[0] if len(ranks) == 1 else None, level="ERROR",
                        message=line.strip()[:300], exitcode=p["exitcode"], process=p["process"], root_cause=True,
                        launcher="mpirun", ranks=",".join(map(str, ranks)))
             return True

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from logkit.analysis.results import Analysis, SessionSummary, plain
 from logkit.report.format import fmt
+from logkit.schema.vocab import SessionKind
 
 RULE = "=" * 60
-KIND_WORDS = {"gpu_capture": "GPU capture", "nccl_tests": "nccl-tests benchmark"}
+KIND_WORDS = {SessionKind.GPU_CAPTURE: "GPU capture", SessionKind.NCCL_TESTS: "nccl-tests benchmark"}
 
 
 def rows(frame, session_id=None) -> list[dict]:
@@ -28,12 +29,10 @@ def gpu_count_text(s: SessionSummary | None) -> str:
     if s is None:
         return "unknown"
     gpus, ranks = s.gpu_count, s.world_size
-    if gpus is None:
-        if str(s.mode or "").upper() in ("CPU", "MULTI-CPU"):
-            return f"0 (CPU, {fmt(ranks, 'd')} rank(s))"
-        return "unknown" + (f" ({ranks} rank(s))" if ranks else "")
-    if gpus == 0:
+    if s.on_cpu:
         return f"0 (CPU, {fmt(ranks, 'd')} rank(s))"
+    if gpus is None:
+        return "unknown" + (f" ({ranks} rank(s))" if ranks else "")
     return f"{gpus}" + (f" ({ranks} ranks)" if ranks and ranks != gpus else "")
 
 

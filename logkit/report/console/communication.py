@@ -7,6 +7,7 @@ from __future__ import annotations
 from logkit.analysis.results import Analysis
 from logkit.report.console.common import RULE, definitions_footer, rows, session_header, session_order
 from logkit.report.format import fmt, mb, pct, size_text
+from logkit.schema.vocab import SessionKind
 
 _KEYS = ["count", "total_bytes / mean_bytes", "p50_ms / p95_ms", "algbw_mb_s", "busbw_mb_s",
          "sync_share_of_step_time", "pct_of_peak", "verdict"]
@@ -92,7 +93,7 @@ def render_communication(analysis: Analysis) -> str:
     for sid in session_order(analysis, "communication", "nccl_tests"):
         mine, tests = rows(analysis.communication, sid), rows(analysis.nccl_tests, sid)
         summary = analysis.scaling.summary(sid)
-        if summary is not None and summary.kind == "gpu_capture" and not mine:
+        if summary is not None and summary.kind == SessionKind.GPU_CAPTURE and not mine:
             continue  # a GPU capture has no communication to show
         lines += [""] + session_header(analysis, sid, "📡")
         if tests:

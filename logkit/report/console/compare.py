@@ -6,6 +6,7 @@ from __future__ import annotations
 from logkit.analysis.results import Analysis, Comparison, Fit, SessionSummary
 from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_count_text, gpu_lines, rows
 from logkit.report.format import fmt, pct
+from logkit.schema.vocab import Regime, Status
 
 _GPU_WORDS = {"title": "SINGLE GPU vs MULTI-GPU COMPARISON", "single": "SINGLE GPU", "multi": "MULTI-GPU",
               "single_avg": "Single GPU Average", "multi_avg": "Multi-GPU Average",
@@ -68,7 +69,7 @@ def _session_block(s: SessionSummary, analysis: Analysis, gpu: bool) -> list[str
     if s.steady_samples_per_second is not None:
         lines.append(f"  Steady samples/sec: {fmt(s.steady_samples_per_second)} (after {fmt(s.warmup_steps, 'd')} "
                      f"warm-up steps, {fmt(s.steady_steps, 'd')} steady steps)")
-    if s.status not in (None, "completed"):
+    if s.status not in (None, Status.COMPLETED):
         lines.append(f"  Status: {s.status}" + (f": {s.status_detail}" if s.status_detail else ""))
     return lines + gpu_lines(analysis, s.session_id) + _health_line(analysis, s.session_id)
 
@@ -90,12 +91,12 @@ def _average_block(title: str, group: list[SessionSummary], analysis: Analysis, 
 
 
 def _regime_text(regime: str | None, base: SessionSummary, cand: SessionSummary) -> str:
-    if regime == "strong":
+    if regime == Regime.STRONG:
         return f"strong scaling (same global batch: {base.total_batch_size})"
-    if regime == "weak":
+    if regime == Regime.WEAK:
         per = (base.total_batch_size or 0) / (base.world_size or 1)
         return f"weak scaling (same per-rank batch: {per:g})"
-    if regime == "mixed":
+    if regime == Regime.MIXED:
         return (f"mixed (global batch {base.total_batch_size} -> {cand.total_batch_size}, "
                 "per-rank batch differs too)")
     return f"{regime or 'unknown'} (batch sizes not logged)"

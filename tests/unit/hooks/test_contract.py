@@ -10,15 +10,19 @@ import time
 
 import pytest
 
+from logkit.schema.findings import FindingKind
 from logkit.schema.records import (
     ANOMALY,
     COMMUNICATION,
     DATASET_INFO,
+    ERROR,
     GPU_DEVICE,
     GPU_SNAPSHOT,
     MODEL_INFO,
+    NAN_DETECTED,
     PERFORMANCE,
     RECORD_SPECS,
+    RESOURCE_WARNING,
     SESSION_END,
     SESSION_START,
     STEP_PHASES,
@@ -26,6 +30,7 @@ from logkit.schema.records import (
     TRAINING_STEP,
     RecordSpec,
 )
+from logkit.schema.vocab import ENDED, Mode
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_sampler import fake_pynvml
 from trainer_hooks import session as session_mod
@@ -125,6 +130,16 @@ def test_a_real_run_writes_only_declared_keys(run):
         if record["type"] in FREE_FORM:
             record = {k: v for k, v in record.items() if k in {f.raw[0] for f in spec}}
         assert _undeclared(spec, record) == [], record["type"]
+
+
+def test_a_real_run_writes_only_declared_words(run):
+    """The kind of every finding record, and the status and mode, are words the schema declares."""
+    kinds = {ANOMALY["subkind"].get(r) for r in run if r["type"] in (ANOMALY.type, RESOURCE_WARNING.type,
+                                                                     NAN_DETECTED.type, ERROR.type)}
+    assert kinds - {None} and kinds - {None} <= FindingKind.words()
+    (end,) = [r for r in run if r["type"] == SESSION_END.type]
+    (start,) = [r for r in run if r["type"] == SESSION_START.type]
+    assert SESSION_END["status"].get(end) in ENDED and SESSION_START["mode"].get(start) in Mode.words()
 
 
 def test_every_frame_column_is_where_its_spec_says(run):
