@@ -46,13 +46,13 @@ _LOW_EFFICIENCY, _NOT_RESCALED, _BATCH_MISMATCH = (FindingKind.LOW_SCALING_EFFIC
 def _files_of(session, ranks=None) -> list[str]:
     """Base names of the session's files (rank streams of ``ranks`` when given): evidence of
     figures derived from whole frames, which carry no line numbers."""
-    names = [PurePath(p).name for p in session.meta.get("files") or []]
+    names = [PurePath(p).name for p in session.meta.files or []]
     if ranks is not None:
         picked = [n for n in names if any(n.endswith(f"_rank{r}.jsonl") for r in ranks)]
         if picked:
             return picked
     jsonl = [n for n in names if n.endswith(".jsonl")]
-    return jsonl or names[:3] or [str(session.meta.get("session_id"))]
+    return jsonl or names[:3] or [str(session.meta.session_id)]
 
 
 def _step_range(frame: pd.DataFrame) -> str:
@@ -94,7 +94,7 @@ def _merge(out: list[Finding], sid, event_kind: FindingKind, table_kind: Finding
 
 
 def _status_findings(s, sid) -> list[Finding]:
-    status, idle = s.meta.get("status"), s.meta.get("idle_s")
+    status, idle = s.meta.status, s.meta.idle_s
     if status in (Status.FAILED, Status.INTERRUPTED):
         return [Finding.make(Severity.ERROR, FindingKind.STATUS, sid, f"Run {status}", f"session_end says status={status}.",
                              _files_of(s))]
@@ -104,13 +104,13 @@ def _status_findings(s, sid) -> list[Finding]:
         return [Finding.make(Severity.WARNING, FindingKind.STATUS, sid, "Run cut off (no session_end record)",
                              f"The streams end without session_end{said}.", _files_of(s))]
     if status == Status.IN_PROGRESS:
-        return [Finding.make(Severity.INFO, FindingKind.STATUS, sid, f"Run in progress: {s.meta.get('status_detail')}",
+        return [Finding.make(Severity.INFO, FindingKind.STATUS, sid, f"Run in progress: {s.meta.status_detail}",
                              f"No session_end yet and its files were written {idle:.0f} s ago (within max("
                              f"{IN_PROGRESS_MIN_S:.0f} s, {IN_PROGRESS_STEPS} x its median step time)): "
                              + ("every figure covers the steps logged so far." if len(s.steps) else
                                 "no step is logged yet."), _files_of(s))]
     if status == Status.NO_RECORD:
-        ranks = s.meta.get("ranks_found") or []
+        ranks = s.meta.ranks_found or []
         files = f"the streams of rank(s) {', '.join(map(str, ranks))}" if ranks else "its files"
         return [Finding.make(FindingKind.NO_RECORDS.severity, FindingKind.NO_RECORDS, sid, FindingKind.NO_RECORDS.title,
                              f"The session folder holds {files} but not one record: the run was killed, or failed, "
@@ -151,7 +151,7 @@ def _gpu_findings(s, sid, gpus: pd.DataFrame, busy: dict | None) -> list[Finding
                                           zip(low["gpu"], low["avg_util"], strict=True))
                                 + f" (below {LOW_UTIL:g}%, from the {where}): input pipeline, small batch, or "
                                   "waiting on others.", [f"{f} ({where})" for f in _files_of(s)[:1]]))
-    if busy and (s.meta.get("world_size") or 1) <= 1:
+    if busy and (s.meta.world_size or 1) <= 1:
         out.append(Finding.make(_DEVICE_MAP.severity, _DEVICE_MAP, sid, _DEVICE_MAP.title,
                                 f"GPU {busy['busy']} averages {busy['busy_util']:.0f}% while GPUs {busy['idle']} "
                                 "idle: device_map=\"auto\" splits the model across GPUs, which then take turns; "
@@ -201,7 +201,7 @@ def _data_wait_hidden(s, sid, breakdown: pd.DataFrame) -> list[Finding]:
     (``average_tokens_across_devices``): a slow loader on one rank then shows as data time on every
     rank, and nobody arrives last at the gradient sync, so the straggler cannot be named."""
     rows = breakdown[breakdown["session_id"] == sid] if len(breakdown) else breakdown
-    config = s.meta.get("config") or {}
+    config = s.meta.config if isinstance(s.meta.config, dict) else {}
     if not len(rows) or not config.get("average_tokens_across_devices"):
         return []
     heavy = rows[rows["data_s"] >= DATA_HEAVY * rows["step_s"]]
@@ -283,7 +283,7 @@ def diagnose(sessions: list, parts: dict) -> tuple[Finding, ...]:
     empty = pd.DataFrame()
     perf, strag, gpus, comm = (parts.get(k, empty) for k in ("performance", "stragglers", "gpus", "communication"))
     for s in sessions:
-        sid = s.meta.get("session_id")
+        sid = s.meta.session_id
         out += event_findings(s) + hang_findings(s) + _status_findings(s, sid)
         out += _health_findings(s, sid, parts.get("health", {}).get(sid))
         out += _gpu_findings(s, sid, gpus, parts.get("busy_gpu", {}).get(sid))
@@ -304,7 +304,7 @@ def _sources(rows: pd.DataFrame) -> list[str]:
 
 def _comparison_findings(sessions, scaling: Scaling) -> list[Finding]:
     out = []
-    by_id = {s.meta.get("session_id"): s for s in sessions}
+    by_id = {s.meta.session_id: s for s in sessions}
     for c in scaling.comparisons:
         sid, base = c.candidate, c.baseline
         files = _files_of(by_id[sid]) if sid in by_id else []

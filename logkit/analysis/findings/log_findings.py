@@ -104,7 +104,7 @@ _BY_KIND = (((EventKind.COLLECTIVE_MISMATCH,), mismatch_findings), ((EventKind.C
 
 
 def event_findings(session) -> list[Finding]:
-    sid = session.meta.get("session_id")
+    sid = session.meta.session_id
     ev = session.events
     if ev.empty:
         return []
@@ -135,10 +135,10 @@ def _ordered(found: list[Finding]) -> list[Finding]:
 def _generic_findings(session, lines: pd.DataFrame, structured: set[str]) -> list[Finding]:
     """Warning and error lines: those naming a known problem become its finding (unless a structured
     event already made it); the rest become one finding per level, so that none is lost."""
-    sid = session.meta.get("session_id")
+    sid = session.meta.session_id
     if lines.empty:
         return []
-    completed = session.meta.get("status") == Status.COMPLETED
+    completed = session.meta.status == Status.COMPLETED
     matched: dict[FindingKind, list[int]] = {}
     rest = []
     for i, msg in zip(lines.index, lines["message"].astype("object"), strict=True):
@@ -178,7 +178,7 @@ def _generic_findings(session, lines: pd.DataFrame, structured: set[str]) -> lis
 
 def _emitter_findings(session, events: pd.DataFrame) -> list[Finding]:
     """The emitter's own anomaly / resource_warning checks, one finding per kind."""
-    sid = session.meta.get("session_id")
+    sid = session.meta.session_id
     if events.empty:
         return []
     sub = column(events, "subkind").astype("object")

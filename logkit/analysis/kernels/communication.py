@@ -77,9 +77,9 @@ def session_link(session) -> dict | None:
             return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
                     "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
     meta = session.meta
-    cpu = bool(on_cpu(meta.get("mode"), meta.get("gpu_count")))
+    cpu = bool(on_cpu(meta.mode, meta.gpu_count))
     # gloo without a GPU model is a CPU run too: link_for says so
-    return link_for(gpu_model(session), str(meta.get("backend") or "") or None, cpu=cpu)
+    return link_for(gpu_model(session), str(meta.backend or "") or None, cpu=cpu)
 
 
 def verdict(mean_bytes, busbw_mb_s, link: dict | None) -> tuple[str, str]:
@@ -195,7 +195,7 @@ def _first_last(keys: np.ndarray, comm: pd.DataFrame) -> tuple[dict, dict]:
 
 
 def _summary_ops(meta: dict) -> dict:
-    doc = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
+    doc = meta.summary if isinstance(meta.summary, dict) else {}
     comm = doc.get("communication")
     return comm if isinstance(comm, dict) else {}
 
@@ -305,7 +305,7 @@ def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFram
                                     dtype="boolean")
     _add_summary_totals(out, session.meta)
     out["rank"] = out["rank"].astype("Int64")
-    out.insert(0, "session_id", session.meta.get("session_id"))
+    out.insert(0, "session_id", session.meta.session_id)
     return out[COMM_COLUMNS]
 
 
@@ -318,7 +318,7 @@ def communication_table(session, parts: tuple | None = None) -> pd.DataFrame:
     comm = session.comm
     if comm.empty or session_kind(session) == SessionKind.NCCL_TESTS:
         return _empty()
-    out = _key_stats(comm, session.meta.get("world_size"), _step_times(session))
+    out = _key_stats(comm, session.meta.world_size, _step_times(session))
     return _finish(out, session, _timing_sources(comm))
 
 

@@ -46,7 +46,7 @@ def _loss(sessions, scaling: Scaling) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             if not by_samples and basis == LossAxis.SAMPLES_SEEN:  # back to steps: every line shares the axis
                 x, loss = _by_step(s)
             losses.append(pd.DataFrame({"session_id": s.session_id, "x": x, "loss": loss}))
-        b = batch.get(s.session_id) or s.meta.get("total_batch_size")
+        b = batch.get(s.session_id) or s.meta.total_batch_size
         ev = s.evals
         ev = ev[(ev["name"] == "eval_loss") & ev["step"].notna() & ev["value"].notna()] if not ev.empty else ev
         if len(ev) and not (by_samples and not b):

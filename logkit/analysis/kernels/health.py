@@ -78,7 +78,7 @@ def loss_curve(session, batch_size: int | None = None) -> tuple[np.ndarray, np.n
     loss = rows["loss"].to_numpy(dtype="float64")
     step = rows["step"].to_numpy(dtype="float64")
     batch = rows["total_batch_size"].astype("float64")
-    default = batch_size or session.meta.get("total_batch_size")
+    default = batch_size or session.meta.total_batch_size
     if default:
         batch = batch.fillna(float(default))
     ok = np.isfinite(loss)
@@ -115,7 +115,7 @@ def session_health(session, final_loss: float | None = None, final_loss_from: st
     session. ``final_loss``: the run's own, where the summary states it (sampled step lines: the run's,
     not the last line's)."""
     x, loss, basis = loss_curve(session)
-    final = float(loss[-1]) if len(loss) else to_float(session.meta.get("final_loss"), finite=True)
+    final = float(loss[-1]) if len(loss) else to_float(session.meta.final_loss, finite=True)
     if final_loss is not None:
         final = final_loss
     ev = session.events
@@ -137,7 +137,7 @@ def loss_parity(base, cand, base_batch: int | None = None, cand_batch: int | Non
         # one side lacks batch sizes: fall back to steps on both sides
         bx, bl, _ = _by_step(base)
         cx, cl, _ = _by_step(cand)
-    out = {"baseline": base.meta.get("session_id"), "candidate": cand.meta.get("session_id"), "aligned_by": basis}
+    out = {"baseline": base.meta.session_id, "candidate": cand.meta.session_id, "aligned_by": basis}
     b_end = base_final if base_final is not None else (float(bl[-1]) if len(bl) else None)
     c_end = cand_final if cand_final is not None else (float(cl[-1]) if len(cl) else None)
     if b_end is not None and c_end is not None:

@@ -27,14 +27,12 @@ def _positive(value) -> float | None:
 
 
 def model_parameters(session) -> tuple[float | None, float | None, str]:
-    """(parameters_total, parameters_trainable, where from): meta's model_info / parameters_*, else
-    the model_info event's columns when ingest keeps them."""
-    meta = session.meta
-    info = meta.get("model_info") if isinstance(meta.get("model_info"), dict) else {}
-    for src, get in (("meta.model_info", info.get), ("meta", meta.get)):
-        total = _positive(get("parameters_total"))
-        if total:
-            return total, _positive(get("parameters_trainable")), src
+    """(parameters_total, parameters_trainable, where from): meta's model_info, else the model_info
+    event's columns when ingest keeps them."""
+    info = session.meta.model_info if isinstance(session.meta.model_info, dict) else {}
+    total = _positive(info.get("parameters_total"))
+    if total:
+        return total, _positive(info.get("parameters_trainable")), "meta.model_info"
     ev = session.events
     if "parameters_total" in ev.columns and not ev.empty:
         hit = ev[(ev["kind"] == EventType.MODEL_INFO) & ev["parameters_total"].notna()]
@@ -62,7 +60,7 @@ def _tokens_per_second(session) -> tuple[float | None, int]:
 def _missing(session, name, peak, total, tps) -> tuple[list[str], list[str]]:
     """(the inputs missing, a reason per missing input)."""
     meta = session.meta
-    cpu = bool(on_cpu(meta.get("mode"), meta.get("gpu_count")))
+    cpu = bool(on_cpu(meta.mode, meta.gpu_count))
     missing, reasons = [], []
     if session_kind(session) != SessionKind.TRAINING:
         reasons.append("not a training run")
@@ -91,7 +89,7 @@ def mfu(session) -> Mfu:
     name = gpu_model(session)
     peak = peak_tflops_for(name)
     tps, rows = _tokens_per_second(session)
-    n_gpus = int(session.meta.get("world_size") or 1)
+    n_gpus = int(session.meta.world_size or 1)
     fpt = 4 * total + 2 * (trainable if trainable is not None else total) if total else None
     missing, reasons = _missing(session, name, peak, total, tps)
     assumptions = ("parameters_trainable not logged: every weight taken as trainable (6 N per token)",) \

@@ -35,7 +35,7 @@ def _placement(comm: pd.DataFrame) -> pd.Series:
 
 
 def _avg_busbw(meta: dict, op: str, table) -> float | None:
-    tables = meta.get("nccl_tests")
+    tables = meta.nccl_tests
     if not isinstance(tables, list):
         return None
     hits = [t for t in tables if isinstance(t, dict) and t.get("op") == op]
@@ -88,7 +88,7 @@ def nccl_tests_table(session) -> pd.DataFrame:
         if at_top and len(g) > 1:
             note += "; busbw still rising at the largest size: the sweep may end before the link saturates"
         rows.append({
-            "session_id": session.meta.get("session_id"), "op": op, "placement": placement,
+            "session_id": session.meta.session_id, "op": op, "placement": placement,
             "group_size": None if last["group"] != last["group"] else int(last["group"]), "sizes": int(len(g)),
             "min_bytes": float(g["size"].iloc[0]), "max_bytes": float(last["size"]),
             "busbw_at_max_size_gb_s": bus_last, "algbw_at_max_size_gb_s": float(last["alg"]),

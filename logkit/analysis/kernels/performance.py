@@ -47,7 +47,7 @@ def step_stats(session) -> pd.DataFrame:
     out["data_share"] = (dg["d"].sum() / dg["t"].sum()).reindex(out.index)
     out["step_p5_s"], out["step_p25_s"], out["step_p75_s"] = q[0.05], q[0.25], q[0.75]
     out = out.reset_index()
-    out.insert(0, "session_id", session.meta.get("session_id"))
+    out.insert(0, "session_id", session.meta.session_id)
     return out[STEP_COLUMNS]
 
 
@@ -95,7 +95,7 @@ def _from_snapshots(frame: pd.DataFrame, names: dict) -> list[dict]:
 
 
 def _from_summary(session) -> list[dict]:
-    summary = session.meta.get("summary")
+    summary = session.meta.summary
     gpus = summary.get("gpus") if isinstance(summary, dict) else None
     out = []
     for g in gpus if isinstance(gpus, list) else []:
@@ -111,7 +111,7 @@ def _from_summary(session) -> list[dict]:
 
 def gpu_table(session) -> pd.DataFrame:
     """Per GPU of ``session``: ``GPU_COLUMNS`` (from the gpu frame, else summary.json's gpus)."""
-    names = {g.get("index"): g.get("name") for g in session.meta.get("gpus") or [] if isinstance(g, dict)}
+    names = {g.get("index"): g.get("name") for g in session.meta.gpus or [] if isinstance(g, dict)}
     frame = session.gpu
     has = not frame.empty and frame["gpu"].notna().any()
     rows = _from_snapshots(frame, names) if has else _from_summary(session)
@@ -121,7 +121,7 @@ def gpu_table(session) -> pd.DataFrame:
     if "gpu_name" in frame.columns and out["name"].isna().any():  # GPU captures name their devices
         known = frame.dropna(subset=["gpu", "gpu_name"]).groupby("gpu")["gpu_name"].first()
         out["name"] = out["name"].fillna(out["gpu"].map(known))
-    out.insert(0, "session_id", session.meta.get("session_id"))
+    out.insert(0, "session_id", session.meta.session_id)
     return out.reindex(columns=GPU_COLUMNS)
 
 

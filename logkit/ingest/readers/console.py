@@ -41,6 +41,10 @@ from logkit.schema.records import EventType
 from logkit.schema.values import to_float
 from logkit.schema.vocab import EventKind, LineSubkind
 
+# The run facts the lines state that become meta as they are (meta keys).
+FACT_META = ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size", "gradient_accumulation_steps",
+             "num_examples", "nproc_per_node", "data_parallel_size", "link_speed_gbps", "deepspeed_version",
+             "memory_mb")
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
 _GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
@@ -171,7 +175,7 @@ class _Console(Blocks):
         m = _GLOG_STAMP.search(text) if ":" in text else None
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
         if "<" in text and (p := tl.parse_progress(text)) is not None:
-            self.read.meta["progress"] = {**p, "line": number}  # a bar may carry the next record glued on
+            self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
         if self.block is not None and self.in_block(number, text):
             self._traceback_call(text)
             if text.startswith("Traceback"):
@@ -199,7 +203,7 @@ class _Console(Blocks):
     def _not_nccl(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         read = self.read
         if text.startswith("NCCL version") and (v := _NCCL_VERSION.match(text)) is not None:
-            read.meta.setdefault("nccl_version", v["version"])
+            read.meta.fill(nccl_version=v["version"])
             return True
         if "mismatch between collectives" in text and (mm := tl.parse_mismatch(text)) is not None:
             read.event(EventKind.COLLECTIVE_MISMATCH, number, rank=rank, level="ERROR", message=text.strip()[:300], **mm)
@@ -210,7 +214,7 @@ class _Console(Blocks):
             return True
         if "NCCL error" in text and (e := tl.parse_nccl_error(text)) is not None:
             self.trace_open = None
-            read.meta.setdefault("nccl_version", e["nccl_version"])
+            read.meta.fill(nccl_version=e["nccl_version"])
             read.event(EventKind.NCCL_ERROR, number, level="ERROR", time_s=t, message=text.strip()[:300],
                        **{**e, "rank": e["rank"] if e["rank"] is not None else rank}, op=self.dist_op,
                        exception=m["type"] if (m := _EXCEPTION.match(text)) else None)
@@ -386,12 +390,10 @@ class _Console(Blocks):
     def _facts(self) -> None:
         """Run facts the lines stated, as meta (never over what NCCL or a header said)."""
         meta, f = self.read.meta, self.facts
-        for key in ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size",
-                    "gradient_accumulation_steps", "num_examples", "nproc_per_node", "data_parallel_size",
-                    "link_speed_gbps", "deepspeed_version", "memory_mb"):
+        for key in FACT_META:
             if key in f:
                 meta.setdefault(key, f[key])
-        if "world_size" in meta:
+        if meta.world_size is not None:
             return
         total, per, acc = (f.get(k) for k in ("total_batch_size", "per_device_batch_size",
                                              "gradient_accumulation_steps"))

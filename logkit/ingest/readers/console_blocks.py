@@ -152,8 +152,8 @@ def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | Non
                 read.rows["evals"].append({"step": None, "name": str(k), "value": as_float(v), "rank": rank,
                                            "time_s": t, "epoch": as_float(values.get("epoch"))})
     elif "train_runtime" in values:
-        read.meta.setdefault("duration_s", as_float(values.get("train_runtime")))
-        read.meta.setdefault("samples_per_second", as_float(values.get("train_samples_per_second")))
-        read.meta.setdefault("steps_per_second", as_float(values.get("train_steps_per_second")))
-        read.meta.setdefault("train_loss", as_float(values.get("train_loss")))
+        read.meta.fill(duration_s=as_float(values.get("train_runtime")),
+                       samples_per_second=as_float(values.get("train_samples_per_second")),
+                       steps_per_second=as_float(values.get("train_steps_per_second")),
+                       train_loss=as_float(values.get("train_loss")))
     return index

@@ -127,7 +127,7 @@ def read_flight_recorder(path: Path, rank: int | None = None) -> ReadResult:
         return read.result()
     if rank is None and (m := _RANK.search(read.path.name)) is not None:
         rank = int(m[1])
-    read.meta["flight_recorder_version"] = str(doc.get("version"))
+    read.meta.flight_recorder_version = str(doc.get("version"))
     status = doc.get("pg_status") if isinstance(doc.get("pg_status"), dict) else {}
     last: dict[str, dict] = {}
     for i, entry in enumerate(doc["entries"]):

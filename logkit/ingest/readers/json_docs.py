@@ -98,7 +98,7 @@ def read_trainer_state(path: Path, rank: int | None = None) -> ReadResult:
     })
     losses = [r["loss"] for r in read.rows["steps"] if r["loss"] is not None]
     if losses:
-        read.meta["final_loss"] = losses[-1]
+        read.meta.final_loss = losses[-1]
     return read.result()
 
 
@@ -113,9 +113,9 @@ def read_results_json(path: Path, rank: int | None = None) -> ReadResult:
     read.meta.update({"mode": normal_mode(v["mode"], v["device"], world), "world_size": world})
     read.meta.update({k: v[k] for k in ("gpu_count", "duration_s", "steps_per_second", "samples_per_second",
                                         "total_steps", "final_loss", "model", "config", "session", "optimizations")})
-    read.meta["status"] = Status.COMPLETED
-    if read.meta["duration_s"] is not None:
-        read.meta["duration_from"] = "results.json"
+    read.meta.status = Status.COMPLETED
+    if read.meta.duration_s is not None:
+        read.meta.duration_from = "results.json"
     return read.result()
 
 

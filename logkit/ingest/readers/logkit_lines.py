@@ -116,7 +116,7 @@ class LineReader:
     def _step_line(self, number, message, level, t, v) -> None:
         row = {"rank": 0, "step": v["step"], "time_s": t, "loss": v["loss"], "learning_rate": v["learning_rate"]}
         self.read.step(number, row)
-        self.read.meta.setdefault("max_steps", v["max_steps"])
+        self.read.meta.fill(max_steps=v["max_steps"])
         self.state["last_step"], self.state["section"] = row, None
 
     def _metrics_line(self, number, message, level, t, v) -> None:
@@ -133,7 +133,7 @@ class LineReader:
 
     def _multigpu_step(self, number, message, level, t, v) -> None:
         self.state["multigpu_step"] = v["step"]
-        self.read.meta.setdefault("world_size", v["processes"])
+        self.read.meta.fill(world_size=v["processes"])
 
     def _performance(self, number, message, level, t, v) -> None:
         self.read.rows["perf"].append({"rank": 0, "time_s": t, **v})

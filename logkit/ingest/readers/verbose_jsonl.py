@@ -68,7 +68,7 @@ def read_verbose_jsonl(path: Path, rank: int | None = None) -> ReadResult:
         if (snapshot := _snapshot(record, t)) is not None:
             records.append((line, snapshot))
     read_stream(read.path, 0 if rank is None else rank, read.tables.__setitem__, records=records)
-    read.meta["naive_timestamps"] = naive
+    read.meta.naive_timestamps = naive
     starts = [r for _, r in stream.records if TYPE.get(r) in _STARTS]
     if starts:
         found = ((name, SESSION_START[name].get(starts[0])) for name in ("model", "mode"))

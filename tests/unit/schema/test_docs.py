@@ -12,8 +12,8 @@ from logkit.schema import doc
 from tests.support.launch import REPO
 
 DOCTESTED = ["logkit.schema.records", "logkit.schema.lines", "logkit.schema.values", "logkit.schema.collectives",
-             "logkit.schema.files", "logkit.schema.findings", "logkit.schema.vocab", "logkit.report.format",
-             "logkit.analysis.results.analysis"]
+             "logkit.schema.files", "logkit.schema.findings", "logkit.schema.vocab", "logkit.schema.meta",
+             "logkit.report.format", "logkit.analysis.results.analysis"]
 
 
 def test_the_field_reference_is_the_schemas():
