@@ -9,6 +9,8 @@ Standard library only: the training side imports it too. Each format is defined 
 - ``files``: a session's file names and the keys of its summary.json;
 - ``findings``: severities and every kind of finding (the emitter's checks and the analysis');
 - ``vocab``: the words of values (status, mode and the CPU-run rule, event kinds, the results' words);
+- ``meta``: a session's meta keys (``SessionMeta``), each with its type, unit and meaning;
+- ``gpu``: the per-GPU metrics of a snapshot (the sampler reads by them, ``GPU_DEVICE`` is made of them);
 - ``collectives``: bandwidth units and the bus-bandwidth factor of each collective;
 - ``values``: what counts as a number.
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from logkit.schema.gpu import DEVICE_IDS, DEVICE_METRICS, STATISTICS
 from logkit.schema.values import as_float, as_int, as_text
 from logkit.schema.vocab import ENDED, Mode
 
@@ -295,15 +296,13 @@ STEP_PHASES = RecordSpec(EventType.STEP_PHASES, "phases", (
     F("timing_source", type=str, doc="cuda_event or wall", store="category"),
 ), "one per synchronised step, when its timings are read (a GPU's a step or two later)")
 
+# A device of a gpu_snapshot: its ids, then each metric of ``gpu.DEVICE_METRICS`` (the interval mean),
+# then the interval's extremes of the aggregated ones.
 GPU_DEVICE = RecordSpec("", "gpu", (
-    F("gpu", "index", int, doc="CUDA ordinal"),
-    F("utilization_pct", "utilization_percent", unit="%"),
-    F("memory_used_mb", unit="MB", doc="10^6 bytes"),
-    F("memory_total_mb", unit="MB"),
-    F("power_w", unit="W"),
-    F("temperature_c", unit="°C"),
-    F("memory_usage_pct", "memory_usage_percent", unit="%"),
-    F("sm_clock_mhz", unit="MHz"),
+    *(F(i.name, i.key, i.type, doc=i.doc, frame=i.frame) for i in DEVICE_IDS),
+    *(F(m.column, m.key, unit=m.unit, doc=m.doc, frame=m.frame) for m in DEVICE_METRICS),
+    *(F(m.column + s, m.key + s, unit=m.unit, doc=f"the interval's {'minimum' if s == '_min' else 'maximum'}",
+        frame=False) for m in DEVICE_METRICS if m.aggregate for s in STATISTICS),
 ), "one device of a gpu_snapshot (interval means; _min and _max beside each)")
 
 GPU_SNAPSHOT = RecordSpec(EventType.GPU_SNAPSHOT, "gpu", (

@@ -132,6 +132,18 @@ def test_a_real_run_writes_only_declared_keys(run):
         assert _undeclared(spec, record) == [], record["type"]
 
 
+def test_every_device_of_a_real_snapshot_has_the_declared_keys(run):
+    """A device of a gpu_snapshot holds exactly GPU_DEVICE's keys (the ids, each metric of the table
+    and its interval extremes); the sampler's latest reading beside the steps, a part of them."""
+    declared = {f.raw for f in GPU_DEVICE}
+    snapshots = [r for r in run if r["type"] == GPU_SNAPSHOT.type]
+    devices = [d for r in snapshots for d in r[GPU_SNAPSHOT.items_key]]
+    assert devices and all({(k,) for k in d} == declared for d in devices)
+    latest = [d for r in run for d in (((TRAINING_STEP["resource_usage"].get(r) or {}).get("gpu") or {})
+                                       .get("devices") or [])]
+    assert latest and all(_undeclared(GPU_DEVICE, d) == [] for d in latest)
+
+
 def test_a_real_run_writes_only_declared_words(run):
     """The kind of every finding record, and the status and mode, are words the schema declares."""
     kinds = {ANOMALY["subkind"].get(r) for r in run if r["type"] in (ANOMALY.type, RESOURCE_WARNING.type,

@@ -13,7 +13,7 @@ from tests.support.launch import REPO
 
 DOCTESTED = ["logkit.schema.records", "logkit.schema.lines", "logkit.schema.values", "logkit.schema.collectives",
              "logkit.schema.files", "logkit.schema.findings", "logkit.schema.vocab", "logkit.schema.meta",
-             "logkit.report.format", "logkit.analysis.results.analysis"]
+             "logkit.schema.gpu", "logkit.report.format", "logkit.analysis.results.analysis"]
 
 
 def test_the_field_reference_is_the_schemas():
