@@ -390,3 +390,8 @@ def test_without_a_gpu_each_interval_still_gives_its_host_mean_min_max(tmp_path,
     assert any(s["resource_usage"]["cpu"]["usage_percent_max"] > 0 for s in snaps)
     notes = [r["message"] for r in records if r.get("kind") == "sampling_degraded"]
     assert notes == ["no NVIDIA GPU found: GPU metrics off"]
+
+
+def test_the_probe_reads_what_the_table_names():
+    """Every metric of the contract's table is a reading of the probe, and nothing else is."""
+    assert set(nvml_mod.Reading._fields) == {m.attr for m in DEVICE_METRICS}
