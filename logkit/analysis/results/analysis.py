@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from logkit.schema.findings import Severity
-from logkit.schema.vocab import SessionKind, on_cpu
+from logkit.schema.vocab import LossAxis, SessionKind, on_cpu
 
 MAX_EVIDENCE = 10  # evidence lines a finding keeps (all are counted)
 
@@ -306,7 +306,7 @@ class Health:
     divergence: Divergence | None = None
     final_loss: float | None = None
     points: int = 0
-    basis: str = "samples seen"
+    basis: str = LossAxis.SAMPLES_SEEN
     final_loss_from: str | None = None
 
     @property
@@ -327,7 +327,7 @@ class LossParity:
     final_loss_rel_diff: float | None = None
     max_abs_diff_aligned: float | None = None
     mean_abs_diff_aligned: float | None = None
-    aligned_by: str = "steps"
+    aligned_by: str = LossAxis.STEPS
     points: int = 0
     overlap: tuple[float, float] | None = None
 
@@ -409,7 +409,7 @@ class Curves:
 
     loss: pd.DataFrame = field(default_factory=lambda: _frame("session_id", "x", "loss"))
     eval_loss: pd.DataFrame = field(default_factory=lambda: _frame("session_id", "x", "value"))
-    loss_axis: str = "step"
+    loss_axis: str = LossAxis.STEP
     throughput: pd.DataFrame = field(default_factory=lambda: _frame("session_id", "step", "samples_per_s"))
     gpu_utilization: pd.DataFrame = field(
         default_factory=lambda: _frame("session_id", "host", "gpu", "time_s", "utilization_pct"))
