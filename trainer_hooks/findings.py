@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from logkit.schema import findings as kinds
+from logkit.schema.findings import FindingKind
 from logkit.schema.records import ANOMALY, GPU_DEVICE, RESOURCE_WARNING
 
 
@@ -43,7 +43,7 @@ class SlowStepDetector:
         if self._seen > self.warmup and len(self._times) >= self.warmup:
             mid = median(self._times)
             if mid > 0 and step_time > self.factor * mid:
-                finding = ANOMALY.build(subkind=kinds.SLOW_STEP.name, value=round(step_time, 6),
+                finding = ANOMALY.build(subkind=FindingKind.SLOW_STEP, value=round(step_time, 6),
                                         threshold=round(self.factor * mid, 6), median=round(mid, 6))
         self._times.append(step_time)
         return finding
@@ -82,7 +82,7 @@ class LossSpikeDetector:
                 limit = center + self.factor * max(mad, floor)
                 if x > limit:
                     threshold = math.exp(limit) if scale is math.log else limit
-                    finding = ANOMALY.build(subkind=kinds.LOSS_SPIKE.name, value=loss, threshold=threshold, median=mid)
+                    finding = ANOMALY.build(subkind=FindingKind.LOSS_SPIKE, value=loss, threshold=threshold, median=mid)
         losses.append(loss)
         return finding
 
@@ -133,14 +133,14 @@ class GradNormWatch:
             if len(past) >= self.warmup:
                 mid = median(past)
                 if norm <= self.vanish_abs and mid >= self.active_abs:
-                    kind, threshold = kinds.GRAD_VANISH.name, self.vanish_abs
+                    kind, threshold = FindingKind.GRAD_VANISH, self.vanish_abs
                 elif norm > self.factor * mid and norm >= rms:
-                    kind, threshold = kinds.GRAD_EXPLODE.name, self.factor * mid
+                    kind, threshold = FindingKind.GRAD_EXPLODE, self.factor * mid
             if kind is None:
                 self._flagged.pop(name, None)
             elif self._flagged.get(name) != kind:
                 self._flagged[name] = kind
-                verb = "collapsed to" if kind == kinds.GRAD_VANISH.name else "exploded to"
+                verb = "collapsed to" if kind == FindingKind.GRAD_VANISH else "exploded to"
                 findings.append(ANOMALY.build(subkind=kind, tensor=name, value=norm, threshold=threshold, median=mid,
                                               message=f"Gradient norm of {name} {verb} {norm:.3g} "
                                               f"(its recent median {mid:.3g})"))
@@ -155,19 +155,19 @@ def resource_findings(usage: dict, memory_high_pct: float, gpu_memory_high_pct: 
     findings = []
     mem = (usage.get("memory") or {}).get("usage_percent")
     if mem is not None and mem > memory_high_pct:
-        findings.append(RESOURCE_WARNING.build(subkind=kinds.MEMORY_HIGH.name, value=mem, threshold=memory_high_pct,
+        findings.append(RESOURCE_WARNING.build(subkind=FindingKind.MEMORY_HIGH, value=mem, threshold=memory_high_pct,
                                                message=f"Host memory usage high: {mem:.1f}%"))
     for dev in (usage.get("gpu") or {}).get("devices") or []:
         index = GPU_DEVICE["gpu"].get(dev) or 0
         gmem = GPU_DEVICE["memory_usage_pct"].get(dev)
         if gmem is not None and gmem > gpu_memory_high_pct:
             findings.append(RESOURCE_WARNING.build(
-                subkind=kinds.GPU_MEMORY_HIGH.name, gpu=index, value=gmem, threshold=gpu_memory_high_pct,
+                subkind=FindingKind.GPU_MEMORY_HIGH, gpu=index, value=gmem, threshold=gpu_memory_high_pct,
                 message=f"GPU {index} memory usage high: {gmem:.1f}%"))
         util = GPU_DEVICE["utilization_pct"].get(dev)
         if util is not None and util < gpu_util_low_pct:
             findings.append(RESOURCE_WARNING.build(
-                subkind=kinds.GPU_UTIL_LOW.name, gpu=index, value=util, threshold=gpu_util_low_pct,
+                subkind=FindingKind.GPU_UTIL_LOW, gpu=index, value=util, threshold=gpu_util_low_pct,
                 message=f"GPU {index} utilization low: {util:.1f}%"))
     return findings
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from logkit.schema import findings as kinds
+from logkit.schema.findings import FindingKind
 from logkit.schema.records import ANOMALY, NAN_DETECTED
 from trainer_hooks.findings import GradNormWatch
 from trainer_hooks.guard import guarded
@@ -57,7 +57,7 @@ class NonFiniteChecks:
             for finding in self._grad_watch.check({name: n for (name, _), n in zip(grads, norms, strict=True)}):
                 self._finding(ANOMALY, finding, step)
         if not finite:
-            self.report_nonfinite(step, kinds.NAN_GRAD, model=model, grads=grads,
+            self.report_nonfinite(step, FindingKind.NAN_GRAD, model=model, grads=grads,
                                   losses=self._step_losses if losses is None else losses)
         return finite
 
@@ -76,7 +76,7 @@ class NonFiniteChecks:
         named_losses = loss_tensors(losses or [], loss)
         tensors = nonfinite_report(named_losses, "loss")
         if tensors:
-            kind = kinds.NAN_LOSS
+            kind = FindingKind.NAN_LOSS
         loss_text = None if loss is None else str(loss)
         # value: JSON numbers only (NaN is not one); the logged loss goes as text
         self._emit(self._record(ANOMALY, f"{kind} at step {step}", "ERROR", step, subkind=kind, value=None,

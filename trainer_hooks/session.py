@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 
 from logkit.schema import Mode, SessionFiles, Status
-from logkit.schema import findings as kinds
+from logkit.schema.findings import FindingKind
 from logkit.schema.records import (
     CHECKPOINT_SAVED,
     DATASET_INFO,
@@ -265,7 +265,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         # keeps the sampler after end() let go of it (its last interval is delivered then)
         sampler = self._sampler or (self._builder.sampler if self._builder is not None else None)
         for note in sampler.take_notes() if sampler is not None else []:
-            self._emit(self._record(RESOURCE_WARNING, note, "INFO", subkind=kinds.SAMPLING_DEGRADED))
+            self._emit(self._record(RESOURCE_WARNING, note, "INFO", subkind=FindingKind.SAMPLING_DEGRADED))
 
     def _samples_gpus(self) -> bool:
         """The local-rank-0 process of each node samples every GPU visible on its node
@@ -301,7 +301,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         why = install_comm_hook(ddp, self.comm) if ddp is not None else \
             "No DistributedDataParallel wrapper found: gradient synchronisation is not timed"
         if why is not None:
-            self._emit(self._record(RESOURCE_WARNING, why, "WARNING", subkind=kinds.COMM_NOT_TIMED))
+            self._emit(self._record(RESOURCE_WARNING, why, "WARNING", subkind=FindingKind.COMM_NOT_TIMED))
             return False
         self._comm_timed = True
         if self._render is not None and self.settings.communication_records:
@@ -361,7 +361,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         if not self._started or self._ended:
             return
         self._emit(self._record(ERROR, f"Session not ended: {reason}", "ERROR", self._last_step or None,
-                                exception_type=None, subkind=kinds.EXIT_BEFORE_END, traceback=None))
+                                exception_type=None, subkind=FindingKind.EXIT_BEFORE_END, traceback=None))
         self.end(Status.FAILED, reason=reason)
 
     @guarded

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from logkit.schema import findings as kinds
+from logkit.schema.findings import FindingKind
 from logkit.schema.records import BATCH_COMPLETE, RESOURCE_WARNING, TRAINING_STEP
 from logkit.schema.values import to_float
 from trainer_hooks.guard import guarded
@@ -146,7 +146,7 @@ class StepLogging:
         if pending is None:
             return
         step, loss = pending.step, pending.loss
-        for value, kind in ((loss, kinds.NAN_LOSS), (pending.grad_norm, kinds.NAN_GRAD)):
+        for value, kind in ((loss, FindingKind.NAN_LOSS), (pending.grad_norm, FindingKind.NAN_GRAD)):
             if value is not None and not math.isfinite(value):
                 self.report_nonfinite(step, kind, model=self._model, loss=loss, losses=self._step_losses)
         if loss is not None and math.isfinite(loss):
@@ -198,5 +198,5 @@ class StepLogging:
         if dropped:
             self._emit(self._record(RESOURCE_WARNING, f"{dropped} gradient-sync timings were still on the GPU at the "
                                     "end and were dropped unread (the session did not complete)", "INFO",
-                                    self._last_step or None, subkind=kinds.COMM_TIMINGS_DROPPED, value=dropped))
+                                    self._last_step or None, subkind=FindingKind.COMM_TIMINGS_DROPPED, value=dropped))
         return dropped

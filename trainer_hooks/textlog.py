@@ -26,7 +26,7 @@ from logkit.schema import (
     STEP_LINE,
     SessionFiles,
 )
-from logkit.schema import findings as kinds
+from logkit.schema.findings import FindingKind
 from logkit.schema.records import (
     ANOMALY,
     ERROR,
@@ -210,9 +210,9 @@ class TextRenderer:
 
     def _finding(self, spec: RecordSpec, r: dict, when: _Stamp):
         v = values_of(spec, r)
-        if v["subkind"] == kinds.GPU_UTIL_LOW.name:
+        if v["subkind"] == FindingKind.GPU_UTIL_LOW:
             message = GPU_UTIL_LOW.format(gpu=v["gpu"] or 0, utilization_pct=v["value"])
-        elif v["subkind"] == kinds.SLOW_STEP.name:
+        elif v["subkind"] == FindingKind.SLOW_STEP:
             message = SLOW_STEP.format(step_time_s=v["value"])
         else:
             message = v["message"] or ""

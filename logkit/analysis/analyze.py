@@ -49,6 +49,7 @@ from logkit.analysis.kernels.performance import (
 from logkit.analysis.kernels.scaling import scaling_analysis, with_averages
 from logkit.analysis.kernels.shares import of_step
 from logkit.analysis.results import Analysis, Scaling
+from logkit.schema.vocab import Basis
 
 
 def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
@@ -85,7 +86,7 @@ def _parity(sessions, scaling: Scaling) -> tuple:
 
     def final(sid):  # the run's own final loss where its step lines are sampled
         r = rows[sid]
-        return r.final_loss if r.basis == "run totals" and r.logged_steps else None
+        return r.final_loss if r.basis == Basis.RUN_TOTALS and r.logged_steps else None
 
     return tuple(loss_parity(by_id[c.baseline], by_id[c.candidate], rows[c.baseline].total_batch_size,
                              rows[c.candidate].total_batch_size, final(c.baseline), final(c.candidate))

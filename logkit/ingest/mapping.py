@@ -30,6 +30,7 @@ from logkit.schema.records import (
     FRAME_SPECS,
     RECORD_SPECS,
     SESSION_ID,
+    EventType,
     RecordField,
     RecordSpec,
 )
@@ -215,7 +216,7 @@ def nonfinite_event(row: dict) -> dict | None:
     bad = [(k, row[k]) for k in NONFINITE if isinstance(row.get(k), float) and not math.isfinite(row[k])]
     if not bad:
         return None
-    return {"time_s": row.get("time_s"), "rank": row.get("rank"), "level": "ERROR", "kind": "nan_detected",
+    return {"time_s": row.get("time_s"), "rank": row.get("rank"), "level": "ERROR", "kind": EventType.NAN_DETECTED,
             "step": row.get("step"), "subkind": f"nan_{bad[0][0]}",
             "message": ", ".join(f"{k} logged as {v}" for k, v in bad)}
 

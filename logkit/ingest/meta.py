@@ -1,4 +1,5 @@
-"""A session's ``meta``: what its sources say about it, merged by a declared precedence.
+"""A session's ``meta`` (``schema.meta.SessionMeta``: its keys are declared there): what its sources
+say about it, merged by a declared precedence.
 
 The sources, in order (``META_SOURCES``): our records (rank 0's session_start, session_end,
 model/dataset/system info, read by their specs), rank 0's ``summary.json`` (read by
@@ -39,6 +40,7 @@ from logkit.ingest.jsonl_lines import Stream
 from logkit.ingest.mapping import TYPE
 from logkit.ingest.session import iso_seconds
 from logkit.schema.files import SUMMARY
+from logkit.schema.meta import SessionMeta
 from logkit.schema.records import (
     DATASET_INFO,
     MODEL_INFO,
@@ -48,6 +50,7 @@ from logkit.schema.records import (
     SYSTEM_INFO,
     RecordSpec,
 )
+from logkit.schema.vocab import Status
 
 # --- our records ---------------------------------------------------------------------------
 # meta key <- (the record of rank 0 it is read from, that record's field): in this order.
@@ -73,40 +76,40 @@ def _first(records: list[tuple[int, dict]], spec: RecordSpec, last: bool = False
     return (hits[-1] if last else hits[0]) if hits else None
 
 
-def records_meta(streams: dict[int, Stream]) -> dict:
-    """Meta from the lowest rank's (rank 0's) records; {} without records."""
+def records_meta(streams: dict[int, Stream]) -> SessionMeta:
+    """Meta from the lowest rank's (rank 0's) records; empty without records."""
     ranks = sorted(r for r, s in streams.items() if s.records)
     if not ranks:
-        return {}
+        return SessionMeta()
     main = streams[ranks[0]]
     first = main.records[0][1]
     found = {SESSION_START.type: _first(main.records, SESSION_START) or {},
              SESSION_END.type: _first(main.records, SESSION_END, last=True) or {}}
-    meta = {}
+    meta = SessionMeta()
     for name, spec, key in RECORD_META:
         value = spec[key].read(found[spec.type])
-        if name == "world_size":
-            meta["world_size_from"] = "session_start" if value else None
+        if name == SessionMeta.world_size.name:
+            meta.world_size_from = "session_start" if value else None
         if name in FROM_FIRST and not value:
             value = spec[key].read(first)
-            if name == "world_size" and value:
-                meta["world_size_from"] = "first record"
+            if name == SessionMeta.world_size.name and value:
+                meta.world_size_from = "first record"
         meta[name] = DEFAULTS.get(name) if value is None and name in DEFAULTS else value
     for spec in WHOLE_META:
         rec = _first(main.records, spec)
         if rec is not None:
             meta[spec.type] = {k: v for k, v in rec.items() if k not in REQUIRED_KEYS}
-    meta["duration_from"] = "session_end" if meta["duration_s"] is not None else None
-    if meta["duration_s"] is None and main.last_time is not None:
+    meta.duration_from = "session_end" if meta.duration_s is not None else None
+    if meta.duration_s is None and main.last_time is not None:
         # A killed run has no session_end: its last record still bounds how long it ran.
-        meta["duration_s"], meta["duration_from"] = main.last_time, "last record"
-    if meta["status"] is None:
-        meta["status"] = "incomplete"  # no session_end record: the run was cut off
+        meta.duration_s, meta.duration_from = main.last_time, "last record"
+    if meta.status is None:
+        meta.status = Status.INCOMPLETE  # no session_end record: the run was cut off
     return meta
 
 
 # --- summary.json -----------------------------------------------------------------------------
-# The keys of summary.json that fill meta (the document itself is kept whole in meta["summary"]),
+# The keys of summary.json that fill meta (the document itself is kept whole in meta.summary),
 # in the order a session without records lists them.
 SUMMARY_META = ("duration_s", "mode", "world_size", "gpu_count", "model", "backend", "start_time", "end_time",
                 "status", "total_batch_size", "total_steps", "final_loss", "steps_per_second", "samples_per_second")
@@ -142,13 +145,13 @@ def _none(value) -> bool:
 class Guess:
     """A value that is only a guess while ``is_guess(meta)``; a later value replaces it when ``real``."""
 
-    is_guess: Callable[[dict], bool]
+    is_guess: Callable[[SessionMeta], bool]
     real: Callable[[object], bool]
 
 
 GUESSES: dict[str, Guess] = {
-    "duration_s": Guess(lambda meta: meta.get("duration_from") == "last record", lambda v: v is not None),
-    "status": Guess(lambda meta: meta.get("status") == "incomplete", bool),
+    "duration_s": Guess(lambda meta: meta.duration_from == "last record", lambda v: v is not None),
+    "status": Guess(lambda meta: meta.status == Status.INCOMPLETE, bool),
 }
 
 
@@ -185,7 +188,7 @@ OTHER_FORMATS = MetaSource("other formats", OTHER_META, new_keys=True)
 META_SOURCES = (RECORDS, SUMMARY_JSON, RUN_FOLDER, OTHER_FORMATS)
 
 
-def merge(meta: dict, source: MetaSource, values: dict) -> None:
+def merge(meta: SessionMeta, source: MetaSource, values: dict) -> None:
     """Fill ``meta`` from ``values``, by ``source``'s place in the precedence."""
     for key, value in values.items():
         key = source.renames.get(key, key)
@@ -207,16 +210,16 @@ def merge(meta: dict, source: MetaSource, values: dict) -> None:
 
 
 def our_meta(streams: dict[int, Stream], summary: dict | None, source: SessionSource,
-             companions: list[dict]) -> dict:
+             companions: list[dict]) -> SessionMeta:
     """Meta from our files: the records, summary.json, a run folder's results.json (``companions``)."""
-    meta: dict = {}
+    meta = SessionMeta()
     merge(meta, RECORDS, records_meta(streams))
     if summary is not None:
         merge(meta, SUMMARY_JSON, {name: SUMMARY[name].get(summary) for name in SUMMARY_META})
-        meta["summary"] = summary
+        meta.summary = summary
     if source.run is not None:
-        meta["run"] = source.run
-        meta["companion_files"] = [str(f.path) for f in source.companions]
+        meta.run = source.run
+        meta.companion_files = [str(f.path) for f in source.companions]
         for found in companions:
             merge(meta, RUN_FOLDER, found)
     return meta
@@ -250,30 +253,30 @@ def _ranks_seen(reads) -> tuple[int | None, str | None]:
     return (max(ranks) + 1, "highest rank seen (a lower bound)") if ranks else (None, None)
 
 
-def _merge_read(meta: dict, read) -> None:
+def _merge_read(meta: SessionMeta, read) -> None:
     """One file's meta; the world size with where it came from (never one without the other)."""
-    values = dict(read.meta)
-    said = values.pop("world_size_from", None)
-    before = meta.get("world_size")
+    values = read.meta.copy()
+    said = values.pop(SessionMeta.world_size_from.name, None)
+    before = meta.world_size
     merge(meta, OTHER_FORMATS, values)
-    if before is None and meta.get("world_size") is not None:
-        meta["world_size_from"] = said or WORLD_SIZE_FROM.get(read.format, read.format)
+    if before is None and meta.world_size is not None:
+        meta.world_size_from = said or WORLD_SIZE_FROM.get(read.format, read.format)
 
 
-def add_reads(meta: dict, reads: list, streams: bool) -> None:
+def add_reads(meta: SessionMeta, reads: list, streams: bool) -> None:
     """What files of other formats add (``streams``: the session has our streams too)."""
     if not reads:
         return
     for read in reads:
         _merge_read(meta, read)
-        if read.format == "nccl_tests":
-            meta.setdefault("nccl_tests", [])
-    meta["formats"] = sorted({read.format for read in reads})
-    if not streams and meta.get("world_size") is None:
-        meta["world_size"], meta["world_size_from"] = _ranks_seen(reads)
-    if meta.get("total_steps") is None:
+        if read.format == "nccl_tests" and meta.nccl_tests is None:
+            meta.nccl_tests = []
+    meta.formats = sorted({read.format for read in reads})
+    if not streams and meta.world_size is None:
+        meta.world_size, meta.world_size_from = _ranks_seen(reads)
+    if meta.total_steps is None:
         steps = _ints(reads, "steps", "step")
-        meta["total_steps"] = max(steps) if steps else None
+        meta.total_steps = max(steps) if steps else None
 
 
 # Keys every session's meta has (None where no source says).
@@ -281,35 +284,35 @@ ALWAYS = ("mode", "world_size", "gpu_count", "model", "backend", "start_time", "
           "total_batch_size", "max_steps")
 
 
-def finish(meta: dict, source: SessionSource) -> dict:
+def finish(meta: SessionMeta, source: SessionSource) -> SessionMeta:
     """The session's own facts: its id, kind, files, folder, ranks found."""
-    meta["session_id"] = source.session_id
-    meta["source_kind"] = source.kind
-    if meta.get("world_size") is None and source.rank_files:
-        meta["world_size"] = max(source.rank_files) + 1
-        meta["world_size_from"] = "rank streams found (a lower bound)"
-    if meta.get("world_size") is None:
-        meta["world_size_from"] = None  # unknown: no file says, and no rank was seen
-    meta.setdefault("status", None)
-    meta["ranks_found"] = sorted(source.rank_files)
-    meta["files"] = [str(p) for p in source.files]
-    meta["folder"] = str(source.folder)
+    meta.session_id = source.session_id
+    meta.source_kind = source.kind
+    if meta.world_size is None and source.rank_files:
+        meta.world_size = max(source.rank_files) + 1
+        meta.world_size_from = "rank streams found (a lower bound)"
+    if meta.world_size is None:
+        meta.world_size_from = None  # unknown: no file says, and no rank was seen
+    meta.status = meta.status  # always there (None where no source says)
+    meta.ranks_found = sorted(source.rank_files)
+    meta.files = [str(p) for p in source.files]
+    meta.folder = str(source.folder)
     for key in ALWAYS:
         meta.setdefault(key, None)
     return meta
 
 
 # --- is it still being written? ---------------------------------------------------------------
-# The status of a session of ours without session_end, as of the read (``liveness``):
-IN_PROGRESS = "in progress"  # its files were written recently: the run is still going
-NO_RECORD = "stopped before its first record"  # its files hold no record, and nothing writes them
+# The status of a session of ours without session_end, as of the read (``liveness``): Status.IN_PROGRESS
+# (its files were written recently: the run is still going) or Status.NO_RECORD (its files hold no
+# record, and nothing writes them).
 # "Recently": within max(IN_PROGRESS_MIN_S, IN_PROGRESS_STEPS x the main rank's median step time)
 # of the read. Two minutes cover the writer's 0.5 s flush interval, an evaluation or a checkpoint
 # between two steps, and clocks of two hosts a little apart; ten steps, runs of slow steps.
 IN_PROGRESS_MIN_S = 120.0
 IN_PROGRESS_STEPS = 10
 # Statuses that say no session_end was read (a reader's or summary.json's status is kept as it is).
-NOT_ENDED = (None, "incomplete")
+NOT_ENDED = (None, Status.INCOMPLETE)
 # The frames a record or a line of a run fills (a text log's header fills meta only).
 DATA_FRAMES = ("steps", "comm", "perf", "phases", "gpu", "evals", "events")
 
@@ -338,11 +341,11 @@ def last_written(paths: list[Path]) -> float | None:
     return max(times) if times else None
 
 
-def _last_record(meta: dict) -> float | None:
+def _last_record(meta: SessionMeta) -> float | None:
     """POSIX seconds of the last record, where the records say it in absolute time (a start time
     with its UTC offset, and the elapsed time of the last record)."""
-    start, duration = meta.get("start_time"), meta.get("duration_s")
-    if meta.get("duration_from") != "last record" or not isinstance(start, str) or duration is None:
+    start, duration = meta.start_time, meta.duration_s
+    if meta.duration_from != "last record" or not isinstance(start, str) or duration is None:
         return None
     stamp = iso_seconds(start)
     aware = stamp is not None and datetime.fromisoformat(start.replace("Z", "+00:00")).tzinfo is not None
@@ -353,26 +356,26 @@ def liveness(session, source: SessionSource, now: float | None = None) -> None:
     """A session of ours that no session_end (nor summary.json) says ended: "in progress" while
     its files were written within ``in_progress_window`` of ``now`` (and its last record, where
     its time is known, is as recent: logs copied without their times are not running);
-    ``NO_RECORD`` when its files hold no record and are no longer written; else as it was read
+    ``Status.NO_RECORD`` when its files hold no record and are no longer written; else as it was read
     ("incomplete": killed, or stopped without an end). Adds ``last_written`` (ISO 8601, UTC),
     ``idle_s`` (seconds between it and ``now``) and ``status_detail``."""
     meta = session.meta
     paths = _our_files(source)
-    if meta.get("status") not in NOT_ENDED or not paths:
+    if meta.status not in NOT_ENDED or not paths:
         return
     written = last_written(paths)
     if written is None:
         return
     now = time.time() if now is None else now
     idle, window = round(max(0.0, now - written), 1), in_progress_window(session)
-    meta["last_written"] = datetime.fromtimestamp(written, tz=timezone.utc).isoformat()
-    meta["idle_s"] = idle
+    meta.last_written = datetime.fromtimestamp(written, tz=timezone.utc).isoformat()
+    meta.idle_s = idle
     empty = all(getattr(session, name).empty for name in DATA_FRAMES)
     record = _last_record(meta)
     if idle <= window and (record is None or abs(now - record) <= window):
-        meta["status"] = IN_PROGRESS
-        meta["status_detail"] = (f"still running (last written {idle:.0f} s ago"
+        meta.status = Status.IN_PROGRESS
+        meta.status_detail = (f"still running (last written {idle:.0f} s ago"
                                  + ("; no record written yet)" if empty else ")"))
     elif empty:
-        meta["status"] = NO_RECORD
-        meta["status_detail"] = "its files hold no record (killed or failed before the logger's first flush)"
+        meta.status = Status.NO_RECORD
+        meta.status_detail = "its files hold no record (killed or failed before the logger's first flush)"

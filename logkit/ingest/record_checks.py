@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 from logkit.ingest.mapping import LINE
 from logkit.schema.records import EVENT, RECORD_SPECS, SESSION_ID, TRAINING_STEP
 from logkit.schema.values import to_float
+from logkit.schema.vocab import EventKind
 
-RECORD_CHECK = "record_check"
 # No optimizer step takes ten million samples (the largest published global batches are tens
 # of thousands of sequences): a larger total batch size is a logging error, not a workload.
 MAX_BATCH = 10_000_000
@@ -203,7 +203,7 @@ class StreamChecks:
     def events(self, source: str) -> list[dict]:
         """The ``record_check`` event rows of the notes found since the last call (``source``: the
         file's name, as its lines are cited), with their line numbers (``LINE``)."""
-        out = [{"time_s": None, "rank": self.file_rank, "level": "WARNING", "kind": RECORD_CHECK,
+        out = [{"time_s": None, "rank": self.file_rank, "level": "WARNING", "kind": EventKind.RECORD_CHECK,
                 "step": n["step"], "subkind": n["subkind"], "message": n["message"],
                 "source": f"{source}:{n[LINE]}", LINE: n[LINE]} for n in self.notes]
         self.notes = []

@@ -1,4 +1,4 @@
-"""``Session``: one training session as typed pandas frames plus a ``meta`` dict."""
+"""``Session``: one training session as typed pandas frames plus its ``meta`` (``schema.meta.SessionMeta``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import datetime
 import pandas as pd
 
 from logkit.ingest.assemble import make_frame
+from logkit.schema.meta import SessionMeta
 
 
 def iso_seconds(value) -> float | None:
@@ -21,24 +22,24 @@ def iso_seconds(value) -> float | None:
         return None
 
 
-def start_key(meta: dict) -> tuple:
+def start_key(meta: SessionMeta) -> tuple:
     """Sort key of a session's ``meta``: start time (sessions without one last), then session id and
     folder."""
-    stamp = iso_seconds(meta.get("start_time"))
-    return (stamp is None, stamp or 0.0, meta.get("session_id") or "", meta.get("folder") or "")
+    stamp = iso_seconds(meta.start_time)
+    return (stamp is None, stamp or 0.0, meta.session_id or "", meta.folder or "")
 
 
 @dataclass
 class Session:
     """One training session.
 
-    ``meta`` holds session_id, mode, world_size, gpu_count, model, backend, start_time,
-    end_time, duration_s, status, total_batch_size, max_steps, ranks_found, files, folder.
+    ``meta``: what the files say about it (``SessionMeta``: declared keys only, read as attributes,
+    ``meta.world_size``; a dict given here becomes one, and an undeclared key raises).
     Frames have at least the columns of ``logkit.schema.FRAME_COLUMNS``; ``time_s`` is the
     record's ``elapsed_s`` (seconds since that rank's first record).
     """
 
-    meta: dict = field(default_factory=dict)
+    meta: SessionMeta = field(default_factory=SessionMeta)
     steps: pd.DataFrame = field(default_factory=lambda: make_frame("steps", []))
     comm: pd.DataFrame = field(default_factory=lambda: make_frame("comm", []))
     perf: pd.DataFrame = field(default_factory=lambda: make_frame("perf", []))
@@ -48,14 +49,18 @@ class Session:
     events: pd.DataFrame = field(default_factory=lambda: make_frame("events", []))
     diagnostics: pd.DataFrame = field(default_factory=lambda: make_frame("diagnostics", []))
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.meta, SessionMeta):
+            self.meta = SessionMeta(self.meta)
+
     @classmethod
     def empty(cls, meta: dict | None = None) -> Session:
         """A session with empty frames (and the given ``meta``)."""
-        return cls(meta=dict(meta or {}))
+        return cls(meta=SessionMeta(meta or {}))
 
     @property
     def session_id(self) -> str | None:
-        return self.meta.get("session_id")
+        return self.meta.session_id
 
     def main_rank_steps(self) -> pd.DataFrame:
         """The step rows of the lowest rank that logged steps (rank 0's, as a rule): the rank whose
@@ -78,6 +83,6 @@ class Session:
         return start_key(self.meta)
 
     def __repr__(self) -> str:
-        return (f"Session({self.session_id!r}, world_size={self.meta.get('world_size')}, "
+        return (f"Session({self.session_id!r}, world_size={self.meta.world_size}, "
                 f"steps={len(self.steps)}, comm={len(self.comm)}, events={len(self.events)}, "
                 f"diagnostics={len(self.diagnostics)})")

@@ -19,7 +19,7 @@ from pathlib import Path
 from logkit.analysis.results import Analysis
 from logkit.analysis.results.frames import ROWS
 from logkit.report.format import fmt
-from logkit.schema.records import Status
+from logkit.schema.vocab import Status
 
 TEMPLATE = "report.html.j2"
 MAX_DIAGNOSTICS = 1000  # rows of the parse-diagnostics table; the total is always stated

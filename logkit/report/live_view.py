@@ -21,10 +21,11 @@ from rich.text import Text
 
 from logkit.analysis.results.live import LiveRank, LiveSession, LiveSnapshot, RankSummary, Spread
 from logkit.report.format import fmt, pct
+from logkit.schema.vocab import Status
 
 FINDINGS_SHOWN = 5  # findings a session shows in the terminal (the JSON has its last MAX_FINDINGS)
-_STATUS_STYLE = {"running": "green", "completed": "bold green", "failed": "bold red", "interrupted": "bold yellow",
-                 "lost": "bold red"}
+_STATUS_STYLE = {Status.RUNNING: "green", Status.COMPLETED: "bold green", Status.FAILED: "bold red",
+                 Status.INTERRUPTED: "bold yellow", Status.LOST: "bold red"}
 _SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
 
 
@@ -59,7 +60,7 @@ def _header(s: LiveSession) -> Text:
     facts = [x for x in (s.mode, ranks, s.model) if x]
     if facts:
         text.append("  " + " · ".join(facts))
-    status = s.end.status if s.end else "running"
+    status = s.end.status if s.end else Status.RUNNING
     text.append(f"   {status}", style=_STATUS_STYLE.get(status, ""))
     if s.end is None and s.idle_s is not None:
         text.append(f" · last record {duration(s.idle_s)} ago", style="dim")

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from logkit.analysis.results import Analysis, plain
+from logkit.schema.vocab import LossAxis
 
 MAX_POINTS = 5000
 DPI = 100
@@ -221,7 +222,7 @@ def _series_plot(frame, x: str, y: str, title: str, ylabel: str, xlabel: str, ca
 def _loss_curves(analysis: Analysis, Figure, sns):
     curves = analysis.curves
     loss, eval_loss = curves.frame("loss"), curves.frame("eval_loss")
-    by_samples = curves.loss_axis == "samples seen"
+    by_samples = curves.loss_axis == LossAxis.SAMPLES_SEEN
     fig = Figure(figsize=(10, 5.5), layout="constrained")
     ax = fig.subplots()
     ids = list(dict.fromkeys([*loss["session_id"], *eval_loss["session_id"]]))

@@ -145,7 +145,7 @@ def load_cached(source: SessionSource) -> Session | None:
     entry = _session_entry(source)
     session = _read(entry, stamps(source.files), read_session)
     if session is not None:
-        session.meta["cache"] = str(entry)
+        session.meta.cache = str(entry)
     return session
 
 

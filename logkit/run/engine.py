@@ -97,7 +97,7 @@ def rank_partials(streams: list[tuple[str, int]], world_size: float | None = Non
 def _partial(reducing: _Reducing, world_size: float | None) -> RankPartial:
     read = RankRead(reducing.rank, reducing.tables, reducing.stream)
     steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
-    assumed = records_meta({read.rank: read.stream}).get("world_size") if world_size is None else world_size
+    assumed = records_meta({read.rank: read.stream}).world_size if world_size is None else world_size
     return RankPartial(read, reducing.comm.result(steps, assumed))
 
 
@@ -230,7 +230,7 @@ def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> tuple[
     ``RankPartial``."""
     comm = [p.comm for p in parts]
     session = build_session(source, ranks=[p.read for p in parts])
-    ws = _usable(session.meta.get("world_size"))
+    ws = _usable(session.meta.world_size)
     for i, (rank, path) in enumerate(sorted(source.rank_files.items())):
         c = comm[i]
         if c is not None and c.needs_world_size and c.world_size != ws and remap is not None:

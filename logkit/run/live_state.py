@@ -41,7 +41,7 @@ from logkit.analysis.results.live import (
     Spread,
 )
 from logkit.analysis.thresholds import STRAGGLER_SCORE
-from logkit.schema.findings import EMITTER_KINDS, EXIT_BEFORE_END, NONFINITE_KINDS, Severity
+from logkit.schema.findings import EMITTER_KINDS, NONFINITE_KINDS, FindingKind
 from logkit.schema.records import (
     ANOMALY,
     COMMON,
@@ -55,9 +55,9 @@ from logkit.schema.records import (
     SESSION_START,
     STALL,
     TRAINING_STEP,
-    Status,
 )
 from logkit.schema.values import as_float, per_second
+from logkit.schema.vocab import Status
 
 WINDOW_STEPS = 50  # the recent window every live figure is computed over
 SUMMARY_RANKS = 64  # from this many ranks on, a session is summarised (no row per rank)
@@ -65,8 +65,8 @@ SLOWEST_NAMED = 3  # slowest ranks (and ranks furthest behind) a summary names
 MAX_FINDINGS = 20  # findings a session keeps (all are counted)
 SILENT_END_S = 30.0  # one rank ended, the others silent this long: the session has ended
 STALE_START_S = 600.0  # at the start, a session not ended whose streams are all older is not followed
-LOST = "lost"
-RUNNING = "running"
+LOST = Status.LOST
+RUNNING = Status.RUNNING
 
 _COMMON = {f.name: f for f in COMMON}
 TYPE, MESSAGE, STEP, WORLD_SIZE = _COMMON["type"], _COMMON["message"], _COMMON["step"], _COMMON["world_size"]
@@ -275,23 +275,25 @@ def _finding(session: _Session, rank: int, kind: str | None, record: dict, where
         sub = _FINDING_SPECS[kind]["subkind"].read(record)
         if sub in EMITTER_KINDS:
             k = EMITTER_KINDS[sub]
-            return Finding.make(k.severity, sub, session.session_id, k.title, message, (where,), (rank,), step=step)
+            return Finding.make(k.severity, k, session.session_id, k.title, message, (where,), (rank,), step=step)
         if sub in NONFINITE_KINDS:
-            return Finding.make(Severity.ERROR, sub, session.session_id, "NaN/Inf", message, (where,), (rank,),
-                                step=step)
+            k = FindingKind(sub)
+            return Finding.make(k.severity, k, session.session_id, k.title, message, (where,), (rank,), step=step)
         return None
-    if kind == NAN_DETECTED.type:
-        sub = NAN_DETECTED["subkind"].read(record) or kind
-        return Finding.make(Severity.ERROR, sub, session.session_id, "NaN/Inf", message, (where,), (rank,), step=step)
+    if kind == NAN_DETECTED.type:  # the record's own kind where it names one (as written)
+        k = FindingKind.NAN_DETECTED
+        sub = NAN_DETECTED["subkind"].read(record) or k
+        return Finding.make(k.severity, sub, session.session_id, k.title, message, (where,), (rank,), step=step)
     if kind == STALL.type:
+        k = FindingKind.STALL
         phase = STALL["phase"].read(record)
         detail = message + (f" (in {phase})" if phase and phase not in message else "")
-        return Finding.make(Severity.WARNING, kind, session.session_id, "Stalled", detail, (where,), (rank,),
+        return Finding.make(k.severity, k, session.session_id, k.title, detail, (where,), (rank,),
                             step=step, seconds=as_float(STALL["value"].read(record), finite=True))
     if kind == ERROR.type:
         sub = ERROR["subkind"].read(record)
-        title = "Session not ended" if sub == EXIT_BEFORE_END else "Error"
-        return Finding.make(Severity.ERROR, sub or kind, session.session_id, title, message, (where,), (rank,),
+        k = FindingKind.EXIT_BEFORE_END if sub == FindingKind.EXIT_BEFORE_END else FindingKind.ERROR
+        return Finding.make(k.severity, sub or k, session.session_id, k.title, message, (where,), (rank,),
                             step=step)
     return None
 

@@ -7,7 +7,10 @@ Standard library only: the training side imports it too. Each format is defined 
 - ``frames``: the ``Session`` frames, their columns and dtypes, derived from the record specs;
 - ``lines``: the text logs, each line kind's template beside its pattern;
 - ``files``: a session's file names and the keys of its summary.json;
-- ``findings``: severities and the kinds of finding the emitter's checks write;
+- ``findings``: severities and every kind of finding (the emitter's checks and the analysis');
+- ``vocab``: the words of values (status, mode and the CPU-run rule, event kinds, the results' words);
+- ``meta``: a session's meta keys (``SessionMeta``), each with its type, unit and meaning;
+- ``gpu``: the per-GPU metrics of a snapshot (the sampler reads by them, ``GPU_DEVICE`` is made of them);
 - ``collectives``: bandwidth units and the bus-bandwidth factor of each collective;
 - ``values``: what counts as a number.
 
@@ -52,11 +55,10 @@ from logkit.schema.records import (
     SCHEMA_VERSION,
     UNITS,
     EventType,
-    Mode,
     RecordSpec,
-    Status,
 )
 from logkit.schema.values import as_float, as_int, as_text, to_float, to_int
+from logkit.schema.vocab import EventKind, Mode, Status, on_cpu
 
 __all__ = [
     "SCHEMA_VERSION", "EventType", "EVENT_TYPES", "REQUIRED_KEYS", "Mode", "Status", "UNITS", "RecordSpec",
@@ -66,5 +68,5 @@ __all__ = [
     "as_float", "as_int", "as_text", "to_float", "to_int", "LineKind", "LINE_KINDS", "MESSAGE_KINDS",
     "PREFIX_KINDS", "BLOCK_KINDS", "parse_message", "MAIN_LINE", "PROCESS_LINE", "STEP_LINE", "METRICS_LINE",
     "BULLET_LINE", "HEADER_FIELD", "MULTIGPU_STEP", "COMMUNICATION", "PERFORMANCE", "GPU_UTIL_LOW", "SLOW_STEP",
-    "SECTION_LINE", "NAN_RULE", "NAN_TITLE", "NAN_MORE", "NAN_DUMP",
+    "SECTION_LINE", "NAN_RULE", "NAN_TITLE", "NAN_MORE", "NAN_DUMP", "EventKind", "on_cpu",
 ]

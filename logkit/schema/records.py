@@ -23,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from logkit.schema.gpu import DEVICE_IDS, DEVICE_METRICS, STATISTICS
 from logkit.schema.values import as_float, as_int, as_text
+from logkit.schema.vocab import ENDED, Mode
 
 __all__ = [
-    "SCHEMA_VERSION", "EventType", "EVENT_TYPES", "REQUIRED_KEYS", "Mode", "Status", "RecordField", "F",
+    "SCHEMA_VERSION", "EventType", "EVENT_TYPES", "REQUIRED_KEYS", "RecordField", "F",
     "RecordSpec", "COMMON", "SESSION_ID", "SESSION_START", "SESSION_END", "SYSTEM_INFO", "MODEL_INFO", "DATASET_INFO",
     "TRAINING_STEP", "COMMUNICATION", "PERFORMANCE", "STEP_PHASES", "STALL", "GPU_SNAPSHOT", "GPU_DEVICE",
     "EVALUATION", "ANOMALY",
@@ -67,19 +69,6 @@ class EventType:
 EVENT_TYPES: tuple[str, ...] = tuple(
     v for k, v in vars(EventType).items() if not k.startswith("_") and isinstance(v, str)
 )
-
-
-class Mode:
-    SINGLE_GPU = "SINGLE-GPU"
-    MULTI_GPU = "MULTI-GPU"
-    CPU = "CPU"
-    MULTI_CPU = "MULTI-CPU"
-
-
-class Status:
-    COMPLETED = "completed"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
 
 
 _READ = {float: as_float, int: as_int, str: as_text}
@@ -215,7 +204,7 @@ SESSION_ID: RecordField = next(f for f in COMMON if f.name == "session_id")
 _X = dict(frame=False)  # in the record, not a frame column
 
 SESSION_START = RecordSpec(EventType.SESSION_START, "meta", (
-    F("mode", type=str, doc="SINGLE-GPU, MULTI-GPU, CPU, MULTI-CPU"),
+    F("mode", type=str, doc=", ".join(Mode)),
     F("local_rank", type=int), F("hostname", type=str), F("pid", type=int), F("backend", type=str),
     F("device", type=str), F("mixed_precision", type=str),
     F("model", "model_name", str, doc="the model's name or path"),
@@ -234,7 +223,7 @@ SESSION_START = RecordSpec(EventType.SESSION_START, "meta", (
 ), "one per rank, first: who, where, with what")
 
 SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (
-    F("status", type=str, doc="completed, failed, interrupted"),
+    F("status", type=str, doc=", ".join(ENDED)),
     F("duration_s", unit="s", doc="from the rank's first record to its end"),
     F("total_steps", type=int), F("steps_logged", type=int), F("final_loss"),
     F("training_time_s", unit="s", doc="sum of optimizer-step times"),
@@ -307,15 +296,13 @@ STEP_PHASES = RecordSpec(EventType.STEP_PHASES, "phases", (
     F("timing_source", type=str, doc="cuda_event or wall", store="category"),
 ), "one per synchronised step, when its timings are read (a GPU's a step or two later)")
 
+# A device of a gpu_snapshot: its ids, then each metric of ``gpu.DEVICE_METRICS`` (the interval mean),
+# then the interval's extremes of the aggregated ones.
 GPU_DEVICE = RecordSpec("", "gpu", (
-    F("gpu", "index", int, doc="CUDA ordinal"),
-    F("utilization_pct", "utilization_percent", unit="%"),
-    F("memory_used_mb", unit="MB", doc="10^6 bytes"),
-    F("memory_total_mb", unit="MB"),
-    F("power_w", unit="W"),
-    F("temperature_c", unit="°C"),
-    F("memory_usage_pct", "memory_usage_percent", unit="%"),
-    F("sm_clock_mhz", unit="MHz"),
+    *(F(i.name, i.key, i.type, doc=i.doc, frame=i.frame) for i in DEVICE_IDS),
+    *(F(m.column, m.key, unit=m.unit, doc=m.doc, frame=m.frame) for m in DEVICE_METRICS),
+    *(F(m.column + s, m.key + s, unit=m.unit, doc=f"the interval's {'minimum' if s == '_min' else 'maximum'}",
+        frame=False) for m in DEVICE_METRICS if m.aggregate for s in STATISTICS),
 ), "one device of a gpu_snapshot (interval means; _min and _max beside each)")
 
 GPU_SNAPSHOT = RecordSpec(EventType.GPU_SNAPSHOT, "gpu", (

@@ -1,7 +1,8 @@
-"""The catalogue of sampled metrics: each one's key in the output dicts, name and unit.
+"""The catalogue of sampled host metrics: each one's key in the output dicts, name and unit.
 
 In the style of nvitop's ``ResourceMetricCollector``: the metrics are declared as a table
-(attribute, name, unit) that the probes fill and the interval statistics walk.
+(attribute, name, unit) that the probes fill and the interval statistics walk. The per-GPU
+metrics are the contract's (``logkit.schema.gpu.DEVICE_METRICS``: the record spec is made of them).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from dataclasses import dataclass
 
 GB = 1e9  # SI, as the records' units: GiB only where a name says GiB
 MB = 1e6
-KIB = 1024  # NVML's PCIe and NVLink "KB" are KiB (as nvitop reads them)
 
 
 @dataclass(frozen=True)
@@ -55,20 +55,3 @@ HOST_METRICS: dict[str, tuple[Metric, ...]] = {
         Metric("sensors", "every host sensor, '<chip>/<label>': °C", "°C", aggregate=False),
     ),
 }
-
-# Per-GPU metrics (the device keys of a ``gpu_snapshot`` record, plus links).
-GPU_METRICS: tuple[Metric, ...] = (
-    Metric("utilization_percent", "GPU utilization", "%"),
-    Metric("memory_used_mb", "GPU memory used", "MB"),
-    Metric("memory_total_mb", "GPU memory total", "MB", aggregate=False),
-    Metric("memory_usage_percent", "GPU memory used", "%"),
-    Metric("temperature_c", "GPU temperature", "°C"),
-    Metric("power_w", "GPU power draw", "W"),
-    Metric("sm_clock_mhz", "SM clock", "MHz"),
-    Metric("pcie_rx_mb_s", "PCIe receive throughput", "MB/s"),
-    Metric("pcie_tx_mb_s", "PCIe transmit throughput", "MB/s"),
-    Metric("nvlink_rx_mb_s", "NVLink receive throughput (all links)", "MB/s"),
-    Metric("nvlink_tx_mb_s", "NVLink transmit throughput (all links)", "MB/s"),
-)
-
-DEVICE_IDS = ("index", "nvml_index", "name", "uuid")

@@ -1,14 +1,35 @@
 """GPU readings from NVML (``pynvml``, imported lazily): the loader, one ``nvmlInit`` per
-process, and the probe of a set of devices numbered as CUDA numbers them."""
+process, and the probe of a set of devices numbered as CUDA numbers them. What a device's sample
+holds is the contract's table (``logkit.schema.gpu``): its ids, and each metric's reading (a field
+of ``Reading``, in NVML's units) in the metric's unit under its key."""
 
 from __future__ import annotations
 
 import os
 import threading
 import warnings
+from typing import NamedTuple
 
+from logkit.schema.gpu import DEVICE_IDS, DEVICE_METRICS
 from logkit.schema.values import to_float
-from trainer_hooks.sampling.metrics import KIB, MB
+
+_IDS = tuple(i.key for i in DEVICE_IDS)
+
+
+class Reading(NamedTuple):
+    """One device's readings, in NVML's units (bytes, mW, KiB/s): a field per ``DeviceMetric.attr``."""
+
+    utilization: float | None = None
+    memory_used: float | None = None
+    memory_total: float | None = None
+    power: float | None = None
+    temperature: float | None = None
+    memory_percent: float | None = None
+    sm_clock: float | None = None
+    pcie_rx: float | None = None
+    pcie_tx: float | None = None
+    nvlink_rx: float | None = None
+    nvlink_tx: float | None = None
 
 _NVML_LOCK = threading.Lock()
 _NVML: dict = {"module": None, "error": None, "tried": False}
@@ -64,9 +85,8 @@ class GpuProbe:
         for ordinal in wanted:
             i = visible[ordinal]
             h = handles[i]
-            self.devices.append({"index": ordinal, "nvml_index": i, "handle": h,
-                                 "name": _text(self._call(nv.nvmlDeviceGetName, h)), "uuid": uuids[i],
-                                 "off": set(), "links": None, "nvlink_prev": None})
+            ids = dict(zip(_IDS, (ordinal, i, _text(self._call(nv.nvmlDeviceGetName, h)), uuids[i]), strict=True))
+            self.devices.append({**ids, "handle": h, "off": set(), "links": None, "nvlink_prev": None})
         self.pcie, self.nvlink = pcie, nvlink
         self.errors: list[str] = []  # first failure of each kind, for notes
 
@@ -93,38 +113,39 @@ class GpuProbe:
             return None
 
     def sample(self, now: float) -> list[dict]:
-        nv = self.nv
+        """Each device: its ids, and every metric of ``DEVICE_METRICS`` under its key, in its unit."""
         out = []
         for dev in self.devices:
-            h = dev["handle"]
-            rec = {"index": dev["index"], "nvml_index": dev["nvml_index"], "name": dev["name"], "uuid": dev["uuid"]}
-            util = self._get(dev, "utilization", nv.nvmlDeviceGetUtilizationRates, h)
-            rec["utilization_percent"] = to_float(getattr(util, "gpu", None))
-            mem = self._get(dev, "memory", nv.nvmlDeviceGetMemoryInfo, h)
-            used, total = to_float(getattr(mem, "used", None)), to_float(getattr(mem, "total", None))
-            rec["memory_used_mb"] = None if used is None else round(used / MB, 3)
-            rec["memory_total_mb"] = None if total is None else round(total / MB, 3)
-            rec["memory_usage_percent"] = round(100.0 * used / total, 3) if used is not None and total else None
-            rec["temperature_c"] = to_float(self._get(dev, "temperature", nv.nvmlDeviceGetTemperature, h,
-                                                  getattr(nv, "NVML_TEMPERATURE_GPU", 0)))
-            power = to_float(self._get(dev, "power", nv.nvmlDeviceGetPowerUsage, h))  # milliwatts
-            rec["power_w"] = None if power is None else round(power / 1000.0, 3)
-            rec["sm_clock_mhz"] = to_float(self._get(dev, "sm_clock", nv.nvmlDeviceGetClockInfo, h,
-                                                 getattr(nv, "NVML_CLOCK_SM", 1)))
-            rx = tx = None
-            if self.pcie:  # each call blocks ~20 ms inside NVML: fine here, never on training
-                rx = to_float(self._get(dev, "pcie", nv.nvmlDeviceGetPcieThroughput, h,
-                                    getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)))
-                tx = to_float(self._get(dev, "pcie", nv.nvmlDeviceGetPcieThroughput, h,
-                                    getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0)))
-            rec["pcie_rx_mb_s"] = None if rx is None else round(rx * KIB / MB, 3)
-            rec["pcie_tx_mb_s"] = None if tx is None else round(tx * KIB / MB, 3)
-            rec["nvlink_rx_mb_s"], rec["nvlink_tx_mb_s"] = self._nvlink(dev, now) if self.nvlink else (None, None)
-            out.append(rec)
+            reading = self.read(dev, now)
+            out.append({**{k: dev[k] for k in _IDS},
+                        **{m.key: m.value(getattr(reading, m.attr)) for m in DEVICE_METRICS}})
         return out
 
+    def read(self, dev: dict, now: float) -> Reading:
+        """One device's readings (None where NVML gives none, or the metric is off)."""
+        nv, h = self.nv, dev["handle"]
+        util = self._get(dev, "utilization", nv.nvmlDeviceGetUtilizationRates, h)
+        mem = self._get(dev, "memory", nv.nvmlDeviceGetMemoryInfo, h)
+        used, total = to_float(getattr(mem, "used", None)), to_float(getattr(mem, "total", None))
+        rx = tx = None
+        if self.pcie:  # each call blocks ~20 ms inside NVML: fine here, never on training
+            rx = to_float(self._get(dev, "pcie", nv.nvmlDeviceGetPcieThroughput, h,
+                                    getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)))
+            tx = to_float(self._get(dev, "pcie", nv.nvmlDeviceGetPcieThroughput, h,
+                                    getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0)))
+        link_rx, link_tx = self._nvlink(dev, now) if self.nvlink else (None, None)
+        return Reading(
+            utilization=to_float(getattr(util, "gpu", None)), memory_used=used, memory_total=total,
+            memory_percent=100.0 * used / total if used is not None and total else None,
+            temperature=to_float(self._get(dev, "temperature", nv.nvmlDeviceGetTemperature, h,
+                                           getattr(nv, "NVML_TEMPERATURE_GPU", 0))),
+            power=to_float(self._get(dev, "power", nv.nvmlDeviceGetPowerUsage, h)),  # milliwatts
+            sm_clock=to_float(self._get(dev, "sm_clock", nv.nvmlDeviceGetClockInfo, h,
+                                        getattr(nv, "NVML_CLOCK_SM", 1))),
+            pcie_rx=rx, pcie_tx=tx, nvlink_rx=link_rx, nvlink_tx=link_tx)
+
     def _nvlink(self, dev: dict, now: float) -> tuple[float | None, float | None]:
-        """NVLink data throughput from NVML's cumulative KiB counters, summed over links."""
+        """NVLink data throughput (KiB/s) from NVML's cumulative KiB counters, summed over links."""
         nv = self.nv
         if "nvlink" in dev["off"]:
             return None, None
@@ -147,8 +168,7 @@ class GpuProbe:
         if prev is None or now <= prev[0]:
             return None, None  # a rate needs two readings
         dt = now - prev[0]
-        return (round(max(0.0, rx_kib - prev[1]) * KIB / MB / dt, 3),
-                round(max(0.0, tx_kib - prev[2]) * KIB / MB / dt, 3))
+        return max(0.0, rx_kib - prev[1]) / dt, max(0.0, tx_kib - prev[2]) / dt
 
     def _field(self, dev: dict, ids: list) -> list | None:
         values = self._get(dev, "nvlink", self.nv.nvmlDeviceGetFieldValues, dev["handle"], ids)

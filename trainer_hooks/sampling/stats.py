@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import math
 
+from logkit.schema.gpu import DEVICE_IDS, DEVICE_METRICS, STATISTICS
 from logkit.schema.records import GPU_SNAPSHOT
-from trainer_hooks.sampling.metrics import DEVICE_IDS, GPU_METRICS, HOST_METRICS
+from trainer_hooks.sampling.metrics import HOST_METRICS
+
+_IDS = tuple(i.key for i in DEVICE_IDS)
 
 
 class _Acc:
@@ -36,12 +39,13 @@ class _Acc:
         if not aggregate:
             out[key] = self.last  # a constant (count, total): as sampled
             return
+        low, high = (key + s for s in STATISTICS)
         if self.n == 0:
-            out[key] = out[key + "_min"] = out[key + "_max"] = None
+            out[key] = out[low] = out[high] = None
             return
         out[key] = round(self.total / self.n, digits)
-        out[key + "_min"] = round(self.lo, digits)
-        out[key + "_max"] = round(self.hi, digits)
+        out[low] = round(self.lo, digits)
+        out[high] = round(self.hi, digits)
 
 
 class IntervalStats:
@@ -75,17 +79,17 @@ class IntervalStats:
                 self._host[group][m.attr].add(values.get(m.attr), m.aggregate)
         for dev in (sample.get("gpu") or {}).get("devices") or []:
             index = dev.get("index")
-            accs = self._gpu.setdefault(index, {m.attr: _Acc() for m in GPU_METRICS})
-            self._ids[index] = {k: dev.get(k) for k in DEVICE_IDS}
-            for m in GPU_METRICS:
-                accs[m.attr].add(dev.get(m.attr))
+            accs = self._gpu.setdefault(index, {m.key: _Acc() for m in DEVICE_METRICS})
+            self._ids[index] = {k: dev.get(k) for k in _IDS}
+            for m in DEVICE_METRICS:
+                accs[m.key].add(dev.get(m.key))
 
     def devices(self) -> list[dict]:
         out = []
         for index in sorted(self._gpu, key=lambda i: (i is None, i)):
             dev = dict(self._ids[index])
-            for m in GPU_METRICS:
-                self._gpu[index][m.attr].put(dev, m.attr, m.aggregate)
+            for m in DEVICE_METRICS:
+                self._gpu[index][m.key].put(dev, m.key, m.aggregate)
             out.append(dev)
         return out
 

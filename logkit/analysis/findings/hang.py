@@ -30,11 +30,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from logkit.analysis.results import Finding
+from logkit.schema.findings import FindingKind, Severity
+from logkit.schema.records import EventType
 from logkit.schema.values import to_int
+from logkit.schema.vocab import EventKind, Status
 
 PHASES = ("setup", "data", "forward_backward", "gradient_sync", "optimizer")
 _ORDER = {p: i for i, p in enumerate(PHASES)}
-_PHASE_KINDS = ("stall", "error", "session_end")
+_PHASE_KINDS = (EventType.STALL, EventType.ERROR, EventType.SESSION_END)
 
 
 @dataclass(frozen=True)
@@ -92,9 +95,9 @@ def rank_states(session) -> dict[int, RankState]:
     marks = ev[ev["kind"].isin(_PHASE_KINDS)]
     ranks |= set(int(r) for r in marks["rank"].dropna())
     # one pass per kind of mark, not a mask per rank (ranks x records: minutes at 1024 ranks)
-    ends = _last_of_each_rank(marks[(marks["kind"] == "session_end") & marks["status"].notna()])
+    ends = _last_of_each_rank(marks[(marks["kind"] == EventType.SESSION_END) & marks["status"].notna()])
     placed = _last_of_each_rank(marks[marks["phase"].notna()])
-    stalls = _last_of_each_rank(marks[marks["kind"] == "stall"])
+    stalls = _last_of_each_rank(marks[marks["kind"] == EventType.STALL])
     out = {}
     for rank in sorted(ranks):
         status = ends[rank]["status"] if rank in ends else None
@@ -124,7 +127,7 @@ def _by_streams(states: dict[int, RankState]) -> tuple[list[int], list[int], tup
 
 def _by_watchdog(events: pd.DataFrame) -> tuple[list[int], list[int], int | None]:
     """(ranks that timed out, ranks whose last enqueued work is below that collective, its seq)."""
-    t = events[events["kind"] == "nccl_timeout"] if len(events) else events
+    t = events[events["kind"] == EventKind.NCCL_TIMEOUT] if len(events) else events
     if not len(t) or not t["seq"].notna().any():
         return [], [], None
     seq = int(t["seq"].max())
@@ -137,7 +140,7 @@ def _by_watchdog(events: pd.DataFrame) -> tuple[list[int], list[int], int | None
 def _by_flight_recorder(events: pd.DataFrame) -> tuple[list[int], list[int], str | None]:
     """(ranks behind, ranks at the last collective, where) by the dumps: per process group, the
     ranks whose last collective is below the group's last, and those that reached it."""
-    fr = events[events["kind"] == "flight_recorder"] if len(events) else events
+    fr = events[events["kind"] == EventKind.FLIGHT_RECORDER] if len(events) else events
     fr = fr.dropna(subset=["rank", "seq"]) if len(fr) else fr
     if not len(fr):
         return [], [], None
@@ -158,7 +161,7 @@ def _by_flight_recorder(events: pd.DataFrame) -> tuple[list[int], list[int], str
 def _flight_detail(events: pd.DataFrame, behind: list[int]) -> tuple[str, list[str]]:
     """What the culprits' Flight Recorder dumps say (their last collective, and the line of the run
     that enqueued it), and the dumps as evidence, the culprits' first."""
-    fr = events[events["kind"] == "flight_recorder"] if len(events) and behind else events.iloc[:0]
+    fr = events[events["kind"] == EventKind.FLIGHT_RECORDER] if len(events) and behind else events.iloc[:0]
     if not len(fr):
         return "", []
     mine = fr[fr["rank"].isin(behind)].sort_values("seq", ascending=False)
@@ -178,8 +181,8 @@ def hang_findings(session) -> list[Finding]:
     waiting, culprits, target = _by_streams(states)
     timed_out, behind, seq = _by_watchdog(ev)
     fr_behind, fr_waiting, fr_where = _by_flight_recorder(ev)
-    stalls = ev[ev["kind"] == "stall"] if len(ev) else ev
-    completed = bool(states) and all(s.status == "completed" for s in states.values())
+    stalls = ev[ev["kind"] == EventType.STALL] if len(ev) else ev
+    completed = bool(states) and all(s.status == Status.COMPLETED for s in states.values())
     named = sorted(set(culprits) | set(behind) | set(fr_behind))
     # a watchdog timeout that names no one is the timeout finding's (log_findings); a hang is more
     if not named and not len(stalls) and not (waiting and not completed):
@@ -202,9 +205,9 @@ def hang_findings(session) -> list[Finding]:
                 + [states[r].source for r in named if r in states and states[r].source]
                 + [s.source for s in states.values() if s.source] + list(stalls["source"].dropna()))
     if seq is not None:
-        evidence += list(ev.loc[ev["kind"] == "nccl_timeout", "source"].dropna())
+        evidence += list(ev.loc[ev["kind"] == EventKind.NCCL_TIMEOUT, "source"].dropna())
     title = (f"Hang: rank(s) {', '.join(map(str, named))} never reached {where}" if named
              else f"Hang in {where}")
-    return [Finding.make("critical" if named else "error", "hang", sid, title, detail,
+    return [Finding.make(Severity.CRITICAL if named else Severity.ERROR, FindingKind.HANG, sid, title, detail,
                          list(dict.fromkeys(evidence)), named or waiters, culprit_ranks=named,
                          waiting_ranks=waiters)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from logkit.analysis.results import Finding
+from logkit.schema.findings import FindingKind
 
 # check -> (what it found, what was done): set aside first, then repaired, in the order listed.
 SET_ASIDE = {
@@ -61,7 +62,7 @@ def record_check_findings(rows: pd.DataFrame, sid) -> list[Finding]:
     title = (f"{len(aside | repaired)} record(s) repaired or set aside in the rank streams "
              f"({len(repaired)} repaired, {len(aside)} set aside)")
     checks = {str(k): int(v) for k, v in rows["subkind"].astype("object").value_counts(sort=False).items()}
-    return [Finding.make("warning", "record_check", sid, title,
+    return [Finding.make(FindingKind.RECORD_CHECK.severity, FindingKind.RECORD_CHECK, sid, title,
                          " ".join(parts) + " Each line cited is one the check changed or left out; the figures "
                          "count the streams as repaired.", _evidence(rows), rows["rank"], checks=checks,
                          repaired=len(repaired), set_aside=len(aside))]

@@ -18,6 +18,7 @@ from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.kernels.shares import comm_bound, data_heavy, of_step
 from logkit.analysis.results import Comparison, Finding, Scaling
 from logkit.analysis.thresholds import LOW_EFFICIENCY
+from logkit.schema.findings import FindingKind
 
 
 def _headline(scaling: Scaling) -> Comparison | None:
@@ -55,7 +56,7 @@ def _time_sentence(rows: pd.DataFrame) -> tuple[str, pd.Series] | None:
 
 def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series | None,
             c: Comparison | None) -> str | None:
-    hang = next((f for f in findings if f.kind == "hang"), None)
+    hang = next((f for f in findings if f.kind == FindingKind.HANG), None)
     if hang is not None:
         return f"{hang.title}: see where it was in --diagnose ({hang.evidence[0]})." if hang.evidence \
             else f"{hang.title}."
@@ -71,7 +72,7 @@ def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series |
             return ("The exposed gradient sync is the largest cost: larger buckets (bucket_cap_mb), gradient "
                     "accumulation or a faster interconnect shorten it.")
         if data_heavy(of_step(row["data_s"], row["step_s"])):
-            gathered = next((f for f in findings if f.kind == "data_wait_in_token_gather"), None)
+            gathered = next((f for f in findings if f.kind == FindingKind.DATA_WAIT_IN_TOKEN_GATHER), None)
             if gathered is not None:
                 return f"{gathered.title}: {gathered.detail}"
             return "Data loading is a large share of every step: more DataLoader workers, pin_memory, prefetching."

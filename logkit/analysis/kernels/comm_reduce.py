@@ -280,7 +280,7 @@ def reduce_session(session) -> tuple[CommPart, ...]:
     comm = session.comm
     if comm.empty:
         return ()
-    ws = session.meta.get("world_size")
+    ws = session.meta.world_size
     rank = comm["rank"].astype("float64")
     steps = session.steps
     parts = []

@@ -49,6 +49,7 @@ from logkit.analysis.kernels.peaks import (
     network_link,
 )
 from logkit.analysis.thresholds import NEAR_PEAK
+from logkit.schema.vocab import EventKind, SessionKind, on_cpu
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")
 COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes", "p50_ms", "p95_ms",
@@ -65,19 +66,19 @@ def session_link(session) -> dict | None:
     an inter-node row without a peak (several hosts in nccl_init events), or None (GPU model unknown)."""
     ev = session.events
     if not ev.empty and "host" in ev.columns:
-        hosts = ev.loc[ev["kind"] == "nccl_init", "host"].dropna().unique()
+        hosts = ev.loc[ev["kind"] == EventKind.NCCL_INIT, "host"].dropna().unique()
         if len(hosts) > 1:
             named = network_link(session.meta)  # the network the logs name, its peak where they give a rate
             if named is not None:
                 return named
-            nets = ev.loc[ev["kind"] == "nccl_init", "network"].dropna().unique()
+            nets = ev.loc[ev["kind"] == EventKind.NCCL_INIT, "network"].dropna().unique()
             net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
             return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
                     "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
     meta = session.meta
-    cpu = str(meta.get("mode") or "").upper() in ("CPU", "MULTI-CPU")
+    cpu = bool(on_cpu(meta.mode, meta.gpu_count))
     # gloo without a GPU model is a CPU run too: link_for says so
-    return link_for(gpu_model(session), str(meta.get("backend") or "") or None, cpu=cpu)
+    return link_for(gpu_model(session), str(meta.backend or "") or None, cpu=cpu)
 
 
 def verdict(mean_bytes, busbw_mb_s, link: dict | None) -> tuple[str, str]:
@@ -109,7 +110,7 @@ def _empty() -> pd.DataFrame:
 
 
 def _summary_ops(meta: dict) -> dict:
-    doc = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
+    doc = meta.summary if isinstance(meta.summary, dict) else {}
     comm = doc.get("communication")
     return comm if isinstance(comm, dict) else {}
 
@@ -132,7 +133,7 @@ def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFram
                                     dtype="boolean")
     _add_summary_totals(out, session.meta)
     out["rank"] = out["rank"].astype("Int64")
-    out.insert(0, "session_id", session.meta.get("session_id"))
+    out.insert(0, "session_id", session.meta.session_id)
     return out[COMM_COLUMNS]
 
 
@@ -142,7 +143,7 @@ def communication_table(session, parts: tuple | None = None) -> pd.DataFrame:
     ``reduce_session(session)``). nccl-tests sessions have none (``nccl_tests_table`` reads them)."""
     parts = reduce_session(session) if parts is None else parts
     parts = [p for p in parts if p is not None and len(p.stats)]
-    if not parts or session_kind(session) == "nccl_tests":
+    if not parts or session_kind(session) == SessionKind.NCCL_TESTS:
         return _empty()
     outs, st = [], None
     for p in parts:

@@ -20,6 +20,7 @@ from logkit.analysis.kernels.comm_reduce import merged_points
 from logkit.analysis.kernels.health import loss_curve
 from logkit.analysis.kernels.throughput import step_throughput
 from logkit.analysis.results import Curves, Scaling
+from logkit.schema.vocab import LossAxis
 
 
 def _by_step(session) -> tuple[np.ndarray, np.ndarray]:
@@ -40,15 +41,15 @@ def _loss(sessions, scaling: Scaling) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     batch = {sid: s.total_batch_size for sid, s in summaries.items()}
     curves = {s.session_id: loss_curve(s, batch.get(s.session_id)) for s in runs}
     curves = {k: v for k, v in curves.items() if len(v[1])}
-    by_samples = bool(curves) and all(basis == "samples seen" for _, _, basis in curves.values())
+    by_samples = bool(curves) and all(basis == LossAxis.SAMPLES_SEEN for _, _, basis in curves.values())
     losses, evals = [], []
     for s in runs:
         if s.session_id in curves:
             x, loss, basis = curves[s.session_id]
-            if not by_samples and basis == "samples seen":  # back to steps: every line shares the axis
+            if not by_samples and basis == LossAxis.SAMPLES_SEEN:  # back to steps: every line shares the axis
                 x, loss = _by_step(s)
             losses.append(pd.DataFrame({"session_id": s.session_id, "x": x, "loss": loss}))
-        b = batch.get(s.session_id) or s.meta.get("total_batch_size")
+        b = batch.get(s.session_id) or s.meta.total_batch_size
         ev = s.evals
         ev = ev[(ev["name"] == "eval_loss") & ev["step"].notna() & ev["value"].notna()] if not ev.empty else ev
         if len(ev) and not (by_samples and not b):
@@ -58,7 +59,7 @@ def _loss(sessions, scaling: Scaling) -> tuple[pd.DataFrame, pd.DataFrame, str]:
                                        "value": ev["value"].to_numpy(dtype="float64")[order]}))
     empty = Curves()
     return (_concat(losses, empty.loss), _concat(evals, empty.eval_loss),
-            "samples seen" if by_samples else "step")
+            LossAxis.SAMPLES_SEEN if by_samples else LossAxis.STEP)
 
 
 def _throughput(sessions) -> pd.DataFrame:

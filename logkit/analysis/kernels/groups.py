@@ -18,52 +18,51 @@ Definitions (``definitions.SCALING``: kind, group):
 
 from __future__ import annotations
 
+from logkit.schema.vocab import SessionKind
+
 CAPTURE_FORMATS = frozenset({"nvidia_smi_csv", "nvidia_smi_dmon", "gpustat"})
 SEQ_KEYS = ("seq_len", "max_seq_length", "max_seq_len", "sequence_length", "max_length", "block_size",
             "context_length")
 
 
-def session_kind(session) -> str:
+def session_kind(session) -> SessionKind:
     """``training``, ``gpu_capture`` or ``nccl_tests`` (see module doc)."""
     meta = session.meta
-    formats = set(meta.get("formats") or [])
-    if "nccl_tests" in formats or meta.get("nccl_tests"):
-        return "nccl_tests"
+    formats = set(meta.formats or [])
+    if "nccl_tests" in formats or meta.nccl_tests:
+        return SessionKind.NCCL_TESTS
     if formats and formats <= CAPTURE_FORMATS:
-        return "gpu_capture"
-    if (session.steps.empty and len(session.gpu) > 0 and meta.get("status") is None
-            and not meta.get("total_steps")):
-        return "gpu_capture"  # GPU samples and nothing of a run: monitor_gpu's output
-    return "training"
+        return SessionKind.GPU_CAPTURE
+    if (session.steps.empty and len(session.gpu) > 0 and meta.status is None
+            and not meta.total_steps):
+        return SessionKind.GPU_CAPTURE  # GPU samples and nothing of a run: monitor_gpu's output
+    return SessionKind.TRAINING
 
 
 def model_name(session) -> str | None:
     """The model the run trained, as logged (session_start, summary.json, results.json)."""
-    for value in (session.meta.get("model"), session.meta.get("model_name")):
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
+    value = session.meta.model
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _config(session) -> dict:
-    cfg = session.meta.get("config")
+    cfg = session.meta.config
     return cfg if isinstance(cfg, dict) else {}
 
 
 def seq_len(session) -> int | None:
-    """The sequence length the run logged (meta or its config), or None."""
-    for source in (session.meta, _config(session)):
-        for key in SEQ_KEYS:
-            value = source.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                return int(value)
+    """The sequence length the run logged (meta's seq_len, else its config's), or None."""
+    config = _config(session)
+    for value in (session.meta.seq_len, *(config.get(key) for key in SEQ_KEYS)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return int(value)
     return None
 
 
 def config_name(session) -> str | None:
     """A named configuration (a results.json's ``"config": "small"``, or the name a run folder's
     results.json gives our session), or None."""
-    for cfg in (session.meta.get("config"), session.meta.get("config_name")):
+    for cfg in (session.meta.config, session.meta.config_name):
         if isinstance(cfg, str) and cfg.strip():
             return cfg.strip()
     return None
@@ -82,7 +81,7 @@ def group_sessions(sessions: list) -> list[dict]:
     """Training runs in comparison groups, in the order of their first session:
     [{"key": {model, seq_len, config}, "label": str, "members": [index, ...]}]. Non-training
     sessions are in no group."""
-    training = [i for i, s in enumerate(sessions) if session_kind(s) == "training"]
+    training = [i for i, s in enumerate(sessions) if session_kind(s) == SessionKind.TRAINING]
     by_model: dict[str | None, list[int]] = {}
     for i in training:
         name = model_name(sessions[i])

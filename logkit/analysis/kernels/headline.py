@@ -25,42 +25,44 @@ import pandas as pd
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.throughput import throughput
 from logkit.analysis.results import SessionSummary
+from logkit.schema.meta import Key, SessionMeta
 from logkit.schema.values import per_second, to_float, to_int
+from logkit.schema.vocab import Basis
 
 
 def run_totals(session) -> dict:
     """The run's own totals, as the run wrote them at its end: {source, total_steps, final_loss,
     steps_per_second, samples_per_second, total_batch_size} (None where not written)."""
     meta = session.meta
-    doc = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
-    formats = set(meta.get("formats") or [])
+    doc = meta.summary if isinstance(meta.summary, dict) else {}
+    formats = set(meta.formats or [])
 
-    def pick(key):
-        value = doc.get(key)
-        return value if value is not None else meta.get(key)
+    def pick(key: Key):  # summary.json's value of the key's name, else meta's
+        value = doc.get(key.name)
+        return value if value is not None else getattr(meta, key.name)
 
     if doc:
         source = "summary.json"
-    elif "results_json" in formats or meta.get("duration_from") == "results.json":
+    elif "results_json" in formats or meta.duration_from == "results.json":
         source = "results.json"
     elif "trainer_state" in formats:
         source = "trainer_state.json"
     elif "legacy_summary" in formats:
         source = "summary.json (first version)"
-    elif meta.get("duration_from") == "session_end":
+    elif meta.duration_from == "session_end":
         source = "session_end"
     else:
         source = "the run's logged totals"
-    return {"source": source, "total_steps": to_int(pick("total_steps")),
-            "final_loss": to_float(pick("final_loss"), finite=True),
-            "steps_per_second": to_float(pick("steps_per_second"), finite=True),
-            "samples_per_second": to_float(pick("samples_per_second"), finite=True),
-            "total_batch_size": to_int(pick("total_batch_size"))}
+    return {"source": source, "total_steps": to_int(pick(SessionMeta.total_steps)),
+            "final_loss": to_float(pick(SessionMeta.final_loss), finite=True),
+            "steps_per_second": to_float(pick(SessionMeta.steps_per_second), finite=True),
+            "samples_per_second": to_float(pick(SessionMeta.samples_per_second), finite=True),
+            "total_batch_size": to_int(pick(SessionMeta.total_batch_size))}
 
 
 def samples_seen(session, summary: SessionSummary) -> float | None:
     """Samples the run processed: session_end's samples_seen, else total_steps x total_batch_size."""
-    seen = to_float(session.meta.get("samples_seen"), finite=True)
+    seen = to_float(session.meta.samples_seen, finite=True)
     if seen:
         return seen
     if summary.total_steps and summary.total_batch_size:
@@ -109,7 +111,7 @@ def _most_common(values: pd.Series) -> int | None:
 def _batch(session, timed: pd.DataFrame, run: dict) -> tuple[int | None, str | None]:
     """The global batch and where it comes from (see module doc)."""
     batch = _most_common(timed["total_batch_size"]) if not timed.empty else None
-    batch = batch or run["total_batch_size"] or to_int(session.meta.get("total_batch_size"))
+    batch = batch or run["total_batch_size"] or to_int(session.meta.total_batch_size)
     if batch is not None:
         return batch, "logged"
     batch = _most_common(session.perf["total_batch_size"]) if not session.perf.empty else None
@@ -127,13 +129,13 @@ def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.Dat
         out["steps_per_second"] = per_second(out["total_steps"], out["duration_s"])
     have_run = out["samples_per_second"] is not None or out["steps_per_second"] is not None
     if sampled and not have_run and not timed.empty:
-        out.update(_from_rows(timed, out["total_batch_size"]), basis="sampled steps",
+        out.update(_from_rows(timed, out["total_batch_size"]), basis=Basis.SAMPLED_STEPS,
                    basis_detail=f"{len(timed)} sampled step line(s) of {run['total_steps']} steps: sum of batch "
                                 "sizes / sum of their step times (an estimate)")
     elif have_run:
         why = (f"the step lines are sampled: {logged} of {run['total_steps']} steps logged" if sampled
                else "no step times logged")
-        out.update(basis="run totals", basis_detail=f"run totals from {run['source']} ({why})")
+        out.update(basis=Basis.RUN_TOTALS, basis_detail=f"run totals from {run['source']} ({why})")
 
 
 def _final_loss(out: dict, run: dict, sampled: bool, steps: pd.DataFrame) -> None:
@@ -165,10 +167,10 @@ def session_summary(session) -> SessionSummary:
     rank = to_int(steps["rank"].min()) if steps["rank"].notna().any() else 0
     batch, batch_from = _batch(session, timed, run)
     out = {"total_batch_size": batch, "total_batch_size_from": batch_from,
-           "duration_s": to_float(meta.get("duration_s"), finite=True), "basis": None, "basis_detail": None,
+           "duration_s": to_float(meta.duration_s, finite=True), "basis": None, "basis_detail": None,
            "final_loss": None, "final_loss_from": None, "steps_per_second": None, "samples_per_second": None}
     if not timed.empty and not sampled:
-        out.update(_from_rows(timed, batch), basis="steps", total_steps=max_step if max_step is not None
+        out.update(_from_rows(timed, batch), basis=Basis.STEPS, total_steps=max_step if max_step is not None
                    else run["total_steps"],
                    basis_detail=f"rank {rank}'s {len(timed)} timed step(s): sum of batch sizes / sum of step times")
     else:
@@ -180,8 +182,8 @@ def session_summary(session) -> SessionSummary:
             out["total_batch_size"], out["total_batch_size_from"] = derived, "derived: samples/s / steps/s"
     _final_loss(out, run, sampled, steps)
     return SessionSummary(
-        session_id=meta.get("session_id"), mode=meta.get("mode"), world_size=to_int(meta.get("world_size")),
-        gpu_count=to_int(meta.get("gpu_count")), logged_steps=logged, kind=session_kind(session),
-        status=meta.get("status"), status_detail=meta.get("status_detail"), model=meta.get("model"),
-        start_time=meta.get("start_time"),
-        duration_from=meta.get("duration_from"), **out)
+        session_id=meta.session_id, mode=meta.mode, world_size=to_int(meta.world_size),
+        gpu_count=to_int(meta.gpu_count), logged_steps=logged, kind=session_kind(session),
+        status=meta.status, status_detail=meta.status_detail, model=meta.model,
+        start_time=meta.start_time,
+        duration_from=meta.duration_from, **out)

@@ -27,6 +27,7 @@ from logkit.analysis.results import Divergence, Health, LossParity, NanPoint
 from logkit.schema.findings import NONFINITE_KINDS
 from logkit.schema.records import EventType
 from logkit.schema.values import to_float
+from logkit.schema.vocab import DivergenceKind, LossAxis
 
 NAN_KINDS = NONFINITE_KINDS | {EventType.NAN_DETECTED}
 
@@ -73,18 +74,18 @@ def loss_curve(session, batch_size: int | None = None) -> tuple[np.ndarray, np.n
     global batch where the rows lack one (default: meta's total_batch_size)."""
     rows = _curve_rows(session)
     if rows.empty:
-        return np.array([]), np.array([]), "samples seen"
+        return np.array([]), np.array([]), LossAxis.SAMPLES_SEEN
     loss = rows["loss"].to_numpy(dtype="float64")
     step = rows["step"].to_numpy(dtype="float64")
     batch = rows["total_batch_size"].astype("float64")
-    default = batch_size or session.meta.get("total_batch_size")
+    default = batch_size or session.meta.total_batch_size
     if default:
         batch = batch.fillna(float(default))
     ok = np.isfinite(loss)
     if batch.notna().all():
-        x, basis = step * batch.to_numpy(), "samples seen"
+        x, basis = step * batch.to_numpy(), LossAxis.SAMPLES_SEEN
     else:
-        x, basis = step, "steps"
+        x, basis = step, LossAxis.STEPS
     order = np.argsort(x[ok], kind="stable")
     return x[ok][order], loss[ok][order], basis
 
@@ -104,7 +105,7 @@ def divergence(loss: np.ndarray, x: np.ndarray | None = None) -> Divergence | No
     rising = bool(np.all(np.diff(tail) > 0)) and tail[-1] - tail[0] > 0.01 * abs(lo)
     if (rise > 0.25 * drop and rise > 0.01 * abs(lo) and rise > 0) or rising:
         at = x[i_min] if x is not None else i_min
-        return Divergence("rising_tail" if rising else "above_minimum", float(lo), float(at), float(last),
+        return Divergence(DivergenceKind.RISING_TAIL if rising else DivergenceKind.ABOVE_MINIMUM, float(lo), float(at), float(last),
                           float(rise), float(rise / drop) if drop > 0 else None, k)
     return None
 
@@ -114,7 +115,7 @@ def session_health(session, final_loss: float | None = None, final_loss_from: st
     session. ``final_loss``: the run's own, where the summary states it (sampled step lines: the run's,
     not the last line's)."""
     x, loss, basis = loss_curve(session)
-    final = float(loss[-1]) if len(loss) else to_float(session.meta.get("final_loss"), finite=True)
+    final = float(loss[-1]) if len(loss) else to_float(session.meta.final_loss, finite=True)
     if final_loss is not None:
         final = final_loss
     ev = session.events
@@ -131,12 +132,12 @@ def loss_parity(base, cand, base_batch: int | None = None, cand_batch: int | Non
     last logged point is not the run's last (sampled step lines; ``summary.session_summary`` says)."""
     bx, bl, bb = loss_curve(base, base_batch)
     cx, cl, cb = loss_curve(cand, cand_batch)
-    basis = "samples seen" if bb == cb == "samples seen" else "steps"
-    if basis == "steps" and (bb != "steps" or cb != "steps"):
+    basis = LossAxis.SAMPLES_SEEN if bb == cb == LossAxis.SAMPLES_SEEN else LossAxis.STEPS
+    if basis == LossAxis.STEPS and (bb != LossAxis.STEPS or cb != LossAxis.STEPS):
         # one side lacks batch sizes: fall back to steps on both sides
         bx, bl, _ = _by_step(base)
         cx, cl, _ = _by_step(cand)
-    out = {"baseline": base.meta.get("session_id"), "candidate": cand.meta.get("session_id"), "aligned_by": basis}
+    out = {"baseline": base.meta.session_id, "candidate": cand.meta.session_id, "aligned_by": basis}
     b_end = base_final if base_final is not None else (float(bl[-1]) if len(bl) else None)
     c_end = cand_final if cand_final is not None else (float(cl[-1]) if len(cl) else None)
     if b_end is not None and c_end is not None:
@@ -158,4 +159,4 @@ def _by_step(session):
     step = rows["step"].to_numpy(dtype="float64")
     ok = np.isfinite(loss)
     order = np.argsort(step[ok], kind="stable")
-    return step[ok][order], loss[ok][order], "steps"
+    return step[ok][order], loss[ok][order], LossAxis.STEPS

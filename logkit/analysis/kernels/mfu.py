@@ -13,7 +13,9 @@ from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.peaks import gpu_model, peak_tflops_for
 from logkit.analysis.kernels.throughput import warmup_count
 from logkit.analysis.results import Mfu
+from logkit.schema.records import EventType
 from logkit.schema.values import to_float
+from logkit.schema.vocab import SessionKind, on_cpu
 
 TOKENS_MISSING = ("tokens/s not logged (metrics.tokens_per_second of the step records: with transformers' Trainer, "
                   "TrainingArguments(include_num_input_tokens_seen=True); with TrainingLogger, step.log(tokens=...))")
@@ -25,17 +27,15 @@ def _positive(value) -> float | None:
 
 
 def model_parameters(session) -> tuple[float | None, float | None, str]:
-    """(parameters_total, parameters_trainable, where from): meta's model_info / parameters_*, else
-    the model_info event's columns when ingest keeps them."""
-    meta = session.meta
-    info = meta.get("model_info") if isinstance(meta.get("model_info"), dict) else {}
-    for src, get in (("meta.model_info", info.get), ("meta", meta.get)):
-        total = _positive(get("parameters_total"))
-        if total:
-            return total, _positive(get("parameters_trainable")), src
+    """(parameters_total, parameters_trainable, where from): meta's model_info, else the model_info
+    event's columns when ingest keeps them."""
+    info = session.meta.model_info if isinstance(session.meta.model_info, dict) else {}
+    total = _positive(info.get("parameters_total"))
+    if total:
+        return total, _positive(info.get("parameters_trainable")), "meta.model_info"
     ev = session.events
     if "parameters_total" in ev.columns and not ev.empty:
-        hit = ev[(ev["kind"] == "model_info") & ev["parameters_total"].notna()]
+        hit = ev[(ev["kind"] == EventType.MODEL_INFO) & ev["parameters_total"].notna()]
         if not hit.empty:
             row = hit.iloc[0]
             trainable = _positive(row["parameters_trainable"]) if "parameters_trainable" in hit.columns else None
@@ -60,10 +60,9 @@ def _tokens_per_second(session) -> tuple[float | None, int]:
 def _missing(session, name, peak, total, tps) -> tuple[list[str], list[str]]:
     """(the inputs missing, a reason per missing input)."""
     meta = session.meta
-    mode = str(meta.get("mode") or "").upper()
-    cpu = mode in ("CPU", "MULTI-CPU") or (not name and meta.get("gpu_count") == 0)
+    cpu = bool(on_cpu(meta.mode, meta.gpu_count))
     missing, reasons = [], []
-    if session_kind(session) != "training":
+    if session_kind(session) != SessionKind.TRAINING:
         reasons.append("not a training run")
     elif cpu:
         missing.append("gpu")
@@ -90,7 +89,7 @@ def mfu(session) -> Mfu:
     name = gpu_model(session)
     peak = peak_tflops_for(name)
     tps, rows = _tokens_per_second(session)
-    n_gpus = int(session.meta.get("world_size") or 1)
+    n_gpus = int(session.meta.world_size or 1)
     fpt = 4 * total + 2 * (trainable if trainable is not None else total) if total else None
     missing, reasons = _missing(session, name, peak, total, tps)
     assumptions = ("parameters_trainable not logged: every weight taken as trainable (6 N per token)",) \

@@ -16,6 +16,7 @@ from logkit.analysis.kernels.comm_records import file_line
 from logkit.analysis.kernels.communication import session_link
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.thresholds import NEAR_PEAK, REACH
+from logkit.schema.vocab import SessionKind
 
 NCCL_TESTS_COLUMNS = ["session_id", "op", "placement", "group_size", "sizes", "min_bytes", "max_bytes",
                       "busbw_at_max_size_gb_s", "algbw_at_max_size_gb_s", "time_at_max_size_us",
@@ -35,7 +36,7 @@ def _placement(comm: pd.DataFrame) -> pd.Series:
 
 
 def _avg_busbw(meta: dict, op: str, table) -> float | None:
-    tables = meta.get("nccl_tests")
+    tables = meta.nccl_tests
     if not isinstance(tables, list):
         return None
     hits = [t for t in tables if isinstance(t, dict) and t.get("op") == op]
@@ -52,7 +53,7 @@ def _avg_busbw(meta: dict, op: str, table) -> float | None:
 def nccl_tests_table(session) -> pd.DataFrame:
     """Per op and placement of an nccl-tests session: ``NCCL_TESTS_COLUMNS`` (see module doc)."""
     comm = session.comm
-    if comm.empty or session_kind(session) != "nccl_tests":
+    if comm.empty or session_kind(session) != SessionKind.NCCL_TESTS:
         return pd.DataFrame(columns=NCCL_TESTS_COLUMNS)
     frame = pd.DataFrame({
         "op": comm["op"].astype("object").fillna("unknown"), "placement": _placement(comm),
@@ -88,7 +89,7 @@ def nccl_tests_table(session) -> pd.DataFrame:
         if at_top and len(g) > 1:
             note += "; busbw still rising at the largest size: the sweep may end before the link saturates"
         rows.append({
-            "session_id": session.meta.get("session_id"), "op": op, "placement": placement,
+            "session_id": session.meta.session_id, "op": op, "placement": placement,
             "group_size": None if last["group"] != last["group"] else int(last["group"]), "sizes": int(len(g)),
             "min_bytes": float(g["size"].iloc[0]), "max_bytes": float(last["size"]),
             "busbw_at_max_size_gb_s": bus_last, "algbw_at_max_size_gb_s": float(last["alg"]),

@@ -14,7 +14,7 @@ the alpha-beta model t(m) = alpha + m / peak reaches half the peak bandwidth).
 several nodes (NVLink does not). One NIC's peak per direction is its link rate / 8 (Gb/s ->
 GB/s); a node's is that times its NICs (NCCL spreads channels over them), the reference for
 a multi-node busbw. The rate comes from the log where it names it (``ibstat``/``ibstatus``'s
-rate, read into ``meta["link_speed_gbps"]``), or from the fabric's one rate (HPE Slingshot 11:
+rate, read into ``meta.link_speed_gbps``), or from the fabric's one rate (HPE Slingshot 11:
 the ``cxi`` provider); InfiniBand, RoCE, EFA and TCP sockets come in many rates, so without one
 the peak is unknown (None), and says so.
 """
@@ -108,11 +108,11 @@ def network_link(meta: dict) -> dict | None:
     ``network``, ``nics``, ``nic_provider``, ``nic_count``, ``link_speed_gbps``): a row like
     ``COMMUNICATION_PEAKS``' (``link``, ``peak_busbw_gb_s`` of a node's NICs or None,
     ``nic_peak_gb_s``, ``nics``, ``source``); None where the logs name no network at all."""
-    network, provider = meta.get("network"), meta.get("nic_provider")
-    nics = [n for n in meta.get("nics") or [] if isinstance(n, dict)]
+    network, provider = meta.network, meta.nic_provider
+    nics = [n for n in meta.nics or [] if isinstance(n, dict)]
     links = sorted({str(n.get("link")) for n in nics if n.get("link")})
-    count = meta.get("nic_count") or (len(nics) if nics else None)
-    rate = meta.get("link_speed_gbps")
+    count = meta.nic_count or (len(nics) if nics else None)
+    rate = meta.link_speed_gbps
     if not (network or provider or nics or rate):
         return None
     kind = links[0] if len(links) == 1 else ("Socket" if network == "Socket" else None)
@@ -167,10 +167,10 @@ def half_peak_bytes(link: dict | None) -> float | None:
 def gpu_model(session) -> str | None:
     """The GPU's name as the session logs it: session_start's gpus, summary.json's gpus, or the gpu
     frame's gpu_name (a GPU capture)."""
-    for g in session.meta.get("gpus") or []:
+    for g in session.meta.gpus or []:
         if isinstance(g, dict) and g.get("name"):
             return str(g["name"])
-    doc = session.meta.get("summary")
+    doc = session.meta.summary
     for g in (doc.get("gpus") or []) if isinstance(doc, dict) else []:
         if isinstance(g, dict) and g.get("name"):
             return str(g["name"])

@@ -62,7 +62,7 @@ def step_stats(session) -> pd.DataFrame:
     rates = {r: throughput(g["b"], g["t"].to_numpy()) for r, g in frame.groupby("rank", sort=True)}
     out["samples_per_s"] = pd.Series(rates, dtype="object").reindex(out.index).astype("float64")
     out = out.reset_index()
-    out.insert(0, "session_id", session.meta.get("session_id"))
+    out.insert(0, "session_id", session.meta.session_id)
     return out[STEP_COLUMNS]
 
 
@@ -84,7 +84,7 @@ def step_samples(session) -> pd.DataFrame:
     """What ``stragglers`` judges: per timed step of ``session`` (``SAMPLE_COLUMNS``) its session,
     rank (0 where none is logged, as in ``step_stats``), step and step time."""
     rows = session.timed_steps()
-    return pd.DataFrame({"session_id": session.meta.get("session_id"),
+    return pd.DataFrame({"session_id": session.meta.session_id,
                          "rank": rows["rank"].fillna(0).to_numpy(dtype="int64"),
                          "step": rows["step"].to_numpy(dtype="float64"),
                          "step_time_s": rows["step_time_s"].to_numpy(dtype="float64")}, columns=SAMPLE_COLUMNS)
@@ -123,7 +123,7 @@ def _from_snapshots(frame: pd.DataFrame, names: dict) -> list[dict]:
 
 
 def _from_summary(session) -> list[dict]:
-    summary = session.meta.get("summary")
+    summary = session.meta.summary
     gpus = summary.get("gpus") if isinstance(summary, dict) else None
     out = []
     for g in gpus if isinstance(gpus, list) else []:
@@ -139,7 +139,7 @@ def _from_summary(session) -> list[dict]:
 
 def gpu_table(session) -> pd.DataFrame:
     """Per GPU of ``session``: ``GPU_COLUMNS`` (from the gpu frame, else summary.json's gpus)."""
-    names = {g.get("index"): g.get("name") for g in session.meta.get("gpus") or [] if isinstance(g, dict)}
+    names = {g.get("index"): g.get("name") for g in session.meta.gpus or [] if isinstance(g, dict)}
     frame = session.gpu
     has = not frame.empty and frame["gpu"].notna().any()
     rows = _from_snapshots(frame, names) if has else _from_summary(session)
@@ -149,7 +149,7 @@ def gpu_table(session) -> pd.DataFrame:
     if "gpu_name" in frame.columns and out["name"].isna().any():  # GPU captures name their devices
         known = frame.dropna(subset=["gpu", "gpu_name"]).groupby("gpu")["gpu_name"].first()
         out["name"] = out["name"].fillna(out["gpu"].map(known))
-    out.insert(0, "session_id", session.meta.get("session_id"))
+    out.insert(0, "session_id", session.meta.session_id)
     return out.reindex(columns=GPU_COLUMNS)
 
 

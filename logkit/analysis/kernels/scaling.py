@@ -51,9 +51,10 @@ from logkit.analysis.results import (
 )
 from logkit.analysis.thresholds import CI_LEVEL, SAMPLES_RATIO_TOLERANCE
 from logkit.schema.values import to_float
+from logkit.schema.vocab import Basis, ComparisonBasis, FlagKind, Regime, SessionKind
 
-_KIND_REASONS = {"gpu_capture": "a GPU capture (nvidia-smi / gpustat / monitor_gpu), not a training run",
-                 "nccl_tests": "an nccl-tests benchmark, not a training run"}
+_KIND_REASONS = {SessionKind.GPU_CAPTURE: "a GPU capture (nvidia-smi / gpustat / monitor_gpu), not a training run",
+                 SessionKind.NCCL_TESTS: "an nccl-tests benchmark, not a training run"}
 
 
 def _ratio(num, den) -> float | None:
@@ -72,7 +73,7 @@ def pick_baseline(sessions: list, summaries: list[SessionSummary], members) -> i
     members = list(members)
     if not members:
         return None
-    return min(members, key=lambda i: (summaries[i].samples_per_second is None, summaries[i].kind != "training",
+    return min(members, key=lambda i: (summaries[i].samples_per_second is None, summaries[i].kind != SessionKind.TRAINING,
                                        _ranks(summaries[i]), sessions[i].start_key()))
 
 
@@ -80,15 +81,15 @@ def _per_rank_batch(summary: SessionSummary) -> float | None:
     return summary.total_batch_size / _ranks(summary) if summary.total_batch_size else None
 
 
-def _regime(base: SessionSummary, cand: SessionSummary) -> str:
+def _regime(base: SessionSummary, cand: SessionSummary) -> Regime:
     b, c = base.total_batch_size, cand.total_batch_size
     if not b or not c:
-        return "unknown"
+        return Regime.UNKNOWN
     if b == c:
-        return "strong"
+        return Regime.STRONG
     if _per_rank_batch(base) == _per_rank_batch(cand):
-        return "weak"
-    return "mixed"
+        return Regime.WEAK
+    return Regime.MIXED
 
 
 def comparison_plan(sessions: list, summaries: list[SessionSummary]):
@@ -116,10 +117,10 @@ def comparison_plan(sessions: list, summaries: list[SessionSummary]):
     return tuple(groups), pairs, tuple(not_compared)
 
 
-def _causes(kind: str, base: SessionSummary, cand: SessionSummary, ctx: dict, cand_ctx: dict,
+def _causes(kind: FlagKind, base: SessionSummary, cand: SessionSummary, ctx: dict, cand_ctx: dict,
             base_ctx: dict) -> list[str]:
     causes = []
-    if ctx["regime"] in ("mixed", "unknown"):
+    if ctx["regime"] in (Regime.MIXED, Regime.UNKNOWN):
         causes.append(f"batch sizes not comparable ({ctx['regime']} regime: global batch "
                       f"{base.total_batch_size} vs {cand.total_batch_size})")
     if ctx.get("basis_mismatch"):
@@ -129,7 +130,7 @@ def _causes(kind: str, base: SessionSummary, cand: SessionSummary, ctx: dict, ca
         # throughput does not depend on run length, except through the warm-up a whole-run figure includes
         causes.append(f"whole-run figures include warm-up and the runs differ in length (the candidate saw "
                       f"{ratio:.2f}x the baseline's samples): warm-up weighs differently in each")
-    if kind == "slowdown":
+    if kind == FlagKind.SLOWDOWN:
         if cand_ctx.get("busy_gpu"):
             causes.append("one busy GPU: one device does the work while the others idle "
                           "(device_map=\"auto\" / model parallel rather than data parallel)")
@@ -143,7 +144,7 @@ def _causes(kind: str, base: SessionSummary, cand: SessionSummary, ctx: dict, ca
             causes.append("the baseline had one busy GPU and others idle")
         if not ctx.get("steady"):
             causes.append("warm-up not left out: a short baseline is dominated by its first steps")
-        if ctx["regime"] == "strong":
+        if ctx["regime"] == Regime.STRONG:
             causes.append("smaller per-rank batch fits caches / avoids memory pressure the baseline had "
                           "(e.g. offloading or gradient checkpointing in the single run)")
     return causes or ["no cause found in the logs: compare per-rank step times and data loading"]
@@ -172,11 +173,11 @@ def _steady_detail(base: SessionSummary, cand: SessionSummary, bstate: SteadySta
 def _flag(headline: float | None, ratio: float, ci, basis: str, base, cand, ctx: dict, context: dict) -> tuple:
     if headline is None or ratio <= 1:  # same rank counts: an A/B comparison, not scaling
         return ()
-    kind = "slowdown" if headline < 1 else "superlinear" if headline > ratio + 1e-9 else None
+    kind = FlagKind.SLOWDOWN if headline < 1 else FlagKind.SUPERLINEAR if headline > ratio + 1e-9 else None
     if kind is None:
         return ()
     causes = _causes(kind, base, cand, ctx, context.get(cand.session_id, {}), context.get(base.session_id, {}))
-    significant = bool(ci and (ci[1] < 1 if kind == "slowdown" else ci[0] > ratio))
+    significant = bool(ci and (ci[1] < 1 if kind == FlagKind.SLOWDOWN else ci[0] > ratio))
     return (Flag(kind, "; ".join(causes), tuple(causes), headline, ratio, basis, significant),)
 
 
@@ -199,12 +200,12 @@ def _compare(sessions, summaries, states, b: int, c: int, label: str, boots: dic
     ctx = {"regime": _regime(base, cand), "steady": steady is not None, "basis_mismatch": mismatch,
            "samples_ratio": seen / base_seen if seen and base_seen else None}
     if steady is not None:
-        headline, basis, detail = steady, "steady state", _steady_detail(base, cand, bstate, cstate)
+        headline, basis, detail = steady, ComparisonBasis.STEADY_STATE, _steady_detail(base, cand, bstate, cstate)
         tputs = (bstate.samples_per_second, cstate.samples_per_second)
     else:
-        headline, basis = whole, "whole run"
+        headline, basis = whole, ComparisonBasis.WHOLE_RUN
         detail = "whole run: " + (f"baseline {base.basis_detail}; candidate {cand.basis_detail}"
-                                  if base.basis != "steps" or cand.basis != "steps"
+                                  if base.basis != Basis.STEPS or cand.basis != Basis.STEPS
                                   else "every logged step, warm-up included")
         tputs = (base.samples_per_second, cand.samples_per_second)
     return Comparison(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from logkit.analysis.results.rows import declared
+from logkit.schema.vocab import LossAxis
 
 __all__ = ["Curves", "CURVE_COLUMNS", "LOSS_COLUMNS", "EVAL_LOSS_COLUMNS", "THROUGHPUT_COLUMNS",
            "GPU_UTILIZATION_COLUMNS", "BANDWIDTH_COLUMNS"]
@@ -37,7 +38,7 @@ class Curves:
 
     loss: pd.DataFrame = field(default_factory=lambda: _frame(LOSS_COLUMNS))
     eval_loss: pd.DataFrame = field(default_factory=lambda: _frame(EVAL_LOSS_COLUMNS))
-    loss_axis: str = "step"
+    loss_axis: str = LossAxis.STEP
     throughput: pd.DataFrame = field(default_factory=lambda: _frame(THROUGHPUT_COLUMNS))
     gpu_utilization: pd.DataFrame = field(default_factory=lambda: _frame(GPU_UTILIZATION_COLUMNS))
     bandwidth: pd.DataFrame = field(default_factory=lambda: _frame(BANDWIDTH_COLUMNS))

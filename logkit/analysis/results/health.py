@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logkit.analysis.results.values import plain
+from logkit.schema.vocab import LossAxis
 
 __all__ = ["NanPoint", "Divergence", "Health", "LossParity"]
 
@@ -39,7 +40,7 @@ class Health:
     divergence: Divergence | None = None
     final_loss: float | None = None
     points: int = 0
-    basis: str = "samples seen"
+    basis: str = LossAxis.SAMPLES_SEEN
     final_loss_from: str | None = None
 
     @property
@@ -60,7 +61,7 @@ class LossParity:
     final_loss_rel_diff: float | None = None
     max_abs_diff_aligned: float | None = None
     mean_abs_diff_aligned: float | None = None
-    aligned_by: str = "steps"
+    aligned_by: str = LossAxis.STEPS
     points: int = 0
     overlap: tuple[float, float] | None = None
 

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from logkit.analysis.results import Finding, plain
+from logkit.schema.vocab import Status
 
 
 def _to_dict(obj) -> dict:
@@ -37,7 +38,7 @@ class LiveRank:
     sync_share: float | None = None
     window_steps: int = 0
     idle_s: float | None = None
-    status: str = "running"
+    status: str = Status.RUNNING
     reason: str | None = None
 
     def to_dict(self) -> dict:
@@ -137,7 +138,7 @@ class LiveSession:
 
     session_id: str
     folder: str
-    state: str = "running"
+    state: str = Status.RUNNING
     end: LiveEnd | None = None
     world_size: int | None = None
     mode: str | None = None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from logkit.analysis.results.values import plain
+from logkit.schema.vocab import SessionKind, on_cpu
 
 __all__ = ["Ratios", "Flag", "SessionSummary", "Comparison", "Group", "NotCompared", "Fit", "GroupAverage", "Scaling"]
 
@@ -52,7 +53,7 @@ class SessionSummary:
     logged_steps: int = 0
     total_batch_size_from: str | None = None
     final_loss_from: str | None = None
-    kind: str = "training"
+    kind: str = SessionKind.TRAINING
     warmup_steps: int = 0
     steady_steps: int = 0
     steady_samples_per_second: float | None = None
@@ -67,7 +68,7 @@ class SessionSummary:
     @property
     def is_training(self) -> bool:
         """A training run (not a GPU capture or an nccl-tests benchmark): only these are compared."""
-        return self.kind == "training"
+        return self.kind == SessionKind.TRAINING
 
     @property
     def is_multi(self) -> bool:
@@ -77,11 +78,7 @@ class SessionSummary:
     @property
     def on_cpu(self) -> bool | None:
         """True when the run says it had no GPU, False when it had one, None when it does not say."""
-        if (self.gpu_count or 0) > 0:
-            return False
-        if self.gpu_count == 0 or str(self.mode or "").upper() in ("CPU", "MULTI-CPU"):
-            return True
-        return None
+        return on_cpu(self.mode, self.gpu_count)
 
 
 @dataclass(frozen=True)

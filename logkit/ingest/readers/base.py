@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from logkit.ingest.assemble import diagnostic, rows_table
 from logkit.ingest.mapping import nonfinite_event
+from logkit.schema.meta import SessionMeta
 
 FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events")
 UNMATCHED = "line matches no known grammar"
@@ -47,7 +48,7 @@ class ReadResult:
     path: Path
     format: str
     tables: dict[str, pa.Table] = field(default_factory=dict)
-    meta: dict = field(default_factory=dict)
+    meta: SessionMeta = field(default_factory=SessionMeta)
     diagnostics: list[dict] = field(default_factory=list)
     time_base: str = "epoch"
     lines: int = 0
@@ -65,7 +66,7 @@ class Read:
     rows: dict[str, list[dict]] = field(default_factory=lambda: {k: [] for k in FRAMES})
     tables: dict = field(default_factory=dict)
     diagnostics: list[dict] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
+    meta: SessionMeta = field(default_factory=SessionMeta)
     time_base: str = "epoch"
     lines: int = 0
     used: int = 0

@@ -37,8 +37,14 @@ from logkit.ingest.readers.console_blocks import Blocks, hf_dict
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
+from logkit.schema.records import EventType
 from logkit.schema.values import to_float
+from logkit.schema.vocab import EventKind, LineSubkind
 
+# The run facts the lines state that become meta as they are (meta keys).
+FACT_META = ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size", "gradient_accumulation_steps",
+             "num_examples", "nproc_per_node", "data_parallel_size", "link_speed_gbps", "deepspeed_version",
+             "memory_mb")
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
 _GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
@@ -163,7 +169,7 @@ class _Console(Blocks):
         m = _GLOG_STAMP.search(text) if ":" in text else None
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
         if "<" in text and (p := tl.parse_progress(text)) is not None:
-            self.read.meta["progress"] = {**p, "line": number}  # a bar may carry the next record glued on
+            self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
         if self.block is not None and self.in_block(number, text):
             self._traceback_call(text)
             if text.startswith("Traceback"):
@@ -182,7 +188,7 @@ class _Console(Blocks):
                 self.pending = (number, text, "work", t)
             return True
         if "Terminating the process" in text and (h := tl.parse_hang(text)) is not None:
-            self.read.event("watchdog_hang", number, level="CRITICAL", time_s=t, message=text.strip()[:300], **h)
+            self.read.event(EventKind.WATCHDOG_HANG, number, level="CRITICAL", time_s=t, message=text.strip()[:300], **h)
             return True
         if "NCCL " in text and self._nccl(number, text, rank):
             return True
@@ -191,10 +197,10 @@ class _Console(Blocks):
     def _not_nccl(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         read = self.read
         if text.startswith("NCCL version") and (v := _NCCL_VERSION.match(text)) is not None:
-            read.meta.setdefault("nccl_version", v["version"])
+            read.meta.fill(nccl_version=v["version"])
             return True
         if "mismatch between collectives" in text and (mm := tl.parse_mismatch(text)) is not None:
-            read.event("collective_mismatch", number, rank=rank, level="ERROR", message=text.strip()[:300], **mm)
+            read.event(EventKind.COLLECTIVE_MISMATCH, number, rank=rank, level="ERROR", message=text.strip()[:300], **mm)
             return True
         if "CUDA out of memory" in text and (o := _OOM.search(text)) is not None:
             self._oom(number, text, rank, o)
@@ -202,14 +208,14 @@ class _Console(Blocks):
             return True
         if "NCCL error" in text and (e := tl.parse_nccl_error(text)) is not None:
             self.trace_open = None
-            read.meta.setdefault("nccl_version", e["nccl_version"])
-            read.event("nccl_error", number, level="ERROR", time_s=t, message=text.strip()[:300],
+            read.meta.fill(nccl_version=e["nccl_version"])
+            read.event(EventKind.NCCL_ERROR, number, level="ERROR", time_s=t, message=text.strip()[:300],
                        **{**e, "rank": e["rank"] if e["rank"] is not None else rank}, op=self.dist_op,
                        exception=m["type"] if (m := _EXCEPTION.match(text)) else None)
             self.block = "trace"
             return True
         if "died from signal" in text and (d := tl.parse_died(text)) is not None:
-            read.event("child_failed", number, level="ERROR", time_s=t, message=text.strip()[:300],
+            read.event(EventKind.CHILD_FAILED, number, level="ERROR", time_s=t, message=text.strip()[:300],
                        launcher="pals", root_cause=None, **d)
             return True
         if ("timed out" in text or "already in use" in text) and (f := tl.parse_setup_failure(text)) is not None:
@@ -244,11 +250,11 @@ class _Console(Blocks):
         self.seen_timeouts.add(key)
         complete = w.pop("complete")
         self.timeouts.append({**w, "line": number})
-        self.timeouts_events.append(self.read.event("nccl_timeout", number, level="ERROR", time_s=t,
+        self.timeouts_events.append(self.read.event(EventKind.NCCL_TIMEOUT, number, level="ERROR", time_s=t,
                                                     message=text.strip()[-300:], truncated=not complete, **w))
 
     def _work(self, number: int, text: str, w: dict, t: float | None) -> None:
-        self.read.event("watchdog_work", number, level="ERROR", message=text.strip()[-300:], time_s=t, **w)
+        self.read.event(EventKind.WATCHDOG_WORK, number, level="ERROR", message=text.strip()[-300:], time_s=t, **w)
         for ev in reversed(self.timeouts_events):  # the rank's own timeout line says the same work
             if ev["rank"] == w["rank"] and ev["seq"] in (w["seq"], None):
                 ev.update(last_enqueued=w["last_enqueued"], last_completed=w["last_completed"])
@@ -260,7 +266,7 @@ class _Console(Blocks):
         for name, pattern in _OOM_MORE.items():
             v = pattern.search(text)
             more[name] = _gib(v["v"] or v.groupdict().get("v2"), v["u"] or v.groupdict().get("u2")) if v else None
-        self.read.event("cuda_oom", number, rank=rank, level="ERROR", message=text.strip()[:300],
+        self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300],
                         requested_gib=_gib(o["req"], o["ru"]), capacity_gib=_gib(cap["cap"], cap["cu"]) if cap else None,
                         free_gib=_gib(cap["free"], cap["fu"]) if cap else None, gpu=int(cap["gpu"]) if cap else None,
                         **more)
@@ -286,7 +292,7 @@ class _Console(Blocks):
             return True
         if "DETECTED" in text and (m := _NAN_HEAD.match(text)) is not None:
             self.block = "nan"
-            self.current = read.event("nan_detected", number, rank=rank if rank is not None else int(m["gpu"]),
+            self.current = read.event(EventType.NAN_DETECTED, number, rank=rank if rank is not None else int(m["gpu"]),
                                       level="ERROR", message=text.strip(), gpu=int(m["gpu"]), time_s=t)
             return True
         if text.startswith("{'") and text.endswith("}"):
@@ -315,7 +321,7 @@ class _Console(Blocks):
             self.open_child_block()
         else:
             self.block = "trace"
-            self.read.event("error", number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300],
+            self.read.event(EventKind.ERROR, number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300],
                             exception=m["type"])
         return True
 
@@ -329,12 +335,12 @@ class _Console(Blocks):
                 return True  # banner rules of torchrun's warnings
             if level in ("WARNING", "WARN", "ERROR", "CRITICAL"):
                 peer = (tl.parse_peer(text) if "peer" in text or "RPC" in text else None) or {}
-                read.event("error" if level in ("ERROR", "CRITICAL") else "warning", number,
+                read.event(EventKind.ERROR if level in ("ERROR", "CRITICAL") else EventKind.WARNING, number,
                            rank=rank if rank is not None else peer.get("rank"), level=level, time_s=t,
                            message=text.strip()[:300], **({"peer": peer["peer"]} if peer else {}))
             return True
         if ("peer" in text or "RPC" in text) and (peer := tl.parse_peer(text)) is not None:
-            read.event("warning", number, rank=rank if rank is not None else peer["rank"], level="WARNING",
+            read.event(EventKind.WARNING, number, rank=rank if rank is not None else peer["rank"], level="WARNING",
                        time_s=t, message=text.strip()[:300], peer=peer["peer"])
             return True
         return self.nan_rule(text)
@@ -344,10 +350,10 @@ class _Console(Blocks):
         """torchrun's agent (or DeepSpeed's launcher) on its workers: SIGTERMs, and the first failure."""
         for rec in records:
             if rec["what"] == "sigterm_sent":
-                self.read.event("warning", number, rank=rank, level=level or "WARNING", time_s=t,
-                                message=rec["text"], subkind="sigterm_sent", pid=rec["pid"], signal=rec["signal"])
+                self.read.event(EventKind.WARNING, number, rank=rank, level=level or "WARNING", time_s=t,
+                                message=rec["text"], subkind=LineSubkind.SIGTERM_SENT, pid=rec["pid"], signal=rec["signal"])
                 continue
-            ev = self.read.event("child_failed", number, rank=None, level="ERROR", time_s=t,
+            ev = self.read.event(EventKind.CHILD_FAILED, number, rank=None, level="ERROR", time_s=t,
                                  message=text[rec["start"]:].strip()[:300], local_rank=rec["local_rank"],
                                  pid=rec["pid"], exitcode=rec["exitcode"], signal=rec["signal"],
                                  root_cause=not self.agent_exits, launcher=rec["launcher"])
@@ -361,29 +367,27 @@ class _Console(Blocks):
         self.nccl.finish()
         if self.trace_open is not None:
             number, rank, t = self.trace_open
-            self.read.event("error", number, rank=rank, level="ERROR", time_s=t, subkind="traceback_cut",
+            self.read.event(EventKind.ERROR, number, rank=rank, level="ERROR", time_s=t, subkind=LineSubkind.TRACEBACK_CUT,
                             message="a traceback the log ends in, cut before its exception line")
         for ev in self.agent_exits:
             if ev["pid"] is not None and ev["pid"] in self.block_pids:
                 # the ChildFailedError block says it in full: the agent's line stays a line
-                ev.update(kind="error", local_rank=None, pid=None, exitcode=None, signal=None, root_cause=None,
+                ev.update(kind=EventKind.ERROR, local_rank=None, pid=None, exitcode=None, signal=None, root_cause=None,
                           launcher=None)
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])
-            self.read.event("collective_mismatch", line, level="ERROR", rank=None,
+            self.read.event(EventKind.COLLECTIVE_MISMATCH, line, level="ERROR", rank=None,
                             message=f"collective {mm['seq']} timed out as different operations on ranks {mm['ranks']}"
-                                    f": {mm['ops']}", derived_from="nccl_timeout", **mm)
+                                    f": {mm['ops']}", derived_from=EventKind.NCCL_TIMEOUT, **mm)
         self._facts()
 
     def _facts(self) -> None:
         """Run facts the lines stated, as meta (never over what NCCL or a header said)."""
         meta, f = self.read.meta, self.facts
-        for key in ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size",
-                    "gradient_accumulation_steps", "num_examples", "nproc_per_node", "data_parallel_size",
-                    "link_speed_gbps", "deepspeed_version", "memory_mb"):
+        for key in FACT_META:
             if key in f:
                 meta.setdefault(key, f[key])
-        if "world_size" in meta:
+        if meta.world_size is not None:
             return
         total, per, acc = (f.get(k) for k in ("total_batch_size", "per_device_batch_size",
                                              "gradient_accumulation_steps"))

@@ -12,6 +12,7 @@ import re
 from logkit.ingest.readers.base import Read
 from logkit.ingest.readers.torch_lines import signal_of
 from logkit.schema.values import as_float, to_float
+from logkit.schema.vocab import EventKind
 
 _NONFINITE = re.compile(r"(?<![\w'\"])(-?)(nan|inf)(?![\w'\"])")
 _NAN_LINES = re.compile(r"^(?:={3,}|-{3,}|Step: \d+|Loss: .*|Gradient Norm: .*|PROBLEMATIC TENSORS:|.*with NaN.*"
@@ -86,7 +87,7 @@ class Blocks:
 
     def _child_line(self, number: int, text: str) -> bool:
         if _CHILD_ENTRY.match(text) is not None:
-            self.current = self.read.event("child_failed", number, rank=None, level="ERROR",
+            self.current = self.read.event(EventKind.CHILD_FAILED, number, rank=None, level="ERROR",
                                            message="torchrun child process failed", root_cause=self.root_cause,
                                            script=self.script)
             return True
@@ -151,8 +152,8 @@ def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | Non
                 read.rows["evals"].append({"step": None, "name": str(k), "value": as_float(v), "rank": rank,
                                            "time_s": t, "epoch": as_float(values.get("epoch"))})
     elif "train_runtime" in values:
-        read.meta.setdefault("duration_s", as_float(values.get("train_runtime")))
-        read.meta.setdefault("samples_per_second", as_float(values.get("train_samples_per_second")))
-        read.meta.setdefault("steps_per_second", as_float(values.get("train_steps_per_second")))
-        read.meta.setdefault("train_loss", as_float(values.get("train_loss")))
+        read.meta.fill(duration_s=as_float(values.get("train_runtime")),
+                       samples_per_second=as_float(values.get("train_samples_per_second")),
+                       steps_per_second=as_float(values.get("train_steps_per_second")),
+                       train_loss=as_float(values.get("train_loss")))
     return index

@@ -24,8 +24,9 @@ from pathlib import Path
 import orjson
 
 from logkit.ingest.readers.base import Read, ReadResult, read_bytes
+from logkit.schema.vocab import EventKind
 
-KIND = "flight_recorder"
+FORMAT = "flight_recorder"  # the format, as readers.READERS names it
 _RANK = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?(?:\.gz)?$")
 MAX_FRAMES = 12  # the innermost frames of the stack that enqueued the collective
 
@@ -115,7 +116,7 @@ def _pg_of(entry: dict) -> tuple[str, str | None]:
 
 
 def read_flight_recorder(path: Path, rank: int | None = None) -> ReadResult:
-    read = Read(Path(path), KIND)
+    read = Read(Path(path), FORMAT)
     data = read_bytes(read.path, read)
     if not data:
         return read.result()
@@ -126,7 +127,7 @@ def read_flight_recorder(path: Path, rank: int | None = None) -> ReadResult:
         return read.result()
     if rank is None and (m := _RANK.search(read.path.name)) is not None:
         rank = int(m[1])
-    read.meta["flight_recorder_version"] = str(doc.get("version"))
+    read.meta.flight_recorder_version = str(doc.get("version"))
     status = doc.get("pg_status") if isinstance(doc.get("pg_status"), dict) else {}
     last: dict[str, dict] = {}
     for i, entry in enumerate(doc["entries"]):
@@ -144,7 +145,7 @@ def read_flight_recorder(path: Path, rank: int | None = None) -> ReadResult:
         pg_status = status.get(str(entry.get("pg_id")), {}) if isinstance(status, dict) else {}
         op, state = entry.get("profiling_name"), entry.get("state")
         dtypes = entry.get("input_dtypes")
-        read.event(KIND, None, rank=rank, pg=pg, pg_name=desc, seq=seq, op=str(op) if op is not None else None,
+        read.event(EventKind.FLIGHT_RECORDER, None, rank=rank, pg=pg, pg_name=desc, seq=seq, op=str(op) if op is not None else None,
                    numel=_numel(entry.get("input_sizes")), status=str(state) if state is not None else None,
                    dtypes=",".join(map(str, dtypes)) if isinstance(dtypes, list) else None,
                    timeout_ms=float(t) if (t := _int(entry.get("timeout_ms"))) is not None else None,

@@ -38,7 +38,7 @@ def read_gpustat(path: Path, rank: int | None = None) -> ReadResult:
             host, t, seen = h["host"], _header_time(read, number, h, line), set()
             sample += 1
             if h["driver"]:
-                read.meta.setdefault("driver_version", h["driver"])
+                read.meta.fill(driver_version=h["driver"])
             read.used += 1
             continue
         if (c := _COMMENT.match(line)) is not None:

@@ -16,6 +16,7 @@ import orjson
 from logkit.ingest.readers.base import Read, ReadResult, read_bytes
 from logkit.schema.records import F, RecordSpec
 from logkit.schema.values import as_float, as_int, as_text
+from logkit.schema.vocab import Mode, Status
 
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos")
 # results.json (a run folder's, as examples/train_qlora.py writes it): its keys, by the names meta gives them.
@@ -53,7 +54,7 @@ def normal_mode(mode, device=None, world_size=None) -> str | None:
         return None
     m = mode.strip().upper().replace("_", "-")
     if device == "cpu" and "GPU" in m:
-        m = "MULTI-CPU" if (world_size or 1) > 1 or m.startswith("MULTI") else "CPU"
+        m = Mode.MULTI_CPU if (world_size or 1) > 1 or m.startswith("MULTI") else Mode.CPU
     return m
 
 
@@ -97,7 +98,7 @@ def read_trainer_state(path: Path, rank: int | None = None) -> ReadResult:
     })
     losses = [r["loss"] for r in read.rows["steps"] if r["loss"] is not None]
     if losses:
-        read.meta["final_loss"] = losses[-1]
+        read.meta.final_loss = losses[-1]
     return read.result()
 
 
@@ -112,9 +113,9 @@ def read_results_json(path: Path, rank: int | None = None) -> ReadResult:
     read.meta.update({"mode": normal_mode(v["mode"], v["device"], world), "world_size": world})
     read.meta.update({k: v[k] for k in ("gpu_count", "duration_s", "steps_per_second", "samples_per_second",
                                         "total_steps", "final_loss", "model", "config", "session", "optimizations")})
-    read.meta["status"] = "completed"
-    if read.meta["duration_s"] is not None:
-        read.meta["duration_from"] = "results.json"
+    read.meta.status = Status.COMPLETED
+    if read.meta.duration_s is not None:
+        read.meta.duration_from = "results.json"
     return read.result()
 
 

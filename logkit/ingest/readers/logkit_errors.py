@@ -9,8 +9,7 @@ from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
 from logkit.schema.lines import ERRORS_LINE
-
-LOGGER_ERROR = "logger_error"
+from logkit.schema.vocab import EventKind
 
 
 def _time(stamp: str) -> float | None:
@@ -31,6 +30,6 @@ def read_logkit_errors(path: Path, rank: int | None = None) -> ReadResult:
             read.unmatched(number, line)
             continue
         read.used += 1
-        read.event(LOGGER_ERROR, number, time_s=_time(v["timestamp"]), rank=rank, level=v["level"],
+        read.event(EventKind.LOGGER_ERROR, number, time_s=_time(v["timestamp"]), rank=rank, level=v["level"],
                    message=v["message"])
     return read.result()

@@ -10,7 +10,10 @@ from datetime import date, datetime, timedelta
 from logkit.ingest.readers.base import Read, epoch
 from logkit.schema import MB
 from logkit.schema import lines as kinds
+from logkit.schema.findings import FindingKind
+from logkit.schema.records import EventType
 from logkit.schema.values import to_float
+from logkit.schema.vocab import EventKind
 
 # Header fields ("Key: value") that become meta, and how their value converts.
 HEADER_META: dict[str, tuple[str, type]] = {
@@ -107,13 +110,13 @@ class LineReader:
 
     def _level_event(self, line: int, level: str, message: str, t: float | None) -> None:
         if level in _ALERT_LEVELS:
-            kind = "error" if level in ("ERROR", "CRITICAL") else "warning"
+            kind = EventKind.ERROR if level in ("ERROR", "CRITICAL") else EventKind.WARNING
             self.read.event(kind, line, time_s=t, rank=0, level=level, message=message)
 
     def _step_line(self, number, message, level, t, v) -> None:
         row = {"rank": 0, "step": v["step"], "time_s": t, "loss": v["loss"], "learning_rate": v["learning_rate"]}
         self.read.step(number, row)
-        self.read.meta.setdefault("max_steps", v["max_steps"])
+        self.read.meta.fill(max_steps=v["max_steps"])
         self.state["last_step"], self.state["section"] = row, None
 
     def _metrics_line(self, number, message, level, t, v) -> None:
@@ -130,21 +133,21 @@ class LineReader:
 
     def _multigpu_step(self, number, message, level, t, v) -> None:
         self.state["multigpu_step"] = v["step"]
-        self.read.meta.setdefault("world_size", v["processes"])
+        self.read.meta.fill(world_size=v["processes"])
 
     def _performance(self, number, message, level, t, v) -> None:
         self.read.rows["perf"].append({"rank": 0, "time_s": t, **v})
 
     def _gpu_util_low(self, number, message, level, t, v) -> None:
-        self.read.event("resource_warning", number, time_s=t, rank=0, level=level, message=message,
-                        subkind="gpu_util_low", value=v["utilization_pct"], gpu=v["gpu"])
+        self.read.event(EventType.RESOURCE_WARNING, number, time_s=t, rank=0, level=level, message=message,
+                        subkind=FindingKind.GPU_UTIL_LOW, value=v["utilization_pct"], gpu=v["gpu"])
 
     def _slow_step(self, number, message, level, t, v) -> None:
-        self.read.event("anomaly", number, time_s=t, rank=0, level=level, message=message, subkind="slow_step",
+        self.read.event(EventType.ANOMALY, number, time_s=t, rank=0, level=level, message=message, subkind=FindingKind.SLOW_STEP,
                         value=v["step_time_s"])
 
     def _nan_title(self, number, message, level, t, v) -> None:
-        self.state["nan"] = self.read.event("nan_detected", number, time_s=t, rank=v["rank"], level=level,
+        self.state["nan"] = self.read.event(EventType.NAN_DETECTED, number, time_s=t, rank=v["rank"], level=level,
                                             message=message, step=v["step"], subkind=v["kind"])
         self.state["section"] = "nan"
 

@@ -22,8 +22,11 @@ import re
 from dataclasses import dataclass, field
 
 from logkit.ingest.readers.base import Read
+from logkit.schema.vocab import EventKind
 
 _VIA_NET = re.compile(r"^NET/(?P<net>.+?)/\d+$")
+# The facts of the NCCL lines that become meta as they are (meta keys).
+FACT_META = ("network", "nic_provider", "nic_count", "cuda_driver_version", "ib")
 
 
 @dataclass
@@ -81,7 +84,7 @@ class NcclProcs:
             return
         if what == "warn":
             self.warns[(n["host"], n["pid"])] = self.read.event(
-                "nccl_warn", number, host=n["host"], rank=launcher_rank, level="WARNING",
+                EventKind.NCCL_WARN, number, host=n["host"], rank=launcher_rank, level="WARNING",
                 message=n["message"].strip(), device=n["dev"], pid=n["pid"], where=n["where"], chain=None)
         elif what == "chain" and (ev := self.warns.get((n["host"], n["pid"]))) is not None:
             link = f"{n['where']} -> {n['code']}"
@@ -121,11 +124,11 @@ class NcclProcs:
             if (net := _VIA_NET.match(n["via"])) is not None:  # "via NET/Socket/0": the network's transport
                 self.facts.setdefault("via", set()).add(net["net"])
         elif what == "version":
-            self.read.meta.setdefault("nccl_version", n["version"])
+            self.read.meta.fill(nccl_version=n["version"])
         elif what == "driver":
             self.facts.setdefault("cuda_driver_version", n["driver"])
         elif what == "retry":
-            self.read.event("warning", number, host=n["host"], level="WARNING", pid=n["pid"],
+            self.read.event(EventKind.WARNING, number, host=n["host"], level="WARNING", pid=n["pid"],
                             message=f"NCCL: call to connect returned {n['error']}, retrying")
 
     def _joined(self) -> list[_Proc]:
@@ -156,7 +159,7 @@ class NcclProcs:
         for comm, facts in comms:
             device = facts.get("device")
             self.read.event(
-                "nccl_init", facts["line"], host=proc.host, rank=facts.get("rank"), nranks=facts.get("nranks"),
+                EventKind.NCCL_INIT, facts["line"], host=proc.host, rank=facts.get("rank"), nranks=facts.get("nranks"),
                 comm_id=facts.get("comm_id") or comm, network=proc.network or network, level="INFO",
                 message=facts.get("message") or f"NCCL process {proc.host}:{proc.pid}", pid=proc.pid,
                 device=device if device is not None else (min(proc.devices) if proc.devices else None),
@@ -189,23 +192,23 @@ class NcclProcs:
         devices = {h: sorted({d for p in procs if p.host == h for d in self._devices(p)}) for h in hosts}
         meta.update(hosts=hosts, ranks_by_host={h: sorted(r) for h, r in by_host.items()}, devices=devices)
         if local:
-            meta["local_ranks"] = max(local)
+            meta.local_ranks = max(local)
         if self.nics:
-            meta["nics"] = list(self.nics.values())
-        for key in ("network", "nic_provider", "nic_count", "cuda_driver_version", "ib"):
+            meta.nics = list(self.nics.values())
+        for key in FACT_META:
             if key in self.facts:
                 meta[key] = self.facts[key]
         links = {nic["link"] for nic in self.nics.values()}
         via = self.facts.get("via", set())
-        if "network" not in meta and len(links) == 1:
+        if meta.network is None and len(links) == 1:
             # no "Using network" line: the transport NCCL set up says it (IB and RoCE are NCCL's "IB")
-            meta["network"] = "Socket" if links == {"Socket"} else "IB"
-            meta["network_from"] = "the NICs NCCL set up (no 'Using network' line)"
-        elif "network" not in meta and len(via) == 1:
-            meta["network"] = next(iter(via))
-            meta["network_from"] = "the channels' transport (via NET/<network>/<n>)"
+            meta.network = "Socket" if links == {"Socket"} else "IB"
+            meta.network_from = "the NICs NCCL set up (no 'Using network' line)"
+        elif meta.network is None and len(via) == 1:
+            meta.network = next(iter(via))
+            meta.network_from = "the channels' transport (via NET/<network>/<n>)"
         if "ranks_named" in self.facts:
-            meta["nccl_ranks_seen"] = sorted(self.facts["ranks_named"])
+            meta.nccl_ranks_seen = sorted(self.facts["ranks_named"])
 
     @staticmethod
     def _devices(proc: _Proc) -> set:

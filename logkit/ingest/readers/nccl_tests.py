@@ -6,8 +6,8 @@ Each data row gives two ``comm`` rows, out-of-place and in-place (``placement``)
 (the ranks listed under ``# Using devices``), ``op`` from the binary's name where the file
 names it (a command line, the file name: ``all_reduce_perf``, or ``..._all_gather.log`` where
 no command line was kept and the table's ``redop`` agrees), else from the table's ``redop``.
-The ``# Avg bus bandwidth`` of each table goes to ``meta["nccl_tests"]``; the ``# Using
-devices`` lines give ``meta["gpus"]`` (rank, host, GPU name), ``gpu_count``, ``world_size``,
+The ``# Avg bus bandwidth`` of each table goes to ``meta.nccl_tests``; the ``# Using
+devices`` lines give ``meta.gpus`` (rank, host, GPU name), ``gpu_count``, ``world_size``,
 ``hosts``, ``nodes`` and ``ranks_by_host``. A run that fails says so: ``host: Test NCCL failure
 ... '<reason>'`` and ``.. host pid P: Test failure`` give an ``nccl_error`` event (with the ranks
 of that pid, from the device table), and the MPI launcher's "first process to exit" a
@@ -22,6 +22,7 @@ from pathlib import Path
 from logkit.ingest.readers.base import Read, ReadResult, iter_lines
 from logkit.ingest.readers.torch_lines import parse_prte
 from logkit.schema.values import to_float
+from logkit.schema.vocab import EventKind, Mode
 
 OPS = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
        "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv",
@@ -97,13 +98,13 @@ class _Tests:
     def _failure(self, number: int, line: str) -> bool:
         read = self.read
         if (f := _FAILURE.match(line)) is not None:
-            read.event("nccl_error", number, host=f["host"], level="ERROR", message=line.strip()[:300],
+            read.event(EventKind.NCCL_ERROR, number, host=f["host"], level="ERROR", message=line.strip()[:300],
                        error=f["error"].strip(), where=f["where"])
             return True
         if (f := _FAILED_PID.match(line)) is not None:
             ranks = self.pids.get(int(f["pid"]), [])
             for ev in reversed(read.rows["events"]):
-                if ev["kind"] == "nccl_error" and ev.get("host") == f["host"]:
+                if ev["kind"] == EventKind.NCCL_ERROR and ev.get("host") == f["host"]:
                     ev.update(pid=int(f["pid"]), rank=ranks[0] if len(ranks) == 1 else None,
                               ranks=",".join(map(str, ranks)) or None)
                     break
@@ -111,7 +112,7 @@ class _Tests:
         if (p := parse_prte(line)) is not None:
             # the launcher names its process; a process drives nThread x nGpus ranks
             ranks = list(range(p["rank"] * self.per_process, (p["rank"] + 1) * self.per_process))
-            read.event("child_failed", number, rank=ranks[0] if len(ranks) == 1 else None, level="ERROR",
+            read.event(EventKind.CHILD_FAILED, number, rank=ranks[0] if len(ranks) == 1 else None, level="ERROR",
                        message=line.strip()[:300], exitcode=p["exitcode"], process=p["process"], root_cause=True,
                        launcher="mpirun", ranks=",".join(map(str, ranks)))
             return True
@@ -136,13 +137,13 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
             read.used += 1
         elif (fields := read.table_row(number, line, state.columns)) is not None:
             _row(read, number, state, fields)
-    read.meta["nccl_tests"] = state.tables
+    read.meta.nccl_tests = state.tables
     gpus = state.gpus
     if gpus:
         hosts = sorted({g["host"] for g in gpus.values()})
         read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=len(gpus),
                          world_size_from="nccl-tests device table (ranks)", backend="nccl",
-                         mode="MULTI-GPU" if len(gpus) > 1 else "SINGLE-GPU", hosts=hosts, nodes=len(hosts),
+                         mode=Mode.MULTI_GPU if len(gpus) > 1 else Mode.SINGLE_GPU, hosts=hosts, nodes=len(hosts),
                          nodes_from="nccl-tests device table (hosts)",
                          ranks_by_host={h: sorted(r for r, g in gpus.items() if g["host"] == h) for h in hosts})
     return read.result()

@@ -206,9 +206,9 @@ def read_bulk(path: Path, data: bytes, day: date) -> Read | None:
     section_at = -1
     for i in rest:
         if first_step is not None and first_step < i:
-            read.meta.setdefault("max_steps", steps["max_steps"][0])
+            read.meta.fill(max_steps=steps["max_steps"][0])
         if first_mg is not None and first_mg < i:
-            read.meta.setdefault("world_size", mg["processes"][0])
+            read.meta.fill(world_size=mg["processes"][0])
         k = bisect.bisect_left(step_list, i) - 1
         reader.state["last_step"] = {"step": step_values[k]} if k >= 0 else None
         if k >= 0 and step_list[k] > section_at:
@@ -222,9 +222,9 @@ def read_bulk(path: Path, data: bytes, day: date) -> Read | None:
     if any(read.rows[frame] for frame in ("steps", "comm", "perf")):
         return None  # rows of the bulk kinds among the rest: their order is the line reader's to keep
     if first_step is not None:
-        read.meta.setdefault("max_steps", steps["max_steps"][0])
+        read.meta.fill(max_steps=steps["max_steps"][0])
     if first_mg is not None:
-        read.meta.setdefault("world_size", mg["processes"][0])
+        read.meta.fill(world_size=mg["processes"][0])
     read.lines += int(taken.sum())
     read.used += int(taken.sum())
 

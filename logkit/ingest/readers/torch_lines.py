@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from logkit.schema.values import to_float
+from logkit.schema.vocab import EventKind
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
            11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
@@ -215,9 +216,9 @@ def parse_nccl_error(text: str) -> dict | None:
 def parse_setup_failure(text: str) -> dict | None:
     """The process group could not form: the rendezvous store timed out, or a port was taken."""
     if (m := _RENDEZVOUS.search(text)) is not None:
-        return {"kind": "rendezvous_timeout", "timeout_ms": float(m["ms"])}
+        return {"kind": EventKind.RENDEZVOUS_TIMEOUT, "timeout_ms": float(m["ms"])}
     if (m := _IN_USE.search(text)) is not None:
-        return {"kind": "address_in_use", "port": int(m["port"]), "errno": int(m["errno"]), "address": m["addr"]}
+        return {"kind": EventKind.ADDRESS_IN_USE, "port": int(m["port"]), "errno": int(m["errno"]), "address": m["addr"]}
     return None
 
 

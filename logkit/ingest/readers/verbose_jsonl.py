@@ -17,6 +17,7 @@ from logkit.ingest.readers.base import Read, ReadResult
 from logkit.ingest.session import iso_seconds
 from logkit.schema.records import GPU_DEVICE, GPU_SNAPSHOT, SESSION_START, TRAINING_STEP
 from logkit.schema.values import to_int
+from logkit.schema.vocab import EventKind
 
 _STAMP, _USAGE = TRAINING_STEP["timestamp"], TRAINING_STEP["resource_usage"]
 # resource_usage{}: the sampler's reading, its GPUs as gpu_snapshot's devices[] (under "gpu").
@@ -26,7 +27,7 @@ _DEVICE_FIELDS = ("utilization_pct", "memory_used_mb", "memory_total_mb", "memor
                   "power_w")
 _OLDER_NAMES = {"utilization_pct": "utilization"}
 # Our session_start, or this logger's own name for it.
-_STARTS = (SESSION_START.type, "training_start")
+_STARTS = (SESSION_START.type, EventKind.TRAINING_START)
 
 
 def _device(dev: dict, i: int) -> dict:
@@ -67,7 +68,7 @@ def read_verbose_jsonl(path: Path, rank: int | None = None) -> ReadResult:
         if (snapshot := _snapshot(record, t)) is not None:
             records.append((line, snapshot))
     read_stream(read.path, 0 if rank is None else rank, read.tables.__setitem__, records=records)
-    read.meta["naive_timestamps"] = naive
+    read.meta.naive_timestamps = naive
     starts = [r for _, r in stream.records if TYPE.get(r) in _STARTS]
     if starts:
         found = ((name, SESSION_START[name].get(starts[0])) for name in ("model", "mode"))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from logkit.analysis.results import Analysis, SessionSummary
 from logkit.report.format import fmt
+from logkit.schema.vocab import SessionKind
 
 RULE = "=" * 60
-KIND_WORDS = {"gpu_capture": "GPU capture", "nccl_tests": "nccl-tests benchmark"}
+KIND_WORDS = {SessionKind.GPU_CAPTURE: "GPU capture", SessionKind.NCCL_TESTS: "nccl-tests benchmark"}
 
 
 def definitions_footer(analysis: Analysis, keys) -> list[str]:

@@ -8,6 +8,7 @@ from logkit.analysis.results import Analysis
 from logkit.analysis.results.frames import CommRow, NcclTestsRow
 from logkit.report.console.common import RULE, definitions_footer, session_header, session_order
 from logkit.report.format import fmt, mb, pct, size_text
+from logkit.schema.vocab import SessionKind
 
 _KEYS = ["count", "total_bytes / mean_bytes", "p50_ms / p95_ms", "algbw_mb_s", "busbw_mb_s",
          "sync_share_of_step_time", "pct_of_peak", "verdict"]
@@ -93,7 +94,7 @@ def render_communication(analysis: Analysis) -> str:
     for sid in session_order(analysis, "communication", "nccl_tests"):
         mine, tests = analysis.rows("communication", sid), analysis.rows("nccl_tests", sid)
         summary = analysis.scaling.summary(sid)
-        if summary is not None and summary.kind == "gpu_capture" and not mine:
+        if summary is not None and summary.kind == SessionKind.GPU_CAPTURE and not mine:
             continue  # a GPU capture has no communication to show
         lines += [""] + session_header(analysis, sid, "📡")
         if tests:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from logkit.analysis.results import Analysis, Comparison, Fit, GroupAverage, SessionSummary
 from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_count_text, gpu_lines
 from logkit.report.format import fmt, pct
-from logkit.schema.records import Status
+from logkit.schema.vocab import Regime, Status
 
 _GPU_WORDS = {"title": "SINGLE GPU vs MULTI-GPU COMPARISON", "single": "SINGLE GPU", "multi": "MULTI-GPU",
               "single_avg": "Single GPU Average", "multi_avg": "Multi-GPU Average",
@@ -83,11 +83,11 @@ def _average_block(title: str, avg: GroupAverage, gpu: bool) -> list[str]:
 
 def _regime_text(c: Comparison, base: SessionSummary, cand: SessionSummary) -> str:
     regime = c.regime
-    if regime == "strong":
+    if regime == Regime.STRONG:
         return f"strong scaling (same global batch: {base.total_batch_size})"
-    if regime == "weak":
+    if regime == Regime.WEAK:
         return f"weak scaling (same per-rank batch: {fmt(c.per_rank_batch, 'g')})"
-    if regime == "mixed":
+    if regime == Regime.MIXED:
         return (f"mixed (global batch {base.total_batch_size} -> {cand.total_batch_size}, "
                 "per-rank batch differs too)")
     return f"{regime or 'unknown'} (batch sizes not logged)"

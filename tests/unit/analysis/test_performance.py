@@ -76,8 +76,9 @@ def test_text_logs_gpu_line_from_summary():
 def test_mfu_is_lora_aware():
     n, trainable, tokens = 7e9, 4e7, 4096.0
     times = [0.5] * 20
-    s = session("q", world_size=2, steps=step_rows(times, tokens=tokens), parameters_total=n,
-                parameters_trainable=trainable, gpus=[{"index": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    s = session("q", world_size=2, steps=step_rows(times, tokens=tokens),
+                model_info={"parameters_total": n, "parameters_trainable": trainable},
+                gpus=[{"index": 0, "name": "NVIDIA H100 80GB HBM3"}])
     m = mfu(s)
     fpt = 4 * n + 2 * trainable
     assert m.flops_per_token == pytest.approx(fpt)
@@ -86,7 +87,7 @@ def test_mfu_is_lora_aware():
     assert m.achieved_tflops == pytest.approx(fpt * tokens / 0.5 / 2 / 1e12)
     assert m.mfu == pytest.approx(m.achieved_tflops / 989.0)
     assert m.gpu_model == "H100 SXM" and "4 N + 2 N_trainable" in m.definition
-    full = mfu(session("f", steps=step_rows(times, tokens=tokens), parameters_total=n,
+    full = mfu(session("f", steps=step_rows(times, tokens=tokens), model_info={"parameters_total": n},
                        gpus=[{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}]))
     assert full.flops_per_token == pytest.approx(6 * n)  # trainable unknown: every weight trains
 

@@ -34,8 +34,8 @@ from logkit.analysis.thresholds import (
     STRAGGLER_SHARE,
 )
 from logkit.ingest import Session
-from logkit.run.load import load_session, load_sessions
 from logkit.ingest.session import make_frame
+from logkit.run.load import load_session, load_sessions
 from tests.support.launch import REPO
 
 BALANCED = REPO / "sample_logs" / "balanced"

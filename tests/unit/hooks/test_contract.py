@@ -10,15 +10,19 @@ import time
 
 import pytest
 
+from logkit.schema.findings import FindingKind
 from logkit.schema.records import (
     ANOMALY,
     COMMUNICATION,
     DATASET_INFO,
+    ERROR,
     GPU_DEVICE,
     GPU_SNAPSHOT,
     MODEL_INFO,
+    NAN_DETECTED,
     PERFORMANCE,
     RECORD_SPECS,
+    RESOURCE_WARNING,
     SESSION_END,
     SESSION_START,
     STEP_PHASES,
@@ -26,6 +30,7 @@ from logkit.schema.records import (
     TRAINING_STEP,
     RecordSpec,
 )
+from logkit.schema.vocab import ENDED, Mode
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_sampler import fake_pynvml
 from trainer_hooks import session as session_mod
@@ -125,6 +130,28 @@ def test_a_real_run_writes_only_declared_keys(run):
         if record["type"] in FREE_FORM:
             record = {k: v for k, v in record.items() if k in {f.raw[0] for f in spec}}
         assert _undeclared(spec, record) == [], record["type"]
+
+
+def test_every_device_of_a_real_snapshot_has_the_declared_keys(run):
+    """A device of a gpu_snapshot holds exactly GPU_DEVICE's keys (the ids, each metric of the table
+    and its interval extremes); the sampler's latest reading beside the steps, a part of them."""
+    declared = {f.raw for f in GPU_DEVICE}
+    snapshots = [r for r in run if r["type"] == GPU_SNAPSHOT.type]
+    devices = [d for r in snapshots for d in r[GPU_SNAPSHOT.items_key]]
+    assert devices and all({(k,) for k in d} == declared for d in devices)
+    latest = [d for r in run for d in (((TRAINING_STEP["resource_usage"].get(r) or {}).get("gpu") or {})
+                                       .get("devices") or [])]
+    assert latest and all(_undeclared(GPU_DEVICE, d) == [] for d in latest)
+
+
+def test_a_real_run_writes_only_declared_words(run):
+    """The kind of every finding record, and the status and mode, are words the schema declares."""
+    kinds = {ANOMALY["subkind"].get(r) for r in run if r["type"] in (ANOMALY.type, RESOURCE_WARNING.type,
+                                                                     NAN_DETECTED.type, ERROR.type)}
+    assert kinds - {None} and kinds - {None} <= FindingKind.words()
+    (end,) = [r for r in run if r["type"] == SESSION_END.type]
+    (start,) = [r for r in run if r["type"] == SESSION_START.type]
+    assert SESSION_END["status"].get(end) in ENDED and SESSION_START["mode"].get(start) in Mode.words()
 
 
 def test_every_frame_column_is_where_its_spec_says(run):

@@ -10,7 +10,8 @@ from statistics import mean
 
 import pytest
 
-from trainer_hooks.sampling import GPU_METRICS, IntervalStats, ResourceSampler, snapshot_message
+from logkit.schema.gpu import DEVICE_METRICS
+from trainer_hooks.sampling import IntervalStats, ResourceSampler, snapshot_message
 from trainer_hooks.sampling import nvml as nvml_mod
 
 
@@ -216,8 +217,7 @@ def test_gpu_path_with_fake_nvml(monkeypatch):
     # NVLink: a rate needs two readings of NVML's cumulative counters
     assert first["gpu"]["devices"][0]["nvlink_rx_mb_s"] is None
     assert d0["nvlink_rx_mb_s"] > 0 and d0["nvlink_tx_mb_s"] > 0
-    for key in (m.attr for m in GPU_METRICS):
-        assert key in d0
+    assert set(d0) == {"index", "nvml_index", "name", "uuid", *(m.key for m in DEVICE_METRICS)}
     snap = s.take_interval()
     a0 = snap["devices"][0]
     raw_util = [first["gpu"]["devices"][0]["utilization_percent"], d0["utilization_percent"]]
@@ -390,3 +390,8 @@ def test_without_a_gpu_each_interval_still_gives_its_host_mean_min_max(tmp_path,
     assert any(s["resource_usage"]["cpu"]["usage_percent_max"] > 0 for s in snaps)
     notes = [r["message"] for r in records if r.get("kind") == "sampling_degraded"]
     assert notes == ["no NVIDIA GPU found: GPU metrics off"]
+
+
+def test_the_probe_reads_what_the_table_names():
+    """Every metric of the contract's table is a reading of the probe, and nothing else is."""
+    assert set(nvml_mod.Reading._fields) == {m.attr for m in DEVICE_METRICS}

@@ -342,8 +342,8 @@ def test_an_entry_keeps_the_sessions_meta_but_not_where_it_was_read_from(tmp_pat
     from logkit.run import cache
 
     source, session = _parsed(tmp_path)
-    session.meta.update({"cache": "another/entry", "note": "kept"})
+    session.meta.update({"cache": "another/entry", "status_detail": "kept"})
     assert cache.store(source, session) is True
     (entry,) = _entries(cache_dir)
     stored = orjson.loads((entry / "meta.json").read_bytes())["meta"]
-    assert stored["note"] == "kept" and "cache" not in stored
+    assert stored["status_detail"] == "kept" and "cache" not in stored

@@ -12,7 +12,8 @@ from logkit.schema import doc
 from tests.support.launch import REPO
 
 DOCTESTED = ["logkit.schema.records", "logkit.schema.lines", "logkit.schema.values", "logkit.schema.collectives",
-             "logkit.schema.files", "logkit.schema.findings", "logkit.report.format", "logkit.analysis.results.analysis",
+             "logkit.schema.files", "logkit.schema.findings", "logkit.schema.vocab", "logkit.schema.meta",
+             "logkit.schema.gpu", "logkit.report.format", "logkit.analysis.results.analysis",
              "logkit.analysis.results.rows", "logkit.analysis.results.frames", "logkit.analysis.results.values"]
 
 
