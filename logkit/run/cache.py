@@ -25,13 +25,15 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
-from logkit.ingest.discover import SessionSource
-from logkit.ingest.session import Session
-from logkit.ingest.store import read_session, write_session
 from logkit.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:  # imported where used: the answers' cache (``run.answers``) runs without pandas
+    from logkit.ingest.discover import SessionSource
+    from logkit.ingest.session import Session
 
 FORMAT = 4  # the layout of an entry (the code that makes it is hashed in as well)
 _PACKAGE = Path(__file__).resolve().parents[1]  # logkit/
@@ -155,6 +157,8 @@ def _session_entry(source: SessionSource) -> Path:
 
 def load_cached(source: SessionSource) -> Session | None:
     """The cached session, or None when there is none or a file changed since it was written."""
+    from logkit.ingest.store import read_session
+
     entry = _session_entry(source)
     session = _read(entry, stamps(source.files), read_session)
     if session is not None:
@@ -164,6 +168,8 @@ def load_cached(source: SessionSource) -> Session | None:
 
 def store(source: SessionSource, session: Session) -> bool:
     """Write ``session`` to the cache."""
+    from logkit.ingest.store import write_session
+
     meta = {k: v for k, v in session.meta.items() if k != "cache"}
     return _write(_session_entry(source), stamps(source.files),
                   lambda folder: write_session(session, folder, "parquet", meta=meta))

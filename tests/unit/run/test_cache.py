@@ -301,11 +301,12 @@ def test_store_says_whether_it_wrote_and_leaves_nothing_behind_when_it_cannot(tm
     def failing(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(cache, "write_session", failing)
+    real = store.write_session
+    monkeypatch.setattr(store, "write_session", failing)  # where the cache takes it from, when it writes
     shutil.rmtree(cache_dir)
     assert cache.store(source, session) is False
     assert list((cache_dir / "sessions").iterdir()) == []
-    monkeypatch.setattr(cache, "write_session", store.write_session)
+    monkeypatch.setattr(store, "write_session", real)
     # a file that cannot be stat'ed: nothing to key the entry on
     rank_file(folder, "s", 0).unlink()
     assert cache.store(source, session) is False
@@ -323,6 +324,7 @@ def _parsed(tmp_path):
 def test_store_returns_false_when_the_cache_is_cleared_while_it_writes(tmp_path, cache_dir, monkeypatch):
     """Another process empties the cache (``rm -rf ~/.cache/logkit``) during the write: our
     temporary folder is gone too, and cleaning it up must not raise into the analysis."""
+    from logkit.ingest import store
     from logkit.run import cache
 
     source, session = _parsed(tmp_path)
@@ -331,7 +333,7 @@ def test_store_returns_false_when_the_cache_is_cleared_while_it_writes(tmp_path,
         shutil.rmtree(cache_dir)
         raise FileNotFoundError("the folder was removed")
 
-    monkeypatch.setattr(cache, "write_session", cleared_meanwhile)
+    monkeypatch.setattr(store, "write_session", cleared_meanwhile)  # where the cache takes it from
     assert cache.store(source, session) is False
     assert not cache_dir.exists()
 
