@@ -66,6 +66,14 @@ CHUNK_BYTES = 4 << 20
 BLOCK_BYTES = 2 << 20
 PARSERS = 3
 MIN_CHUNK_BYTES = 256 << 10
+# A stream is read in STREAM_CHUNKS chunks or more, of SMALL_CHUNK_BYTES at least. 1: chunks of
+# CHUNK_BYTES (a stream under 3 of them: in 3). Measured at 9 (100 MB in 8 streams: chunks of 1.4 MB):
+# the peak 3.1x -> 2.5x the frames, 15-20% more CPU; the first read faster only while other work loaded
+# the cores (1.1x -> 1.5x pyarrow's), slower on a quieter machine (0.93x -> 0.74x): not taken.
+STREAM_CHUNKS = 1
+SMALL_CHUNK_BYTES = 1 << 20
+# Parsed chunks of a stream sized smaller than asked (``chunk_bytes``) are mapped together, about
+# ``chunk_bytes`` of lines at a time: the mapping costs per call (~2 ms), hardly per row.
 # A chunk is parsed at the columns of the record types that made one in RARE or more of the last
 # chunk's rows (the first chunks: of the stream read last); its other rows again at the rest.
 RARE = 8
@@ -118,9 +126,28 @@ def _json(lines, schema: pa.Schema, block_bytes: int | None = None) -> pa.Table:
                         read_options=pj.ReadOptions(use_threads=False, block_size=max(1, min(block, 2**31 - 1))))
 
 
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    """The C library's ``malloc_trim`` (glibc), or None: the system allocator keeps the freed memory of
+    threads' arenas resident until asked (``release_unused`` of pyarrow's system pool does not trim them)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _hand_back() -> None:
+    """The parser's freed memory given back to the system (pyarrow's pools, then the C allocator's arenas)."""
+    _pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 _LOCK = threading.Lock()
 _PARSERS: tuple[int, ThreadPoolExecutor] | None = None  # (the process it was made in, the threads)
-_SPARE: list[list[bytearray]] = []  # chunk buffers between streams (memory once touched, reused)
 
 
 def _parsers() -> ThreadPoolExecutor:
@@ -130,18 +157,6 @@ def _parsers() -> ThreadPoolExecutor:
         if _PARSERS is None or _PARSERS[0] != os.getpid():
             _PARSERS = (os.getpid(), ThreadPoolExecutor(PARSERS, thread_name_prefix="logkit-parse"))
         return _PARSERS[1]
-
-
-def _take_buffers() -> list[bytearray]:
-    with _LOCK:
-        return _SPARE.pop() if _SPARE else []
-
-
-def _give_back(buffers: list[bytearray], chunk_bytes: int) -> None:
-    """Keep one stream's chunk buffers for the next (those a long line grew beyond ``chunk_bytes`` go)."""
-    with _LOCK:
-        if not _SPARE:
-            _SPARE.append([b for b in buffers if len(b) <= chunk_bytes])
 
 
 class _Refused(Exception):
@@ -270,13 +285,15 @@ def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first: boo
 
 
 def _even(path: Path, chunk_bytes: int) -> int:
-    """Chunks of at most ``chunk_bytes``, as many as a multiple of ``PARSERS`` and of even size (no small
-    last chunk: a parse that leaves cores idle), for a small stream, or one gzipped: ``chunk_bytes``."""
+    """Chunks of at most ``chunk_bytes`` (and of the stream's ``STREAM_CHUNKS``-th part, but not under
+    ``SMALL_CHUNK_BYTES``), as many as a multiple of ``PARSERS`` and of even size (no small last chunk: a
+    parse that leaves cores idle); for a small stream, or one gzipped: ``chunk_bytes``."""
     if path.name.endswith(".gz"):
         return chunk_bytes
     size = path.stat().st_size
     if size < 2 * MIN_CHUNK_BYTES:
         return chunk_bytes
+    chunk_bytes = min(chunk_bytes, max(SMALL_CHUNK_BYTES, size // STREAM_CHUNKS))
     chunks = PARSERS * -(-size // (PARSERS * chunk_bytes))
     return min(chunk_bytes, max(MIN_CHUNK_BYTES, -(-size // chunks) + (64 << 10)))  # a margin: lines are cut
 
@@ -293,6 +310,8 @@ class _Reading:
         self.kinds = _KINDS[0]  # the record types the next chunk is parsed at the columns of
         self.refused = False
         self.result: Stream | None = None
+        self.parsed: list = []  # chunks parsed, not mapped yet: (first line, what _chunk gave)
+        self.batch = 1  # chunks mapped together: as many as make the chunk size asked for
 
     def submit(self, parsers: ThreadPoolExecutor, buf: bytearray, size: int) -> Future:
         self.submitted += 1
@@ -315,8 +334,10 @@ class _Reading:
 
     def _take(self, job) -> None:
         if isinstance(job, Future):
-            self._map(*job.result())
-        elif job is not None:
+            self._parsed(job.result())
+            return
+        self._map()
+        if job is not None:
             if self.line == 1:
                 raise _Refused  # no whole line: the per-line engine says what the stream holds
             _tail(self.stream, job, self.line, self.path, self.checks, self.frames.add)
@@ -326,22 +347,47 @@ class _Reading:
             self.frames.add("evals", evals_from(self.stream.records, self.checks.file_rank))
             self.result = self.stream
 
-    def _map(self, table: pa.Table, records: list, counts: dict, rest) -> None:
+    def _parsed(self, parsed: tuple) -> None:
+        """A chunk parsed: kept until ``batch`` of them are, then mapped together; chunks whose rows were
+        parsed apart at other record types are mapped apart."""
+        table, _, counts, rest = parsed
         self.kinds = _KINDS[0] = frozenset(k for k, c in counts.items() if c * RARE >= table.num_rows)
-        first, n = self.line, table.num_rows
-        table = table.append_column(LINE, pa.array(np.arange(first, first + n, dtype=np.int64)))
-        if rest is not None:
-            kinds, apart, rows = rest
-            rest = (kinds, apart.append_column(LINE, pa.array(rows.astype(np.int64) + first)))
-        self.stream.records += [(first + i, record) for i, record in records]
-        self.line += n
+        if self.parsed and _apart_kinds(self.parsed[-1][1]) != _apart_kinds(parsed):
+            self._map()
+        self.parsed.append((self.line, parsed))
+        self.line += table.num_rows
+        if len(self.parsed) >= self.batch:
+            self._map()
+
+    def _map(self) -> None:
+        """The chunks parsed so far, mapped as one table (in file order: their lines are numbered)."""
+        if not self.parsed:
+            return
+        parsed, self.parsed = self.parsed, []
+        tables, aparts, kinds = [], [], None
+        for first, (table, records, _, rest) in parsed:
+            tables.append(table.append_column(LINE, pa.array(np.arange(first, first + table.num_rows,
+                                                                       dtype=np.int64))))
+            if rest is not None:
+                kinds, apart, rows = rest
+                aparts.append(apart.append_column(LINE, pa.array(rows.astype(np.int64) + first)))
+            self.stream.records += [(first + i, record) for i, record in records]
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables).combine_chunks()
+        rest = None if kinds is None else (
+            kinds, aparts[0] if len(aparts) == 1 else pa.concat_tables(aparts).combine_chunks())
         _add(self.stream, table, self.path, self.checks, self.frames.add, rest)
 
     def refuse(self) -> None:
         """The stream needs the per-line engine: what it added is taken back."""
         self.refused = True
+        self.parsed = []
         if self.mark is not None:
             self.frames.truncate(self.mark)
+
+
+def _apart_kinds(parsed: tuple) -> frozenset[str] | None:
+    """The record types a parsed chunk's rows were parsed apart at (None: none apart)."""
+    return None if parsed[3] is None else parsed[3][0]
 
 
 # What makes the fast engine leave a stream to the per-line engine.
@@ -373,7 +419,7 @@ class _Queue:
             reading.take(job)
             if job is None:
                 self.ended.append(reading.result)
-                _pool().release_unused()  # the parser's freed memory, as each stream ends: memory is one stream's
+                _hand_back()  # the parser's freed memory, as each stream ends: memory is one stream's
 
     def stop(self) -> None:
         jobs = [job for _, job in self.entries if isinstance(job, Future)]
@@ -387,7 +433,9 @@ def _feed(reading: _Reading, queue: _Queue, parsers: ThreadPoolExecutor, ring: R
     otherwise than with a whole line (torn, refused, unreadable): the caller drains before the next."""
     clean = False
     try:
-        for buf, size, torn in whole_lines(reading.path, _even(reading.path, chunk_bytes), ring):
+        sized = _even(reading.path, chunk_bytes)
+        reading.batch = max(1, round(chunk_bytes / sized))
+        for buf, size, torn in whole_lines(reading.path, sized, ring):
             if reading.refused:
                 break
             if torn:
@@ -434,7 +482,7 @@ def read_streams(streams, chunk_bytes: int | None = None, fallback=None) -> Iter
     parsed while the last of the one before is mapped. As each stream ends, in order: its ``Stream``,
     or, where it needs the per-line engine, ``fallback(path, file rank, frames)`` (None without one:
     its ``frames`` are then as before)."""
-    parsers, ring, queue = _parsers(), Ring(PARSERS, _take_buffers()), _Queue()
+    parsers, ring, queue = _parsers(), Ring(PARSERS), _Queue()
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
         for path, file_rank, frames in streams:
@@ -447,8 +495,8 @@ def read_streams(streams, chunk_bytes: int | None = None, fallback=None) -> Iter
         yield from queue.ended
     finally:
         queue.stop()
-        _give_back(ring.buffers, chunk_bytes)
-        _pool().release_unused()  # the parser's freed chunks: the frames are what stays
+        ring.buffers.clear()  # the chunks' buffers go with the read (a new one costs ~1 ms to touch, as a reused one)
+        _hand_back()  # the parser's freed chunks: the frames are what stays
 
 
 def read_stream(path: Path, file_rank: int, frames, chunk_bytes: int | None = None) -> Stream | None:
