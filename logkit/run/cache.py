@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # imported where used: the answers' cache (``run.answers``) r
     from logkit.ingest.discover import SessionSource
     from logkit.ingest.session import Session
 
-FORMAT = 4  # the layout of an entry (the code that makes it is hashed in as well)
+FORMAT = 5  # the layout of an entry (the code that makes it is hashed in as well)
 _PACKAGE = Path(__file__).resolve().parents[1]  # logkit/
 
 
