@@ -17,6 +17,8 @@ rounds' ratios, and the times the medians of the rounds'):
 
     python benchmarks/cli.py                    # 100 MB, 5 rounds
     python benchmarks/cli.py --size 20 --rounds 3
+    python benchmarks/cli.py --baseline ../old      # also the same commands run by another checkout's
+                                                    # logkit, in the same rounds (before/after)
 """
 
 from __future__ import annotations
@@ -47,13 +49,13 @@ _CLI = _PEAK + "import sys\nsys.argv[0] = 'analyze_logs'\nfrom logkit.cli import
 _PYARROW = _PEAK + "import sys\nimport pyarrow.json as pj\nfor f in sys.argv[1:]:\n    pj.read_json(f)\n"
 
 
-def _run(code: str, args: list, cache: Path, hwm: Path) -> tuple[float, int]:
-    """(wall seconds, peak RSS bytes) of a fresh process running ``code`` with ``args``."""
+def _run(code: str, args: list, cache: Path, hwm: Path, root: Path = ROOT) -> tuple[float, int]:
+    """(wall seconds, peak RSS bytes) of a fresh process running ``code`` with ``args``, with the logkit of
+    the checkout ``root``."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as installed: .pyc kept
-    env.update({"LOGKIT_CACHE_DIR": str(cache), "BENCH_HWM": str(hwm),
-                "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    env.update({"LOGKIT_CACHE_DIR": str(cache), "BENCH_HWM": str(hwm), "PYTHONPATH": str(root)})
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True, env=env, cwd=ROOT,
+    subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True, env=env, cwd=root,
                    stdout=subprocess.DEVNULL)
     return time.perf_counter() - t, int(hwm.read_text())
 
@@ -69,6 +71,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=float, default=100.0, help="MB of JSONL in the session (default 100)")
     ap.add_argument("--rounds", type=int, default=5, help="alternated rounds (medians; default 5)")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another checkout of logkit (a folder): its analyze_logs timed in the same rounds")
     args = ap.parse_args()
 
     from benchmarks.ingest import generate
@@ -87,39 +91,43 @@ def main() -> None:
         cmd = [logs, "--performance", "--json"]
         rows: dict[str, list[tuple[float, int]]] = {}
 
-        def one(name, code, argv, cache):
-            rows.setdefault(name, []).append(_run(code, argv, cache, hwm))
+        def one(name, code, argv, cache, root=ROOT):
+            rows.setdefault(name, []).append(_run(code, argv, cache, hwm, root))
 
-        # the files in the page cache, logkit's .pyc written (as an installed package has them)
-        _run(_CLI, [tiny, "--json"], tmp / "warmup", hwm)
+        checkouts = [("", ROOT)] + ([("baseline ", args.baseline.resolve())] if args.baseline else [])
+        for _, root in checkouts:  # the files in the page cache, logkit's .pyc written (as installed)
+            _run(_CLI, [tiny, "--json"], tmp / "warmup", hwm, root)
         _run(_PYARROW, files, tmp / "warmup", hwm)
         for r in range(args.rounds):
-            cache = tmp / f"cache{r}"
-            one("reference: pyarrow.json.read_json of the same files", _PYARROW, files, cache)
-            one("cold: analyze_logs DIR --performance --json, empty cache", _CLI, cmd, cache)
-            one("second run: the same command", _CLI, cmd, cache)
-            one("second run, other output: --communication --json", _CLI,
-                [logs, "--communication", "--json"], cache)
-            one("tiny folder, cold: analyze_logs TINY --performance --json", _CLI,
-                [tiny, "--performance", "--json"], tmp / f"tiny{r}")
-            shutil.rmtree(cache)
-        names = list(rows)
-        ref, cold, second, other, small = names
+            one("reference: pyarrow.json.read_json of the same files", _PYARROW, files, tmp)
+            for label, root in checkouts:
+                cache = tmp / f"cache{r}{label.strip()}"
+                one(f"{label}cold: analyze_logs DIR --performance --json, empty cache", _CLI, cmd, cache, root)
+                one(f"{label}second run: the same command", _CLI, cmd, cache, root)
+                one(f"{label}second run, other output: --communication --json", _CLI,
+                    [logs, "--communication", "--json"], cache, root)
+                one(f"{label}tiny folder, cold: analyze_logs TINY --performance --json", _CLI,
+                    [tiny, "--performance", "--json"], tmp / f"tiny{r}{label.strip()}", root)
+                shutil.rmtree(cache)
         print(f"\nWhole processes, {args.rounds} alternated rounds (medians; {_load()} at the end):")
-        for name in names:
+        for name in rows:
             wall = statistics.median(t for t, _ in rows[name])
             peak = statistics.median(p for _, p in rows[name])
-            print(f"  {name:<60} {wall:6.2f} s  peak RSS {peak / 1e6:6.0f} MB")
+            print(f"  {name:<70} {wall:6.2f} s  peak RSS {peak / 1e6:6.0f} MB")
 
         def ratio(a, b):  # the median over rounds of a's time / b's
             return statistics.median(x[0] / y[0] for x, y in zip(rows[a], rows[b], strict=True))
 
-        print(f"  cold / reference:                     {ratio(cold, ref):5.2f}x  (target <= 1.5)")
-        print(f"  cold / second run:                    {ratio(cold, second):5.1f}x  (target >= 5)")
-        print(f"  cold / second run with other output:  {ratio(cold, other):5.1f}x")
-        added = statistics.median(c[1] - s[1] for c, s in zip(rows[cold], rows[small], strict=True))
-        print(f"  memory added above the tiny folder's run: {added / 1e6:.0f} MB for {mb:.0f} MB of logs"
-              f" ({added / 1e6 * 100 / mb:.0f} MB per 100 MB; target <= 50)")
+        ref = next(iter(rows))
+        for label, _ in checkouts:
+            cold, second, other, small = (n for n in rows if n != ref and n.startswith(label)
+                                          and (label or not n.startswith("baseline ")))
+            print(f"  {label}cold / reference:                     {ratio(cold, ref):5.2f}x  (target <= 1.5)")
+            print(f"  {label}cold / second run:                    {ratio(cold, second):5.1f}x  (target >= 5)")
+            print(f"  {label}cold / second run with other output:  {ratio(cold, other):5.1f}x")
+            added = statistics.median(c[1] - s[1] for c, s in zip(rows[cold], rows[small], strict=True))
+            print(f"  {label}memory added above the tiny folder's run: {added / 1e6:.0f} MB for {mb:.0f} MB of logs"
+                  f" ({added / 1e6 * 100 / mb:.0f} MB per 100 MB; target <= 50)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -56,7 +56,8 @@ def _module_file(name: str) -> Path | None:
 
 
 # ``from logkit.x import a, (b, c)`` and ``import logkit.x, logkit.y`` statements, at any indentation (lazy
-# imports count) or after a semicolon, and any quoted "logkit.x.y" (a module named for importlib, as lazy tables of readers do).
+# imports count) or after a semicolon, and any quoted "logkit.x.y" (a module named for importlib, as the
+# lazy table of readers does).
 # A regular expression, not the syntax tree: parsing every module cost 0.3-0.5 s per process, on every run.
 # It finds every import the tree has (a test checks it on the whole package); anything more it finds (an
 # import written in a docstring) only makes the key cover one more module.
@@ -66,9 +67,9 @@ _QUOTED = re.compile(rb"""["'](logkit(?:\.\w+)+)["']""")
 _COMMENT = re.compile(rb"#[^\n]*")
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, source: bytes | None = None) -> set[str]:
     """The logkit modules ``path`` imports (at any depth: lazy imports count), and the ones it names."""
-    source = path.read_bytes()
+    source = path.read_bytes() if source is None else source
     found = {m.decode() for m in _QUOTED.findall(source)}
     for module, names, plain in _IMPORT.findall(source):
         if module:
@@ -80,11 +81,26 @@ def _imports(path: Path) -> set[str]:
     return {m for m in found if m.startswith("logkit.")}
 
 
+_SOURCES: dict[Path, tuple[tuple[int, int], bytes, set[str]]] = {}  # path -> (size, mtime), hash, imports
+
+
+def _source(path: Path) -> tuple[bytes, set[str]]:
+    """A module's hash and imports, read once per process while its size and mtime stay (the keys of one
+    run share most modules)."""
+    st = path.stat()
+    stamp = (st.st_size, st.st_mtime_ns)
+    known = _SOURCES.get(path)
+    if known is None or known[0] != stamp:
+        source = path.read_bytes()
+        known = _SOURCES[path] = (stamp, hashlib.sha256(source).digest(), _imports(path, source))
+    return known[1], known[2]
+
+
 @functools.lru_cache(maxsize=8)
 def code_key(*roots: str) -> str:
     """A hash of the sources of ``roots`` (module names) and of every logkit module they import, followed
     through the imports: what an entry's maker runs."""
-    seen: dict[str, Path] = {}
+    seen: dict[str, bytes] = {}
     todo = list(roots)
     while todo:
         name = todo.pop()
@@ -93,12 +109,12 @@ def code_key(*roots: str) -> str:
         path = _module_file(name)
         if path is None:
             continue
-        seen[name] = path
-        todo.extend(_imports(path) - set(seen))
+        seen[name], imports = _source(path)
+        todo.extend(imports - set(seen))
     digest = hashlib.sha256()
     for name in sorted(seen):
         digest.update(name.encode())
-        digest.update(seen[name].read_bytes())
+        digest.update(seen[name])
     return digest.hexdigest()
 
 
