@@ -66,14 +66,10 @@ CHUNK_BYTES = 4 << 20
 BLOCK_BYTES = 2 << 20
 PARSERS = 3
 MIN_CHUNK_BYTES = 256 << 10
-# A stream is read in STREAM_CHUNKS chunks or more, of SMALL_CHUNK_BYTES at least. 1: chunks of
-# CHUNK_BYTES (a stream under 3 of them: in 3). Measured at 9 (100 MB in 8 streams: chunks of 1.4 MB):
-# the peak 3.1x -> 2.5x the frames, 15-20% more CPU; the first read faster only while other work loaded
-# the cores (1.1x -> 1.5x pyarrow's), slower on a quieter machine (0.93x -> 0.74x): not taken.
+# A stream is read in STREAM_CHUNKS chunks or more, of SMALL_CHUNK_BYTES at least (1: chunks of CHUNK_BYTES).
+# 9 measured (docs/BENCHMARKS.md): less memory, more CPU, faster only on a loaded machine: not taken.
 STREAM_CHUNKS = 1
 SMALL_CHUNK_BYTES = 1 << 20
-# Parsed chunks of a stream sized smaller than asked (``chunk_bytes``) are mapped together, about
-# ``chunk_bytes`` of lines at a time: the mapping costs per call (~2 ms), hardly per row.
 # A chunk is parsed at the columns of the record types that made one in RARE or more of the last
 # chunk's rows (the first chunks: of the stream read last); its other rows again at the rest.
 RARE = 8
@@ -310,8 +306,10 @@ class _Reading:
         self.kinds = _KINDS[0]  # the record types the next chunk is parsed at the columns of
         self.refused = False
         self.result: Stream | None = None
-        self.parsed: list = []  # chunks parsed, not mapped yet: (first line, what _chunk gave)
-        self.batch = 1  # chunks mapped together: as many as make the chunk size asked for
+        self.parsed: list = []  # chunks parsed, not mapped yet: (first line, what _chunk gave, types apart)
+        # chunks mapped together (the mapping costs ~2 ms a call, hardly per row): as many as make the
+        # chunk size asked for, where they were cut smaller
+        self.batch = 1
 
     def submit(self, parsers: ThreadPoolExecutor, buf: bytearray, size: int) -> Future:
         self.submitted += 1
@@ -352,9 +350,10 @@ class _Reading:
         parsed apart at other record types are mapped apart."""
         table, _, counts, rest = parsed
         self.kinds = _KINDS[0] = frozenset(k for k, c in counts.items() if c * RARE >= table.num_rows)
-        if self.parsed and _apart_kinds(self.parsed[-1][1]) != _apart_kinds(parsed):
+        apart = None if rest is None else rest[0]  # the types of the rows parsed apart
+        if self.parsed and self.parsed[-1][2] != apart:
             self._map()
-        self.parsed.append((self.line, parsed))
+        self.parsed.append((self.line, parsed, apart))
         self.line += table.num_rows
         if len(self.parsed) >= self.batch:
             self._map()
@@ -365,7 +364,7 @@ class _Reading:
             return
         parsed, self.parsed = self.parsed, []
         tables, aparts, kinds = [], [], None
-        for first, (table, records, _, rest) in parsed:
+        for first, (table, records, _, rest), _ in parsed:
             tables.append(table.append_column(LINE, pa.array(np.arange(first, first + table.num_rows,
                                                                        dtype=np.int64))))
             if rest is not None:
@@ -383,11 +382,6 @@ class _Reading:
         self.parsed = []
         if self.mark is not None:
             self.frames.truncate(self.mark)
-
-
-def _apart_kinds(parsed: tuple) -> frozenset[str] | None:
-    """The record types a parsed chunk's rows were parsed apart at (None: none apart)."""
-    return None if parsed[3] is None else parsed[3][0]
 
 
 # What makes the fast engine leave a stream to the per-line engine.

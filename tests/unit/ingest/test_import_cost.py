@@ -32,3 +32,14 @@ def test_a_lazy_reader_reads_and_names_itself():
     path = next((SAMPLES / "console").rglob("*.log"))
     assert READERS["console"].__name__ == "read_console"
     assert read_file(path, "console").format == READERS["console"](path).format == "console"
+
+
+def test_the_lazy_names_are_still_there():
+    import logkit.ingest
+    import logkit.ingest.readers
+    from logkit.ingest.readers.base import ReadResult
+    from logkit.ingest.session import Session
+
+    assert logkit.ingest.Session is Session and logkit.ingest.readers.ReadResult is ReadResult
+    assert set(logkit.ingest.__all__) == {"Session"}
+    assert {"READERS", "ReadResult", "sniff", "read_file"} == set(logkit.ingest.readers.__all__)
