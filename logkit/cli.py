@@ -26,14 +26,24 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def _notes(analysis) -> None:
+class _Said:
+    """What a run prints on stdout and stderr, printed and kept in order (``run.answers``)."""
+
+    def __init__(self) -> None:
+        self.said: list[list] = []
+
+    def __call__(self, text: str, err: bool = False) -> None:
+        click.echo(text, err=err)
+        self.said.append([err, text])
+
+
+def _notes(analysis, say) -> None:
     """Parse diagnostics on stderr, at most ``MAX_NOTES`` of them (the rest are in --report and --json)."""
     for d in analysis.rows("diagnostics", head=MAX_NOTES):
         where = d.file if d.line is None else f"{d.file}:{d.line}"
-        click.echo(f"note: {where}: {d.reason}", err=True)
+        say(f"note: {where}: {d.reason}", err=True)
     if len(analysis.diagnostics) > MAX_NOTES:
-        click.echo(f"note: ... and {len(analysis.diagnostics) - MAX_NOTES} more parse diagnostics (see --report)",
-                   err=True)
+        say(f"note: ... and {len(analysis.diagnostics) - MAX_NOTES} more parse diagnostics (see --report)", err=True)
 
 
 def _report_file(path) -> Path:
@@ -46,9 +56,9 @@ def _report_file(path) -> Path:
     return target
 
 
-def _gate(result) -> int:
+def _gate(result, say) -> int:
     for message in result.messages:
-        click.echo(f"{PROG}: {message}", err=True)
+        say(f"{PROG}: {message}", err=True)
     return result.status
 
 
@@ -85,33 +95,35 @@ def _outputs(analysis, sessions, *, as_json, report_path, plot_dir, export) -> N
             click.echo(f"note: {note}", err=True)
 
 
-def _run(loaded, *, as_json, sections, report_path, plot_dir, export, fail_under_efficiency, fail_on) -> int:
-    """Analyse the sessions of ``loaded`` once and hand the results to each renderer asked for; the exit status."""
+def _run(loaded, *, as_json, sections, report_path, plot_dir, export, fail_under_efficiency, fail_on,
+         say=click.echo) -> int:
+    """Analyse the sessions of ``loaded`` once and hand the results to each renderer asked for; the exit status.
+    ``say(text, err=False)``: how it prints (``_Said``: what it prints is kept)."""
     from logkit.analysis import analyze
     from logkit.analysis.findings.gates import efficiency_gate, severity_gate
 
     sessions = loaded.sessions
     analysis = analyze(sessions, comm_parts=loaded.comm_parts)
-    _notes(analysis)
+    _notes(analysis, say)
     if not sections and report_path is None and plot_dir is None and export is None:
         sections = ["compare"]  # with no flag, the comparison (what analyze_logs is first for)
     if as_json:
         from logkit.report.json_report import analysis_document, render_json
 
-        click.echo(render_json(analysis_document(analysis, sections or ["compare"])))
+        say(render_json(analysis_document(analysis, sections or ["compare"])))
     elif sections:
         from logkit.report import console
 
         renderers = {"compare": console.render_compare, "communication": console.render_communication,
                      "performance": console.render_performance, "diagnose": console.render_diagnose}
         blocks = [console.render_verdict(analysis), *(renderers[name](analysis) for name in sections)]
-        click.echo("\n\n".join(b for b in blocks if b))
+        say("\n\n".join(b for b in blocks if b))
     _outputs(analysis, sessions, as_json=as_json, report_path=report_path, plot_dir=plot_dir, export=export)
     status = 0
     if fail_under_efficiency is not None:
-        status = max(status, _gate(efficiency_gate(analysis, fail_under_efficiency)))
+        status = max(status, _gate(efficiency_gate(analysis, fail_under_efficiency), say))
     if fail_on is not None:
-        status = max(status, _gate(severity_gate(analysis, fail_on)))
+        status = max(status, _gate(severity_gate(analysis, fail_on), say))
     return status
 
 
@@ -127,7 +139,30 @@ def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, others: di
     raise SystemExit(follow(log_dir, view, refresh_s=refresh, timeout_s=timeout, session_ids=session_ids))
 
 
-def _load(log_dir: Path, *, cache, progress, dask_address, whole):
+def _question(log_dir: Path, **options):
+    """This run's question to the answers' cache (``run.answers``), or None when its answer is not kept:
+    a run that writes files, or maps ranks on Dask."""
+    import os
+
+    if options["report"] is not None or options["plot"] is not None or options["export"] is not None \
+            or options["dask"] or os.environ.get("LOGKIT_DASK_SCHEDULER"):
+        return None
+    from logkit.run.answers import Question
+
+    try:
+        return Question(log_dir, {k: v for k, v in options.items() if k not in ("report", "plot", "export", "dask")})
+    except OSError:
+        return None
+
+
+def _replay(answer: dict) -> None:
+    """Print a kept answer as its run printed it, and exit with its status."""
+    for err, text in answer["said"]:
+        click.echo(text, err=err)
+    raise SystemExit(answer["status"])
+
+
+def _load(log_dir: Path, *, cache, progress, dask_address, whole, sources=None):
     """The sessions under ``log_dir`` (a ``run.engine.Loaded``), through the engine (each rank read and
     reduced here, in a local pool, or on a Dask cluster); ``whole``: every record kept (for --export)."""
     if whole and dask_address:
@@ -139,7 +174,7 @@ def _load(log_dir: Path, *, cache, progress, dask_address, whole):
         if whole:
             sessions = load_sessions(log_dir, cache=cache, progress=progress)
             return Loaded(sessions, [None] * len(sessions))
-        return load_for_analysis(log_dir, cache=cache, progress=progress, scheduler=dask_address)
+        return load_for_analysis(log_dir, cache=cache, progress=progress, scheduler=dask_address, sources=sources)
     except OSError as exc:
         _fail(str(exc))
     except RuntimeError as exc:  # Dask missing or its scheduler unreachable
@@ -236,17 +271,26 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
                         "--diagnose": do_diagnose, "--fail-under-efficiency": fail_under_efficiency,
                         "--fail-on": fail_on})
 
+    sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
+                                      ("performance", do_performance), ("diagnose", do_diagnose)) if on]
+    question = None if no_cache else _question(
+        log_dir, json=as_json, sections=sections, session_ids=sorted(set(session_ids)),
+        fail_under_efficiency=fail_under_efficiency, fail_on=fail_on, report=report_path, plot=plot_dir,
+        export=export, dask=dask_address)
+    if question is not None and (answer := question.lookup()) is not None:
+        _replay(answer)
     loaded = _load(log_dir, cache=not no_cache, progress=progress, dask_address=dask_address,
-                   whole=export is not None)
+                   whole=export is not None, sources=None if question is None else question.sources)
     if not loaded.sessions:
         _fail(f"no logkit sessions found under {log_dir}")
     if session_ids:
         loaded = _only(loaded, set(session_ids), log_dir)
 
-    sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
-                                      ("performance", do_performance), ("diagnose", do_diagnose)) if on]
+    say = _Said()
     status = _run(loaded, as_json=as_json, sections=sections, report_path=report_path, plot_dir=plot_dir,
-                  export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on)
+                  export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on, say=say)
+    if question is not None:
+        question.keep(loaded.sessions, say.said, status)
     if status:
         raise SystemExit(status)
 

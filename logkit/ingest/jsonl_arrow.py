@@ -66,6 +66,10 @@ CHUNK_BYTES = 4 << 20
 BLOCK_BYTES = 2 << 20
 PARSERS = 3
 MIN_CHUNK_BYTES = 256 << 10
+# A stream is read in STREAM_CHUNKS chunks or more, of SMALL_CHUNK_BYTES at least (1: chunks of CHUNK_BYTES).
+# 9 measured (docs/BENCHMARKS.md): less memory, more CPU, faster only on a loaded machine: not taken.
+STREAM_CHUNKS = 1
+SMALL_CHUNK_BYTES = 1 << 20
 # A chunk is parsed at the columns of the record types that made one in RARE or more of the last
 # chunk's rows (the first chunks: of the stream read last); its other rows again at the rest.
 RARE = 8
@@ -118,9 +122,28 @@ def _json(lines, schema: pa.Schema, block_bytes: int | None = None) -> pa.Table:
                         read_options=pj.ReadOptions(use_threads=False, block_size=max(1, min(block, 2**31 - 1))))
 
 
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    """The C library's ``malloc_trim`` (glibc), or None: the system allocator keeps the freed memory of
+    threads' arenas resident until asked (``release_unused`` of pyarrow's system pool does not trim them)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _hand_back() -> None:
+    """The parser's freed memory given back to the system (pyarrow's pools, then the C allocator's arenas)."""
+    _pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 _LOCK = threading.Lock()
 _PARSERS: tuple[int, ThreadPoolExecutor] | None = None  # (the process it was made in, the threads)
-_SPARE: list[list[bytearray]] = []  # chunk buffers between streams (memory once touched, reused)
 
 
 def _parsers() -> ThreadPoolExecutor:
@@ -130,18 +153,6 @@ def _parsers() -> ThreadPoolExecutor:
         if _PARSERS is None or _PARSERS[0] != os.getpid():
             _PARSERS = (os.getpid(), ThreadPoolExecutor(PARSERS, thread_name_prefix="logkit-parse"))
         return _PARSERS[1]
-
-
-def _take_buffers() -> list[bytearray]:
-    with _LOCK:
-        return _SPARE.pop() if _SPARE else []
-
-
-def _give_back(buffers: list[bytearray], chunk_bytes: int) -> None:
-    """Keep one stream's chunk buffers for the next (those a long line grew beyond ``chunk_bytes`` go)."""
-    with _LOCK:
-        if not _SPARE:
-            _SPARE.append([b for b in buffers if len(b) <= chunk_bytes])
 
 
 class _Refused(Exception):
@@ -270,13 +281,15 @@ def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first: boo
 
 
 def _even(path: Path, chunk_bytes: int) -> int:
-    """Chunks of at most ``chunk_bytes``, as many as a multiple of ``PARSERS`` and of even size (no small
-    last chunk: a parse that leaves cores idle), for a small stream, or one gzipped: ``chunk_bytes``."""
+    """Chunks of at most ``chunk_bytes`` (and of the stream's ``STREAM_CHUNKS``-th part, but not under
+    ``SMALL_CHUNK_BYTES``), as many as a multiple of ``PARSERS`` and of even size (no small last chunk: a
+    parse that leaves cores idle); for a small stream, or one gzipped: ``chunk_bytes``."""
     if path.name.endswith(".gz"):
         return chunk_bytes
     size = path.stat().st_size
     if size < 2 * MIN_CHUNK_BYTES:
         return chunk_bytes
+    chunk_bytes = min(chunk_bytes, max(SMALL_CHUNK_BYTES, size // STREAM_CHUNKS))
     chunks = PARSERS * -(-size // (PARSERS * chunk_bytes))
     return min(chunk_bytes, max(MIN_CHUNK_BYTES, -(-size // chunks) + (64 << 10)))  # a margin: lines are cut
 
@@ -293,6 +306,10 @@ class _Reading:
         self.kinds = _KINDS[0]  # the record types the next chunk is parsed at the columns of
         self.refused = False
         self.result: Stream | None = None
+        self.parsed: list = []  # chunks parsed, not mapped yet: (first line, what _chunk gave, types apart)
+        # chunks mapped together (the mapping costs ~2 ms a call, hardly per row): as many as make the
+        # chunk size asked for, where they were cut smaller
+        self.batch = 1
 
     def submit(self, parsers: ThreadPoolExecutor, buf: bytearray, size: int) -> Future:
         self.submitted += 1
@@ -315,8 +332,10 @@ class _Reading:
 
     def _take(self, job) -> None:
         if isinstance(job, Future):
-            self._map(*job.result())
-        elif job is not None:
+            self._parsed(job.result())
+            return
+        self._map()
+        if job is not None:
             if self.line == 1:
                 raise _Refused  # no whole line: the per-line engine says what the stream holds
             _tail(self.stream, job, self.line, self.path, self.checks, self.frames.add)
@@ -326,20 +345,41 @@ class _Reading:
             self.frames.add("evals", evals_from(self.stream.records, self.checks.file_rank))
             self.result = self.stream
 
-    def _map(self, table: pa.Table, records: list, counts: dict, rest) -> None:
+    def _parsed(self, parsed: tuple) -> None:
+        """A chunk parsed: kept until ``batch`` of them are, then mapped together; chunks whose rows were
+        parsed apart at other record types are mapped apart."""
+        table, _, counts, rest = parsed
         self.kinds = _KINDS[0] = frozenset(k for k, c in counts.items() if c * RARE >= table.num_rows)
-        first, n = self.line, table.num_rows
-        table = table.append_column(LINE, pa.array(np.arange(first, first + n, dtype=np.int64)))
-        if rest is not None:
-            kinds, apart, rows = rest
-            rest = (kinds, apart.append_column(LINE, pa.array(rows.astype(np.int64) + first)))
-        self.stream.records += [(first + i, record) for i, record in records]
-        self.line += n
+        apart = None if rest is None else rest[0]  # the types of the rows parsed apart
+        if self.parsed and self.parsed[-1][2] != apart:
+            self._map()
+        self.parsed.append((self.line, parsed, apart))
+        self.line += table.num_rows
+        if len(self.parsed) >= self.batch:
+            self._map()
+
+    def _map(self) -> None:
+        """The chunks parsed so far, mapped as one table (in file order: their lines are numbered)."""
+        if not self.parsed:
+            return
+        parsed, self.parsed = self.parsed, []
+        tables, aparts, kinds = [], [], None
+        for first, (table, records, _, rest), _ in parsed:
+            tables.append(table.append_column(LINE, pa.array(np.arange(first, first + table.num_rows,
+                                                                       dtype=np.int64))))
+            if rest is not None:
+                kinds, apart, rows = rest
+                aparts.append(apart.append_column(LINE, pa.array(rows.astype(np.int64) + first)))
+            self.stream.records += [(first + i, record) for i, record in records]
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables).combine_chunks()
+        rest = None if kinds is None else (
+            kinds, aparts[0] if len(aparts) == 1 else pa.concat_tables(aparts).combine_chunks())
         _add(self.stream, table, self.path, self.checks, self.frames.add, rest)
 
     def refuse(self) -> None:
         """The stream needs the per-line engine: what it added is taken back."""
         self.refused = True
+        self.parsed = []
         if self.mark is not None:
             self.frames.truncate(self.mark)
 
@@ -373,7 +413,7 @@ class _Queue:
             reading.take(job)
             if job is None:
                 self.ended.append(reading.result)
-                _pool().release_unused()  # the parser's freed memory, as each stream ends: memory is one stream's
+                _hand_back()  # the parser's freed memory, as each stream ends: memory is one stream's
 
     def stop(self) -> None:
         jobs = [job for _, job in self.entries if isinstance(job, Future)]
@@ -387,7 +427,9 @@ def _feed(reading: _Reading, queue: _Queue, parsers: ThreadPoolExecutor, ring: R
     otherwise than with a whole line (torn, refused, unreadable): the caller drains before the next."""
     clean = False
     try:
-        for buf, size, torn in whole_lines(reading.path, _even(reading.path, chunk_bytes), ring):
+        sized = _even(reading.path, chunk_bytes)
+        reading.batch = max(1, round(chunk_bytes / sized))
+        for buf, size, torn in whole_lines(reading.path, sized, ring):
             if reading.refused:
                 break
             if torn:
@@ -434,7 +476,7 @@ def read_streams(streams, chunk_bytes: int | None = None, fallback=None) -> Iter
     parsed while the last of the one before is mapped. As each stream ends, in order: its ``Stream``,
     or, where it needs the per-line engine, ``fallback(path, file rank, frames)`` (None without one:
     its ``frames`` are then as before)."""
-    parsers, ring, queue = _parsers(), Ring(PARSERS, _take_buffers()), _Queue()
+    parsers, ring, queue = _parsers(), Ring(PARSERS), _Queue()
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
         for path, file_rank, frames in streams:
@@ -447,8 +489,8 @@ def read_streams(streams, chunk_bytes: int | None = None, fallback=None) -> Iter
         yield from queue.ended
     finally:
         queue.stop()
-        _give_back(ring.buffers, chunk_bytes)
-        _pool().release_unused()  # the parser's freed chunks: the frames are what stays
+        ring.buffers.clear()  # the chunks' buffers go with the read (a new one costs ~1 ms to touch, as a reused one)
+        _hand_back()  # the parser's freed chunks: the frames are what stays
 
 
 def read_stream(path: Path, file_rank: int, frames, chunk_bytes: int | None = None) -> Stream | None:

@@ -17,23 +17,25 @@ costs time.
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
-from logkit.ingest.discover import SessionSource
-from logkit.ingest.session import Session
-from logkit.ingest.store import read_session, write_session
 from logkit.schema import SCHEMA_VERSION
 
-FORMAT = 4  # the layout of an entry (the code that makes it is hashed in as well)
+if TYPE_CHECKING:  # imported where used: the answers' cache (``run.answers``) runs without pandas
+    from logkit.ingest.discover import SessionSource
+    from logkit.ingest.session import Session
+
+FORMAT = 5  # the layout of an entry (the code that makes it is hashed in as well)
 _PACKAGE = Path(__file__).resolve().parents[1]  # logkit/
 
 
@@ -53,23 +55,52 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-def _imports(path: Path) -> set[str]:
-    """The logkit modules ``path`` imports (at any depth: lazy imports count)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_bytes())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
+# ``from logkit.x import a, (b, c)`` and ``import logkit.x, logkit.y`` statements, at any indentation (lazy
+# imports count) or after a semicolon, and any quoted "logkit.x.y" (a module named for importlib, as the
+# lazy table of readers does).
+# A regular expression, not the syntax tree: parsing every module cost 0.3-0.5 s per process, on every run.
+# It finds every import the tree has (a test checks it on the whole package); anything more it finds (an
+# import written in a docstring) only makes the key cover one more module.
+_IMPORT = re.compile(rb"(?:^|;)[ \t]*(?:from[ \t]+(logkit(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n;]*)"
+                     rb"|import[ \t]+([^\n;]*))", re.M)
+_QUOTED = re.compile(rb"""["'](logkit(?:\.\w+)+)["']""")
+_COMMENT = re.compile(rb"#[^\n]*")
+
+
+def _imports(path: Path, source: bytes | None = None) -> set[str]:
+    """The logkit modules ``path`` imports (at any depth: lazy imports count), and the ones it names."""
+    source = path.read_bytes() if source is None else source
+    found = {m.decode() for m in _QUOTED.findall(source)}
+    for module, names, plain in _IMPORT.findall(source):
+        if module:
+            found.add(module.decode())
+            names = _COMMENT.sub(b"", names).strip(b"()")
+            found.update(f"{module.decode()}.{n.split()[0].decode()}" for n in names.split(b",") if n.strip())
+        else:
+            found.update(n.split()[0].decode() for n in _COMMENT.sub(b"", plain).split(b",") if n.strip())
     return {m for m in found if m.startswith("logkit.")}
+
+
+_SOURCES: dict[Path, tuple[tuple[int, int], bytes, set[str]]] = {}  # path -> (size, mtime), hash, imports
+
+
+def _source(path: Path) -> tuple[bytes, set[str]]:
+    """A module's hash and imports, read once per process while its size and mtime stay (the keys of one
+    run share most modules)."""
+    st = path.stat()
+    stamp = (st.st_size, st.st_mtime_ns)
+    known = _SOURCES.get(path)
+    if known is None or known[0] != stamp:
+        source = path.read_bytes()
+        known = _SOURCES[path] = (stamp, hashlib.sha256(source).digest(), _imports(path, source))
+    return known[1], known[2]
 
 
 @functools.lru_cache(maxsize=8)
 def code_key(*roots: str) -> str:
     """A hash of the sources of ``roots`` (module names) and of every logkit module they import, followed
     through the imports: what an entry's maker runs."""
-    seen: dict[str, Path] = {}
+    seen: dict[str, bytes] = {}
     todo = list(roots)
     while todo:
         name = todo.pop()
@@ -78,12 +109,12 @@ def code_key(*roots: str) -> str:
         path = _module_file(name)
         if path is None:
             continue
-        seen[name] = path
-        todo.extend(_imports(path) - set(seen))
+        seen[name], imports = _source(path)
+        todo.extend(imports - set(seen))
     digest = hashlib.sha256()
     for name in sorted(seen):
         digest.update(name.encode())
-        digest.update(seen[name].read_bytes())
+        digest.update(seen[name])
     return digest.hexdigest()
 
 
@@ -142,6 +173,8 @@ def _session_entry(source: SessionSource) -> Path:
 
 def load_cached(source: SessionSource) -> Session | None:
     """The cached session, or None when there is none or a file changed since it was written."""
+    from logkit.ingest.store import read_session
+
     entry = _session_entry(source)
     session = _read(entry, stamps(source.files), read_session)
     if session is not None:
@@ -151,6 +184,8 @@ def load_cached(source: SessionSource) -> Session | None:
 
 def store(source: SessionSource, session: Session) -> bool:
     """Write ``session`` to the cache."""
+    from logkit.ingest.store import write_session
+
     meta = {k: v for k, v in session.meta.items() if k != "cache"}
     return _write(_session_entry(source), stamps(source.files),
                   lambda folder: write_session(session, folder, "parquet", meta=meta))

@@ -129,11 +129,12 @@ def load_sessions(root: str | Path, *, cache: bool = False, progress: bool | Non
 
 
 def load_for_analysis(root: str | Path, *, cache: bool = False, progress: bool | None = None,
-                      scheduler: str | None = None) -> Loaded:
+                      scheduler: str | None = None, sources: list[SessionSource] | None = None) -> Loaded:
     """The sessions under ``root`` as ``analyze_logs`` reads them: through the engine, each rank's comm
     records reduced where they are read (see the module doc). ``scheduler``: a Dask scheduler's address
-    (default: ``$LOGKIT_DASK_SCHEDULER``, else this machine)."""
-    found = _sources(Path(root))
+    (default: ``$LOGKIT_DASK_SCHEDULER``, else this machine); ``sources``: the sessions ``discover(root)``
+    found already (a folder's)."""
+    found = _sources(Path(root)) if sources is None else sources
     if isinstance(found, Session):
         return Loaded([found], [None])
     return _read(found, cache=cache, progress=progress, engine=True, scheduler=scheduler)

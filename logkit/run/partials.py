@@ -1,5 +1,6 @@
 """What the engine's map gives for one rank (``RankPartial``), and how it is kept in the cache: the
-rank's frame tables in file order as Arrow IPC files, its comm reductions (``CommPart``) as Arrow IPC
+rank's frame tables as Arrow IPC files (a frame's tables of one schema, in file order, as the batches of
+one file: a few files a rank, not one per chunk and frame), its comm reductions (``CommPart``) as Arrow IPC
 files, and one JSON document (the stream's whole records and diagnostics, the comm part's facts)."""
 
 from __future__ import annotations
@@ -28,8 +29,30 @@ class RankPartial:
 
 
 def _write_table(table: pa.Table, path: Path) -> None:
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
+    _write_tables([table], path)
+
+
+def _write_tables(tables: list[pa.Table], path: Path) -> None:
+    """Tables of one schema as the batches of one file."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, tables[0].schema) as writer:
+        for table in tables:
+            writer.write_table(table)
+
+
+def _runs(tables: list[tuple[str, pa.Table]]) -> list[tuple[str, list[pa.Table]]]:
+    """Each frame's tables, in file order, cut where the schema changes: (frame, tables of one schema).
+    A frame's rows keep their order; the frames' tables need not keep theirs between frames (each frame is
+    built apart)."""
+    runs: list[tuple[str, list[pa.Table]]] = []
+    last: dict[str, int] = {}
+    for name, table in tables:
+        i = last.get(name)
+        if i is not None and runs[i][1][-1].schema.equals(table.schema, check_metadata=True):
+            runs[i][1].append(table)
+        else:
+            last[name] = len(runs)
+            runs.append((name, [table]))
+    return runs
 
 
 def _read_table(path: Path) -> pa.Table:
@@ -39,10 +62,11 @@ def _read_table(path: Path) -> pa.Table:
 
 def _fill(part: RankPartial):
     def fill(folder: Path) -> None:
-        for i, (_, table) in enumerate(part.read.tables):
-            _write_table(table, folder / f"t{i:05d}.arrow")
+        runs = _runs(part.read.tables)
+        for i, (_, tables) in enumerate(runs):
+            _write_tables(tables, folder / f"t{i:05d}.arrow")
         stream, c = part.read.stream, part.comm
-        doc = {"names": [name for name, _ in part.read.tables], "comm": None,
+        doc = {"names": [name for name, _ in runs], "comm": None,
                "stream": {"records": stream.records, "last_time": stream.last_time, "diagnostics": stream.diagnostics}}
         if c is not None:
             doc["comm"] = {"timing_sources": sorted(c.timing_sources), "world_size": c.world_size,

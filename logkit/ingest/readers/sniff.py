@@ -7,7 +7,6 @@ import re
 import zlib
 from pathlib import Path
 
-from logkit.ingest.readers.json_docs import RESULTS_JSON
 from logkit.schema import RANK_JSONL_RE
 
 PEEK = 64 * 1024
@@ -68,6 +67,8 @@ def _sniff_json(path: Path, base: str) -> str | None:
         return "legacy_summary"
     if base.endswith("_summary.json"):
         return "logkit_summary"
+    from logkit.ingest.readers.json_docs import RESULTS_JSON  # here: it brings pyarrow and pandas
+
     duration, gpus, mode = (f'"{RESULTS_JSON[n].raw[0]}"' for n in ("duration_s", "gpu_count", "mode"))
     if base == "results.json" or (duration in head and (gpus in head or mode in head)):
         return "results_json"

@@ -75,6 +75,35 @@ def test_a_stream_whose_mix_of_types_changes_gives_the_per_line_engines_frames(t
     assert len(fast["gpu"]) > 200 and len(fast["events"]) > 40 and len(fast["steps"]) > 100
 
 
+@pytest.mark.parametrize("asked", [60_000, 100_000])
+def test_chunks_sized_to_the_stream_and_mapped_together_give_the_per_line_engines_frames(tmp_path, monkeypatch,
+                                                                                       asked):
+    """A stream read in chunks smaller than asked (a ``STREAM_CHUNKS``-th of it): its chunks are mapped a few
+    at a time (as many as make the size asked), those whose rare rows were parsed apart at other types apart
+    from the others; the frames are the per-line engine's."""
+    steps, comm = FRAME_SPECS["steps"].type, FRAME_SPECS["comm"].type
+    monkeypatch.setattr(jsonl_arrow, "MIN_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(jsonl_arrow, "SMALL_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(jsonl_arrow, "STREAM_CHUNKS", 9)
+    parsed, mapped = [], []
+    chunk, add = jsonl_arrow._chunk, jsonl_arrow._add
+    monkeypatch.setattr(jsonl_arrow, "_chunk", lambda *a: (parsed.append(1), chunk(*a))[1])
+    monkeypatch.setattr(jsonl_arrow, "_add", lambda stream, table, *a, **k: (mapped.append(table.num_rows),
+                                                                           add(stream, table, *a, **k))[1])
+    path = tmp_path / f"{SID}_rank1.jsonl"
+    _stream(path, 1, [
+        (300, [comm, comm, comm, steps] * 9 + ["gpu_snapshot", "performance"]),
+        (120, ["anomaly", comm, "evaluation"]),
+        (200, ["gpu_snapshot"]),
+        (150, [steps, comm, "anomaly"] * 20 + ["gpu_snapshot"]),
+    ])
+    assert path.stat().st_size // jsonl_arrow.STREAM_CHUNKS < asked // 2  # chunks of half the size asked, or less
+    fast, lines = _both(path, 1, chunk_bytes=asked)
+    _same(fast, lines)
+    assert 1 < len(mapped) < len(parsed)  # mapped a few chunks at a time, not one by one, not all at once
+    assert sum(mapped) == 772  # every line (session start and end, and the 770 between)
+
+
 def test_streams_read_at_once_give_what_each_gives_alone(tmp_path):
     paths = []
     for rank in range(6):

@@ -301,11 +301,12 @@ def test_store_says_whether_it_wrote_and_leaves_nothing_behind_when_it_cannot(tm
     def failing(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(cache, "write_session", failing)
+    real = store.write_session
+    monkeypatch.setattr(store, "write_session", failing)  # where the cache takes it from, when it writes
     shutil.rmtree(cache_dir)
     assert cache.store(source, session) is False
     assert list((cache_dir / "sessions").iterdir()) == []
-    monkeypatch.setattr(cache, "write_session", store.write_session)
+    monkeypatch.setattr(store, "write_session", real)
     # a file that cannot be stat'ed: nothing to key the entry on
     rank_file(folder, "s", 0).unlink()
     assert cache.store(source, session) is False
@@ -323,6 +324,7 @@ def _parsed(tmp_path):
 def test_store_returns_false_when_the_cache_is_cleared_while_it_writes(tmp_path, cache_dir, monkeypatch):
     """Another process empties the cache (``rm -rf ~/.cache/logkit``) during the write: our
     temporary folder is gone too, and cleaning it up must not raise into the analysis."""
+    from logkit.ingest import store
     from logkit.run import cache
 
     source, session = _parsed(tmp_path)
@@ -331,7 +333,7 @@ def test_store_returns_false_when_the_cache_is_cleared_while_it_writes(tmp_path,
         shutil.rmtree(cache_dir)
         raise FileNotFoundError("the folder was removed")
 
-    monkeypatch.setattr(cache, "write_session", cleared_meanwhile)
+    monkeypatch.setattr(store, "write_session", cleared_meanwhile)  # where the cache takes it from
     assert cache.store(source, session) is False
     assert not cache_dir.exists()
 
@@ -347,3 +349,42 @@ def test_an_entry_keeps_the_sessions_meta_but_not_where_it_was_read_from(tmp_pat
     (entry,) = _entries(cache_dir)
     stored = orjson.loads((entry / "meta.json").read_bytes())["meta"]
     assert stored["status_detail"] == "kept" and "cache" not in stored
+
+
+
+def test_the_code_key_finds_every_import_the_syntax_tree_has():
+    """``code_key`` reads imports with a regular expression (parsing every module cost 0.3-0.5 s a run): on
+    every module of the package it finds at least the logkit modules ``ast`` finds, lazy imports and
+    parenthesised, commented name lists included."""
+    import ast
+
+    from logkit.run import cache
+
+    def by_tree(path: Path) -> set[str]:
+        found = set()
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+        return {m for m in found if m.startswith("logkit.")}
+
+    modules = sorted((REPO / "logkit").rglob("*.py"))
+    assert len(modules) > 50
+    for path in modules:
+        assert by_tree(path) <= cache._imports(path), path
+
+
+def test_the_code_key_reads_odd_import_statements(tmp_path):
+    from logkit.run import cache
+
+    module = tmp_path / "m.py"
+    module.write_text("import os, logkit.a as a, logkit.b\n"
+                      "def f():\n"
+                      "    from logkit.c import (x,  # a comment, y\n"
+                      "                          z as w)\n"
+                      "    from logkit.d import e; import logkit.f\n"
+                      "LAZY = {'g': 'logkit.g.h'}\n")
+    assert cache._imports(module) == {"logkit.a", "logkit.b", "logkit.c", "logkit.c.x", "logkit.c.z", "logkit.d",
+                                      "logkit.d.e", "logkit.f", "logkit.g.h"}

@@ -52,3 +52,27 @@ def _line(path, record) -> int:
         if json.loads(line) == record:
             return number
     raise AssertionError(record)
+
+
+def test_a_rank_partial_keeps_each_frames_tables_in_order_in_few_files(tmp_path):
+    """The cache writes a frame's tables of one schema as one file (not one file per chunk): read back, each
+    frame has its rows in their order, a change of schema cuts a new file, frames interleaved come apart."""
+    import pyarrow as pa
+
+    from logkit.ingest.jsonl_lines import Stream
+    from logkit.ingest.load import RankRead
+    from logkit.run import partials
+
+    a = [pa.table({"step": [i, i + 1]}) for i in (0, 2, 4)]
+    wider = pa.table({"step": [6], "loss": [0.5]})
+    tables = [("steps", a[0]), ("events", pa.table({"kind": ["x"]})), ("steps", a[1]), ("steps", wider),
+              ("steps", a[2]), ("events", pa.table({"kind": ["y"]}))]
+    assert [(name, len(run)) for name, run in partials._runs(tables)] == [("steps", 2), ("events", 2),
+                                                                         ("steps", 1), ("steps", 1)]
+    part = partials.RankPartial(RankRead(3, tables, Stream([], None, [])), None)
+    partials._fill(part)(tmp_path)
+    assert len(list(tmp_path.glob("t*.arrow"))) == 4
+    back = partials._reader(3)(tmp_path).read
+    steps = [t for name, t in back.tables if name == "steps"]
+    assert pa.concat_tables([t.select(["step"]) for t in steps]).column("step").to_pylist() == [0, 1, 2, 3, 6, 4, 5]
+    assert [k for name, t in back.tables if name == "events" for k in t.column("kind").to_pylist()] == ["x", "y"]
