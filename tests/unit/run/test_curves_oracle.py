@@ -12,6 +12,8 @@ busbw (the curve then draws algbw as logged), and a synthetic 2-rank GPU run wit
 
 from __future__ import annotations
 
+import statistics
+
 import orjson
 import pandas as pd
 import pytest
@@ -89,16 +91,17 @@ def _check_bandwidth(root):
 
 def test_the_bandwidth_curve_of_a_fleet_with_unequal_ranks(fleet):
     got, want = _check_bandwidth(fleet)
-    # the weighting shows: the record-weighted median is not the plain median of the six ranks' medians
+    # the weighting shows: each point is one rank's median, not their mean, and at some size not the
+    # plain (unweighted) lower median of the six
     data = oracle.streams(fleet)["training_20270101_000000"]
-    first = want[want["session_id"] == "training_20270101_000000"].iloc[0]
-    per_rank = []
-    for records in data.values():
-        bws = [r["busbw_mb_s"] for r in oracle.comm_records(records) if r["size_bytes"] / 1e6 == first["size_mb"]]
-        per_rank.append(sorted(bws)[(len(bws) - 1) // 2] if len(bws) % 2 else sum(sorted(bws)[len(bws) // 2 - 1:
-                                                                                        len(bws) // 2 + 1]) / 2)
-    assert len(per_rank) == 6 and first["busbw_mb_s"] in per_rank
-    assert int(first["records"]) == 3 + 20 + 7 + 11 + 2 + 16
+    unweighted = []
+    for row in want[want["session_id"] == "training_20270101_000000"].to_dict("records"):
+        meds = sorted(statistics.median(r["busbw_mb_s"] for r in oracle.comm_records(records)
+                                        if r["size_bytes"] / 1e6 == row["size_mb"]) for records in data.values())
+        assert len(meds) == 6 and row["busbw_mb_s"] in meds and row["busbw_mb_s"] != statistics.mean(meds)
+        assert row["records"] == 3 + 20 + 7 + 11 + 2 + 16
+        unweighted.append(row["busbw_mb_s"] == meds[2])
+    assert len(unweighted) == 3 and not all(unweighted)
     # and the fleet without busbw draws algbw as logged
     no_bus = got[got["session_id"] == "training_20270101_000500"]
     assert len(no_bus) == 2
