@@ -301,6 +301,9 @@ def test_grad_watch_warmup_and_window():
 ])
 def test_trend_tolerance_at_both_edges(current, direction):
     assert trend([1.0] * 5, current)["trend_direction"] == direction
+    # on the edges exactly (2% of 50 is 1.0, exactly representable): within the tolerance
+    assert trend([50.0] * 5, 50.0 * current)["trend_direction"] == direction
+    assert trend([50.0] * 5, 51.0)["trend_direction"] == trend([50.0] * 5, 49.0)["trend_direction"] == "stable"
 
 
 def test_trend_window_is_the_last_five():

@@ -175,14 +175,15 @@ def test_the_loggers_median_step_is_of_its_last_64_steps(tmp_path, one_rank, mon
     log.start(per_device_batch_size=2, max_steps=100)
     assert log.median_step_time() is None
     log._last_step_end = clock.now
-    # 33 steps of 10 s, then 32 of 1 s: the last 64 have a median of 5.5 (65: 10; 63: 1)
-    times = [10.0] * 33 + [1.0] * 32
+    # 33 steps of 10 s, 22 of 1 s, 10 of 2 s: the last 64 have a median of 6 (their mean: 5.66; the
+    # last 65: 10; the last 63: 2)
+    times = [10.0] * 33 + [1.0] * 22 + [2.0] * 10
     try:
         for step, t in enumerate(times, 1):
             log.step_begin()
             clock.now += t
             log.step_end(step)
-        assert log.median_step_time() == statistics.median(times[-64:]) == 5.5
+        assert log.median_step_time() == statistics.median(times[-64:]) == 6.0
         assert log.last_progress() == clock.now
     finally:
         log.end()
