@@ -52,6 +52,13 @@ def gpu_evals(tmp_path_factory):
     root = tmp_path_factory.mktemp("gpu_evals")
     folder = write_session(root, "training_20261122_010000", world_size=2, gpu_count=2,
                            step_times=[0.5, 0.4, 0.6, 0.5, 0.45, 0.5], gpu_util=(35.0, 80.5, 91.0))
+    for rank in (0, 1):  # the two GPUs' snapshots interleaved in time (rank r at r + 1, r + 3, r + 5 s)
+        path = rank_file(folder, folder.name, rank)
+        records = [orjson.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
+        snaps = [r for r in records if r["type"] == "gpu_snapshot"]
+        for k, r in enumerate(snaps):
+            r["elapsed_s"] = float(rank + 1 + 2 * k)
+        path.write_bytes(b"\n".join(orjson.dumps(r) for r in records) + b"\n")
     path = rank_file(folder, folder.name, 0)
     extra = [{"timestamp": "2026-11-22T01:00:02+00:00", "elapsed_s": 2.0, "type": "evaluation", "level": "INFO",
               "message": "Evaluation", "session_id": folder.name, "rank": 0, "world_size": 2, "step": s,
