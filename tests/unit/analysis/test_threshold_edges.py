@@ -30,6 +30,7 @@ expected decisions come from these numbers and hand computations, never from log
 | LOW_EFFICIENCY          | diagnose._comparison_findings, verdict   | test_low_efficiency_at_its_edge               |
 | SLOW_STEPS_WARNING      | diagnose._step_findings                  | test_slow_steps_warning_at_its_edge           |
 | DATA_HEAVY              | verdict._advice, diagnose._data_wait_... | test_data_heavy_advice_and_finding_at_their_edge|
+| (ingest) IN_PROGRESS_MIN_S, _STEPS | meta.in_progress_window     | test_in_progress_window_on_both_sides_of_its_terms|
 """
 
 from __future__ import annotations
@@ -351,3 +352,17 @@ def test_slow_steps_warning_at_its_edge(steps, severity):
     s = session("w", steps=step_rows([1.0] * (steps - 1) + [10.0]))
     (f,) = [f for f in analyze([s]).findings if f.kind == "slow_steps"]
     assert f.severity.value == severity
+
+
+# -- still running (ingest/meta.py: the window the liveness and its finding use) -------------------------
+
+
+@pytest.mark.parametrize(("median", "window"), [(None, 120.0), (12.0 * BELOW, 120.0), (12.0, 120.0),
+                                                (12.0 * ABOVE, 120.0 * ABOVE), (30.0, 300.0)])
+def test_in_progress_window_on_both_sides_of_its_terms(median, window):
+    from logkit.ingest.meta import IN_PROGRESS_MIN_S, IN_PROGRESS_STEPS, in_progress_window
+
+    assert (IN_PROGRESS_MIN_S, IN_PROGRESS_STEPS) == (120.0, 10)
+    times = [] if median is None else [median * 0.5, median, median, median * 3]  # median: ``median``
+    s = session("r", steps=step_rows(times))
+    assert in_progress_window(s) == pytest.approx(window, rel=1e-12)
