@@ -2,7 +2,7 @@
 
 - loss: each training run's lowest-rank finite losses, ordered; x = samples seen (step x global
   batch) when every run's global batch is known (runs with different batches line up), else
-  step (``loss_axis`` says which); eval loss (``eval_loss`` records) on the same axis.
+  step (``loss_axis`` says which); eval loss (the lowest rank's ``eval_loss`` records) on the same axis.
 - throughput: samples/s of each optimizer step (``throughput.step_throughput``), lowest rank.
 - GPU utilization: utilization_pct per GPU against time since the session's start.
 - bandwidth: per op and message size, the median busbw (algbw where busbw is missing) of each rank's
@@ -52,6 +52,8 @@ def _loss(sessions, scaling: Scaling) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         b = batch.get(s.session_id) or s.meta.total_batch_size
         ev = s.evals
         ev = ev[(ev["name"] == "eval_loss") & ev["step"].notna() & ev["value"].notna()] if not ev.empty else ev
+        if len(ev) and ev["rank"].notna().any():  # the lowest rank's, as the loss (every rank logs them)
+            ev = ev[ev["rank"] == ev["rank"].min()]
         if len(ev) and not (by_samples and not b):
             ex = ev["step"].to_numpy(dtype="float64") * (float(b) if by_samples else 1.0)
             order = np.argsort(ex, kind="stable")
