@@ -99,8 +99,8 @@ PERFORMANCE: dict[str, str] = {
     "step_p50_s / p95 / max": "median / 95th percentile / max of step_time_s over the rank's steps",
     "slow_steps": f"steps with step_time_s > {SLOW_FACTOR:g} x the rank's median step time",
     "data_share": "sum of data_time_s / sum of step_time_s over the rank's steps that logged both",
-    "rank samples_per_s": "the rank's samples / its time: sum over its timed steps of (logged samples/s, else "
-                          "total_batch_size / step_time_s) x step_time_s, / sum of their step_time_s",
+    "rank samples_per_s": "the rank's samples / its time: sum over its timed steps of total_batch_size (a step "
+                          "without one: its logged samples/s x step_time_s) / sum of their step_time_s",
     "vs_fastest": "the rank's median step time / the fastest rank's median step time",
     "score": "where the gradient sync was timed per step (step_phases): the rank's median lateness_s / the "
              "median step time; else vs_fastest - 1",

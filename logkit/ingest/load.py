@@ -133,3 +133,15 @@ def build_session(source: SessionSource, ranks: list[RankRead] | None = None) ->
             frames.add(name, table)
     frames.add("diagnostics", rows_table(diagnostics))
     return Session(meta=meta.finish(found, source), **frames.result(by_time=bool(reads)))
+
+
+def session_of_records(source: SessionSource, records: dict[int, list[tuple[int, dict]]]) -> Session:
+    """The session of ``source`` from records already read: each rank's (line, record) pairs, in line
+    order, mapped as its stream's would be (``jsonl_lines.read_stream``), then assembled as
+    ``build_session`` assembles a session (the live view's window of each rank's last steps)."""
+    reads = []
+    for rank in sorted(records):
+        read = RankRead(rank)
+        read.stream = jsonl_lines.read_stream(source.rank_files[rank], rank, read.add, records=records[rank])
+        reads.append(read)
+    return build_session(source, ranks=reads)

@@ -95,11 +95,16 @@ def _straggler(s: LiveSession) -> Text | None:
     g = s.straggler
     if g is None:
         return None
-    line = (f"rank {g.rank}: median step {_seconds(g.median_step_s)}, {g.vs_fastest:.2f}x "
-            f"rank {g.fastest_rank}'s")
+    if g.last_arrival_share is not None:
+        line = (f"rank {g.rank}: last to the gradient sync in {pct(g.last_arrival_share)} of the window's steps, "
+                f"{_seconds(g.lateness_s)} late (p {fmt(g.p_value, '.2g')})")
+    else:
+        line = (f"rank {g.rank}: median step {_seconds(g.median_step_s)}, {fmt(g.vs_fastest, '.2f', 'x')} "
+                f"the fastest rank's (p {fmt(g.p_value, '.2g')})")
     if g.is_straggler:
-        return Text(f"straggler {line}", style="yellow")
-    return Text(f"no straggler (slowest {line})", style="dim")
+        cause = f"; cause: {g.cause}" if g.cause else ""
+        return Text(f"straggler {line}{cause}", style="yellow")
+    return Text(f"no straggler (nearest {line})", style="dim")
 
 
 def rank_table(ranks: tuple[LiveRank, ...]) -> Table:
@@ -140,7 +145,7 @@ def summary_table(summary: RankSummary) -> Group:
 def _findings(s: LiveSession) -> list[Text]:
     if not s.findings_total:
         return []
-    out = [Text(f"findings ({s.findings_total}, newest first):")]
+    out = [Text(f"findings ({s.findings_total}, most severe first):")]
     for f in s.findings[:FINDINGS_SHOWN]:
         line = Text("  ")
         line.append(f"{f.severity.value:<8}", style=_SEVERITY_STYLE.get(f.severity.value, ""))

@@ -1,47 +1,39 @@
-"""The state of the sessions being written, kept up to date record by record, and the figures of
-the live view (``analyze_logs --follow``) computed from it at each refresh.
+"""The state of the sessions being written, kept up to date record by record, and the live view's
+snapshot made of it at each refresh (``analyze_logs --follow``).
 
-State is bounded: per rank its latest step and a window of its last ``WINDOW_STEPS`` steps, per
-session its latest GPU reading per device and its last ``MAX_FINDINGS`` findings. So memory and
-the cost of a refresh stay flat however long the run.
+State is bounded: per rank the records of its last ``WINDOW_STEPS`` steps (the step records and the
+communication and step-phase records of those steps), its start and end records and its last
+``MAX_EVENTS`` finding records (checks, NaN/Inf, stalls, errors); per session the latest GPU reading
+per device. So memory and the cost of a refresh stay flat however long the run.
 
-Definitions (every figure over a rank's window: its last ``WINDOW_STEPS`` timed steps):
-
-- samples/s: sum of the window's batches / sum of its step times (``schema.values.per_second``,
-  as ``throughput.throughput``); a step without a batch counts its logged samples/s x step time.
-- step time p50 / p95: linear-interpolated percentiles of the window's step times (as pandas').
-- data share: sum(data_time_s) / sum(step_time_s) over the window's steps that logged both
-  (``performance.data_share``); sync share: the summed durations of the gradient-sync ops
-  (``communication.SYNC_OPS``) of the window's steps / the summed step times of those steps.
-- straggler: the rank whose window median step time is the highest, against the fastest rank's
-  (a straggler when that ratio - 1 > ``STRAGGLER_SCORE``: only the score of
-  ``kernels.straggler.detect``, which ``performance.stragglers`` applies in full, since the live
-  state keeps no per-step samples of each rank yet).
-- ETA: (max steps - the lowest step any rank reached) x the slowest rank's mean step time.
-- a session has ended when every rank (0 .. world_size - 1) wrote its ``session_end``, or when
-  one did and every other one has written nothing for ``SILENT_END_S`` (those are ``lost``).
+Every figure and finding is the batch analysis' (``analysis.window.analyze_window``) of a session
+made of those records (``ingest.load.session_of_records``), judged as of now as ``analyze_logs`` would
+judge it (``ingest.meta.liveness``): the same kernels, over the window. Recomputed when the session's
+records changed, as often as its cost allows: the analysis of a session takes at most
+``ANALYSIS_SHARE`` of the follower's time (a refresh in between shows the last figures: every refresh
+for a few ranks, every 2-3 s for eight), and at once when every rank has ended.
+What the live view adds: each rank's latest step and loss, how each rank ended (a session has ended
+when every rank 0 .. world_size - 1 wrote its ``session_end``, or when one did and every other one
+has written nothing for ``SILENT_END_S``: those are ``lost``), the ETA ((max steps - the lowest step
+any rank reached) x the slowest rank's mean step time over the window), the latest GPU readings.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
-from logkit.analysis.kernels.communication import SYNC_OPS
-from logkit.analysis.results import Finding
-from logkit.analysis.results.live import (
-    LiveEnd,
-    LiveGpu,
-    LiveRank,
-    LiveSession,
-    LiveSnapshot,
-    LiveStraggler,
-    RankSummary,
-    Spread,
-)
-from logkit.analysis.thresholds import STRAGGLER_SCORE
-from logkit.schema.findings import EMITTER_KINDS, NONFINITE_KINDS, FindingKind
+import numpy as np
+
+from logkit.analysis.results.live import LiveGpu, LiveRank, LiveSession, LiveSnapshot, RankSummary, Spread
+from logkit.analysis.window import WindowFigures, analyze_window
+from logkit.ingest.discover import SessionSource
+from logkit.ingest.load import session_of_records
+from logkit.ingest.meta import liveness
+from logkit.run.live_end import LOST, RUNNING, end_of, statuses
 from logkit.schema.records import (
     ANOMALY,
     COMMON,
@@ -54,62 +46,67 @@ from logkit.schema.records import (
     SESSION_END,
     SESSION_START,
     STALL,
+    STEP_PHASES,
     TRAINING_STEP,
 )
-from logkit.schema.values import as_float, per_second
 from logkit.schema.vocab import Status
 
 WINDOW_STEPS = 50  # the recent window every live figure is computed over
 SUMMARY_RANKS = 64  # from this many ranks on, a session is summarised (no row per rank)
 SLOWEST_NAMED = 3  # slowest ranks (and ranks furthest behind) a summary names
-MAX_FINDINGS = 20  # findings a session keeps (all are counted)
-SILENT_END_S = 30.0  # one rank ended, the others silent this long: the session has ended
+MAX_EVENTS = 200  # finding records a rank keeps (the findings of a long run's last ones)
+ANALYSIS_SHARE = 0.04  # analysing a session's window takes at most this share of the follower's time
 STALE_START_S = 600.0  # at the start, a session not ended whose streams are all older is not followed
-LOST = Status.LOST
-RUNNING = Status.RUNNING
+__all__ = ["LiveState", "over_before_start", "WINDOW_STEPS", "SUMMARY_RANKS", "LOST", "RUNNING"]
 
 _COMMON = {f.name: f for f in COMMON}
 TYPE, MESSAGE, STEP, WORLD_SIZE = _COMMON["type"], _COMMON["message"], _COMMON["step"], _COMMON["world_size"]
-_FINDING_SPECS = {ANOMALY.type: ANOMALY, RESOURCE_WARNING.type: RESOURCE_WARNING}
-
-
-def quantile(ordered: list[float], q: float) -> float | None:
-    """The ``q`` quantile of sorted values, linearly interpolated (numpy's and pandas' default)."""
-    if not ordered:
-        return None
-    pos = q * (len(ordered) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def _median(values: list[float]) -> float | None:
-    return quantile(sorted(values), 0.5)
-
-
-def _positive(value) -> float | None:
-    x = as_float(value, finite=True)
-    return x if x is not None and x > 0 else None
+_BY_STEP = (COMMUNICATION.type, STEP_PHASES.type)  # records kept while their step is in the window
+_EVENTS = (ANOMALY.type, RESOURCE_WARNING.type, NAN_DETECTED.type, STALL.type, ERROR.type)
 
 
 @dataclass
 class _Rank:
-    """One rank's rolling state (internal)."""
+    """One rank's rolling state (internal): its latest step, how it ended, and its window's records."""
 
     rank: int
+    path: Path
     last_seen: float
     step: int | None = None
     max_steps: int | None = None
     loss: float | None = None
-    world_size: int | None = None
-    window: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))  # (step, time, data, batch)
-    sync: OrderedDict = field(default_factory=OrderedDict)  # step -> summed sync seconds
     status: str = RUNNING
     reason: str | None = None
     error: str | None = None
-    figures: tuple | None = None  # cached window figures, None when the window changed
+    start: list = field(default_factory=list)  # (line, record) of session_start, and the stream's first record
+    end: list = field(default_factory=list)  # (line, record) of session_end
+    steps: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))  # (line, record) of step records
+    by_step: dict = field(default_factory=dict)  # step -> [(line, record)] of its comm and phase records
+    events: deque = field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
 
-    def add_step(self, record: dict) -> None:
+    def add(self, number: int, record: dict) -> None:
+        kind = TYPE.read(record)
+        if not self.start:
+            self.start.append((number, record))  # the stream's first record says what the session is
+        if kind == TRAINING_STEP.type:
+            self._step(number, record)
+        elif kind in _BY_STEP:
+            step = STEP.read(record)
+            if step is not None and (self.step is None or step > self.step - WINDOW_STEPS):
+                self.by_step.setdefault(step, []).append((number, record))
+        elif kind == SESSION_START.type:
+            self.start.append((number, record))
+            self.max_steps = SESSION_START["max_steps"].read(record) or self.max_steps
+        elif kind == SESSION_END.type:
+            self.end = [(number, record)]
+            self.status = SESSION_END["status"].read(record) or Status.FAILED
+            self.reason = SESSION_END["reason"].read(record) or self.error
+        if kind in _EVENTS:
+            self.events.append((number, record))
+            if kind == ERROR.type:
+                self.error = MESSAGE.read(record) or ERROR["exception_type"].read(record)
+
+    def _step(self, number: int, record: dict) -> None:
         step = TRAINING_STEP["step"].read(record)
         if step is None or (self.step is not None and step <= self.step):
             return  # a step logged again (a callback registered twice) counts once
@@ -117,49 +114,17 @@ class _Rank:
         self.max_steps = TRAINING_STEP["max_steps"].read(record) or self.max_steps
         loss = TRAINING_STEP["loss"].read(record)
         self.loss = loss if loss is not None else self.loss
-        t = _positive(TRAINING_STEP["step_time_s"].read(record))
-        if t is None:
-            return
-        batch = _positive(TRAINING_STEP["total_batch_size"].read(record))
-        if batch is None:
-            rate = _positive(TRAINING_STEP["samples_per_s"].read(record))
-            batch = rate * t if rate is not None else None
-        data = as_float(TRAINING_STEP["data_time_s"].read(record), finite=True)
-        self.window.append((step, t, data if data is not None and data >= 0 else None, batch))
-        self.figures = None
+        self.steps.append((number, record))
+        oldest = TRAINING_STEP["step"].read(self.steps[0][1])
+        for old in [s for s in self.by_step if s < oldest]:
+            del self.by_step[old]
 
-    def add_sync(self, record: dict) -> None:
-        if COMMUNICATION["op"].read(record) not in SYNC_OPS:
-            return
-        step = COMMUNICATION["step"].read(record)
-        ms = as_float(COMMUNICATION["duration_ms"].read(record), finite=True)
-        if step is None or ms is None or ms < 0:
-            return
-        self.sync[step] = self.sync.get(step, 0.0) + ms / 1000.0
-        while len(self.sync) > 2 * WINDOW_STEPS:
-            self.sync.popitem(last=False)
-        self.figures = None
-
-    def window_figures(self) -> tuple:
-        """(samples/s, p50, p95, data share, sync share, mean step time, window steps)."""
-        if self.figures is None:
-            self.figures = _figures(list(self.window), self.sync)
-        return self.figures
-
-
-def _figures(window: list[tuple], sync: dict) -> tuple:
-    if not window:
-        return None, None, None, None, None, None, 0
-    times = [t for _, t, _, _ in window]
-    batches = [b for _, _, _, b in window]
-    rate = per_second(sum(batches), sum(times)) if all(b is not None for b in batches) else None
-    ordered = sorted(times)
-    both = [(d, t) for _, t, d, _ in window if d is not None]
-    data = per_second(sum(d for d, _ in both), sum(t for _, t in both)) if both else None
-    synced = [(sync[s], t) for s, t, _, _ in window if s in sync]
-    share = per_second(sum(d for d, _ in synced), sum(t for _, t in synced)) if synced else None
-    return (rate, quantile(ordered, 0.5), quantile(ordered, 0.95), data, share,
-            sum(times) / len(times), len(window))
+    def records(self) -> list[tuple[int, dict]]:
+        """The window's records in line order (the first record once)."""
+        kept = {n: r for n, r in [*self.start, *self.steps, *self.events, *self.end]}
+        for rows in self.by_step.values():
+            kept.update(rows)
+        return sorted(kept.items(), key=lambda nr: nr[0])
 
 
 @dataclass
@@ -174,9 +139,29 @@ class _Session:
     mode: str | None = None
     model: str | None = None
     gpus: dict = field(default_factory=dict)  # (host, gpu) -> LiveGpu
-    findings: deque = field(default_factory=lambda: deque(maxlen=MAX_FINDINGS))
-    findings_total: int = 0
     unreadable: int = 0
+    changed: bool = True
+    analysed_at: float | None = None
+    cost_s: float = 0.0  # what the last analysis of the window took
+    window: WindowFigures = field(default_factory=WindowFigures)
+
+    def analyse(self, now: float) -> None:
+        """The window's batch analysis, when records came since the last one and the last analysis'
+        cost is at most ``ANALYSIS_SHARE`` of the time since; at once when every rank has ended."""
+        ended = bool(self.ranks) and all(state.end for state in self.ranks.values())
+        recent = self.analysed_at is not None and now - self.analysed_at < self.cost_s / ANALYSIS_SHARE
+        if not self.changed or (recent and not ended):
+            return
+        records = {r: state.records() for r, state in self.ranks.items() if state.start}
+        if not records:
+            return
+        source = SessionSource(self.session_id, Path(self.folder),
+                               rank_files={r: self.ranks[r].path for r in records})
+        began = time.perf_counter()
+        session = session_of_records(source, records)
+        liveness(session, source)
+        self.window, self.changed, self.analysed_at = analyze_window(session), False, now
+        self.cost_s = time.perf_counter() - began
 
 
 class LiveState:
@@ -191,7 +176,7 @@ class LiveState:
     def add_stream(self, stream, now: float, age_s: float = 0.0) -> None:
         """A stream to follow (a ``tail.FollowedStream``), last written ``age_s`` ago: its session shows from now on."""
         session = self._session(stream, now)
-        session.ranks.setdefault(stream.rank, _Rank(stream.rank, now - max(age_s, 0.0)))
+        session.ranks.setdefault(stream.rank, _Rank(stream.rank, stream.path, now - max(age_s, 0.0)))
 
     def _session(self, stream, now: float) -> _Session:
         key = (stream.folder, stream.session_id)
@@ -204,51 +189,32 @@ class LiveState:
         session = self._session(chunk.stream, now)
         rank = chunk.stream.rank
         if chunk.reset or rank not in session.ranks:
-            session.ranks[rank] = _Rank(rank, now)
+            session.ranks[rank] = _Rank(rank, chunk.stream.path, now)
         state = session.ranks[rank]
         state.last_seen = now - chunk.age_s  # when the stream was last written, on the follower's clock
         self.bytes_read += chunk.nbytes
         session.unreadable += len(chunk.notes)
-        where = chunk.stream.path.name
+        session.changed = session.changed or bool(chunk.records)
         for number, record in chunk.records:
-            self._record(session, state, record, f"{where}:{number}")
-
-    def _record(self, session: _Session, state: _Rank, record: dict, where: str) -> None:
-        kind = TYPE.read(record)
-        if kind == TRAINING_STEP.type:
-            state.add_step(record)
-        elif kind == COMMUNICATION.type:
-            state.add_sync(record)
-        elif kind == GPU_SNAPSHOT.type:
-            _gpus(session, record)
-        elif kind == SESSION_START.type:
-            _start(session, state, record)
-        elif kind == SESSION_END.type:
-            state.status = SESSION_END["status"].read(record) or Status.FAILED
-            state.reason = SESSION_END["reason"].read(record) or state.error
-        elif kind == ERROR.type:
-            state.error = MESSAGE.read(record) or ERROR["exception_type"].read(record)
-        finding = _finding(session, state.rank, kind, record, where)
-        if finding is not None:
-            session.findings.appendleft(finding)
-            session.findings_total += 1
-        ws = WORLD_SIZE.read(record)
-        if ws is not None and ws > 0:
-            state.world_size = session.world_size = ws
+            state.add(number, record)
+            kind = TYPE.read(record)
+            if kind == GPU_SNAPSHOT.type:
+                _gpus(session, record)
+            elif kind == SESSION_START.type:
+                start = SESSION_START.read(record)
+                session.mode, session.model = start["mode"] or session.mode, start["model"] or session.model
+            ws = WORLD_SIZE.read(record)
+            if ws is not None and ws > 0:
+                session.world_size = ws
 
     def snapshot(self, now: float, wall: datetime | None = None) -> LiveSnapshot:
+        for s in self.sessions.values():
+            s.analyse(now)
         sessions = tuple(_live_session(s, now) for _, s in sorted(self.sessions.items()))
         wall = wall or datetime.now(timezone.utc)
         return LiveSnapshot(time=wall.isoformat(timespec="milliseconds"), elapsed_s=round(now - self.start, 3),
                             sessions=sessions, all_ended=bool(sessions) and all(s.ended for s in sessions),
                             not_followed=tuple(self.not_followed), bytes_read=self.bytes_read)
-
-
-def _start(session: _Session, state: _Rank, record: dict) -> None:
-    start = SESSION_START.read(record)
-    session.mode = start["mode"] or session.mode
-    session.model = start["model"] or session.model
-    state.max_steps = start["max_steps"] or state.max_steps
 
 
 def _gpus(session: _Session, record: dict) -> None:
@@ -266,101 +232,24 @@ def _gpus(session: _Session, record: dict) -> None:
         session.gpus[(host or "", d["gpu"])] = LiveGpu(host, d["gpu"], d["utilization_pct"], used, total, pct)
 
 
-def _finding(session: _Session, rank: int, kind: str | None, record: dict, where: str) -> Finding | None:
-    """A finding of the run's own checks, a non-finite value, a stall (no step ended for long: where
-    the rank is), or an error; None for anything else (and for the emitter's notes about itself)."""
-    step = STEP.read(record)
-    message = MESSAGE.read(record) or ""
-    if kind in _FINDING_SPECS:
-        sub = _FINDING_SPECS[kind]["subkind"].read(record)
-        if sub in EMITTER_KINDS:
-            k = EMITTER_KINDS[sub]
-            return Finding.make(k.severity, k, session.session_id, k.title, message, (where,), (rank,), step=step)
-        if sub in NONFINITE_KINDS:
-            k = FindingKind(sub)
-            return Finding.make(k.severity, k, session.session_id, k.title, message, (where,), (rank,), step=step)
-        return None
-    if kind == NAN_DETECTED.type:  # the record's own kind where it names one (as written)
-        k = FindingKind.NAN_DETECTED
-        sub = NAN_DETECTED["subkind"].read(record) or k
-        return Finding.make(k.severity, sub, session.session_id, k.title, message, (where,), (rank,), step=step)
-    if kind == STALL.type:
-        k = FindingKind.STALL
-        phase = STALL["phase"].read(record)
-        detail = message + (f" (in {phase})" if phase and phase not in message else "")
-        return Finding.make(k.severity, k, session.session_id, k.title, detail, (where,), (rank,),
-                            step=step, seconds=as_float(STALL["value"].read(record), finite=True))
-    if kind == ERROR.type:
-        sub = ERROR["subkind"].read(record)
-        k = FindingKind.EXIT_BEFORE_END if sub == FindingKind.EXIT_BEFORE_END else FindingKind.ERROR
-        return Finding.make(k.severity, sub or k, session.session_id, k.title, message, (where,), (rank,),
-                            step=step)
-    return None
-
-
-def _live_rank(state: _Rank, now: float, status: str) -> LiveRank:
-    rate, p50, p95, data, sync, _, n = state.window_figures()
-    return LiveRank(rank=state.rank, step=state.step, max_steps=state.max_steps, loss=state.loss, samples_per_s=rate,
-                    step_p50_s=p50, step_p95_s=p95, data_share=data, sync_share=sync, window_steps=n,
+def _live_rank(session: _Session, rank: int, now: float, status: str) -> LiveRank:
+    state = session.ranks.get(rank)
+    if state is None:
+        return LiveRank(rank, idle_s=round(now - session.first_seen, 3), status=status)
+    row = next((r for r in session.window.performance if r.rank == rank), None)
+    return LiveRank(rank=rank, step=state.step, max_steps=state.max_steps, loss=state.loss,
+                    samples_per_s=row.samples_per_s if row else None, step_p50_s=row.step_p50_s if row else None,
+                    step_p95_s=row.step_p95_s if row else None, data_share=row.data_share if row else None,
+                    sync_share=session.window.sync_shares.get(rank), window_steps=row.steps if row else 0,
                     idle_s=round(now - state.last_seen, 3), status=status,
                     reason=state.reason if status not in (RUNNING, Status.COMPLETED) else None)
 
 
-def _statuses(session: _Session, now: float) -> dict[int, str]:
-    """Each expected rank's status; ``lost`` for the silent ones once the others have ended."""
-    expected = set(range(session.world_size)) if session.world_size else set()
-    ranks = sorted(expected | set(session.ranks))
-    out = {r: session.ranks[r].status if r in session.ranks else RUNNING for r in ranks}
-    if any(s != RUNNING for s in out.values()):
-        for r, s in out.items():
-            last = session.ranks[r].last_seen if r in session.ranks else session.first_seen
-            if s == RUNNING and now - last >= SILENT_END_S:
-                out[r] = LOST
-    return out
-
-
-def _end(session: _Session, statuses: dict[int, str]) -> LiveEnd | None:
-    if not statuses or RUNNING in statuses.values():
-        return None
-    values = set(statuses.values())
-    status = (Status.FAILED if values & {Status.FAILED, LOST} else
-              Status.INTERRUPTED if Status.INTERRUPTED in values else Status.COMPLETED)
-    ranks = tuple((r, s, session.ranks[r].reason if r in session.ranks else None) for r, s in statuses.items())
-    return LiveEnd(status, _end_detail(session, status, ranks), ranks)
-
-
-def _end_detail(session: _Session, status: str, ranks: tuple) -> str:
-    steps = [session.ranks[r].step for r, _, _ in ranks if r in session.ranks and session.ranks[r].step is not None]
-    at = f" at step {max(steps)}" if steps else ""
-    if status == Status.COMPLETED:
-        return f"completed{at}"
-    groups: dict[str, list[int]] = {}
-    for r, s, _ in ranks:
-        groups.setdefault(s, []).append(r)
-    why = next((reason for _, s, reason in ranks if s == status and reason), None)
-    if why is None and status == Status.FAILED:
-        why = next((reason for _, s, reason in ranks if reason), None)
-    parts = [f"{'rank' if len(rs) == 1 else 'ranks'} {', '.join(map(str, rs))} {s}"
-             for s, rs in sorted(groups.items(), key=lambda kv: kv[1][0])]
-    head = f"{status}{at}" + (f": {why}" if why else "")
-    return head + " (" + "; ".join(parts) + ")"
-
-
-def _straggler(ranks: list[LiveRank]) -> LiveStraggler | None:
-    timed = [(r.step_p50_s, r.rank) for r in ranks if r.step_p50_s is not None]
-    if len(timed) < 2:
-        return None
-    fastest, fastest_rank = min(timed)
-    slowest, slowest_rank = max(timed)
-    ratio = slowest / fastest
-    return LiveStraggler(slowest_rank, slowest, fastest_rank, ratio, ratio - 1, ratio - 1 > STRAGGLER_SCORE)
-
-
 def _spread(values: list) -> Spread:
-    known = sorted(v for v in values if v is not None)
+    known = [v for v in values if v is not None]
     if not known:
         return Spread()
-    return Spread(known[0], quantile(known, 0.5), known[-1])
+    return Spread(float(min(known)), float(np.median(known)), float(max(known)))
 
 
 def _summary(ranks: list[LiveRank]) -> RankSummary:
@@ -375,28 +264,34 @@ def _summary(ranks: list[LiveRank]) -> RankSummary:
                        tuple((rank, s) for s, rank in stepped[:SLOWEST_NAMED]), tuple(sorted(counts.items())))
 
 
-def _live_session(session: _Session, now: float) -> LiveSession:
-    statuses = _statuses(session, now)
-    ranks = [_live_rank(session.ranks[r], now, s) if r in session.ranks else
-             LiveRank(r, idle_s=round(now - session.first_seen, 3), status=s) for r, s in statuses.items()]
-    main = next((r for r in ranks if r.window_steps), ranks[0] if ranks else LiveRank(0))
+def _eta(session: _Session, ranks: list[LiveRank]) -> tuple[int | None, int | None, float | None]:
+    """(the lowest step any rank reached, max steps, ETA at the slowest rank's mean step time)."""
     steps = [r.step for r in ranks if r.step is not None]
     step = min(steps) if steps else None
     max_steps = max((r.max_steps for r in ranks if r.max_steps), default=None)
-    means = [session.ranks[r.rank].window_figures()[5] for r in ranks if r.rank in session.ranks]
-    slowest_mean = max((m for m in means if m is not None), default=None)
-    eta = (max_steps - step) * slowest_mean if None not in (max_steps, step, slowest_mean) else None
-    end = _end(session, statuses)
+    slowest = max((r.step_mean_s for r in session.window.performance if r.step_mean_s is not None), default=None)
+    eta = (max_steps - step) * slowest if None not in (max_steps, step, slowest) else None
+    return step, max_steps, max(eta, 0.0) if eta is not None else None
+
+
+def _live_session(session: _Session, now: float) -> LiveSession:
+    ranked = statuses(session.world_size, {r: (s.status, s.last_seen) for r, s in session.ranks.items()},
+                      session.first_seen, now)
+    ranks = [_live_rank(session, r, now, s) for r, s in ranked.items()]
+    main = next((r for r in ranks if r.window_steps), ranks[0] if ranks else LiveRank(0))
+    step, max_steps, eta = _eta(session, ranks)
+    end = end_of(ranked, {r: (s.step, s.reason) for r, s in session.ranks.items()})
     idle = min((r.idle_s for r in ranks if r.idle_s is not None), default=None)
+    w = session.window
     return LiveSession(
         session_id=session.session_id, folder=session.folder, state="ended" if end else RUNNING, end=end,
         world_size=session.world_size, mode=session.mode, model=session.model, step=step, max_steps=max_steps,
-        eta_s=max(eta, 0.0) if eta is not None and end is None else None, samples_per_s=main.samples_per_s,
+        eta_s=eta if end is None else None, samples_per_s=main.samples_per_s,
         step_p50_s=main.step_p50_s, step_p95_s=main.step_p95_s, data_share=main.data_share,
-        sync_share=main.sync_share, idle_s=idle, ranks=tuple(ranks),
-        summary=_summary(ranks) if len(ranks) >= SUMMARY_RANKS else None, straggler=_straggler(ranks),
-        gpus=tuple(v for _, v in sorted(session.gpus.items())), findings=tuple(session.findings),
-        findings_total=session.findings_total, unreadable_lines=session.unreadable)
+        sync_share=w.sync_share, idle_s=idle, ranks=tuple(ranks),
+        summary=_summary(ranks) if len(ranks) >= SUMMARY_RANKS else None, straggler=w.straggler,
+        gpus=tuple(v for _, v in sorted(session.gpus.items())), findings=w.findings,
+        findings_total=len(w.findings), unreadable_lines=session.unreadable)
 
 
 def over_before_start(last_records: dict[int, dict | None], newest_age_s: float) -> bool:

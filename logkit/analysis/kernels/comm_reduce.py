@@ -37,6 +37,7 @@ from logkit.analysis.kernels.comm_records import (
 from logkit.ingest.assemble import frame_of
 
 BUS_LOGGED, ALG_LOGGED, NO_GROUP, BUS_DERIVED = 1, 2, 4, 8
+BATCH_RECORDS = 1 << 20  # records of several (rank, op)s aggregated in one groupby (bounds the columns in memory)
 
 
 @dataclass
@@ -161,13 +162,17 @@ class CommReducer:
         keys = {label: (label[0] + 1) * width + (ops.index(label[1]) if label[1] is not None else len(ops))
                 for label in labels}
         labels.sort(key=keys.get)
-        stats, bw, sources = [], {}, {}
-        for label in labels:  # one (rank, op) at a time in memory as columns, its chunks let go
+        stats, batch, bw, sources = [], [], [], {}
+        for label in labels:  # one (rank, op) at a time as columns, its chunks let go; aggregated in batches
             sources[keys[label]] = self._source(label)
             columns, raw = self._label(label, keys[label], op_names[keys[label] % width], ws)
-            stats.append(aggregate(pd.DataFrame(columns, copy=False)))
-            bw.setdefault(label[1], []).append(raw)
-            del columns, raw
+            batch.append(columns)
+            bw.append(raw)
+            if sum(len(c["key"]) for c in batch) >= BATCH_RECORDS:
+                stats.append(_aggregate(batch))
+                batch = []
+        if batch:
+            stats.append(_aggregate(batch))
         st = step_times(steps)
         sums = self._step_sums(keys, width)
         share, matched = (sync_share(sums, st) if sums is not None else
@@ -230,30 +235,38 @@ class CommReducer:
                              "dur": np.bincount(inverse, weights=dur)})
 
 
-def _bandwidth(by_op: dict) -> pd.DataFrame:
-    """``bandwidth_points`` of the records, an op at a time (ops in order, a missing op last, as the
-    whole frame's groupby orders them); ``by_op``: op -> [(op, sizes, bandwidths as logged)]."""
-    points = []
-    for op in sorted(by_op, key=lambda op: (op is None, op or "")):
-        size = np.concatenate([s for _, s, _ in by_op[op]])
-        bw = np.concatenate([b for _, _, b in by_op[op]])
-        p = bandwidth_points(pd.DataFrame({"op": np.full(len(size), op, dtype=object), "size_bytes": size,
-                                           "busbw_mb_s": bw, "algbw_mb_s": bw}, copy=False))
-        if len(p):
-            points.append(p)
-    return pd.concat(points, ignore_index=True) if points else bandwidth_points(pd.DataFrame(
-        {"op": [], "size_bytes": [], "busbw_mb_s": [], "algbw_mb_s": []}))
+def _aggregate(batch: list[dict]) -> pd.DataFrame:
+    """``aggregate`` of several (rank, op)s' columns at once (one groupby: the same figures per key)."""
+    return aggregate(pd.DataFrame({name: np.concatenate([c[name] for c in batch]) for name in batch[0]}, copy=False))
 
 
-def bandwidth_points(c: pd.DataFrame) -> pd.DataFrame:
-    """Per (op, size_mb) of a comm frame: the median bandwidth (busbw, else algbw) and the records."""
+def _bandwidth(rows: list[tuple]) -> pd.DataFrame:
+    """``bandwidth_points`` of each (rank, op)'s records, in the labels' order; ``rows``: per label (op as
+    logged, sizes, bandwidths as logged)."""
+    empty = pd.DataFrame(columns=["op", "size_mb", "median", "size"])
+    if not rows:
+        return empty
+    part = np.concatenate([np.full(len(size), i) for i, (_, size, _) in enumerate(rows)])
+    ops = np.concatenate([np.full(len(size), op, dtype=object) for op, size, _ in rows])
+    size = np.concatenate([s for _, s, _ in rows])
+    bw = np.concatenate([b for _, _, b in rows])
+    frame = pd.DataFrame({"part": part, "op": ops, "size_bytes": size, "busbw_mb_s": bw, "algbw_mb_s": bw},
+                         copy=False)
+    points = bandwidth_points(frame, by=("part",))
+    return points.drop(columns="part") if len(points) else empty
+
+
+def bandwidth_points(c: pd.DataFrame, by: tuple = ()) -> pd.DataFrame:
+    """Per (op, size_mb) of a comm frame: the median bandwidth (busbw, else algbw) and the records
+    (per ``by`` columns of the frame first, where given)."""
     bw = c["busbw_mb_s"].astype("float64").fillna(c["algbw_mb_s"].astype("float64"))
-    part = pd.DataFrame({"op": c["op"], "size_mb": c["size_bytes"].astype("float64") / 1e6, "bw": bw})
+    part = pd.DataFrame({**{k: c[k] for k in by}, "op": c["op"], "size_mb": c["size_bytes"].astype("float64") / 1e6,
+                         "bw": bw})
     part = part[(part["size_mb"] > 0) & (part["bw"] > 0)]  # also drops NaN sizes and bandwidths
     if part.empty:
-        return pd.DataFrame(columns=["op", "size_mb", "median", "size"])
+        return pd.DataFrame(columns=[*by, "op", "size_mb", "median", "size"])
     # grouped on the op column as it is (arrow strings: no per-row conversion of millions of records)
-    agg = part.groupby(["op", "size_mb"], sort=True, dropna=False)["bw"].agg(["median", "size"]).reset_index()
+    agg = part.groupby([*by, "op", "size_mb"], sort=True, dropna=False)["bw"].agg(["median", "size"]).reset_index()
     op = agg["op"].astype("object")
     return agg.assign(op=op.where(op.notna(), "?").astype(str))
 
@@ -275,19 +288,12 @@ def merged_points(parts: list) -> pd.DataFrame:
 
 
 def reduce_session(session) -> tuple[CommPart, ...]:
-    """The comm records of a session read whole, reduced rank by rank as the engine reduces them where
-    they lie (records without a rank are one part of their own, first); ``()`` without records."""
-    comm = session.comm
-    if comm.empty:
+    """The comm records of a session read whole, reduced as the engine reduces each rank's where they
+    lie: one ``CommPart`` holding every rank (the same rows per (rank, op) as a part per rank, the
+    bandwidth medians per rank as well); ``()`` without records."""
+    if session.comm.empty:
         return ()
-    ws = session.meta.world_size
-    rank = comm["rank"].astype("float64")
-    steps = session.steps
-    parts = []
-    for r in ([None] if rank.isna().any() else []) + sorted(rank.dropna().unique().tolist()):
-        rows = comm[rank.isna()] if r is None else comm[rank == r]
-        reducer = CommReducer()
-        reducer.add_frame(rows)
-        own = steps.iloc[0:0] if r is None else steps[steps["rank"].astype("float64") == r]
-        parts.append(reducer.result(own, ws))
-    return tuple(p for p in parts if p is not None)
+    reducer = CommReducer()
+    reducer.add_frame(session.comm)
+    part = reducer.result(session.steps, session.meta.world_size)
+    return (part,) if part is not None else ()

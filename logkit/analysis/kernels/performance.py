@@ -7,7 +7,7 @@ Definitions (``definitions.PERFORMANCE``):
 - ``slow_steps``: steps whose step_time_s exceeds ``SLOW_FACTOR`` x the rank's median.
 - ``data_share``: sum(data_time_s) / sum(step_time_s) over the rank's steps that logged both.
 - ``samples_per_s``: the rank's samples / its time (``throughput.throughput``: sum of the steps'
-  samples, each step's logged samples/s x its time or its total_batch_size, / sum of their
+  total_batch_size, a step without one counting its logged samples/s x its time, / sum of their
   times); unknown when a step has neither.
 - stragglers: the detector of ``kernels/straggler.py`` over each rank's step time per step
   (``baseline="fastest"``): ``vs_fastest`` = the rank's median step time / the fastest rank's
@@ -26,7 +26,7 @@ from __future__ import annotations
 import pandas as pd
 
 from logkit.analysis.kernels.straggler import detect
-from logkit.analysis.kernels.throughput import step_throughput, throughput
+from logkit.analysis.kernels.throughput import throughput
 from logkit.analysis.thresholds import BUSY_UTIL, IDLE_UTIL, SLOW_FACTOR
 from logkit.schema.values import to_float
 
@@ -46,7 +46,8 @@ def step_stats(session) -> pd.DataFrame:
     rank = rows["rank"].fillna(0).to_numpy(dtype="int64")
     t = rows["step_time_s"].to_numpy(dtype="float64")
     frame = pd.DataFrame({"rank": rank, "t": t, "d": rows["data_time_s"].to_numpy(dtype="float64"),
-                          "b": step_throughput(rows).to_numpy(dtype="float64") * t})
+                          "b": rows["total_batch_size"].astype("float64").fillna(
+                              rows["samples_per_s"].astype("float64") * rows["step_time_s"]).to_numpy()})
     g = frame.groupby("rank", sort=True)["t"]
     q = g.quantile([0.05, 0.25, 0.75]).unstack()
     out = pd.DataFrame({"steps": g.size(), "step_p50_s": g.median(), "step_p95_s": g.quantile(0.95),

@@ -1,8 +1,9 @@
 """What the live view shows (``analyze_logs --follow``): one frozen ``LiveSnapshot`` per refresh.
 
-``live.LiveState`` fills these from the records the tail reads; the renderers of
-``report/live.py`` read them (a terminal view, or one JSON object per refresh). ``to_dict()`` is
-their serializer: the fields below, by name, ``None`` where a figure is not known.
+``run.live_state.LiveState`` fills these from the records the tail reads and the batch analysis of
+each session's recent window (``WindowFigures``, from ``analysis.window.analyze_window``); the
+renderers of ``report/live_view.py`` read them (a terminal view, or one JSON object per refresh).
+``to_dict()`` is their serializer: the fields below, by name, ``None`` where a figure is not known.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from logkit.analysis.results import Finding, plain
+from logkit.analysis.results.findings import Finding
+from logkit.analysis.results.frames import ArrivalRow, StepRow
+from logkit.analysis.results.values import plain
 from logkit.schema.vocab import Status
 
 
@@ -81,20 +84,19 @@ class RankSummary:
 
 
 @dataclass(frozen=True)
-class LiveStraggler:
-    """The slowest rank against the fastest, by their windows' median step times
-    (``vs_fastest``; ``score`` = vs_fastest - 1): a straggler when the score exceeds
-    ``thresholds.STRAGGLER_SCORE`` (the score test of ``kernels.straggler.detect`` only)."""
+class WindowFigures:
+    """The batch analysis of a session's recent window: each rank's row of the performance table, the
+    stragglers table, ``straggler`` (the rank named, else the rank nearest to one: a row of the
+    stragglers table), each rank's largest gradient-sync share of step time (``sync_shares``), the
+    session's (``sync_share``: the exposed share where the phases were timed, as the scaling flags
+    take it) and the findings ``--diagnose`` gives over the window (most severe first)."""
 
-    rank: int
-    median_step_s: float
-    fastest_rank: int
-    vs_fastest: float
-    score: float
-    is_straggler: bool
-
-    def to_dict(self) -> dict:
-        return _to_dict(self)
+    performance: tuple[StepRow, ...] = ()
+    stragglers: tuple[ArrivalRow, ...] = ()
+    straggler: ArrivalRow | None = None
+    sync_shares: dict = dataclasses.field(default_factory=dict)
+    sync_share: float | None = None
+    findings: tuple[Finding, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,11 +132,12 @@ class LiveEnd:
 @dataclass(frozen=True)
 class LiveSession:
     """A followed session. Session figures are its main (lowest) rank's window, as throughput is
-    defined over rank 0's steps; ``step`` is the lowest step any rank reached (the job's
-    progress) and ``eta_s`` the remaining steps at the slowest rank's mean step time.
-    ``ranks``: every rank; ``summary``: set when the session has many ranks, for a view that
-    cannot show a row per rank. ``findings``: newest first, at most ``live.MAX_FINDINGS`` of
-    ``findings_total``."""
+    defined over rank 0's steps; ``sync_share`` the session's (``WindowFigures.sync_share``);
+    ``step`` is the lowest step any rank reached (the job's progress) and ``eta_s`` the remaining
+    steps at the slowest rank's mean step time. ``ranks``: every rank; ``summary``: set when the
+    session has many ranks, for a view that cannot show a row per rank. ``straggler``: a row of the
+    window's stragglers table (the rank named, else the nearest to one); ``findings``: the batch
+    findings over the window, most severe first (``findings_total`` of them)."""
 
     session_id: str
     folder: str
@@ -154,7 +157,7 @@ class LiveSession:
     idle_s: float | None = None
     ranks: tuple[LiveRank, ...] = ()
     summary: RankSummary | None = None
-    straggler: LiveStraggler | None = None
+    straggler: ArrivalRow | None = None
     gpus: tuple[LiveGpu, ...] = ()
     findings: tuple[Finding, ...] = ()
     findings_total: int = 0

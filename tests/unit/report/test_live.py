@@ -15,10 +15,13 @@ import orjson
 import pytest
 from rich.console import Console
 
+from logkit.analysis import analyze
 from logkit.report.live_view import NdjsonView, TerminalView, snapshot_view
 from logkit.run import live_state as live_mod
 from logkit.run.follow import Follower, follow
-from logkit.run.live_state import SILENT_END_S, SUMMARY_RANKS, WINDOW_STEPS, over_before_start
+from logkit.run.live_end import SILENT_END_S
+from logkit.run.live_state import SUMMARY_RANKS, WINDOW_STEPS, over_before_start
+from logkit.run.load import load_sessions
 from logkit.schema.files import SessionFiles
 from logkit.schema.records import (
     ANOMALY,
@@ -31,8 +34,10 @@ from logkit.schema.records import (
     STALL,
     TRAINING_STEP,
 )
+from tests.support.launch import REPO
 
 TS = "2026-01-01T00:00:00.000000+00:00"
+LATER = 60.0  # seconds between two refreshes of a test: the window is analysed again at each
 
 
 def rec(spec, sid: str, rank: int, world: int, step: int | None = None, **fields) -> dict:
@@ -62,8 +67,8 @@ class Run:
         with open(self.path(rank), "ab") as fh:
             fh.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
 
-    def steps(self, first: int, last: int, slow: dict | None = None, batch: int = 32) -> None:
-        for r in range(self.world):
+    def steps(self, first: int, last: int, slow: dict | None = None, batch: int = 32, ranks=None) -> None:
+        for r in range(self.world) if ranks is None else ranks:
             out = []
             for s in range(first, last + 1):
                 t = float(self.rng.uniform(0.09, 0.11)) * (slow or {}).get(r, 1.0)
@@ -101,7 +106,7 @@ def test_window_figures_are_those_of_the_last_steps(tmp_path):
     follower.step(0.0)
     run.steps(1, 30)
     run.steps(31, 130, slow={1: 1.3})
-    snap, grew = follower.step(1.0)
+    snap, grew = follower.step(LATER)
     assert grew
     (s,) = snap.sessions
     assert [r.rank for r in s.ranks] == [0, 1] and s.state == "running" and s.world_size == 2
@@ -115,8 +120,8 @@ def test_window_figures_are_those_of_the_last_steps(tmp_path):
     assert s.samples_per_s == pytest.approx(main["samples_per_s"]) and s.step_p50_s == pytest.approx(main["step_p50_s"])
     slow = expected_window(run.rows[1])
     assert s.eta_s == pytest.approx((200 - 130) * slow["mean"])
-    g = s.straggler
-    assert g.rank == 1 and g.fastest_rank == 0 and g.is_straggler
+    g = s.straggler  # a row of the window's stragglers table: by step time (no phases in these streams)
+    assert g.rank == 1 and g.is_straggler and g.last_arrival_share is None and g.p_value < 0.01
     assert g.vs_fastest == pytest.approx(slow["step_p50_s"] / main["step_p50_s"])
 
 
@@ -124,17 +129,18 @@ def test_no_straggler_when_the_ranks_keep_pace(tmp_path):
     run = Run(tmp_path, "s1", 2)
     run.steps(1, 60)
     snap, _ = Follower(tmp_path, now=0.0).step(0.0)
-    g = snap.sessions[0].straggler
+    g = snap.sessions[0].straggler  # no straggler: the row of the rank nearest to one, the slowest
     medians = [expected_window(run.rows[r])["step_p50_s"] for r in (0, 1)]
-    assert g.vs_fastest == pytest.approx(max(medians) / min(medians)) and g.vs_fastest < 1.05 and not g.is_straggler
+    assert g.rank == int(np.argmax(medians)) and not g.is_straggler
+    assert g.vs_fastest == pytest.approx(max(medians) / min(medians)) and g.vs_fastest < 1.05
 
 
-def test_gpus_and_findings_newest_first(tmp_path):
+def test_gpus_and_the_findings_of_the_batch_analysis(tmp_path):
     run = Run(tmp_path, "s1", 1)
     run.steps(1, 10)
     device = {"index": 0, "utilization_percent": 87.5, "memory_used_mb": 40_000.0, "memory_total_mb": 80_000.0}
     run.write(0, rec(GPU_SNAPSHOT, "s1", 0, 1, 10, host="node1", devices=[device]),
-              rec(RESOURCE_WARNING, "s1", 0, 1, 10, subkind="sampling_degraded"),  # a note of the logger: no finding
+              rec(RESOURCE_WARNING, "s1", 0, 1, 10, subkind="sampling_degraded"),  # a note of the logger
               rec(ANOMALY, "s1", 0, 1, 4, subkind="slow_step", value=0.9, threshold=0.3),
               rec(ANOMALY, "s1", 0, 1, 7, subkind="loss_spike", value=9.0, threshold=3.0),
               rec(STALL, "s1", 0, 1, 11, phase="gradient_sync", value=75.0, threshold=60.0)
@@ -144,15 +150,20 @@ def test_gpus_and_findings_newest_first(tmp_path):
     s = snap.sessions[0]
     (g,) = s.gpus
     assert (g.host, g.gpu, g.utilization_pct, g.memory_pct) == ("node1", 0, 87.5, 50.0)
-    assert [(f.kind, f.extra["step"]) for f in s.findings] == [("error", 10), ("stall", 11), ("loss_spike", 7),
-                                                                ("slow_step", 4)]
-    assert s.findings_total == 4 and s.findings[0].severity.value == "error"
-    assert s.findings[1].detail == "No step ended for 75s (limit 60s) (in gradient_sync)"
-    assert s.findings[1].extra["seconds"] == 75.0
-    assert s.findings[3].evidence == (f"{run.path(0).name}:{1 + 10 * 4 + 3}",)  # file:line of the record
+    # the findings --diagnose gives for the same files, in its order (most severe first)
+    batch = analyze(load_sessions(tmp_path)).findings
+    assert [f.to_dict() for f in s.findings] == [f.to_dict() for f in batch] and s.findings_total == len(batch)
+    lines = {word: n for n, line in enumerate(run.path(0).read_text().splitlines(), start=1)
+             for word in ("slow_step", "loss_spike", "ValueError") if word in line}
+    by_kind = {f.kind: f for f in s.findings}
+    assert by_kind["slow_step"].evidence == (f"{run.path(0).name}:{lines['slow_step']}",)
+    assert by_kind["loss_spike"].evidence == (f"{run.path(0).name}:{lines['loss_spike']}",)
+    assert by_kind["error"].evidence == (f"{run.path(0).name}:{lines['ValueError']}",)
+    assert "gradient sync of step 11" in by_kind["hang"].title  # the stall record: where the rank waits
+    assert s.findings[0].severity.value == "error"
     text = render(snap)
     assert "node1:0 88% util, memory 40.0/80.0 GB (50%)" in text
-    assert text.index("ValueError: boom") < text.index("Stalled") < text.index("Loss spikes") < text.index("Slow steps")
+    assert text.index("1 error line(s)") < text.index("Slow steps") < text.index("Loss spikes")
 
 
 def test_a_session_ends_when_every_rank_has_ended(tmp_path):
@@ -230,7 +241,7 @@ def test_a_stream_read_again_starts_its_rank_over(tmp_path):
     run.max_steps = 10
     run.write(0, rec(SESSION_START, "s1", 0, 1, max_steps=10))
     run.steps(1, 3)
-    r = follower.step(1.0)[0].sessions[0].ranks[0]
+    r = follower.step(LATER)[0].sessions[0].ranks[0]
     assert (r.step, r.max_steps, r.window_steps) == (3, 10, 3)
 
 
@@ -325,3 +336,51 @@ def test_idle_time_is_counted_from_when_the_stream_was_last_written(tmp_path):
     assert idle[0] == pytest.approx(0.0, abs=2.0) and idle[1] == pytest.approx(120.0, abs=2.0)
     text = render(snap)
     assert re.search(r"^rank 1 +5/200 .* 2m0\ds +running", text, re.M)
+
+
+def _replay(src, dest, parts: int = 3):
+    """The rank streams of the real session ``src`` written into ``dest`` in ``parts`` pieces, as the run
+    wrote them; a ``Follower`` steps after each piece (the session is followed from its first piece)."""
+    dest.mkdir(parents=True)
+    streams = {p.name: p.read_bytes().splitlines(keepends=True) for p in sorted(src.glob("*_rank*.jsonl"))}
+    follower, snap = Follower(dest.parent, now=0.0), None
+    for i in range(parts):
+        for name, lines in streams.items():
+            cut = slice(len(lines) * i // parts, len(lines) * (i + 1) // parts)
+            with open(dest / name, "ab") as fh:
+                fh.write(b"".join(lines[cut]))
+        snap, _ = follower.step(float(i) * LATER)
+    return snap
+
+
+@pytest.mark.parametrize("name", ["data_rank1_25ms", "forward_rank0_40ms", "backward_rank1_40ms"])
+def test_a_real_straggler_run_is_shown_as_the_batch_analysis_shows_it(tmp_path, name):
+    """A real 2-rank run with an injected straggler (30 steps: the window is the whole run): the live
+    view's last snapshot names the rank and cause ``--performance`` names, and the same findings."""
+    (src,) = (REPO / "sample_logs" / "stragglers" / name).iterdir()
+    snap = _replay(src, tmp_path / "logs" / src.name)
+    (s,) = snap.sessions
+    batch = analyze(load_sessions(tmp_path / "logs"))
+    (named,) = [r for r in batch.rows("stragglers") if r.is_straggler]
+    assert int(name.split("_rank")[1][0]) == named.rank  # the rank the run slowed down
+    assert s.straggler == named and s.straggler.cause == ("data" if name.startswith("data") else "compute")
+    assert [f.to_dict() for f in s.findings] == [f.to_dict() for f in batch.findings]
+    perf = {r.rank: r for r in batch.rows("performance")}
+    for r in s.ranks:
+        assert (r.step_p50_s, r.step_p95_s, r.data_share, r.samples_per_s) == (
+            perf[r.rank].step_p50_s, perf[r.rank].step_p95_s, perf[r.rank].data_share, perf[r.rank].samples_per_s)
+
+
+def test_progress_and_eta_follow_the_rank_furthest_behind(tmp_path):
+    """Ranks not in lockstep: the session's step is the lowest any rank reached, its ETA the remaining
+    steps at the slowest rank's mean step time over its window."""
+    run = Run(tmp_path, "s1", 2)
+    run.rng = np.random.default_rng(3)
+    run.steps(1, 60, slow={1: 1.5})
+    run.steps(61, 80, ranks=[0])  # rank 0 runs 20 steps ahead of rank 1
+    snap, _ = Follower(tmp_path, now=0.0).step(0.0)
+    (s,) = snap.sessions
+    assert [r.step for r in s.ranks] == [80, 60] and s.step == 60
+    slowest = max(expected_window(run.rows[r])["mean"] for r in (0, 1))
+    assert slowest == pytest.approx(expected_window(run.rows[1])["mean"])  # rank 1, the slow one
+    assert s.eta_s == pytest.approx((200 - 60) * slowest, rel=1e-9)
