@@ -6,7 +6,8 @@ import numpy as np
 
 from logkit.ingest.session import Session, make_frame
 
-__all__ = ["session", "step_rows", "comm_rows", "gpu_rows", "event_rows", "noisy", "write_jsonl_session"]
+__all__ = ["session", "step_rows", "comm_rows", "gpu_rows", "event_rows", "noisy", "write_jsonl_session",
+           "phased_session"]
 
 
 def step_rows(times, *, rank=0, batch=8, losses=None, data=None, tokens=None, start_step=1) -> list[dict]:
@@ -111,3 +112,14 @@ def write_jsonl_session(root, sid: str, *, world_size: int = 1, step_times=(0.5,
             total_steps=len(step_times), final_loss=3.0 - 0.01 * (len(step_times) - 1))
         (folder / f"{sid}_rank{rank}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     return folder
+
+
+def phased_session(syncs: dict[int, list[float]], data: dict[int, list[float]], compute: dict[int, list[float]],
+                   step: float = 0.1) -> Session:
+    """A session of ranks with the given per-step sync, data and compute times (step time ``step``)."""
+    s = Session.empty({"session_id": "made_up", "world_size": len(syncs)})
+    s.phases = make_frame("phases", [{"rank": r, "step": i + 1, "sync_s": v, "compute_s": compute[r][i]}
+                                     for r, vs in syncs.items() for i, v in enumerate(vs)])
+    s.steps = make_frame("steps", [{"rank": r, "step": i + 1, "data_time_s": data[r][i], "step_time_s": step}
+                                   for r, vs in syncs.items() for i in range(len(vs))])
+    return s

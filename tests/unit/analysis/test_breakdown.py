@@ -12,9 +12,8 @@ import pytest
 
 from logkit.analysis import analyze
 from logkit.analysis.kernels.breakdown import arrival_stragglers, step_breakdown, synced_steps
-from logkit.ingest import Session
-from logkit.ingest.session import make_frame
 from logkit.run.load import load_sessions
+from tests.support.analysis_synth import phased_session
 from tests.support.launch import REPO
 
 WHY_SLOW = REPO / "sample_logs" / "why_slow" / "logs"
@@ -96,23 +95,12 @@ def test_analysis_json_contract_for_stragglers_and_breakdown():
     assert doc["verdict"] and "rank 1" in doc["verdict"][-1].lower()
 
 
-def _made_up(syncs: dict[int, list[float]], data: dict[int, list[float]], compute: dict[int, list[float]],
-             step: float = 0.1) -> Session:
-    """A session of ranks with the given per-step sync, data and compute times (step time ``step``)."""
-    s = Session.empty({"session_id": "made_up", "world_size": len(syncs)})
-    s.phases = make_frame("phases", [{"rank": r, "step": i + 1, "sync_s": v, "compute_s": compute[r][i]}
-                                     for r, vs in syncs.items() for i, v in enumerate(vs)])
-    s.steps = make_frame("steps", [{"rank": r, "step": i + 1, "data_time_s": data[r][i], "step_time_s": step}
-                                   for r, vs in syncs.items() for i in range(len(vs))])
-    return s
-
-
 def test_the_last_arrival_waits_for_nobody_and_the_others_wait_for_it():
     # rank 2 arrives last every step by 30 ms because its compute takes 30 ms more
     syncs = {0: [0.035] * 6, 1: [0.034] * 6, 2: [0.005] * 6}
     compute = {0: [0.02] * 6, 1: [0.02] * 6, 2: [0.05] * 6}
     data = {r: [0.01] * 6 for r in syncs}
-    s = _made_up(syncs, data, compute)
+    s = phased_session(syncs, data, compute)
     b = step_breakdown(s).set_index("rank")
     assert b["comm_exposed_s"].tolist() == pytest.approx([0.005] * 3)
     assert b["wait_s"].tolist() == pytest.approx([0.030, 0.029, 0.0])
@@ -125,10 +113,10 @@ def test_the_last_arrival_waits_for_nobody_and_the_others_wait_for_it():
 
 
 def test_no_straggler_when_arrivals_are_within_the_margin_or_take_turns():
-    even = _made_up({0: [0.0050, 0.0051] * 3, 1: [0.0051, 0.0050] * 3}, {r: [0.01] * 6 for r in (0, 1)},
+    even = phased_session({0: [0.0050, 0.0051] * 3, 1: [0.0051, 0.0050] * 3}, {r: [0.01] * 6 for r in (0, 1)},
                     {r: [0.02] * 6 for r in (0, 1)})
     assert not arrival_stragglers(even)["is_straggler"].any()
-    turns = _made_up({0: [0.03, 0.001] * 3, 1: [0.001, 0.03] * 3}, {r: [0.01] * 6 for r in (0, 1)},
+    turns = phased_session({0: [0.03, 0.001] * 3, 1: [0.001, 0.03] * 3}, {r: [0.01] * 6 for r in (0, 1)},
                      {r: [0.02] * 6 for r in (0, 1)})
     st = arrival_stragglers(turns)
     assert st["last_arrival_share"].tolist() == [0.5, 0.5] and st["is_straggler"].sum() <= 1
@@ -140,19 +128,19 @@ def test_cause_host_unexplained_and_a_single_rank():
     # last in 8 of 8 is the fewest a fair coin gives with a chance below 1%)
     syncs = {0: [0.04] * 10, 1: [0.001] * 10}
     same = {r: [0.01] * 10 for r in syncs}
-    st = arrival_stragglers(_made_up(syncs, same, same)).set_index("rank")
+    st = arrival_stragglers(phased_session(syncs, same, same)).set_index("rank")
     assert st.loc[1, "is_straggler"] and st.loc[1, "cause"] == "host"
     # 30 ms late, a third of it in each phase: no phase explains half of it
-    spread = _made_up({0: [0.04] * 10, 1: [0.01] * 10}, {0: [0.01] * 10, 1: [0.02] * 10},
+    spread = phased_session({0: [0.04] * 10, 1: [0.01] * 10}, {0: [0.01] * 10, 1: [0.02] * 10},
                       {0: [0.02] * 10, 1: [0.03] * 10})
     st = arrival_stragglers(spread).set_index("rank")
     assert st.loc[1, "is_straggler"] and st.loc[1, "cause"] is None
-    single = _made_up({0: [0.01] * 6}, {0: [0.01] * 6}, {0: [0.02] * 6})
+    single = phased_session({0: [0.01] * 6}, {0: [0.01] * 6}, {0: [0.02] * 6})
     assert synced_steps(single).empty and step_breakdown(single).empty and arrival_stragglers(single).empty
 
 
 def test_a_step_only_some_ranks_synced_is_left_out():
-    s = _made_up({0: [0.03] * 4, 1: [0.001] * 4}, {r: [0.01] * 4 for r in (0, 1)}, {r: [0.02] * 4 for r in (0, 1)})
+    s = phased_session({0: [0.03] * 4, 1: [0.001] * 4}, {r: [0.01] * 4 for r in (0, 1)}, {r: [0.02] * 4 for r in (0, 1)})
     s.phases = s.phases[~((s.phases["rank"] == 1) & (s.phases["step"] == 4))]
     rows = synced_steps(s)
     assert sorted(set(rows["step"])) == [1, 2, 3] and isinstance(rows, pd.DataFrame)

@@ -33,9 +33,8 @@ from logkit.analysis.thresholds import (
     STRAGGLER_SCORE,
     STRAGGLER_SHARE,
 )
-from logkit.ingest import Session
-from logkit.ingest.session import make_frame
 from logkit.run.load import load_session, load_sessions
+from tests.support.analysis_synth import phased_session
 from tests.support.launch import REPO
 
 BALANCED = REPO / "sample_logs" / "balanced"
@@ -278,7 +277,7 @@ def test_share_edge_last_in_half_the_steps(k, flagged):
 @pytest.mark.parametrize("gap,last", [(0.00202, True), (0.00198, False)])
 def test_margin_edge_the_last_arrival_by_2_percent_of_a_step(gap, last):
     # rank 1 comes ``gap`` after rank 0 in every step: just over and just under 2% of the 0.1 s step
-    s = made_up({0: [0.04] * 10, 1: [0.04 - gap] * 10}, {r: [0.01] * 10 for r in (0, 1)},
+    s = phased_session({0: [0.04] * 10, 1: [0.04 - gap] * 10}, {r: [0.01] * 10 for r in (0, 1)},
                 {r: [0.02] * 10 for r in (0, 1)})
     rows = synced_steps(s)
     assert rows.loc[rows["rank"] == 1, "last"].tolist() == [last] * 10
@@ -286,23 +285,12 @@ def test_margin_edge_the_last_arrival_by_2_percent_of_a_step(gap, last):
     assert arrival_stragglers(s).set_index("rank").loc[1, "last_arrival_share"] == (1.0 if last else 0.0)
 
 
-def made_up(syncs: dict[int, list[float]], data: dict[int, list[float]], compute: dict[int, list[float]],
-            step: float = 0.1) -> Session:
-    """A session of ranks with the given per-step sync, data and compute times (step time ``step``)."""
-    s = Session.empty({"session_id": "made_up", "world_size": len(syncs)})
-    s.phases = make_frame("phases", [{"rank": r, "step": i + 1, "sync_s": v, "compute_s": compute[r][i]}
-                                     for r, vs in syncs.items() for i, v in enumerate(vs)])
-    s.steps = make_frame("steps", [{"rank": r, "step": i + 1, "data_time_s": data[r][i], "step_time_s": step}
-                                   for r, vs in syncs.items() for i in range(len(vs))])
-    return s
-
-
 @pytest.mark.parametrize("d,cause", [(0.0202, "data"), (0.0198, None)])
 def test_cause_share_edge_half_of_the_lateness(d, cause):
     # rank 1 arrives 40 ms late every step: ``d`` of it in data (50.5%, 49.5%), 10 ms in compute, the
     # rest after the sync (host); data is the largest excess, the cause only from half the lateness
     n, late = 12, 0.04
-    s = made_up({0: [late] * n, 1: [0.0] * n}, {0: [0.01] * n, 1: [0.01 + d] * n}, {0: [0.02] * n, 1: [0.03] * n})
+    s = phased_session({0: [late] * n, 1: [0.0] * n}, {0: [0.01] * n, 1: [0.01 + d] * n}, {0: [0.02] * n, 1: [0.03] * n})
     st = arrival_stragglers(s).set_index("rank")
     assert st.loc[1, "is_straggler"] and st.loc[1, "lateness_s"] == pytest.approx(late)
     assert st.loc[1, "cause"] == cause

@@ -191,55 +191,51 @@ def test_cache_rebuilt_when_only_the_mtime_changed(one_session, count_builds):
     assert count_builds == ["s", "s", "s"]
 
 
-def test_cache_rebuilt_when_the_readers_code_changed(one_session, count_builds, tmp_path, monkeypatch):
+@pytest.fixture
+def package_copy(tmp_path, monkeypatch):
+    """The cache's code key pointed at a copy of the package (to change its code), and back after."""
+    from logkit.run import cache
+
+    copy = tmp_path / "code" / "logkit"
+    shutil.copytree(Path(cache.__file__).resolve().parents[1], copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "_PACKAGE", copy)
+    cache.code_key.cache_clear()
+    yield copy
+    monkeypatch.undo()
+    cache.code_key.cache_clear()  # the real code's key for the tests after
+
+
+def test_cache_rebuilt_when_the_readers_code_changed(one_session, count_builds, package_copy):
     """The key hashes the code the session's maker imports, followed through its imports: point it at a
     copy of the package; a byte changed in a module it does not import keeps the entry, one changed in a
     reader it imports (through ``readers.READERS``) rebuilds it."""
     from logkit.run import cache
 
     stream, _ = one_session
-    real = Path(cache.__file__).resolve().parents[1]
-    copy = tmp_path / "code" / "logkit"
-    shutil.copytree(real, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cache, "_PACKAGE", copy)
+    reload(stream)
+    assert count_builds == ["s"]  # the same code, copied: the same entry
+    for unrelated in (package_copy / "report" / "html.py", package_copy / "analysis" / "kernels" / "scaling.py"):
+        unrelated.write_bytes(unrelated.read_bytes() + b"#")
     cache.code_key.cache_clear()
-    try:
-        reload(stream)
-        assert count_builds == ["s"]  # the same code, copied: the same entry
-        for unrelated in (copy / "report" / "html.py", copy / "analysis" / "kernels" / "scaling.py"):
-            unrelated.write_bytes(unrelated.read_bytes() + b"#")
-        cache.code_key.cache_clear()
-        reload(stream)
-        assert count_builds == ["s"]
-        reader = copy / "ingest" / "readers" / "nccl.py"
-        reader.write_bytes(reader.read_bytes() + b"#")
-        cache.code_key.cache_clear()
-        reload(stream)
-        assert count_builds == ["s", "s"]
-    finally:
-        monkeypatch.undo()
-        cache.code_key.cache_clear()  # the real code's key for the tests after
+    reload(stream)
+    assert count_builds == ["s"]
+    reader = package_copy / "ingest" / "readers" / "nccl.py"
+    reader.write_bytes(reader.read_bytes() + b"#")
+    cache.code_key.cache_clear()
+    reload(stream)
+    assert count_builds == ["s", "s"]
 
 
-def test_the_rank_entries_key_follows_the_reducers_code(tmp_path, monkeypatch):
+def test_the_rank_entries_key_follows_the_reducers_code(package_copy):
     """A rank partial's key covers the comm reducer the engine imports (no list of files to keep)."""
     from logkit.run import cache
 
-    real = Path(cache.__file__).resolve().parents[1]
-    copy = tmp_path / "code" / "logkit"
-    shutil.copytree(real, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cache, "_PACKAGE", copy)
+    before = cache.code_key("logkit.run.engine"), cache.code_key("logkit.ingest.load")
+    reducer = package_copy / "analysis" / "kernels" / "comm_reduce.py"
+    reducer.write_bytes(reducer.read_bytes() + b"#")
     cache.code_key.cache_clear()
-    try:
-        before = cache.code_key("logkit.run.engine"), cache.code_key("logkit.ingest.load")
-        reducer = copy / "analysis" / "kernels" / "comm_reduce.py"
-        reducer.write_bytes(reducer.read_bytes() + b"#")
-        cache.code_key.cache_clear()
-        after = cache.code_key("logkit.run.engine"), cache.code_key("logkit.ingest.load")
-        assert after[0] != before[0] and after[1] == before[1]
-    finally:
-        monkeypatch.undo()
-        cache.code_key.cache_clear()
+    after = cache.code_key("logkit.run.engine"), cache.code_key("logkit.ingest.load")
+    assert after[0] != before[0] and after[1] == before[1]
 
 
 # Where an entry lives and what store says: read off the folder, not from cache's own helpers.
