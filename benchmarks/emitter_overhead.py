@@ -215,7 +215,7 @@ def measure(step_ms: float, pairs: int, steps_per_block: int, verbosity: str, ch
 def per_record(n_steps: int, buckets: int) -> dict:
     """Training-thread time of step_begin + step_end with ``buckets`` comm records per step,
     and the writer thread's CPU time per step for what they produce."""
-    from trainer_hooks.session import SessionLogger
+    from trainer_hooks.session_logger import SessionLogger
 
     with tempfile.TemporaryDirectory() as tmp:
         log = SessionLogger(tmp, "high", gpu_snapshot_interval=0)

@@ -20,7 +20,7 @@ def __getattr__(name: str):
 
         return TrainingLogger
     if name == "SessionLogger":
-        from trainer_hooks.session import SessionLogger
+        from trainer_hooks.session_logger import SessionLogger
 
         return SessionLogger
     raise AttributeError(f"module 'trainer_hooks' has no attribute {name!r}")

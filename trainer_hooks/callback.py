@@ -17,7 +17,7 @@ from transformers import TrainerCallback
 from logkit.schema import Status
 from trainer_hooks.guard import guarded
 from trainer_hooks.lifecycle import end_on_exit
-from trainer_hooks.session import SessionLogger
+from trainer_hooks.session_logger import SessionLogger
 
 # Trainer log keys that are not per-step training metrics.
 _NOT_STEP_METRICS = ("epoch", "total_flos", "step")

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from logkit.schema import Status
 from trainer_hooks.guard import guarded
 from trainer_hooks.lifecycle import end_on_exit
-from trainer_hooks.session import SessionLogger
+from trainer_hooks.session_logger import SessionLogger
 
 
 class StepMetrics:

@@ -105,7 +105,7 @@ def _headroom(ax, top: float) -> None:
 
 def _ideal(analysis: Analysis, c) -> float | None:
     """The rank ratio of a comparison (its ideal speedup), when both runs logged their ranks."""
-    base, cand = analysis.scaling.summary(c.baseline), analysis.scaling.summary(c.candidate)
+    base, cand = analysis.scaling.session_summary(c.baseline), analysis.scaling.session_summary(c.candidate)
     return c.rank_ratio if base and cand and base.world_size and cand.world_size else None
 
 

@@ -18,9 +18,9 @@ from tests.support.launch import REPO, ctrl_c_default, read_jsonl
 PRELUDE = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {repo!r})
-    from trainer_hooks import session as session_mod
+    from trainer_hooks import session_logger as session_mod
     from trainer_hooks.distributed import RankInfo
-    from trainer_hooks.session import SessionLogger
+    from trainer_hooks.session_logger import SessionLogger
     from trainer_hooks.lifecycle import end_on_exit
 
     class HungEvent:

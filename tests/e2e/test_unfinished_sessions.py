@@ -25,7 +25,7 @@ KILLED_EARLY = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {repo!r})
     from trainer_hooks import writer
-    from trainer_hooks.session import SessionLogger
+    from trainer_hooks.session_logger import SessionLogger
 
     # the writer's first flush never comes before the kill (it flushes every 0.5 s otherwise)
     init = writer.RecordWriter.__init__

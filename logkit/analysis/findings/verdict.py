@@ -27,7 +27,7 @@ def _headline(scaling: Scaling) -> Comparison | None:
 
 
 def _payoff(c: Comparison, scaling: Scaling) -> str:
-    cand, base = scaling.summary(c.candidate), scaling.summary(c.baseline)
+    cand, base = scaling.session_summary(c.candidate), scaling.session_summary(c.baseline)
     n, m = (cand.world_size if cand else None) or "?", (base.world_size if base else None) or "?"
     eff = c.scaling_efficiency
     figures = f"{n} ranks ran {c.speedup:.2f}x the samples/s of {m}" + (

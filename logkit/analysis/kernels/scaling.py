@@ -259,7 +259,7 @@ def with_averages(scaling: Scaling, gpus: pd.DataFrame) -> Scaling:
     for label in dict.fromkeys(c.group for c in scaling.comparisons):
         mine = [c for c in scaling.comparisons if c.group == label]
         ids = dict.fromkeys([mine[0].baseline] + [c.candidate for c in mine])
-        members = [s for s in map(scaling.summary, ids) if s is not None]
+        members = [s for s in map(scaling.session_summary, ids) if s is not None]
         for multi in (False, True):
             side = [s for s in members if s.is_multi == multi]
             if not side:

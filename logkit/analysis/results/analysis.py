@@ -88,7 +88,7 @@ class Analysis:
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity_counts", severity_counts(self.findings))
         training = {sid: m for sid, m in self.mfu.items()
-                    if (s := self.scaling.summary(sid)) is None or s.is_training}
+                    if (s := self.scaling.session_summary(sid)) is None or s.is_training}
         object.__setattr__(self, "training_mfu", training)
 
     @classmethod

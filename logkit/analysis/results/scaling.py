@@ -224,7 +224,7 @@ class Scaling:
     def training(self) -> tuple[SessionSummary, ...]:
         return tuple(s for s in self.sessions if s.is_training)
 
-    def summary(self, session_id) -> SessionSummary | None:
+    def session_summary(self, session_id) -> SessionSummary | None:
         return next((s for s in self.sessions if s.session_id == session_id), None)
 
     def average(self, group, multi: bool) -> GroupAverage | None:

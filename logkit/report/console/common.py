@@ -43,7 +43,7 @@ def gpu_lines(analysis: Analysis, sid, indent: str = "  ") -> list[str]:
 
 
 def session_header(analysis: Analysis, sid, icon: str) -> list[str]:
-    s = analysis.scaling.summary(sid)
+    s = analysis.scaling.session_summary(sid)
     kind = KIND_WORDS.get(s.kind) if s else None
     return [f"{icon} Session: {sid}" + (f" ({kind})" if kind else ""), f"  GPUs: {gpu_count_text(s)}"]
 

@@ -93,7 +93,7 @@ def render_communication(analysis: Analysis) -> str:
     keys = list(_KEYS)
     for sid in session_order(analysis, "communication", "nccl_tests"):
         mine, tests = analysis.rows("communication", sid), analysis.rows("nccl_tests", sid)
-        summary = analysis.scaling.summary(sid)
+        summary = analysis.scaling.session_summary(sid)
         if summary is not None and summary.kind == SessionKind.GPU_CAPTURE and not mine:
             continue  # a GPU capture has no communication to show
         lines += [""] + session_header(analysis, sid, "📡")

@@ -162,12 +162,12 @@ def _group_lines(analysis: Analysis, mine: list[Comparison], label, several: boo
         avg = scaling.average(label, multi)
         if avg is not None:
             lines += _average_block(title, avg, gpu) + [""]
-    base = scaling.summary(mine[0].baseline) or _unknown(mine[0].baseline)
+    base = scaling.session_summary(mine[0].baseline) or _unknown(mine[0].baseline)
     lines.append(f"Baseline: {mine[0].baseline} ({fmt(base.world_size, 'd')} rank(s), "
                  f"{fmt(base.samples_per_second)} samples/s)")
     for c in mine:
-        lines += _comparison_lines(c, scaling.summary(c.baseline) or base,
-                                   scaling.summary(c.candidate) or _unknown(c.candidate), w)
+        lines += _comparison_lines(c, scaling.session_summary(c.baseline) or base,
+                                   scaling.session_summary(c.candidate) or _unknown(c.candidate), w)
     return lines + [""]
 
 
@@ -215,7 +215,7 @@ def render_compare(analysis: Analysis) -> str:
     block, extra = _comparisons(analysis, training, w, gpu)
     lines += block
     keys = ["speedup", "scaling_efficiency", "regime", "step_rate_ratio", "samples_per_second", "final_loss", *extra]
-    not_compared = [r for r in scaling.not_compared if (scaling.summary(r.session_id) or _unknown(None)).is_training]
+    not_compared = [r for r in scaling.not_compared if (scaling.session_summary(r.session_id) or _unknown(None)).is_training]
     if not_compared:
         lines += ["", f"Not compared ({len(not_compared)}):"] + [f"  {r.session_id}: {r.reason}" for r in not_compared]
     for fit in scaling.fits:

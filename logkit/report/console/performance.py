@@ -75,7 +75,7 @@ def render_performance(analysis: Analysis) -> str:
     """Step-time spread per rank, stragglers, per-GPU utilization and memory, MFU, per session."""
     lines = ["PERFORMANCE, STRAGGLERS AND GPUS", RULE]
     for sid in session_order(analysis, "performance", "stragglers", "gpus"):
-        summary = analysis.scaling.summary(sid)
+        summary = analysis.scaling.session_summary(sid)
         training = summary is None or summary.is_training
         lines += ["", f"⏱ Session: {sid}" + ("" if training else f" ({KIND_WORDS.get(summary.kind, summary.kind)})")]
         lines += _rank_lines(analysis.rows("performance", sid)) or (["  No step times logged."] if training else [])

@@ -10,7 +10,7 @@ import pytest
 
 from logkit.schema import STEP_LINE, SessionFiles
 from tests.support.launch import read_jsonl
-from trainer_hooks.session import SessionLogger
+from trainer_hooks.session_logger import SessionLogger
 from trainer_hooks.settings import resolve_settings
 
 

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.support.launch import read_jsonl
-from trainer_hooks import session as session_mod
+from trainer_hooks import session_logger as session_mod
 from trainer_hooks.commhook import CommTimer, install_comm_hook
 from trainer_hooks.distributed import RankInfo
 

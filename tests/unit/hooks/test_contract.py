@@ -33,12 +33,12 @@ from logkit.schema.records import (
 from logkit.schema.vocab import ENDED, Mode
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_sampler import fake_pynvml
-from trainer_hooks import session as session_mod
+from trainer_hooks import session_logger as session_mod
 from trainer_hooks.builder import COMM_FIELDS, PERF_FIELDS, PHASE_FIELDS, STEP_FIELDS, RecordBuilder
 from trainer_hooks.distributed import RankInfo
 from trainer_hooks.layout import HEADER, layout, reader
 from trainer_hooks.sampling import nvml as nvml_mod
-from trainer_hooks.session import SessionLogger
+from trainer_hooks.session_logger import SessionLogger
 from trainer_hooks.settings import resolve_settings
 from trainer_hooks.steps import PendingStep
 from trainer_hooks.summary import build_summary

@@ -19,7 +19,7 @@ from logkit.schema import (
     parse_message,
 )
 from tests.support.launch import read_jsonl
-from trainer_hooks.session import SessionLogger
+from trainer_hooks.session_logger import SessionLogger
 
 LOSSES = [2.5, 2.25, 2.0, float("nan"), 1.5]
 
@@ -135,7 +135,7 @@ def test_callback_survives_whatever_it_is_handed(tmp_path):
 
 
 def test_import_costs():
-    code = ("import sys, trainer_hooks, trainer_hooks.session, logkit, logkit.schema; "
+    code = ("import sys, trainer_hooks, trainer_hooks.session_logger, logkit, logkit.schema; "
             "print('pandas' in sys.modules, 'torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False", "False"]

@@ -13,11 +13,11 @@ import pytest
 from logkit.schema import GPU_UTIL_LOW, PROCESS_LINE, SessionFiles
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_sampler import fake_pynvml
-from trainer_hooks import session as session_mod
+from trainer_hooks import session_logger as session_mod
 from trainer_hooks import sysinfo
 from trainer_hooks.distributed import RankInfo
 from trainer_hooks.sampling import nvml as nvml_mod
-from trainer_hooks.session import SessionLogger
+from trainer_hooks.session_logger import SessionLogger
 
 UTIL = {0: 92.0, 1: 45.2}  # NVML index -> utilization %: the second GPU is under the 50% threshold
 MEM_PCT = {0: 5.0, 1: 10.0}  # the fake's 4 GB and 8 GB used of 80 GB

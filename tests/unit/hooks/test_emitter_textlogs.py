@@ -10,9 +10,9 @@ import pytest
 from logkit.schema import COMMUNICATION, MULTIGPU_STEP, PROCESS_LINE, STEP_LINE, SessionFiles
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_findings import _FakeEvent
-from trainer_hooks import session as session_mod
+from trainer_hooks import session_logger as session_mod
 from trainer_hooks.distributed import RankInfo
-from trainer_hooks.session import SessionLogger
+from trainer_hooks.session_logger import SessionLogger
 
 BUCKET_BYTES = (3_000_000, 1_000_000)
 

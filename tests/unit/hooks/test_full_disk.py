@@ -22,7 +22,7 @@ LIMIT = 400  # bytes: less than the run's summary.json (about 500 bytes)
 CHILD = textwrap.dedent("""
     import resource, signal, sys
     sys.path.insert(0, {repo!r})
-    from trainer_hooks.session import SessionLogger
+    from trainer_hooks.session_logger import SessionLogger
 
     log = SessionLogger({log_dir!r}, gpu_snapshot_interval=0)
     log.start(per_device_batch_size=4)

@@ -13,7 +13,7 @@ import pytest
 from logkit.schema import SessionFiles
 from tests.support.launch import read_jsonl
 from trainer_hooks.findings import LossSpikeDetector
-from trainer_hooks.session import SessionLogger
+from trainer_hooks.session_logger import SessionLogger
 
 FACTOR = 3.0  # the README's "median x e^(3 robust SD)"
 WINDOW = 20

@@ -354,7 +354,7 @@ def test_resource_usage_for_step_records(monkeypatch):
 def test_without_a_gpu_each_interval_still_gives_its_host_mean_min_max(tmp_path, monkeypatch):
     from logkit.schema import SessionFiles
     from tests.support.launch import read_jsonl
-    from trainer_hooks.session import SessionLogger
+    from trainer_hooks.session_logger import SessionLogger
 
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(count=0))
     log = SessionLogger(tmp_path, "high", gpu_snapshot_interval=0.25)

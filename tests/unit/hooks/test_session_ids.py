@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from logkit.run.load import load_sessions
-from trainer_hooks.session import SessionLogger
+from trainer_hooks.session_logger import SessionLogger
 
 
 def _run(log_dir, session_id=None, steps=3) -> SessionLogger:

@@ -40,7 +40,7 @@ import pytest
 
 from tests.support.launch import read_jsonl
 from trainer_hooks import nonfinite
-from trainer_hooks import session as session_mod
+from trainer_hooks import session_logger as session_mod
 from trainer_hooks.builder import RecordBuilder
 from trainer_hooks.distributed import RankInfo
 from trainer_hooks.findings import (

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainer_hooks import session as session_mod
+from trainer_hooks import session_logger as session_mod
 from trainer_hooks import stall
 from trainer_hooks import steps as steps_mod
 from trainer_hooks.distributed import RankInfo

@@ -29,7 +29,7 @@ RUN_S = 3.5  # steps logged before the kill: the first ~2 s of them must all be 
 CHILD = textwrap.dedent("""
     import os, sys, time
     sys.path.insert(0, {repo!r})
-    from trainer_hooks.session import SessionLogger
+    from trainer_hooks.session_logger import SessionLogger
 
     log = SessionLogger({log_dir!r}, gpu_snapshot_interval=0)
     log.start(per_device_batch_size=4)
