@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from logkit.schema.records import F, RecordSpec
 
-__all__ = ["SessionFiles", "session_files", "RANK_JSONL_RE", "SUMMARY_JSON_RE", "ERRORS_LOG_RE", "SUMMARY"]
+__all__ = ["SessionFiles", "session_files", "RANK_JSONL_RE", "SUMMARY_JSON_RE", "ERRORS_LOG_RE", "LOGKIT_TEXT_RE",
+           "SUMMARY"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ def session_files(session_id: str) -> SessionFiles:
 RANK_JSONL_RE = re.compile(r"^(?P<session_id>.+)_rank(?P<rank>\d+)\.jsonl(?:\.gz)?$")
 SUMMARY_JSON_RE = re.compile(r"^(?P<session_id>.+)_summary\.json$")
 ERRORS_LOG_RE = re.compile(r"^(?P<session_id>.+)_errors\.log(?:\.gz)?$")
+# Our text logs: <session_id>_main.log, _multigpu.log, _performance.log
+LOGKIT_TEXT_RE = re.compile(r"^(?P<session_id>.+)_(?:main|multigpu|performance)\.log(?:\.gz)?$")
 
 # summary.json, written by rank 0 at the end: its keys, by the meta names logkit reads them as.
 SUMMARY = RecordSpec("", "meta", (
