@@ -13,7 +13,9 @@ known value, except a guess (``GUESSES``: a duration taken from the last record,
 device table (ranks)", "the log says (worker N of M)", ...), "highest rank seen (a lower
 bound)", "rank streams found (a lower bound)", or None where nothing says (the world size is
 then None: unknown, never 1). A file that only assumes a rank (trainer_state.json, results.json,
-an earlier logger's summary: rank 0 by convention) does not count as a rank seen.
+an earlier logger's summary: rank 0 by convention, its format's declaration says ``assumed_rank``)
+does not count as a rank seen; a reader that does not say where its world size came from gets its
+format's ``world_size_from``.
 
 What no file says, the files' modification times do, at each read (``liveness``, applied by
 ``load`` after the cache, so never stored): a session of ours without session_end whose streams

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from logkit.schema.files import ERRORS_LOG_RE, LOGKIT_TEXT_RE, RANK_JSONL_RE, SUMMARY_JSON_RE
+from logkit.schema.files import ERRORS_LOG_RE, LOGKIT_TEXT_RE, RANK_JSONL_RE, RESULTS_JSON, SUMMARY_JSON_RE
 from logkit.schema.vocab import Word
 
-__all__ = ["FileFormat", "Role", "Format", "Reader", "FORMATS", "READERS", "TEXT_SUFFIXES", "declared", "with_role",
-           "last_resort"]
+__all__ = ["FileFormat", "Role", "Format", "Reader", "FORMATS", "READERS", "TEXT_SUFFIXES", "declared",
+           "with_role", "last_resort"]
 
 
 class FileFormat(Word):
@@ -53,7 +53,7 @@ class Role(Word):
 
     OURS = "ours", "our own files: a session of ours (streams, summary.json, text logs)"
     TRAINING = "training", "a training run's log: its session is a training run, compared with others"
-    GPU_CAPTURE = "gpu_capture", "GPU samples and nothing of a run: a session of them alone is no training run"
+    GPU_CAPTURE = "gpu_capture", "GPU samples, nothing of a run: a session of them alone is no training run"
     BENCHMARK = "benchmark", "a communication benchmark (nccl-tests): its session is a benchmark, not a run"
     RUN_DOCUMENT = "run_document", "a document a run writes at its end: read for the run's meta and totals"
 
@@ -162,8 +162,6 @@ def _our_summary(probe) -> bool:
 def _results_json(probe) -> bool:
     if probe.base == "results.json":
         return True
-    from logkit.ingest.readers.json_docs import RESULTS_JSON  # here: it brings pyarrow and pandas
-
     head = probe.head
     duration, gpus, mode = (f'"{RESULTS_JSON[n].raw[0]}"' for n in ("duration_s", "gpu_count", "mode"))
     return duration in head and (gpus in head or mode in head)
@@ -183,12 +181,13 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format(FileFormat.LOGKIT_TEXT, Role.OURS, Reader("logkit.ingest.readers.logkit_text", "read_logkit_text"),
            names=LOGKIT_TEXT_RE, priority=1, world_size_from="our text logs (World size / Processes)",
            echoes_streams=True),
-    Format(FileFormat.LOGKIT_ERRORS, Role.OURS, Reader("logkit.ingest.readers.logkit_errors", "read_logkit_errors"),
-           session_names=ERRORS_LOG_RE, joins_found=True),
-    Format(FileFormat.RESULTS_JSON, Role.RUN_DOCUMENT, Reader("logkit.ingest.readers.json_docs", "read_results_json"),
-           suffixes=(".json",), telltale=_results_json, priority=23, run_document="results.json",
-           session_key="logkit_session", companion_meta=True, assumed_rank=True, world_size_from="results.json",
-           totals="results.json"),
+    Format(FileFormat.LOGKIT_ERRORS, Role.OURS,
+           Reader("logkit.ingest.readers.logkit_errors", "read_logkit_errors"), session_names=ERRORS_LOG_RE,
+           joins_found=True),
+    Format(FileFormat.RESULTS_JSON, Role.RUN_DOCUMENT,
+           Reader("logkit.ingest.readers.json_docs", "read_results_json"), suffixes=(".json",),
+           telltale=_results_json, priority=23, run_document="results.json", session_key="logkit_session",
+           companion_meta=True, assumed_rank=True, world_size_from="results.json", totals="results.json"),
     Format(FileFormat.TRAINER_STATE, Role.RUN_DOCUMENT,
            Reader("logkit.ingest.readers.json_docs", "read_trainer_state"), suffixes=(".json",),
            telltale=_trainer_state, priority=20, run_document="trainer_state.json", assumed_rank=True,
@@ -210,8 +209,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format(FileFormat.NVIDIA_SMI_DMON, Role.GPU_CAPTURE,
            Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_dmon"), suffixes=TEXT_SUFFIXES,
            telltale=_DMON, priority=41),
-    Format(FileFormat.NCCL_TESTS, Role.BENCHMARK, Reader("logkit.ingest.readers.nccl_tests", "read_nccl_tests"),
-           suffixes=TEXT_SUFFIXES, telltale=_NCCL_TESTS, priority=42),
+    Format(FileFormat.NCCL_TESTS, Role.BENCHMARK,
+           Reader("logkit.ingest.readers.nccl_tests", "read_nccl_tests"), suffixes=TEXT_SUFFIXES,
+           telltale=_NCCL_TESTS, priority=42),
     Format(FileFormat.GPUSTAT, Role.GPU_CAPTURE, Reader("logkit.ingest.readers.gpustat", "read_gpustat"),
            suffixes=TEXT_SUFFIXES, telltale=_GPUSTAT, priority=43),
     Format(FileFormat.CONSOLE, Role.TRAINING, Reader("logkit.ingest.readers.console", "read_console"),

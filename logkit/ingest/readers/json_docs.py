@@ -15,19 +15,11 @@ import orjson
 
 from logkit.ingest.readers.base import Read, ReadResult, read_bytes
 from logkit.ingest.readers.formats import FileFormat
-from logkit.schema.records import F, RecordSpec
+from logkit.schema.files import RESULTS_JSON
 from logkit.schema.values import as_float, as_int, as_text
 from logkit.schema.vocab import Mode, Status
 
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos")
-# results.json (a run folder's, as examples/train_qlora.py writes it): its keys, by the names meta gives them.
-RESULTS_JSON = RecordSpec("", "meta", (
-    F("mode", type=object), F("device", type=str), F("gpu_count", "num_gpus", int),
-    F("num_processes", type=int), F("world_size", type=int), F("duration_s", "duration_seconds", unit="s"),
-    F("steps_per_second", unit="steps/s"), F("samples_per_second", unit="samples/s"), F("total_steps", type=int),
-    F("final_loss"), F("model", "model_name", str), F("config", type=object, doc="the configuration's name"),
-    F("session", type=str), F("optimizations", type=object),
-), "a run's results, written by the training script")
 
 
 def load_doc(read: Read) -> dict | None:
