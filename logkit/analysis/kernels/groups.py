@@ -7,8 +7,8 @@ nothing about scaling. So sessions are grouped, and each group has its own basel
 Definitions (``definitions.SCALING``: kind, group):
 
 - kind: ``gpu_capture`` (nvidia-smi / gpustat captures, monitor_gpu samples), ``nccl_tests`` (an nccl-tests
-  benchmark), else ``training`` (which formats are captures and benchmarks: their declarations' ``role``,
-  ``ingest.readers.formats``) (a training run's logs, complete or not). Only training runs
+  benchmark), else ``training`` (a training run's logs, complete or not). Which formats are captures
+  and benchmarks, their declarations say (``role``, ``ingest.readers.formats``). Only training runs
   enter the single- vs multi-process comparison.
 - group: runs with the same model name (case-insensitive), the same sequence length and the
   same named configuration where they log one. A run that does not log its sequence length

@@ -25,7 +25,7 @@ from logkit.schema.files import ERRORS_LOG_RE, LOGKIT_TEXT_RE, RANK_JSONL_RE, RE
 from logkit.schema.vocab import Word
 
 __all__ = ["FileFormat", "Role", "Format", "Reader", "FORMATS", "READERS", "TEXT_SUFFIXES", "declared",
-           "with_role", "last_resort"]
+           "by_priority", "with_role", "last_resort"]
 
 
 class FileFormat(Word):
@@ -224,6 +224,18 @@ def declared(name: str) -> Format:
     """The declaration of format ``name``; a name nobody declared (a test's, a stale entry's) says nothing
     of itself: a format with no reader, no telltale and no facts, whose files count as a run's."""
     return FORMATS.get(name) or Format(name, Role.TRAINING)
+
+
+_ORDER: list = [(), []]  # the declarations (their ids) the order was made of, and the order
+
+
+def by_priority() -> list[Format]:
+    """The declarations in the order files are tried against them (``priority``, then declaration order);
+    made again when a declaration is added, replaced or removed."""
+    now = tuple(map(id, FORMATS.values()))
+    if now != _ORDER[0]:
+        _ORDER[:] = [now, sorted(FORMATS.values(), key=lambda f: f.priority)]
+    return _ORDER[1]
 
 
 def with_role(role: Role) -> frozenset[str]:

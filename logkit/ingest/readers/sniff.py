@@ -10,7 +10,7 @@ import zlib
 from functools import cached_property
 from pathlib import Path
 
-from logkit.ingest.readers.formats import FORMATS, Format
+from logkit.ingest.readers.formats import Format, by_priority
 
 PEEK = 64 * 1024
 # our files that are no log to read on their own: the logger's errors (read with its session) and summary.txt
@@ -69,7 +69,7 @@ def sniff(path: Path, loose: bool = False) -> str | None:
     name = path.name
     if _SKIP.search(name):
         return None
-    order = sorted(FORMATS.values(), key=lambda f: f.priority)
+    order = by_priority()
     for fmt in order:
         if fmt.names is not None and fmt.names.match(name):
             return fmt.name
