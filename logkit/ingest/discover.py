@@ -35,9 +35,9 @@ from logkit.ingest.readers.formats import (
     FileFormat,
     Format,
     Role,
-    by_priority,
     declared,
     last_resort,
+    session_named,
 )
 
 _RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
@@ -83,8 +83,7 @@ def _by_name(folder: Path, name: str) -> tuple[Format, str] | None:
     """(the declaration of the format, the session id) of a file whose name says its session; None for
     any other. Where two formats share a name (our summary.json, an earlier logger's), sniffing says
     which: ours unless the other is recognised."""
-    hits = [(f, m["session_id"]) for f in by_priority()
-            if f.session_file is not None and (m := f.session_file.match(name)) is not None]
+    hits = [(f, m["session_id"]) for f, pattern in session_named() if (m := pattern.match(name)) is not None]
     if len(hits) < 2:
         return hits[0] if hits else None
     sniffed = _sniff(folder / name)

@@ -25,7 +25,7 @@ from logkit.schema.files import ERRORS_LOG_RE, LOGKIT_TEXT_RE, RANK_JSONL_RE, RE
 from logkit.schema.vocab import Word
 
 __all__ = ["FileFormat", "Role", "Format", "Reader", "FORMATS", "READERS", "TEXT_SUFFIXES", "declared",
-           "by_priority", "with_role", "last_resort"]
+           "by_priority", "session_named", "with_role", "last_resort"]
 
 
 class FileFormat(Word):
@@ -226,16 +226,25 @@ def declared(name: str) -> Format:
     return FORMATS.get(name) or Format(name, Role.TRAINING)
 
 
-_ORDER: list = [(), []]  # the declarations (their ids) the order was made of, and the order
+_DERIVED: dict = {}  # what sniffing and discovery ask for every file, made once per set of declarations
+
+
+def _derived() -> dict:
+    now = tuple(FORMATS.values())
+    if _DERIVED.get("of") != now:  # a declaration added, replaced or removed (equal ones behave alike)
+        order = sorted(now, key=lambda f: f.priority)
+        _DERIVED.update(of=now, order=order, named=[(f, f.session_file) for f in order if f.session_file])
+    return _DERIVED
 
 
 def by_priority() -> list[Format]:
-    """The declarations in the order files are tried against them (``priority``, then declaration order);
-    made again when a declaration is added, replaced or removed."""
-    now = tuple(map(id, FORMATS.values()))
-    if now != _ORDER[0]:
-        _ORDER[:] = [now, sorted(FORMATS.values(), key=lambda f: f.priority)]
-    return _ORDER[1]
+    """The declarations in the order files are tried against them (``priority``, then declaration order)."""
+    return _derived()["order"]
+
+
+def session_named() -> list[tuple[Format, re.Pattern]]:
+    """The formats whose file names hold their session's id, with that pattern, in ``priority`` order."""
+    return _derived()["named"]
 
 
 def with_role(role: Role) -> frozenset[str]:
