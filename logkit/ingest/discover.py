@@ -14,6 +14,10 @@ Sessions found under a root, in path order:
   file read as its folder's rank;
 - loose files (console captures, nccl-tests, GPU captures, verbose JSONL, ...): they join the
   one session of their folder when there is exactly one, else each is a session of its own.
+
+What a format's files do here is its declaration's (``readers.formats``): a name holding the session id
+(``session_file``), a run folder's documents (``run_document``, ``session_key``), dumps gathered into one
+session (``gathers``), a file joining only a session found otherwise (``joins_found``).
 """
 
 from __future__ import annotations
@@ -26,11 +30,18 @@ from pathlib import Path
 
 import orjson
 
-from logkit.schema.files import ERRORS_LOG_RE, RANK_JSONL_RE, SUMMARY_JSON_RE
+from logkit.ingest.readers.formats import (
+    FORMATS,
+    FileFormat,
+    Format,
+    Role,
+    declared,
+    last_resort,
+    session_named,
+)
 
 _RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
-_RUN_DOCS = ("results.json", "trainer_state.json")
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,39 @@ def _sniff(path: Path, loose: bool = False) -> str | None:
     return sniff(path, loose=loose)
 
 
+def _by_name(folder: Path, name: str) -> tuple[Format, str] | None:
+    """(the declaration of the format, the session id) of a file whose name says its session; None for
+    any other. Where two formats share a name (our summary.json, an earlier logger's), sniffing says
+    which: ours unless the other is recognised."""
+    hits = [(f, m["session_id"]) for f, pattern in session_named() if (m := pattern.match(name)) is not None]
+    if len(hits) < 2:
+        return hits[0] if hits else None
+    sniffed = _sniff(folder / name)
+    return next((h for h in hits if h[0].name == sniffed), None) or next(
+        (h for h in hits if h[0].role is Role.OURS), hits[0])
+
+
+def _add_named(found: dict, folder: Path, path: Path, fmt: Format, sid: str) -> None:
+    """A file whose name says its session, added to it (our streams and summary in their places)."""
+    src = found.setdefault(sid, SessionSource(sid, folder))
+    if fmt.name == FileFormat.LOGKIT_JSONL:
+        # A plain stream wins over a gzipped copy of the same rank (sorted: ".jsonl" < ".jsonl.gz").
+        src.rank_files.setdefault(int(fmt.session_file.match(path.name)["rank"]), path)
+    elif fmt.name == FileFormat.LOGKIT_SUMMARY:
+        src.summary = path
+    else:
+        src.extra.append(SourceFile(fmt.name, path))
+        src.kind = fmt.source_kind or src.kind
+
+
+def _run_folder(folder: Path, run_docs: list[SourceFile]) -> tuple[str, list[SourceFile]]:
+    """A run folder's session id (sessions/NAME/{single_gpu,multi_gpu}/ -> "NAME/single_gpu") and its
+    documents, in the order of their declarations."""
+    sid = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+    order = [name for name, f in FORMATS.items() if f.run_document is not None]
+    return sid, sorted(run_docs, key=lambda f: order.index(f.format))
+
+
 def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[SessionSource]:
     """Sessions whose files lie directly in ``folder`` (one folder may hold several ids)."""
     if names is None:
@@ -75,48 +119,31 @@ def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[Sess
             names = [p.name for p in folder.iterdir() if p.is_file()]
         except OSError:
             return []
-    from logkit.ingest.readers.sniff import LOGKIT_TEXT_RE
-
+    run_names = {f.run_document for f in FORMATS.values() if f.run_document is not None}
     found: dict[str, SessionSource] = {}
     loose: list[SourceFile] = []
     run_docs: list[SourceFile] = []
-    errors: list[tuple[str, SourceFile]] = []
+    joining: list[tuple[str, SourceFile]] = []
     for name in sorted(names):
         path = folder / name
-        if (m := RANK_JSONL_RE.match(name)) is not None:
-            src = found.setdefault(m["session_id"], SessionSource(m["session_id"], folder))
-            # A plain stream wins over a gzipped copy of the same rank (sorted: ".jsonl" < ".jsonl.gz").
-            src.rank_files.setdefault(int(m["rank"]), path)
-            continue
-        if (m := SUMMARY_JSON_RE.match(name)) is not None:
-            src = found.setdefault(m["session_id"], SessionSource(m["session_id"], folder))
-            if _sniff(path) == "legacy_summary":
-                src.extra.append(SourceFile("legacy_summary", path))
-                src.kind = "legacy"
+        if (hit := _by_name(folder, name)) is not None:
+            fmt, sid = hit
+            if fmt.joins_found:
+                joining.append((sid, SourceFile(fmt.name, path)))
             else:
-                src.summary = path
+                _add_named(found, folder, path, fmt, sid)
             continue
-        if (m := LOGKIT_TEXT_RE.match(name)) is not None:
-            found.setdefault(m["session_id"], SessionSource(m["session_id"], folder)).extra.append(
-                SourceFile("logkit_text", path))
-            continue
-        if (m := ERRORS_LOG_RE.match(name)) is not None:
-            errors.append((m["session_id"], SourceFile("logkit_errors", path)))
-            continue
-        fmt = _sniff(path)
-        if fmt in ("results_json", "trainer_state") and name in _RUN_DOCS:
-            run_docs.append(SourceFile(fmt, path))
-        elif fmt is not None and fmt not in ("logkit_jsonl", "logkit_summary"):
-            loose.append(SourceFile(fmt, path))
-    for sid, f in errors:  # the logger's own failures belong to a session found by its other files
+        fmt = FORMATS.get(_sniff(path))
+        if fmt is not None and fmt.run_document is not None and name in run_names:
+            run_docs.append(SourceFile(fmt.name, path))
+        elif fmt is not None and fmt.reader is not None:
+            loose.append(SourceFile(fmt.name, path))
+    for sid, f in joining:  # the logger's own failures belong to a session found by its other files
         if sid in found:
             found[sid].extra.append(f)
     if run_docs:
-        # a run folder: sessions/NAME/{single_gpu,multi_gpu}/ -> "NAME/single_gpu"
-        sid = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
-        order = {"results_json": 0, "trainer_state": 1}
-        found.setdefault(sid, SessionSource(sid, folder, kind="run_folder")).extra.extend(
-            sorted(run_docs, key=lambda f: order[f.format]))
+        sid, docs = _run_folder(folder, run_docs)
+        found.setdefault(sid, SessionSource(sid, folder, kind="run_folder")).extra.extend(docs)
     sources = [found[k] for k in sorted(found)]
     if len(sources) == 1:
         sources[0].extra.extend(loose)
@@ -125,12 +152,14 @@ def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[Sess
 
 
 def _loose_sessions(folder: Path, loose: list[SourceFile]) -> list[SessionSource]:
-    """A session per loose file; the ranks' Flight Recorder dumps of one job, in a folder of
-    their own, make one session."""
-    dumps = [f for f in loose if f.format == "flight_recorder"]
-    out = [SessionSource(folder.name or "flight_recorder", folder, extra=dumps, kind="file")] if len(dumps) > 1 \
-        else []
-    rest = [f for f in loose if f.format != "flight_recorder" or len(dumps) < 2]
+    """A session per loose file; the files of a format that gathers (the ranks' Flight Recorder dumps
+    of one job), several in a folder of their own, make one session."""
+    out, rest = [], list(loose)
+    for name, fmt in FORMATS.items():
+        group = [f for f in loose if f.format == name]
+        if fmt.gathers and len(group) > 1:
+            out.append(SessionSource(folder.name or name, folder, extra=group, kind="file"))
+            rest = [f for f in rest if f.format != name]
     return out + [SessionSource(_file_id(f.path), folder, extra=[f], kind="file") for f in rest]
 
 
@@ -145,6 +174,7 @@ def _rank_dirs(folder: Path, dirnames: list[str]) -> dict[int, Path]:
 
 def _rank_dir_source(folder: Path, ranks: dict[int, Path]) -> SessionSource | None:
     """``logs/rank_N/``: every log file in every rank folder, read as that rank."""
+    fallback = last_resort()
     sid = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
     src = SessionSource(sid, folder, kind="rank_dirs")
     for rank in sorted(ranks):
@@ -152,33 +182,25 @@ def _rank_dir_source(folder: Path, ranks: dict[int, Path]) -> SessionSource | No
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
                 path = Path(dirpath) / name
-                fmt = _sniff(path, loose=False)
-                if fmt is None and Path(name).suffix.lower() in (".log", ".txt", ".out", ".err"):
-                    fmt = "console"  # a rank's own log: read it even without a telltale line
-                if fmt in ("logkit_jsonl", "logkit_summary"):
-                    fmt = None  # our own sessions inside are found as such
-                if fmt is not None:
-                    src.extra.append(SourceFile(fmt, path, rank))
+                fmt = FORMATS.get(_sniff(path, loose=False))
+                if fmt is None and Path(name).suffix.lower() in fallback.suffixes:
+                    fmt = fallback  # a rank's own log: read it even without a telltale line
+                if fmt is not None and fmt.reader is not None:  # our own sessions inside are found as such
+                    src.extra.append(SourceFile(fmt.name, path, rank))
     return src if src.extra else None
 
 
 def source_for_file(path: Path) -> SessionSource | None:
-    """The session a single file makes (our stream or summary: its whole session folder)."""
-    fmt = _sniff(path, loose=True) or "console"
-    if fmt in ("logkit_jsonl", "logkit_summary", "logkit_text"):
-        sid = None
-        for regex in (RANK_JSONL_RE, SUMMARY_JSON_RE):
-            if (m := regex.match(path.name)) is not None:
-                sid = m["session_id"]
-        from logkit.ingest.readers.sniff import LOGKIT_TEXT_RE
-
-        if sid is None and (m := LOGKIT_TEXT_RE.match(path.name)) is not None:
-            sid = m["session_id"]
+    """The session a single file makes (a file of ours: its whole session folder)."""
+    fmt = FORMATS[_sniff(path, loose=True) or last_resort().name]
+    if fmt.role is Role.OURS and fmt.session_file is not None:
+        m = fmt.session_file.match(path.name)
+        sid = m["session_id"] if m is not None else None
         for src in sources_in_folder(path.parent):
             if src.session_id == sid:
                 return src
         return None
-    return SessionSource(_file_id(path), path.parent, extra=[SourceFile(fmt, path)], kind="file")
+    return SessionSource(_file_id(path), path.parent, extra=[SourceFile(fmt.name, path)], kind="file")
 
 
 def discover(root: str | Path) -> list[SessionSource]:
@@ -226,14 +248,15 @@ def _unique_ids(sources: list[SessionSource], root: Path) -> list[SessionSource]
 
 
 def _named_session(run: SessionSource) -> str | None:
-    """The session id a run folder's results.json names (``"logkit_session": ".../<id>"``)."""
+    """The session id a run folder's document names (results.json's ``"logkit_session": ".../<id>"``)."""
     for f in run.extra:
-        if f.format == "results_json":
+        key = declared(f.format).session_key
+        if key is not None:
             try:
                 doc = orjson.loads(f.path.read_bytes())
             except (OSError, orjson.JSONDecodeError):
                 return None
-            named = doc.get("logkit_session") if isinstance(doc, dict) else None
+            named = doc.get(key) if isinstance(doc, dict) else None
             return Path(named).name if isinstance(named, str) and named.strip() else None
     return None
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from logkit.ingest import jsonl_arrow, jsonl_lines, meta
 from logkit.ingest.assemble import Frames, rows_table, shift_times
 from logkit.ingest.discover import SessionSource
+from logkit.ingest.readers.formats import READERS, declared
 from logkit.ingest.session import Session, iso_seconds
 
 # The pyarrow engine for our JSONL streams (jsonl_arrow); False reads every stream line by line.
@@ -17,19 +18,16 @@ FAST_JSONL = True
 
 
 def _read_files(source: SessionSource, skip_text: bool) -> list:
-    """The files of other formats (and our text logs, unless the streams say it all)."""
-    from logkit.ingest.readers import READERS
-
+    """The files of other formats (and our text logs, unless the streams say it all: ``echoes_streams``)."""
     return [READERS[f.format](f.path, rank=f.rank) for f in source.extra
-            if not (skip_text and f.format == "logkit_text")]
+            if not (skip_text and declared(f.format).echoes_streams)]
 
 
 def _companions(source: SessionSource) -> list[dict]:
-    """The meta of a run folder's results.json (trainer_state.json, the console capture: the
-    streams hold the same, exactly)."""
-    from logkit.ingest.readers import READERS
-
-    return [READERS[f.format](f.path).meta for f in source.companions if f.format == "results_json"]
+    """The meta of a run folder's results.json (``companion_meta``; trainer_state.json, the console
+    capture: the streams hold the same, exactly)."""
+    return [READERS[f.format](f.path).meta for f in source.companions
+            if declared(f.format).companion_meta]
 
 
 @dataclass

@@ -13,7 +13,9 @@ known value, except a guess (``GUESSES``: a duration taken from the last record,
 device table (ranks)", "the log says (worker N of M)", ...), "highest rank seen (a lower
 bound)", "rank streams found (a lower bound)", or None where nothing says (the world size is
 then None: unknown, never 1). A file that only assumes a rank (trainer_state.json, results.json,
-an earlier logger's summary: rank 0 by convention) does not count as a rank seen.
+an earlier logger's summary: rank 0 by convention, its format's declaration says ``assumed_rank``)
+does not count as a rank seen; a reader that does not say where its world size came from gets its
+format's ``world_size_from``.
 
 What no file says, the files' modification times do, at each read (``liveness``, applied by
 ``load`` after the cache, so never stored): a session of ours without session_end whose streams
@@ -38,6 +40,7 @@ from logkit.ingest.assemble import diagnostic
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.jsonl_lines import Stream
 from logkit.ingest.mapping import TYPE
+from logkit.ingest.readers.formats import Role, declared
 from logkit.ingest.session import iso_seconds
 from logkit.schema.files import SUMMARY
 from logkit.schema.meta import SessionMeta
@@ -235,20 +238,14 @@ def _ints(reads, frame: str, col: str) -> list[int]:
     return out
 
 
-# Formats whose rows carry a rank by convention (rank 0), not because the file names it.
-ASSUMED_RANK = ("trainer_state", "results_json", "legacy_summary")
-# Where a reader's world size comes from, when the reader does not say.
-WORLD_SIZE_FROM = {"results_json": "results.json", "legacy_summary": "an earlier logger's summary (gpu_count)",
-                   "logkit_text": "our text logs (World size / Processes)", "verbose_jsonl": "verbose JSONL"}
-
-
 def _ranks_seen(reads) -> tuple[int | None, str | None]:
     """World size of a session without our records and without a reader that knows it: NCCL's
-    nranks, else the highest rank its lines name (a lower bound)."""
+    nranks, else the highest rank its lines name (a lower bound; not the rank a format only assumes,
+    its declaration's ``assumed_rank``)."""
     nranks = _ints(reads, "events", "nranks")
     if nranks:
         return max(nranks), "nccl init (nranks)"
-    named = [read for read in reads if read.format not in ASSUMED_RANK]
+    named = [read for read in reads if not declared(read.format).assumed_rank]
     ranks = [r for name in ("steps", "events", "comm") for r in _ints(named, name, "rank") if r >= 0]
     return (max(ranks) + 1, "highest rank seen (a lower bound)") if ranks else (None, None)
 
@@ -260,7 +257,7 @@ def _merge_read(meta: SessionMeta, read) -> None:
     before = meta.world_size
     merge(meta, OTHER_FORMATS, values)
     if before is None and meta.world_size is not None:
-        meta.world_size_from = said or WORLD_SIZE_FROM.get(read.format, read.format)
+        meta.world_size_from = said or declared(read.format).world_size_from or read.format
 
 
 def add_reads(meta: SessionMeta, reads: list, streams: bool) -> None:
@@ -269,8 +266,8 @@ def add_reads(meta: SessionMeta, reads: list, streams: bool) -> None:
         return
     for read in reads:
         _merge_read(meta, read)
-        if read.format == "nccl_tests" and meta.nccl_tests is None:
-            meta.nccl_tests = []
+        if declared(read.format).role is Role.BENCHMARK and meta.nccl_tests is None:
+            meta.nccl_tests = []  # a benchmark's tables, even none
     meta.formats = sorted({read.format for read in reads})
     if not streams and meta.world_size is None:
         meta.world_size, meta.world_size_from = _ranks_seen(reads)
@@ -325,9 +322,9 @@ def in_progress_window(session) -> float:
 
 
 def _our_files(source: SessionSource) -> list[Path]:
-    """The files a run of ours writes while it runs: its rank streams and text logs."""
+    """The files a run of ours writes while it runs: its rank streams and text logs (``echoes_streams``)."""
     return [source.rank_files[r] for r in sorted(source.rank_files)] + [
-        f.path for f in source.extra if f.format == "logkit_text"]
+        f.path for f in source.extra if declared(f.format).echoes_streams]
 
 
 def last_written(paths: list[Path]) -> float | None:

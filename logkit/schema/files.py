@@ -1,4 +1,5 @@
-"""One training session on disk: its file names, and the keys of its ``summary.json``.
+"""One training session on disk: its file names, and the keys of its ``summary.json`` (and of a run
+folder's ``results.json``).
 
     >>> SessionFiles("training_20241206_143022").rank_jsonl(1)
     'training_20241206_143022_rank1.jsonl'
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 
 from logkit.schema.records import F, RecordSpec
 
-__all__ = ["SessionFiles", "session_files", "RANK_JSONL_RE", "SUMMARY_JSON_RE", "ERRORS_LOG_RE", "SUMMARY"]
+__all__ = ["SessionFiles", "session_files", "RANK_JSONL_RE", "SUMMARY_JSON_RE", "ERRORS_LOG_RE", "LOGKIT_TEXT_RE",
+           "SUMMARY", "RESULTS_JSON"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ def session_files(session_id: str) -> SessionFiles:
 RANK_JSONL_RE = re.compile(r"^(?P<session_id>.+)_rank(?P<rank>\d+)\.jsonl(?:\.gz)?$")
 SUMMARY_JSON_RE = re.compile(r"^(?P<session_id>.+)_summary\.json$")
 ERRORS_LOG_RE = re.compile(r"^(?P<session_id>.+)_errors\.log(?:\.gz)?$")
+# Our text logs: <session_id>_main.log, _multigpu.log, _performance.log
+LOGKIT_TEXT_RE = re.compile(r"^(?P<session_id>.+)_(?:main|multigpu|performance)\.log(?:\.gz)?$")
 
 # summary.json, written by rank 0 at the end: its keys, by the meta names logkit reads them as.
 SUMMARY = RecordSpec("", "meta", (
@@ -82,3 +86,12 @@ SUMMARY = RecordSpec("", "meta", (
                                       "share_of_training_time (in_flight_s / training time, at most 1)}}"),
     F("status", type=str),
 ), "rank 0's account of the session")
+
+# results.json (a run folder's, as examples/train_qlora.py writes it): its keys, by the names meta gives them.
+RESULTS_JSON = RecordSpec("", "meta", (
+    F("mode", type=object), F("device", type=str), F("gpu_count", "num_gpus", int),
+    F("num_processes", type=int), F("world_size", type=int), F("duration_s", "duration_seconds", unit="s"),
+    F("steps_per_second", unit="steps/s"), F("samples_per_second", unit="samples/s"), F("total_steps", type=int),
+    F("final_loss"), F("model", "model_name", str), F("config", type=object, doc="the configuration's name"),
+    F("session", type=str), F("optimizations", type=object),
+), "a run's results, written by the training script")

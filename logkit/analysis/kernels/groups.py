@@ -7,7 +7,8 @@ nothing about scaling. So sessions are grouped, and each group has its own basel
 Definitions (``definitions.SCALING``: kind, group):
 
 - kind: ``gpu_capture`` (nvidia-smi / gpustat captures, monitor_gpu samples), ``nccl_tests`` (an nccl-tests
-  benchmark), else ``training`` (a training run's logs, complete or not). Only training runs
+  benchmark), else ``training`` (a training run's logs, complete or not). Which formats are captures
+  and benchmarks, their declarations say (``role``, ``ingest.readers.formats``). Only training runs
   enter the single- vs multi-process comparison.
 - group: runs with the same model name (case-insensitive), the same sequence length and the
   same named configuration where they log one. A run that does not log its sequence length
@@ -18,9 +19,9 @@ Definitions (``definitions.SCALING``: kind, group):
 
 from __future__ import annotations
 
+from logkit.ingest.readers.formats import Role, declared
 from logkit.schema.vocab import SessionKind
 
-CAPTURE_FORMATS = frozenset({"nvidia_smi_csv", "nvidia_smi_dmon", "gpustat"})
 SEQ_KEYS = ("seq_len", "max_seq_length", "max_seq_len", "sequence_length", "max_length", "block_size",
             "context_length")
 
@@ -28,10 +29,10 @@ SEQ_KEYS = ("seq_len", "max_seq_length", "max_seq_len", "sequence_length", "max_
 def session_kind(session) -> SessionKind:
     """``training``, ``gpu_capture`` or ``nccl_tests`` (see module doc)."""
     meta = session.meta
-    formats = set(meta.formats or [])
-    if "nccl_tests" in formats or meta.nccl_tests:
+    roles = {declared(name).role for name in meta.formats or []}
+    if Role.BENCHMARK in roles or meta.nccl_tests:
         return SessionKind.NCCL_TESTS
-    if formats and formats <= CAPTURE_FORMATS:
+    if roles == {Role.GPU_CAPTURE}:  # files of GPU captures alone (their formats' declarations say so)
         return SessionKind.GPU_CAPTURE
     if (session.steps.empty and len(session.gpu) > 0 and meta.status is None
             and not meta.total_steps):

@@ -25,6 +25,7 @@ import pandas as pd
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.throughput import throughput
 from logkit.analysis.results import SessionSummary
+from logkit.ingest.readers.formats import FORMATS
 from logkit.schema.meta import Key, SessionMeta
 from logkit.schema.values import per_second, to_float, to_int
 from logkit.schema.vocab import Basis
@@ -41,14 +42,13 @@ def run_totals(session) -> dict:
         value = doc.get(key.name)
         return value if value is not None else getattr(meta, key.name)
 
+    # a run's documents credited in the order of their declarations (results.json, trainer_state.json, ...)
+    document = next((f.totals for f in FORMATS.values() if f.totals is not None
+                     and (f.name in formats or meta.duration_from == f.totals)), None)
     if doc:
         source = "summary.json"
-    elif "results_json" in formats or meta.duration_from == "results.json":
-        source = "results.json"
-    elif "trainer_state" in formats:
-        source = "trainer_state.json"
-    elif "legacy_summary" in formats:
-        source = "summary.json (first version)"
+    elif document is not None:
+        source = document
     elif meta.duration_from == "session_end":
         source = "session_end"
     else:

@@ -34,6 +34,7 @@ from pathlib import Path
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
 from logkit.ingest.readers.console_blocks import Blocks, hf_dict
+from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
@@ -404,7 +405,7 @@ class _Console(Blocks):
 def _year(path: Path) -> int:
     """glog stamps carry no year: the first full date in the file's first ``YEAR_SCAN_BYTES``,
     else the year the file was last written."""
-    scratch = Read(path, "console")  # a second pass: its notes are the first pass's
+    scratch = Read(path, FileFormat.CONSOLE)  # a second pass: its notes are the first pass's
     seen = 0
     for _, line in iter_lines(path, scratch):
         if "-" in line and (m := _YEAR.search(line)) is not None:
@@ -420,9 +421,9 @@ def _year(path: Path) -> int:
 
 def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
-    read = Read(Path(path), "console")
+    read = Read(Path(path), FileFormat.CONSOLE)
     sample = []
-    for _, line in iter_lines(read.path, Read(read.path, "console")):
+    for _, line in iter_lines(read.path, Read(read.path, FileFormat.CONSOLE)):
         sample.append(line)
         if len(sample) >= SAMPLE_LINES:
             break

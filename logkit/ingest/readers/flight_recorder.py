@@ -24,9 +24,9 @@ from pathlib import Path
 import orjson
 
 from logkit.ingest.readers.base import Read, ReadResult, read_bytes
+from logkit.ingest.readers.formats import FileFormat
 from logkit.schema.vocab import EventKind
 
-FORMAT = "flight_recorder"  # the format, as readers.READERS names it
 _RANK = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?(?:\.gz)?$")
 MAX_FRAMES = 12  # the innermost frames of the stack that enqueued the collective
 
@@ -116,7 +116,7 @@ def _pg_of(entry: dict) -> tuple[str, str | None]:
 
 
 def read_flight_recorder(path: Path, rank: int | None = None) -> ReadResult:
-    read = Read(Path(path), FORMAT)
+    read = Read(Path(path), FileFormat.FLIGHT_RECORDER)
     data = read_bytes(read.path, read)
     if not data:
         return read.result()

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.formats import FileFormat
 from logkit.schema.values import to_float
 
 MIB_TO_MB = 2**20 / 1e6
@@ -27,7 +28,7 @@ _COMMENT = re.compile(r"^#\s*(?P<label>.*?)\s*$")
 
 
 def read_gpustat(path: Path, rank: int | None = None) -> ReadResult:
-    read = Read(Path(path), "gpustat")
+    read = Read(Path(path), FileFormat.GPUSTAT)
     host, t, label = "", None, None
     sample, seen = -1, set()
     for number, line in iter_lines(read.path, read):

@@ -14,19 +14,12 @@ from pathlib import Path
 import orjson
 
 from logkit.ingest.readers.base import Read, ReadResult, read_bytes
-from logkit.schema.records import F, RecordSpec
+from logkit.ingest.readers.formats import FileFormat
+from logkit.schema.files import RESULTS_JSON
 from logkit.schema.values import as_float, as_int, as_text
 from logkit.schema.vocab import Mode, Status
 
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos")
-# results.json (a run folder's, as examples/train_qlora.py writes it): its keys, by the names meta gives them.
-RESULTS_JSON = RecordSpec("", "meta", (
-    F("mode", type=object), F("device", type=str), F("gpu_count", "num_gpus", int),
-    F("num_processes", type=int), F("world_size", type=int), F("duration_s", "duration_seconds", unit="s"),
-    F("steps_per_second", unit="steps/s"), F("samples_per_second", unit="samples/s"), F("total_steps", type=int),
-    F("final_loss"), F("model", "model_name", str), F("config", type=object, doc="the configuration's name"),
-    F("session", type=str), F("optimizations", type=object),
-), "a run's results, written by the training script")
 
 
 def load_doc(read: Read) -> dict | None:
@@ -61,7 +54,7 @@ def normal_mode(mode, device=None, world_size=None) -> str | None:
 def read_trainer_state(path: Path, rank: int | None = None) -> ReadResult:
     """``log_history`` -> steps (entries with ``loss``) and evals (``eval_*``); the final summary
     entry and the top-level keys -> meta. Older versions lack some keys: they stay None."""
-    read = Read(Path(path), "trainer_state", time_base="elapsed")
+    read = Read(Path(path), FileFormat.TRAINER_STATE, time_base="elapsed")
     doc = load_doc(read)
     if doc is None:
         return read.result()
@@ -104,7 +97,7 @@ def read_trainer_state(path: Path, rank: int | None = None) -> ReadResult:
 
 def read_results_json(path: Path, rank: int | None = None) -> ReadResult:
     """A run folder's ``results.json``: mode, duration, steps/s, total steps, GPU count -> meta."""
-    read = Read(Path(path), "results_json", time_base="elapsed")
+    read = Read(Path(path), FileFormat.RESULTS_JSON, time_base="elapsed")
     doc = load_doc(read)
     if doc is None:
         return read.result()
@@ -122,7 +115,7 @@ def read_results_json(path: Path, rank: int | None = None) -> ReadResult:
 def read_legacy_summary(path: Path, rank: int | None = None) -> ReadResult:
     """An older logging system's nested summary: session{}, training_metrics[], gpu_snapshots[],
     communication_logs[]."""
-    read = Read(Path(path), "legacy_summary", time_base="elapsed")
+    read = Read(Path(path), FileFormat.LEGACY_SUMMARY, time_base="elapsed")
     doc = load_doc(read)
     if doc is None:
         return read.result()

@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.formats import FileFormat
 from logkit.schema.lines import ERRORS_LINE
 from logkit.schema.vocab import EventKind
 
@@ -20,7 +21,7 @@ def _time(stamp: str) -> float | None:
 
 
 def read_logkit_errors(path: Path, rank: int | None = None) -> ReadResult:
-    read = Read(Path(path), "logkit_errors")
+    read = Read(Path(path), FileFormat.LOGKIT_ERRORS)
     for number, line in iter_lines(read.path, read):
         if not line.strip():
             continue

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from logkit.ingest.readers import text_columns
 from logkit.ingest.readers.base import Read, ReadResult, read_bytes, text_lines
+from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.logkit_lines import LineReader
 
 # Files with fewer lines (and under a MB) are read line by line: the columnar reader's set-up costs more.
@@ -31,7 +32,7 @@ def _date_hint(path: Path) -> date:
 
 def read_logkit_text(path: Path, rank: int | None = None) -> ReadResult:
     """Steps, comm, perf, evals, warnings and header meta from one of our text logs."""
-    read = Read(Path(path), "logkit_text")
+    read = Read(Path(path), FileFormat.LOGKIT_TEXT)
     data = read_bytes(read.path, read)
     if (len(data) > 1 << 20 or data.count(b"\n") >= BULK_MIN_LINES) and not read.diagnostics:
         bulk = text_columns.read_bulk(read.path, data, _date_hint(read.path))

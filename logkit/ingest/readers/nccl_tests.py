@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult, iter_lines
+from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.torch_lines import parse_prte
 from logkit.schema.values import to_float
 from logkit.schema.vocab import EventKind, Mode
@@ -127,7 +128,7 @@ class _Tests:
 
 
 def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
-    read = Read(Path(path), "nccl_tests")
+    read = Read(Path(path), FileFormat.NCCL_TESTS)
     state = _Tests(read)
     for number, line in iter_lines(read.path, read):
         if not line.strip():

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.formats import FileFormat
 
 MIB_TO_MB = 2**20 / 1e6
 # --query-gpu field -> (frame column, factor when the unit is MiB)
@@ -85,7 +86,7 @@ def _dmon_line(line: str) -> str:
 
 def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
     """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` (repeated headers allowed)."""
-    read = Read(Path(path), "nvidia_smi_csv")
+    read = Read(Path(path), FileFormat.NVIDIA_SMI_CSV)
     header: list[tuple[str, str | None]] | None = None
     for number, line in iter_lines(read.path, read):
         if not line.strip():
@@ -124,7 +125,7 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
 def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:
     """``nvidia-smi dmon [-s ...] [-o DT]``: one row per GPU per sample; without ``-o T`` a
     sample's ``time_s`` is its index (dmon samples once per second by default)."""
-    read = Read(Path(path), "nvidia_smi_dmon")
+    read = Read(Path(path), FileFormat.NVIDIA_SMI_DMON)
     columns: list[str] | None = None
     units: list[str] = []
     sample, seen = -1, set()

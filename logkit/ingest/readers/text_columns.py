@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from logkit.ingest.mapping import nonfinite_event
 from logkit.ingest.readers.base import Read, epoch, text_lines
+from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.logkit_lines import LineReader
 from logkit.schema import COMMUNICATION, MB, METRICS_LINE, MULTIGPU_STEP, PERFORMANCE, PROCESS_LINE, STEP_LINE
 
@@ -169,7 +170,7 @@ def read_bulk(path: Path, data: bytes, day: date) -> Read | None:
 
     if any(c in data for c in _SPACE_DIFF):
         return None
-    read = Read(Path(path), "logkit_text")
+    read = Read(Path(path), FileFormat.LOGKIT_TEXT)
     lines = _lines(data, read)
     line_text = lines.__getitem__
     name = read.label

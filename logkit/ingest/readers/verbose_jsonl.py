@@ -14,6 +14,7 @@ from pathlib import Path
 from logkit.ingest.jsonl_lines import read_jsonl, read_stream
 from logkit.ingest.mapping import TIME, TYPE
 from logkit.ingest.readers.base import Read, ReadResult
+from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.session import iso_seconds
 from logkit.schema.records import GPU_DEVICE, GPU_SNAPSHOT, SESSION_START, TRAINING_STEP
 from logkit.schema.values import to_int
@@ -52,7 +53,7 @@ def _snapshot(record: dict, t: float | None) -> dict | None:
 
 
 def read_verbose_jsonl(path: Path, rank: int | None = None) -> ReadResult:
-    read = Read(Path(path), "verbose_jsonl")
+    read = Read(Path(path), FileFormat.VERBOSE_JSONL)
     stream = read_jsonl(read.path)
     read.diagnostics.extend(stream.diagnostics)
     records: list[tuple[int, dict]] = []

@@ -1,0 +1,280 @@
+"""Every format logkit reads, declared once: its name (a ``FileFormat`` word), its reader, how a file of
+it is recognised, what its files are to a session (``Role``), and what it says about ranks, the world
+size and the run's totals. ``FORMATS`` holds the declarations; what the rest of logkit asks of a format
+is derived from them: ``readers.READERS``, ``readers.sniff``'s order of telltales, ``ingest.discover``'s
+sessions (a session joined by name, run folders, dumps gathered, companions), ``ingest.meta``'s ranks and
+world size, ``analysis.kernels.groups``' session kinds and ``analysis.kernels.headline``'s run totals.
+Code names a format by its word (``FileFormat.NCCL_TESTS``) or asks its declaration (``declared(name)``),
+never spells it (``tests/unit/ingest/test_format_declarations.py`` scans for it).
+
+A new format: its reader module, its word here and its declaration in ``FORMATS`` (nothing more in the
+code: docs/ARCHITECTURE.md, "A new log format to read").
+
+This module is light (no pandas, no pyarrow, no reader imported): discovering a folder reads it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from logkit.schema.files import ERRORS_LOG_RE, LOGKIT_TEXT_RE, RANK_JSONL_RE, RESULTS_JSON, SUMMARY_JSON_RE
+from logkit.schema.vocab import Word
+
+__all__ = ["FileFormat", "Role", "Format", "Reader", "FORMATS", "READERS", "TEXT_SUFFIXES", "declared",
+           "by_priority", "session_named", "with_role", "last_resort"]
+
+
+class FileFormat(Word):
+    """The formats logkit reads: a file's format, as ``sniff`` names it, ``SourceFile.format`` and
+    ``ReadResult.format`` carry it and ``meta.formats`` lists it."""
+
+    LOGKIT_JSONL = "logkit_jsonl", "our rank streams (``<id>_rank<N>.jsonl``), read by the JSONL engines"
+    LOGKIT_SUMMARY = "logkit_summary", "our ``<id>_summary.json``, rank 0's account of the session"
+    LOGKIT_TEXT = "logkit_text", "our text logs (``<id>_{main,multigpu,performance}.log``)"
+    LOGKIT_ERRORS = "logkit_errors", "our logger's own failures (``<id>_errors.log``)"
+    RESULTS_JSON = "results_json", "a pipeline's ``results.json``: what a run folder says of its run"
+    TRAINER_STATE = "trainer_state", "transformers' ``trainer_state.json`` (its ``log_history``)"
+    LEGACY_SUMMARY = "legacy_summary", "an earlier logger's nested ``<id>_summary.json``"
+    VERBOSE_JSONL = "verbose_jsonl", "an earlier logger's single-stream verbose JSONL"
+    FLIGHT_RECORDER = "flight_recorder", "PyTorch Flight Recorder dumps (pickle or JSON)"
+    NVIDIA_SMI_CSV = "nvidia_smi_csv", "``nvidia-smi --query-gpu=... --format=csv``"
+    NVIDIA_SMI_DMON = "nvidia_smi_dmon", "``nvidia-smi dmon``"
+    NCCL_TESTS = "nccl_tests", "nccl-tests' output (``all_reduce_perf`` ...)"
+    GPUSTAT = "gpustat", "``gpustat`` / ``gpustat -i N``"
+    CONSOLE = "console", "a console capture (torchrun, mpirun, accelerate, a training script's stdout)"
+
+
+class Role(Word):
+    """What the files of a format are to a session."""
+
+    OURS = "ours", "our own files: a session of ours (streams, summary.json, text logs)"
+    TRAINING = "training", "a training run's log: its session is a training run, compared with others"
+    GPU_CAPTURE = "gpu_capture", "GPU samples, nothing of a run: a session of them alone is no training run"
+    BENCHMARK = "benchmark", "a communication benchmark (nccl-tests): its session is a benchmark, not a run"
+    RUN_DOCUMENT = "run_document", "a document a run writes at its end: read for the run's meta and totals"
+
+
+class Reader:
+    """A reader, ``reader(path, rank=None) -> ReadResult``, its module imported on its first call."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name, self.__name__ = module, name, name
+
+    def __call__(self, path, rank=None):
+        return getattr(importlib.import_module(self.module), self.name)(path, rank=rank)
+
+    def __repr__(self) -> str:
+        return f"<reader {self.module}.{self.name}>"
+
+
+@dataclass(frozen=True)
+class Format:
+    """One format, as the rest of logkit asks of it.
+
+    Reading: ``reader`` (None: read by the session reader itself, our streams and summary.json).
+    Recognising a file (``readers.sniff``, formats tried in ``priority`` order, lower first): ``names``,
+    a file name that says the format by itself; else ``suffixes`` (".gz" looked through) and
+    ``telltale``: a ``re.Pattern`` is a line searched in the first 64 KiB of a text file (not binary;
+    a file without suffix given by name is tried as text too), a function is given sniff's ``Probe``
+    (name, base, suffix, head, raw) and decides; ``fallback``: a file of its suffixes given by name
+    (or lying in a rank folder) is of this format without a telltale, the last resort.
+    Sessions (``ingest.discover``): ``role``; ``session_names`` (else ``names``): a name whose
+    ``session_id`` group says which session the file belongs to; ``joins_found``: it joins a session
+    its other files make, never makes one; ``source_kind``: the session's kind when it is one of its
+    files; ``run_document``: the file name that makes its folder a run folder (a run's documents are
+    read in declaration order); ``session_key``: the key of such a document naming the session of
+    ours the run folder belongs to; ``companion_meta``: as a companion of our session, its meta is
+    read; ``gathers``: several of its files in one folder are one session (the ranks' dumps of a job).
+    Meta (``ingest.meta``): ``assumed_rank``: its rows carry rank 0 by convention, not a rank the file
+    names; ``world_size_from``: where a world size it gives comes from, unless its reader says;
+    ``echoes_streams``: it says in text what our streams say, as the run goes (not read where the
+    session has streams; its times tell a run still written). Analysis (``kernels.headline``):
+    ``totals``: the document the run's own totals are credited to."""
+
+    name: str
+    role: Role
+    reader: Callable[..., Any] | None = None
+    names: re.Pattern | None = None
+    suffixes: tuple[str, ...] = ()
+    telltale: re.Pattern | Callable[[Any], bool] | None = None
+    priority: int = 50
+    fallback: bool = False
+    session_names: re.Pattern | None = None
+    joins_found: bool = False
+    source_kind: str | None = None
+    run_document: str | None = None
+    session_key: str | None = None
+    companion_meta: bool = False
+    gathers: bool = False
+    assumed_rank: bool = False
+    world_size_from: str | None = None
+    echoes_streams: bool = False
+    totals: str | None = None
+
+    @property
+    def session_file(self) -> re.Pattern | None:
+        """The pattern of its file names that holds their session's id (``session_id``), if any."""
+        pattern = self.session_names or self.names
+        return pattern if pattern is not None and "session_id" in pattern.groupindex else None
+
+
+# --- how files are recognised ------------------------------------------------------------------------
+TEXT_SUFFIXES = (".log", ".txt", ".out", ".err", ".csv")
+_GPUSTAT = re.compile(r"^\[\d+\] [^|]+\|\s*(?:\d+|\?\?)\s*(?:°|')C,", re.M)
+# dmon's header, also indented or pasted as a markdown quote (``> \\# gpu pwr ...``)
+_DMON = re.compile(r"^[ \t]*(?:>[ \t]*)?\\?#\s*(?:Date\s+Time\s+)?gpu\s+(?:pwr|sm|fb|mclk)\b", re.M)
+_CSV = re.compile(r"^(?:timestamp|index|name|uuid|pci\.bus_id)(?:\s*\[[^\]]*\])?\s*,\s*[\w.]+", re.M)
+_NCCL_TESTS = re.compile(r"^# nThread \d+|^#\s+size\s+count\s+type|^# Avg bus bandwidth", re.M)
+# Enough to call a text file a console capture when found discovering a folder.
+_CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
+                      r"|CUDA out of memory|ChildFailedError|\{'loss': |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
+                      r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]"
+                      r"|mismatch between collectives|ProcessGroupNCCL|NCCL error|NCCL version|ncclCommInit"
+                      r"|closing signal SIG|failed \(exitcode: -?\d+\)|exits with return code|died from signal"
+                      r"|OutOfMemoryError|c10d|what\(\):|Process group watchdog|iteration\s+\d+/\s*\d+ \|", re.M)
+# a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
+_FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
+
+
+def _flight_recorder(probe) -> bool:
+    head = probe.raw
+    opens = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") or head.lstrip()[:1] == b"{"
+    return opens and b"entries" in head and any(k in head for k in _FR_KEYS)
+
+
+def _trainer_state(probe) -> bool:
+    return '"log_history"' in probe.head or probe.base == "trainer_state.json"
+
+
+def _legacy_summary(probe) -> bool:
+    head = probe.head
+    return '"training_metrics"' in head or '"gpu_snapshots"' in head or '"communication_logs"' in head
+
+
+def _our_summary(probe) -> bool:
+    return probe.base.endswith("_summary.json")
+
+
+def _results_json(probe) -> bool:
+    if probe.base == "results.json":
+        return True
+    head = probe.head
+    duration, gpus, mode = (f'"{RESULTS_JSON[n].raw[0]}"' for n in ("duration_s", "gpu_count", "mode"))
+    return duration in head and (gpus in head or mode in head)
+
+
+def _verbose_jsonl(probe) -> bool:
+    return '"type"' in probe.head[:4096]
+
+
+# --- the declarations -------------------------------------------------------------------------------
+# The reader modules are named in full (the cache's code key follows the names quoted here as imports).
+# Declaration order is the order a run folder's documents are read in and their totals are credited.
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format(FileFormat.LOGKIT_JSONL, Role.OURS, names=RANK_JSONL_RE, priority=0),
+    Format(FileFormat.LOGKIT_SUMMARY, Role.OURS, suffixes=(".json",), telltale=_our_summary, priority=22,
+           session_names=SUMMARY_JSON_RE),
+    Format(FileFormat.LOGKIT_TEXT, Role.OURS, Reader("logkit.ingest.readers.logkit_text", "read_logkit_text"),
+           names=LOGKIT_TEXT_RE, priority=1, world_size_from="our text logs (World size / Processes)",
+           echoes_streams=True),
+    Format(FileFormat.LOGKIT_ERRORS, Role.OURS,
+           Reader("logkit.ingest.readers.logkit_errors", "read_logkit_errors"), session_names=ERRORS_LOG_RE,
+           joins_found=True),
+    Format(FileFormat.RESULTS_JSON, Role.RUN_DOCUMENT,
+           Reader("logkit.ingest.readers.json_docs", "read_results_json"), suffixes=(".json",),
+           telltale=_results_json, priority=23, run_document="results.json", session_key="logkit_session",
+           companion_meta=True, assumed_rank=True, world_size_from="results.json", totals="results.json"),
+    Format(FileFormat.TRAINER_STATE, Role.RUN_DOCUMENT,
+           Reader("logkit.ingest.readers.json_docs", "read_trainer_state"), suffixes=(".json",),
+           telltale=_trainer_state, priority=20, run_document="trainer_state.json", assumed_rank=True,
+           totals="trainer_state.json"),
+    Format(FileFormat.LEGACY_SUMMARY, Role.RUN_DOCUMENT,
+           Reader("logkit.ingest.readers.json_docs", "read_legacy_summary"), suffixes=(".json",),
+           telltale=_legacy_summary, priority=21, session_names=SUMMARY_JSON_RE, source_kind="legacy",
+           assumed_rank=True, world_size_from="an earlier logger's summary (gpu_count)",
+           totals="summary.json (first version)"),
+    Format(FileFormat.VERBOSE_JSONL, Role.TRAINING,
+           Reader("logkit.ingest.readers.verbose_jsonl", "read_verbose_jsonl"), suffixes=(".jsonl",),
+           telltale=_verbose_jsonl, priority=30, fallback=True, world_size_from="verbose JSONL"),
+    Format(FileFormat.FLIGHT_RECORDER, Role.TRAINING,
+           Reader("logkit.ingest.readers.flight_recorder", "read_flight_recorder"),
+           suffixes=("", ".pkl", ".pickle", ".json"), telltale=_flight_recorder, priority=10, gathers=True),
+    Format(FileFormat.NVIDIA_SMI_CSV, Role.GPU_CAPTURE,
+           Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_csv"), suffixes=TEXT_SUFFIXES,
+           telltale=_CSV, priority=40),
+    Format(FileFormat.NVIDIA_SMI_DMON, Role.GPU_CAPTURE,
+           Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_dmon"), suffixes=TEXT_SUFFIXES,
+           telltale=_DMON, priority=41),
+    Format(FileFormat.NCCL_TESTS, Role.BENCHMARK,
+           Reader("logkit.ingest.readers.nccl_tests", "read_nccl_tests"), suffixes=TEXT_SUFFIXES,
+           telltale=_NCCL_TESTS, priority=42),
+    Format(FileFormat.GPUSTAT, Role.GPU_CAPTURE, Reader("logkit.ingest.readers.gpustat", "read_gpustat"),
+           suffixes=TEXT_SUFFIXES, telltale=_GPUSTAT, priority=43),
+    Format(FileFormat.CONSOLE, Role.TRAINING, Reader("logkit.ingest.readers.console", "read_console"),
+           suffixes=(".log", ".txt", ".out", ".err"), telltale=_CONSOLE, priority=90, fallback=True),
+)}
+
+
+# --- what the rest asks (derived at each call: a declaration added at run time counts) ------------------
+def declared(name: str) -> Format:
+    """The declaration of format ``name``; a name nobody declared (a test's, a stale entry's) says nothing
+    of itself: a format with no reader, no telltale and no facts, whose files count as a run's."""
+    return FORMATS.get(name) or Format(name, Role.TRAINING)
+
+
+_DERIVED: dict = {}  # what sniffing and discovery ask for every file, made once per set of declarations
+
+
+def _derived() -> dict:
+    now = tuple(FORMATS.values())
+    if _DERIVED.get("of") != now:  # a declaration added, replaced or removed (equal ones behave alike)
+        order = sorted(now, key=lambda f: f.priority)
+        _DERIVED.update(of=now, order=order, named=[(f, f.session_file) for f in order if f.session_file])
+    return _DERIVED
+
+
+def by_priority() -> list[Format]:
+    """The declarations in the order files are tried against them (``priority``, then declaration order)."""
+    return _derived()["order"]
+
+
+def session_named() -> list[tuple[Format, re.Pattern]]:
+    """The formats whose file names hold their session's id, with that pattern, in ``priority`` order."""
+    return _derived()["named"]
+
+
+def with_role(role: Role) -> frozenset[str]:
+    """The formats whose files play ``role``."""
+    return frozenset(name for name, f in FORMATS.items() if f.role is role)
+
+
+def last_resort() -> Format:
+    """The format a file given by name is read as when nothing recognises it: of the formats that take a
+    file without its telltale (``fallback``), the one tried last (a console capture)."""
+    return max((f for f in FORMATS.values() if f.fallback), key=lambda f: f.priority)
+
+
+class _Readers(Mapping):
+    """Format name -> reader, for every declared format that has a reader of its own."""
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        f = FORMATS.get(name)
+        if f is None or f.reader is None:
+            raise KeyError(name)
+        return f.reader
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, f in FORMATS.items() if f.reader is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"READERS({', '.join(self)})"
+
+
+READERS: Mapping[str, Callable[..., Any]] = _Readers()
