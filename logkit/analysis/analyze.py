@@ -29,6 +29,7 @@ from logkit.analysis.kernels.communication import (
     SYNC_OPS,
     communication_peaks,
     communication_table,
+    run_links,
 )
 from logkit.analysis.kernels.curves import curves
 from logkit.analysis.kernels.diagnostics import diagnostics_table
@@ -147,10 +148,11 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
                                             summaries[s.session_id].final_loss_from) for s in sessions}
     findings = diagnose(sessions, figs.parts(scaling=scaling, health=health))
     perf, strag, breakdown = figs.performance, figs.stragglers, figs.step_breakdown
+    nccl = _concat([nccl_tests_table(s) for s in sessions], NCCL_TESTS_COLUMNS)
+    judged = {*figs.communication["session_id"], *nccl["session_id"]}
     return Analysis(
-        scaling=scaling, communication=figs.communication,
-        nccl_tests=_concat([nccl_tests_table(s) for s in sessions], NCCL_TESTS_COLUMNS),
-        communication_peaks=communication_peaks(), performance=perf, stragglers=strag, step_breakdown=breakdown,
+        scaling=scaling, communication=figs.communication, nccl_tests=nccl,
+        communication_peaks=communication_peaks(), run_links=run_links(sessions, judged), performance=perf, stragglers=strag, step_breakdown=breakdown,
         gpus=figs.gpus,
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
         findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling, parts),

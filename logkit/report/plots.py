@@ -8,7 +8,8 @@
 section, performance table and ``curves``); they compute no figure of their own beyond
 thinning long lines for drawing: a line of more than ``MAX_POINTS`` points is drawn as the
 means of consecutive equal-sized bins (its caption says so). A plot without data is still
-written, saying what is missing, so that a caller always finds every file.
+written, saying what is missing, so that a caller always finds every file; the HTML report
+shows that sentence instead of the empty chart (``report_plots``).
 matplotlib and seaborn are imported when a plot is made, never at ``import logkit``.
 """
 
@@ -72,6 +73,14 @@ def _empty(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="#57606a")
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+def no_data(fig) -> str | None:
+    """The sentence of a figure that draws nothing (every axes a "no data" placeholder), else None."""
+    axes = fig.axes
+    if not axes or any(ax.get_gid() != EMPTY_GID for ax in axes):
+        return None
+    return "; ".join(text.get_text() for ax in axes for text in ax.texts) or "no data"
 
 
 def _png(fig) -> bytes:
@@ -415,6 +424,21 @@ def render_plots(analysis: Analysis, names=None) -> dict[str, bytes]:
     _, sns = _mpl()
     with sns.axes_style("whitegrid"):
         return {name: _png(fig) for name, fig in figures(analysis, names).items()}
+
+
+def report_plots(analysis: Analysis, names=None) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The plots in ``names`` (default: every one of ``PLOTS``) as the HTML report shows them: the PNG
+    bytes of each one that draws something, and the "no data" sentence of each one that draws nothing."""
+    _, sns = _mpl()
+    images, missing = {}, {}
+    with sns.axes_style("whitegrid"):
+        for name, fig in figures(analysis, names).items():
+            text = no_data(fig)
+            if text is None:
+                images[name] = _png(fig)
+            else:
+                missing[name] = text
+    return images, missing
 
 
 def write_plots(analysis: Analysis, out_dir, names=None) -> list[Path]:

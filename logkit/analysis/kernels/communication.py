@@ -59,6 +59,8 @@ COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes"
                 "summary_mean_bytes", "sources"]
 # the reference table (``communication_peaks``): one row per link
 PEAK_COLUMNS = ["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_bytes", "source", "match"]
+# the links the run's sessions were judged against (``run_links``): one row per link
+RUN_LINK_COLUMNS = ["link", "gpu_model", "peak_busbw_gb_s", "half_peak_bytes", "source", "session_ids"]
 
 
 def session_link(session) -> dict | None:
@@ -197,3 +199,21 @@ def communication_peaks() -> pd.DataFrame:
     return pd.DataFrame(rows)[PEAK_COLUMNS]
 
 
+
+
+def run_links(sessions, judged) -> pd.DataFrame:
+    """The links the sessions whose ids are in ``judged`` (those with communication or nccl-tests rows)
+    were judged against, one row per link in their order: ``RUN_LINK_COLUMNS``, ``session_ids`` the
+    list of those sessions. A session whose link is unknown (GPU model not in the table) has none."""
+    judged = set(judged)
+    rows: dict[str, dict] = {}
+    for session in sessions:
+        sid = session.meta.session_id
+        link = session_link(session) if sid in judged else None
+        if link is None:
+            continue
+        row = rows.setdefault(link["link"], {
+            "link": link["link"], "gpu_model": link.get("gpu_model"), "peak_busbw_gb_s": link.get("peak_busbw_gb_s"),
+            "half_peak_bytes": half_peak_bytes(link), "source": link.get("source"), "session_ids": []})
+        row["session_ids"].append(sid)
+    return pd.DataFrame(list(rows.values()), columns=RUN_LINK_COLUMNS)

@@ -38,7 +38,7 @@ from logkit.schema.findings import Severity
 
 __all__ = ["Analysis"]
 
-_DICT_KEYS = ("verdict", "scaling", "communication", "nccl_tests", "communication_peaks", "performance",
+_DICT_KEYS = ("verdict", "scaling", "communication", "nccl_tests", "communication_peaks", "run_links", "performance",
               "stragglers", "step_breakdown", "gpus", "mfu", "health", "loss_parity", "findings", "definitions")
 
 
@@ -52,7 +52,8 @@ class Analysis:
 
     Frames (columns declared where they are made; ``frames.ROWS`` names each one's row type):
     ``communication`` (per session, rank and op), ``nccl_tests`` (per nccl-tests op and placement),
-    ``communication_peaks`` (the reference table), ``performance`` (step-time spread per rank),
+    ``communication_peaks`` (the reference table), ``run_links`` (the links of that table, or of the
+    network, the sessions' communication was judged against), ``performance`` (step-time spread per rank),
     ``stragglers`` (by arrival at the gradient sync where the phases were timed, else by step time;
     ``straggler_calls`` says which, per session), ``step_breakdown`` (per rank: data, compute,
     exposed communication, wait), ``gpus`` (per GPU), ``diagnostics`` (the sessions' parse
@@ -81,6 +82,7 @@ class Analysis:
     verdict: tuple[str, ...] = ()
     step_breakdown: pd.DataFrame = field(default_factory=lambda: _empty("step_breakdown"))
     diagnostics: pd.DataFrame = field(default_factory=lambda: _empty("diagnostics"))
+    run_links: pd.DataFrame = field(default_factory=lambda: _empty("run_links"))
     straggler_calls: Mapping[str, StragglerCall] = field(default_factory=dict)
     severity_counts: tuple[tuple[Severity, int], ...] = field(init=False)
     training_mfu: Mapping[str, Mfu] = field(init=False)

@@ -57,9 +57,10 @@ def test_html_is_self_contained(page):
     assert "http://" not in page and "https://" not in page
     assert "<link" not in page and "<style>" in page
     images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)"', page)
+    # synth sessions time no per-step phases: a sentence instead of an empty step_breakdown chart
     assert {name for name, _ in images} == {"training_comparison.png", "loss_curves.png", "throughput.png",
-                                            "gpu_utilization.png", "bandwidth_vs_size.png", "step_time_per_rank.png",
-                                            "step_breakdown.png"}
+                                            "gpu_utilization.png", "bandwidth_vs_size.png", "step_time_per_rank.png"}
+    assert "Where each rank's step goes: no per-step phases" in page
     for _, data in images:
         png = base64.b64decode(data)
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24])[0] >= 500
