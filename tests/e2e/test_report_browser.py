@@ -6,7 +6,15 @@ missing (as root, with apt-get); the test is skipped, saying why, when that is i
 Network: the page's Resource Timing entries must be empty (data: URIs are not fetched) and
 Chromium's own net log must hold no request initiated by the page (requests the browser
 process makes for itself, such as its update checks, have the initiator "not an origin").
-The screenshot is kept as ``tests/artifacts/report_browser.png`` (ignored by git).
+The screenshot is kept as ``tests/e2e/artifacts/report_browser.png`` (ignored by git).
+
+At a laptop's width (a 1280 px wide window), the reports of several ``sample_logs/`` folders are
+measured with JavaScript in the page, every "More columns" fold and definition opened: no table is
+wider than its box or the viewport, the page does not scroll sideways, and the verdict, the page's
+first content, names the straggler's rank and cause (``tests/e2e/artifacts/report_widths.json`` keeps
+the widths). The top of the two-rank why_slow report is kept as ``report_top.png`` beside it;
+with ``LOGKIT_DOCS_SCREENSHOT=1`` it is also written to ``docs/images/report_top_1280.png`` (the
+README's picture).
 """
 
 from __future__ import annotations
@@ -36,6 +44,39 @@ CHROME_FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-dev-shm-usage", "--window-size=1400,2200", '--host-resolver-rules=MAP * ~NOTFOUND',
 ]
+LAPTOP = (1280, 900)  # a laptop's window: the width every table must fit
+# the folders whose reports are measured at that width: (name, folder, straggler: (rank, cause words) or None)
+LAYOUT_FOLDERS = (
+    ("why_slow", "sample_logs/why_slow/logs", (1, "data loading")),  # CPU: 1 rank, and 2 with rank 1's data slow
+    ("data_rank1", "sample_logs/stragglers/data_rank1_25ms", (1, "data loading")),
+    ("hang", "sample_logs/why_slow/hang", None),  # rank 1 hangs before its gradient sync; Flight Recorder dumps
+    ("gpu", "sample_logs/gpu", None),  # the real GPU runs and captures
+    ("root", "sample_logs", None),  # every session of every folder
+)
+DOCS_SCREENSHOT = REPO / "docs" / "images" / "report_top_1280.png"
+# every table's width against its box and the viewport, every fold opened first
+MEASURE = """
+document.querySelectorAll('details').forEach(d => { d.open = true; });
+const vw = document.documentElement.clientWidth;
+const tables = [...document.querySelectorAll('table')].map(t => {
+  return {section: (t.closest('section') || {}).id || '', folded: !!t.closest('details'),
+          head: [...t.rows[0].cells].slice(0, 3).map(c => c.textContent.trim()).join(' | '),
+          scroll_width: t.scrollWidth, box_width: t.parentElement.clientWidth,
+          grid_width: Math.ceil(t.rows[0].getBoundingClientRect().width),
+          right: Math.ceil(t.getBoundingClientRect().right)};
+});
+return {viewport: vw, page_width: document.documentElement.scrollWidth, tables};
+"""
+# the verdict, where it stands, and what comes before it
+VERDICT = """
+const v = document.querySelector('#overview .verdict');
+const first = document.querySelector('#overview > :not(h2)');
+const table = document.querySelector('table');
+return {text: v ? v.innerText : null, first: first === v, top: v ? v.getBoundingClientRect().top : null,
+        height: window.innerHeight, before_tables: !!(v && table && (v.compareDocumentPosition(table) & 4)),
+        gpus: document.querySelector('#gpus').innerText,
+        images: [...document.images].map(i => i.alt), diagnosis: document.querySelector('#diagnosis').innerText};
+"""
 
 
 def _browser() -> tuple[str, str]:
@@ -218,3 +259,76 @@ def test_network_check_catches_a_page_request(tmp_path):
                     encoding="utf-8")
     state, _, net_log = _open(chrome, driver, tmp_path, page, "leaky")
     assert any("example.invalid" in u for u in state["resources"] + _page_requests(net_log))
+
+
+def _laptop_reports(tmp_path) -> list[tuple[str, Path, tuple | None]]:
+    """The report of each of ``LAYOUT_FOLDERS``, read as ``analyze_logs`` reads a folder, with its plots."""
+    from logkit.analysis.analyze import analyze
+    from logkit.report.html import write_html
+    from logkit.run.load import load_for_analysis
+
+    pages = []
+    for name, folder, straggler in LAYOUT_FOLDERS:
+        loaded = load_for_analysis(REPO / folder)
+        analysis = analyze(loaded.sessions, comm_parts=loaded.comm_parts)
+        pages.append((name, write_html(analysis, tmp_path / f"{name}.html"), straggler))
+    return pages
+
+
+def _too_wide(measured: dict) -> list[str]:
+    """Every table wider than its box or the viewport, and the page if it scrolls sideways."""
+    vw = measured["viewport"]
+    bad = [f"{t['section']}{' (folded)' if t['folded'] else ''} [{t['head']}]: {t['scroll_width']} px in a box of "
+           f"{t['box_width']} px, right edge {t['right']} of {vw}"
+           for t in measured["tables"] if t["scroll_width"] > t["box_width"] or t["right"] > vw]
+    if measured["page_width"] > vw:
+        bad.append(f"the page: {measured['page_width']} px wide in a viewport of {vw}")
+    return bad
+
+
+@pytest.mark.slow  # about 40 s: five reports with their plots (every sample session), then Chromium
+def test_every_table_fits_a_laptop_window_and_the_verdict_comes_first(tmp_path):
+    chrome, driver = _browser()
+    pages = _laptop_reports(tmp_path)
+    flags = [f for f in CHROME_FLAGS if not f.startswith("--window-size")] + [
+        f"--window-size={LAPTOP[0]},{LAPTOP[1]}", f"--user-data-dir={tmp_path / 'laptop_profile'}"]
+    wd = WebDriver(driver, chrome, flags, tmp_path / "laptop_chromedriver.log")
+    widths, problems, views = {}, [], {}
+    try:
+        for name, page, _ in pages:
+            wd.get(page.resolve().as_uri())
+            views[name] = wd.script(VERDICT)  # before the folds are opened: the page as it opens
+            if name == "why_slow":
+                top = wd.screenshot()
+            widths[name] = measured = wd.script(MEASURE)
+            problems += [f"{name}: {p}" for p in _too_wide(measured)]
+    finally:
+        wd.quit()
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / ".gitignore").write_text("*\n", encoding="utf-8")
+    (ARTIFACTS / "report_widths.json").write_text(json.dumps(widths, indent=1), encoding="utf-8")
+    (ARTIFACTS / "report_top.png").write_bytes(top)
+    if os.environ.get("LOGKIT_DOCS_SCREENSHOT"):
+        DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        DOCS_SCREENSHOT.write_bytes(top)
+
+    assert struct.unpack(">II", top[16:24])[0] == LAPTOP[0]  # the window was as wide as asked
+    assert all(m["viewport"] <= LAPTOP[0] and len(m["tables"]) >= 5 for m in widths.values()), widths
+    assert not problems, "\n".join(problems)
+    assert views["hang"]["text"] and views["root"]["text"]  # the gpu folder's single runs have none
+    for name, _, straggler in pages:
+        view = views[name]
+        if not view["text"] and not straggler:
+            continue
+        # the verdict opens the report: the first thing under Overview, above every table, on the first screen
+        assert view["text"] and view["first"] and view["before_tables"], (name, view)
+        assert 0 <= view["top"] < view["height"] / 2, (name, view["top"])
+        if straggler:
+            rank, cause = straggler
+            assert f"Rank {rank} holds the others back ({cause})" in view["text"], (name, view["text"])
+    why = views["why_slow"]  # a CPU run: a sentence, no empty GPU chart
+    assert "No GPU snapshots: CPU runs" in why["gpus"] and "gpu_utilization.png" not in why["images"]
+    hang = views["hang"]  # the culprit named by the verdict, its Flight Recorder dump among the evidence
+    assert "Hang: rank(s) 1 never reached the gradient sync" in hang["text"]
+    assert "flight_recorder_rank1.pkl" in hang["diagnosis"]
+    assert "gpu_utilization.png" in views["gpu"]["images"]  # the real GPU runs keep their chart

@@ -569,3 +569,27 @@ def test_a_session_over_several_hosts_is_judged_against_the_network_its_logs_nam
                       nics=nics)
     row = communication_table(unrated).iloc[0]
     assert pd.isna(row["peak_busbw_gb_s"]) and row["verdict"] == "no reference" and "no rate" in row["note"]
+
+
+def test_run_links_are_the_links_the_sessions_were_judged_against():
+    """``run_links``: one row per link of the sessions with communication or nccl-tests rows, those
+    sessions listed; a session without such rows adds none, a session whose GPU is unknown adds none."""
+    from logkit.analysis.analyze import analyze
+    from logkit.run.load import load_sessions
+
+    rows = comm_rows([1e6, 2e6], [1.0, 2.0])
+    h100 = session("h", world_size=2, comm=rows, gpus=H100, backend="nccl", mode="MULTI-GPU")
+    unknown = session("u", world_size=2, comm=rows, gpus=[{"index": 0, "name": "mystery"}], backend="nccl")
+    quiet = session("q", gpus=[{"index": 0, "name": "Tesla T4"}])  # no communication: judged against nothing
+    sessions = [h100, unknown, quiet, load_session(NCCL_TESTS), *load_sessions(SAMPLES / "why_slow" / "logs")]
+    a = analyze(sessions)
+    links = {r.link: r for r in a.rows("run_links")}
+    judged = set(a.communication["link"].dropna()) | set(a.nccl_tests["link"].dropna())
+    assert set(links) == judged == {"NVLink 4 (H100 SXM)", "NVLink 3 (A100 SXM)", "loopback/gloo (CPU)"}
+    nv = links["NVLink 4 (H100 SXM)"]
+    assert nv.session_ids == ["h"] and nv.peak_busbw_gb_s == 450.0 and nv.gpu_model == "H100 SXM"
+    assert nv.half_peak_bytes == pytest.approx(20e-6 * 450e9) and "H100" in nv.source
+    assert links["NVLink 3 (A100 SXM)"].session_ids == [load_session(NCCL_TESTS).session_id]
+    cpu = links["loopback/gloo (CPU)"]
+    assert cpu.peak_busbw_gb_s is None and cpu.session_ids == sorted(set(a.communication["session_id"]) - {"h", "u"})
+    assert "run_links" in a.to_dict()

@@ -12,7 +12,17 @@ import pytest
 from logkit.analysis import analyze
 from logkit.analysis.results import Comparison, Ratios, Scaling, SessionSummary
 from logkit.ingest import Session
-from logkit.report.plots import EMPTY_GID, MAX_POINTS, PLOTS, figures, render_plots, thin, write_plots
+from logkit.report.plots import (
+    EMPTY_GID,
+    MAX_POINTS,
+    PLOTS,
+    figures,
+    no_data,
+    render_plots,
+    report_plots,
+    thin,
+    write_plots,
+)
 from logkit.run.load import load_sessions
 from tests.support.launch import REPO
 
@@ -56,6 +66,22 @@ def test_plots_without_data_still_written():
     assert list(out) == list(PLOTS)
     for png in out.values():
         assert _size(png)[0] >= 800
+
+
+def test_the_report_gets_a_sentence_for_a_plot_without_data():
+    images, missing = report_plots(analyze([Session.empty({"session_id": "empty"})]))
+    assert images == {} and list(missing) == list(PLOTS)
+    assert missing["gpu_utilization.png"] == "no GPU snapshots in these sessions (CPU runs, or GPU sampling off)"
+    assert missing["step_time_per_rank.png"] == "no step times logged"
+    # CPU runs: every plot but the GPUs' has data
+    cpu = analyze(load_sessions(SAMPLES / "why_slow" / "logs"))
+    images, missing = report_plots(cpu)
+    assert list(missing) == ["gpu_utilization.png"] and set(images) == set(PLOTS) - set(missing)
+    for png in images.values():
+        assert _size(png)[0] >= 800
+    # a figure with one panel drawn is no placeholder
+    fig = figures(cpu, ["training_comparison.png"])["training_comparison.png"]
+    assert no_data(fig) is None
 
 
 def test_thin_keeps_at_most_max_points_and_the_mean():
