@@ -332,3 +332,13 @@ def test_every_table_fits_a_laptop_window_and_the_verdict_comes_first(tmp_path):
     assert "Hang: rank(s) 1 never reached the gradient sync" in hang["text"]
     assert "flight_recorder_rank1.pkl" in hang["diagnosis"]
     assert "gpu_utilization.png" in views["gpu"]["images"]  # the real GPU runs keep their chart
+
+
+def test_the_readme_shows_the_report_at_a_laptops_width():
+    """The README's picture of the report: a PNG in the repository, named by a path relative to its root."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    relative = DOCS_SCREENSHOT.relative_to(REPO).as_posix()
+    assert re.search(rf"!\[[^\]]+\]\({re.escape(relative)}\)", readme)
+    png = DOCS_SCREENSHOT.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24])[0] == LAPTOP[0]
+    assert len(png) < 300_000
