@@ -208,5 +208,9 @@ def test_report_with_analyses(logs, tmp_path):
     r = run(logs, f"--report={out}", "--diagnose")
     assert r.exit_code == 0, r.output
     html = out.read_text(encoding="utf-8")
-    assert html.count("<img") == len(PLOTS) and "<h2>Diagnosis</h2>" in html
+    # every plot with data; the GPUs' and the step breakdown's absence said in words (CPU runs, no phases timed)
+    drawn = {name for name in PLOTS if f'<img alt="{name}"' in html}
+    assert html.count("<img") == len(drawn) and "<h2>Diagnosis</h2>" in html
+    assert drawn == set(PLOTS) - {"gpu_utilization.png", "step_breakdown.png"}
+    assert "No GPU snapshots" in html and "no per-step phases" in html
     assert "🩺 DIAGNOSIS" in r.stdout
