@@ -45,6 +45,7 @@ from trainer_hooks import flight, sysinfo
 from trainer_hooks.builder import RecordBuilder
 from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
 from trainer_hooks.distributed import RankInfo, agree_session_id, measure_clock_offset, rank_info
+from trainer_hooks.end_verdict import end_verdict
 from trainer_hooks.findings import resource_findings
 from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
@@ -104,6 +105,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         self._gpu_stats = GpuStats()
         self._stall_watch: StallWatch | None = None
         self._clock_uncertainty = 0.0
+        self._summary_written = False
         self._init_steps()
         self._init_nonfinite()
 
@@ -383,6 +385,17 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             self.ending = False
             for fn in self.after_end:
                 fn()
+        if status == Status.COMPLETED and not from_signal:
+            self._end_verdict()
+
+    def _end_verdict(self) -> None:
+        """Rank 0, after the session is closed (outside ``ending``: a signal is then taken at once):
+        the verdict of the analysis, printed and appended to summary.txt (``end_verdict``)."""
+        if not (self.is_main and self.folder is not None and self.settings.end_verdict):
+            return
+        summary_txt = self.folder / SessionFiles(self.session_id).summary_txt if self._summary_written else None
+        end_verdict(self.log_dir, self.session_id, self.info.world_size if self.info else 1,
+                    SESSION_START["model"].get(self._start_record), self.settings.end_verdict_timeout_s, summary_txt)
 
     def _end(self, status: str, reason: str | None, from_signal: bool) -> None:
         where = self._where_fields() if status != Status.COMPLETED else {}
@@ -430,5 +443,6 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         try:
             write_whole(self.folder / files.summary_json, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
             write_whole(self.folder / files.summary_txt, summary_text(summary).encode("utf-8"))
+            self._summary_written = True
         except OSError as exc:
             print(f"logkit: cannot write the summary of {self.session_id}: {exc}", file=sys.stderr)
