@@ -68,13 +68,14 @@ def stream_ended(path: Path) -> bool | None:
     return isinstance(record, dict) and SESSION_END["type"].get(record) == SESSION_END.type
 
 
-def wait_for_ranks(folder: Path, session_id: str, world_size: int, bound_s: float = RANKS_WAIT_S
+def wait_for_ranks(folder: Path, session_id: str, world_size: int, bound_s: float | None = None
                    ) -> tuple[list[int], list[int]]:
-    """Wait until every other rank's stream ends with its ``session_end``, at most ``bound_s``.
-    Returns (the ranks whose streams had not ended, the ranks with no stream in ``folder``)."""
+    """Wait until every other rank's stream ends with its ``session_end``, at most ``bound_s``
+    (``RANKS_WAIT_S``). Returns (the ranks whose streams had not ended, the ranks with no stream in
+    ``folder``)."""
     files = SessionFiles(session_id)
     waiting, absent = set(range(1, world_size)), []
-    deadline = time.monotonic() + bound_s
+    deadline = time.monotonic() + (RANKS_WAIT_S if bound_s is None else bound_s)
     while True:
         for rank in sorted(waiting):
             ended = stream_ended(folder / files.rank_jsonl(rank))
@@ -163,7 +164,8 @@ def verdict_lines(text: str, not_ended: list[int], absent: list[int]) -> list[st
     """The verdict's lines as the analysis printed them, with what rank 0 could not see."""
     lines = text.splitlines() if text else ["VERDICT", RULE, "No verdict from this session's logs alone."]
     if not_ended:
-        lines.append(f"(Rank 0's view: {_ranks(not_ended)} had not ended their streams after {RANKS_WAIT_S:g} s.)")
+        theirs = "its stream" if len(not_ended) == 1 else "their streams"
+        lines.append(f"(Rank 0's view: {_ranks(not_ended)} had not ended {theirs} after {RANKS_WAIT_S:g} s.)")
     if absent:
         lines.append(f"(Rank 0's view: the streams of {_ranks(absent)} are not in this folder.)")
     return lines

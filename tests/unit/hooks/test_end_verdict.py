@@ -203,7 +203,7 @@ def test_rank_0_waits_for_the_other_ranks_session_end(tmp_path):
 def test_what_rank_0_could_not_see_is_said():
     lines = ev.verdict_lines("VERDICT\n===\nA sentence.", [2], [3, 4])
     assert lines == ["VERDICT", "===", "A sentence.",
-                     f"(Rank 0's view: rank 2 had not ended their streams after {ev.RANKS_WAIT_S:g} s.)",
+                     f"(Rank 0's view: rank 2 had not ended its stream after {ev.RANKS_WAIT_S:g} s.)",
                      "(Rank 0's view: the streams of ranks 3, 4 are not in this folder.)"]
 
 
@@ -230,3 +230,30 @@ def test_a_run_of_the_same_model_on_other_ranks_is_a_baseline(tmp_path):
     assert ev.more_lines(tmp_path, folder, ev.baselines(tmp_path, "this", "m", 2))[1] == (
         f"Compared with 2 other runs (1, 4 ranks) of the same model: analyze_logs {tmp_path} --compare")
     assert ev.more_lines(tmp_path, folder, [])[1:] == []
+
+
+def test_the_analysis_starts_once_the_other_ranks_have_ended(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "s"
+    folder.mkdir()
+    _stream(folder, 0, "session_start", "session_end")
+    rank1 = _stream(folder, 1, "session_start", "training_step_complete")
+    seen = []
+
+    def analyse(path, timeout_s):
+        seen.append((path, ev.stream_ended(rank1)))
+        return "VERDICT\n===\nA sentence.", None
+
+    monkeypatch.setattr(ev, "analyse", analyse)
+    timer = threading.Timer(0.3, lambda: _stream(folder, 1, "session_start", "session_end"))
+    timer.start()
+    ev.end_verdict(tmp_path, "s", 2, "m", 30, None)
+    timer.join()
+    assert seen == [(folder.resolve(), True)]
+    assert capsys.readouterr().out.startswith("\nVERDICT\n===\nA sentence.\n\nMore: ")
+    # a rank that never ends: the verdict is rank 0's view, after the bound
+    _stream(folder, 1, "session_start", "training_step_complete")
+    monkeypatch.setattr(ev, "RANKS_WAIT_S", 0.2)
+    t0 = time.monotonic()
+    ev.end_verdict(tmp_path, "s", 2, "m", 30, None)
+    assert time.monotonic() - t0 < 5
+    assert "\n(Rank 0's view: rank 1 had not ended its stream after 0.2 s.)\n" in capsys.readouterr().out
