@@ -2,11 +2,12 @@
 
 ``SessionLogger`` is one rank's session: ``start`` opens it (session id, files, the first
 records, the resource sampler), the event methods write what is not a step, ``end`` closes it
-(``session_end``, then rank 0's summary). The per-step methods are in ``steps``, the NaN/Inf
-checks in ``nonfinite``. Records are laid out by their specs (``logkit.schema.records``) and
-handed to the writer thread; analysis is left to ``logkit``, and what is decided here
-(findings) are threshold checks on numbers the logger already holds. Every public method is
-guarded: a fault of the logger goes to the errors log, never into training.
+(``session_end``, then rank 0's summary and, of a completed session, its verdict: ``end_verdict``).
+The per-step methods are in ``steps``, the NaN/Inf checks in ``nonfinite``. Records are laid out by
+their specs (``logkit.schema.records``) and handed to the writer thread; analysis is left to
+``logkit`` (the verdict runs it in another process), and what is decided here (findings) are
+threshold checks on numbers the logger already holds. Every public method is guarded: a fault of
+the logger goes to the errors log, never into training.
 """
 
 from __future__ import annotations
@@ -368,7 +369,9 @@ class SessionLogger(StepLogging, NonFiniteChecks):
 
     @guarded
     def end(self, status: str = Status.COMPLETED, *, reason: str | None = None, from_signal: bool = False) -> None:
-        """Close the session on this rank: ``session_end``, then rank 0's summary.
+        """Close the session on this rank: ``session_end``, then rank 0's summary and, when the
+        session completed (not from a signal), rank 0's verdict (``end_verdict``, once ``ending``
+        is over: a signal during the analysis is taken at once, never deferred behind it).
 
         ``reason``: why a session that did not complete ended (written into ``session_end``).
         ``from_signal``: called from a signal handler: nothing here may wait on the device
