@@ -18,13 +18,21 @@ past a logged block lands on both variants alike), many pairs; the median of the
 ratios with its interquartile range and a bootstrap 95 % interval, so the noise is visible.
 ``--aa`` also runs the same design with no logging in either block (the noise floor).
 
+Part 4 (``--end-verdict``, a fixed cost at the end): the wall time rank 0 spends in ``end()`` of a
+completed session with the verdict on and off (``end_verdict``: the analysis process on the
+session's folder), alternated, on sessions of 100 and 2,000 steps with 4 gradient-sync buckets a
+step; and the analysis process' CPU time.
+
     python benchmarks/emitter_overhead.py            # ~2 minutes
     python benchmarks/emitter_overhead.py --quick    # ~40 s, noisier
+    python benchmarks/emitter_overhead.py --end-verdict-only   # part 4 alone, ~1 minute
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import random
@@ -163,7 +171,7 @@ def measure(step_ms: float, pairs: int, steps_per_block: int, verbosity: str, ch
     model, opt, x, y = _model_for(step_ms)
     with tempfile.TemporaryDirectory() as tmp, \
             TrainingLogger(tmp, verbosity, model=model, per_device_batch_size=512,
-                           max_steps=pairs * steps_per_block) as tlog:
+                           max_steps=pairs * steps_per_block, end_verdict=False) as tlog:
         w = _Workload(model, opt, x, y, tlog, check_grads)
         log = tlog.logger
         writer_tid = _native_id(log._writer._thread if log._writer else None)
@@ -212,13 +220,22 @@ def measure(step_ms: float, pairs: int, steps_per_block: int, verbosity: str, ch
     return out
 
 
+def _fake_buckets(comm, buckets: int) -> None:
+    """``buckets`` gradient-sync buckets of 25 MB, 10 ms each, as the DDP hook hands them over
+    (``commhook.CommTimer.pending``: index, bytes, start, end, launch sequence number)."""
+    now = time.perf_counter()
+    seq = comm.launched
+    comm.pending.extend((b, 25_000_000, now - 0.01, now, seq + b) for b in range(buckets))
+    comm.launched = seq + buckets
+
+
 def per_record(n_steps: int, buckets: int) -> dict:
     """Training-thread time of step_begin + step_end with ``buckets`` comm records per step,
     and the writer thread's CPU time per step for what they produce."""
     from trainer_hooks.session_logger import SessionLogger
 
     with tempfile.TemporaryDirectory() as tmp:
-        log = SessionLogger(tmp, "high", gpu_snapshot_interval=0)
+        log = SessionLogger(tmp, "high", gpu_snapshot_interval=0, end_verdict=False)  # part 4 measures it
         log.start(per_device_batch_size=8, max_steps=n_steps)
         log.comm.group_size = 2
         log._comm_timed = True  # as if the DDP hook were installed (no process group here)
@@ -227,8 +244,7 @@ def per_record(n_steps: int, buckets: int) -> dict:
         cpu0 = thread_cpu_s(_native_id(writer._thread))
         t_total = 0.0
         for step in range(1, n_steps + 1):
-            now = time.perf_counter()
-            log.comm.pending.extend((b, 25_000_000, now - 0.01, now) for b in range(buckets))
+            _fake_buckets(log.comm, buckets)
             t0 = time.perf_counter()
             log.step_begin()
             log.step_end(step, loss=1.0 / step, learning_rate=1e-4, grad_norm=0.5)
@@ -245,10 +261,57 @@ def per_record(n_steps: int, buckets: int) -> dict:
             "written_before_end": records}
 
 
+def end_verdict_cost(steps: int, rounds: int, buckets: int = 4) -> dict:
+    """Part 4: seconds of ``end()`` on a 1-rank session of ``steps`` steps, verdict on and off (alternated),
+    and the CPU seconds of the analysis process (its children's rusage)."""
+    import resource
+
+    from trainer_hooks.session_logger import SessionLogger
+
+    times: dict = {True: [], False: []}
+    child_cpu = []
+    for i in range(2 * rounds):
+        on = (i % 2 == 0) == ((i // 2) % 2 == 0)  # on, off, off, on, ...: ABBA
+        with tempfile.TemporaryDirectory() as tmp:
+            log = SessionLogger(tmp, "high", gpu_snapshot_interval=0, end_verdict=on)
+            log.start(model_name="bench", per_device_batch_size=8, max_steps=steps)
+            log.comm.group_size = 2
+            log._comm_timed = True  # as if the DDP hook were installed (no process group here)
+            for step in range(1, steps + 1):
+                _fake_buckets(log.comm, buckets)
+                log.step_begin()
+                log.step_end(step, loss=1.0 / step, learning_rate=1e-4, grad_norm=0.5)
+            log.flush_step()
+            _wait_writer_idle(log._writer)
+            cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):  # the verdict it prints
+                log.end()
+            times[on].append(time.perf_counter() - t0)
+            cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if on:
+                child_cpu.append(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime)
+                stream = Path(tmp) / log.session_id / f"{log.session_id}_rank0.jsonl"
+                stream_mb = stream.stat().st_size / 1e6
+    on_s, off_s = statistics.median(times[True]), statistics.median(times[False])
+    return {"steps": steps, "stream_mb": stream_mb, "end_on_s": on_s, "end_off_s": off_s,
+            "verdict_s": on_s - off_s, "verdict_s_min_max": (min(times[True]) - off_s, max(times[True]) - off_s),
+            "analysis_cpu_s": statistics.median(child_cpu), "rounds": rounds}
+
+
 def _fmt_ratio(s: dict) -> str:
     pct = lambda r: f"{(r - 1) * 100:+.2f}%"  # noqa: E731
     return (f"median {pct(s['median'])} over {s['pairs']} pairs (IQR {pct(s['q1'])} .. {pct(s['q3'])}; "
             f"bootstrap 95% CI of the median {pct(s['ci95'][0])} .. {pct(s['ci95'][1])})")
+
+
+def _show_end_verdict(results: dict, rounds: int) -> None:
+    for steps in (100, 2000):
+        v = results[f"end_verdict_{steps}"] = end_verdict_cost(steps, rounds)
+        lo, hi = v["verdict_s_min_max"]
+        print(f"end verdict  : {steps} steps ({v['stream_mb']:.1f} MB of JSONL): end() {v['end_on_s']:.2f} s with the "
+              f"verdict, {v['end_off_s']:.2f} s without: the verdict {v['verdict_s']:.2f} s of wall time on rank 0 "
+              f"(median of {rounds}; {lo:.2f}-{hi:.2f} s), its analysis process {v['analysis_cpu_s']:.2f} s CPU")
 
 
 def main(argv=None) -> int:
@@ -261,10 +324,17 @@ def main(argv=None) -> int:
     p.add_argument("--grad-check", action="store_true", help="also measure check_gradients() every step")
     p.add_argument("--aa", action="store_true", help="also an A/A run (no logging in either block): the noise")
     p.add_argument("--json", default=None, help="write the figures to this file")
+    p.add_argument("--end-verdict", action="store_true", help="also part 4: the verdict's cost at session end")
+    p.add_argument("--end-verdict-only", action="store_true", help="part 4 alone")
     args = p.parse_args(argv)
+    results: dict = {}
+    if args.end_verdict_only:
+        _show_end_verdict(results, rounds=3 if args.quick else 5)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     pairs = args.pairs or (16 if args.quick else 60)
     n_records = 2000 if args.quick else 20000
-    results: dict = {}
 
     rec = results["per_record"] = per_record(n_records, buckets=4)
     writer = rec["writer_us_per_step"]
@@ -295,6 +365,8 @@ def main(argv=None) -> int:
                                             check_grads=True)
         print(f"grad check   : with check_gradients() every step (opt-in, on at 'ultra'): "
               f"{_fmt_ratio(g['abba'])}; bound {g['bound_pct']:.3f}%" if g["bound_pct"] is not None else "")
+    if args.end_verdict:
+        _show_end_verdict(results, rounds=3 if args.quick else 5)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0

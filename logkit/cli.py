@@ -95,29 +95,39 @@ def _outputs(analysis, sessions, *, as_json, report_path, plot_dir, export) -> N
             click.echo(f"note: {note}", err=True)
 
 
+def _print(analysis, sections, *, as_json, verdict_only, say) -> None:
+    """The console or JSON output asked for: the verdict's lines alone (``--verdict``), the JSON document,
+    or the verdict followed by each section's block."""
+    from logkit.report import console
+
+    if verdict_only:
+        if text := console.render_verdict(analysis):
+            say(text)
+    elif as_json:
+        from logkit.report.json_report import analysis_document, render_json
+
+        say(render_json(analysis_document(analysis, sections or ["compare"])))
+    elif sections:
+        renderers = {"compare": console.render_compare, "communication": console.render_communication,
+                     "performance": console.render_performance, "diagnose": console.render_diagnose}
+        blocks = [console.render_verdict(analysis), *(renderers[name](analysis) for name in sections)]
+        say("\n\n".join(b for b in blocks if b))
+
+
 def _run(loaded, *, as_json, sections, report_path, plot_dir, export, fail_under_efficiency, fail_on,
-         say=click.echo) -> int:
+         say=click.echo, verdict_only=False) -> int:
     """Analyse the sessions of ``loaded`` once and hand the results to each renderer asked for; the exit status.
-    ``say(text, err=False)``: how it prints (``_Said``: what it prints is kept)."""
+    ``say(text, err=False)``: how it prints (``_Said``: what it prints is kept). ``verdict_only``: the
+    verdict's lines and nothing else (``--verdict``: what a logged run prints when it ends)."""
     from logkit.analysis import analyze
     from logkit.analysis.findings.gates import efficiency_gate, severity_gate
 
     sessions = loaded.sessions
     analysis = analyze(sessions, comm_parts=loaded.comm_parts)
     _notes(analysis, say)
-    if not sections and report_path is None and plot_dir is None and export is None:
+    if not verdict_only and not sections and report_path is None and plot_dir is None and export is None:
         sections = ["compare"]  # with no flag, the comparison (what analyze_logs is first for)
-    if as_json:
-        from logkit.report.json_report import analysis_document, render_json
-
-        say(render_json(analysis_document(analysis, sections or ["compare"])))
-    elif sections:
-        from logkit.report import console
-
-        renderers = {"compare": console.render_compare, "communication": console.render_communication,
-                     "performance": console.render_performance, "diagnose": console.render_diagnose}
-        blocks = [console.render_verdict(analysis), *(renderers[name](analysis) for name in sections)]
-        say("\n\n".join(b for b in blocks if b))
+    _print(analysis, sections, as_json=as_json, verdict_only=verdict_only, say=say)
     _outputs(analysis, sessions, as_json=as_json, report_path=report_path, plot_dir=plot_dir, export=export)
     status = 0
     if fail_under_efficiency is not None:
@@ -137,6 +147,15 @@ def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, others: di
 
     view = NdjsonView() if as_json or not sys.stdout.isatty() else TerminalView(str(log_dir))
     raise SystemExit(follow(log_dir, view, refresh_s=refresh, timeout_s=timeout, session_ids=session_ids))
+
+
+def _verdict_alone(*, as_json, sections, report, plot, export) -> None:
+    """``--verdict`` prints the verdict only: exit 2 naming any other output asked for beside it."""
+    given = [name for name, on in (("--json", as_json), ("--report", report is not None),
+                                   ("--plot", plot is not None), ("--export", export is not None),
+                                   *((f"--{name}", True) for name in sections)) if on]
+    if given:
+        _fail(f"--verdict prints the verdict only; run {', '.join(given)} without it")
 
 
 def _question(log_dir: Path, **options):
@@ -217,6 +236,9 @@ def _only(loaded, wanted: set, log_dir: Path):
               help="Step-time spread per rank, stragglers, per-GPU utilization and memory, MFU.")
 @click.option("--diagnose", "do_diagnose", is_flag=True,
               help="Findings ranked by severity, each with its evidence (file:line).")
+@click.option("--verdict", "verdict_only", is_flag=True,
+              help="Print only the verdict (the sentences every report opens with): what a run logged with "
+                   "trainer_hooks prints when it ends.")
 @click.option("--plot", "plot_dir", is_flag=False, flag_value=DEFAULT_PLOT_DIR, default=None,
               type=click.Path(path_type=Path), metavar="[DIR]",
               help=f"Write the PNG plots (training_comparison.png, ...) into DIR (default: ./{DEFAULT_PLOT_DIR}).")
@@ -245,7 +267,7 @@ def _only(loaded, wanted: set, log_dir: Path):
 def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids, progress, no_cache,
                  do_communication=False, do_performance=False, do_diagnose=False, plot_dir=None,
                  session_name=None, export=None, fail_under_efficiency=None, fail_on=None, follow=False,
-                 follow_timeout=None, refresh=1.0, dask_address=None):
+                 follow_timeout=None, refresh=1.0, dask_address=None, verdict_only=False):
     """Compare the logkit training sessions under LOG_DIR: throughput, speedup, scaling efficiency.
 
     Speedup is the ratio of training throughput (samples/s); scaling efficiency is speedup
@@ -269,14 +291,16 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
                 others={"--compare": do_compare, "--report": report_path, "--plot": plot_dir, "--export": export,
                         "--communication": do_communication, "--performance": do_performance,
                         "--diagnose": do_diagnose, "--fail-under-efficiency": fail_under_efficiency,
-                        "--fail-on": fail_on})
+                        "--fail-on": fail_on, "--verdict": verdict_only})
 
     sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
                                       ("performance", do_performance), ("diagnose", do_diagnose)) if on]
+    if verdict_only:
+        _verdict_alone(as_json=as_json, sections=sections, report=report_path, plot=plot_dir, export=export)
     question = None if no_cache else _question(
         log_dir, json=as_json, sections=sections, session_ids=sorted(set(session_ids)),
         fail_under_efficiency=fail_under_efficiency, fail_on=fail_on, report=report_path, plot=plot_dir,
-        export=export, dask=dask_address)
+        export=export, dask=dask_address, verdict=verdict_only)
     if question is not None and (answer := question.lookup()) is not None:
         _replay(answer)
     loaded = _load(log_dir, cache=not no_cache, progress=progress, dask_address=dask_address,
@@ -288,7 +312,8 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
 
     say = _Said()
     status = _run(loaded, as_json=as_json, sections=sections, report_path=report_path, plot_dir=plot_dir,
-                  export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on, say=say)
+                  export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on, say=say,
+                  verdict_only=verdict_only)
     if question is not None:
         question.keep(loaded.sessions, say.said, status)
     if status:

@@ -2,11 +2,12 @@
 
 ``SessionLogger`` is one rank's session: ``start`` opens it (session id, files, the first
 records, the resource sampler), the event methods write what is not a step, ``end`` closes it
-(``session_end``, then rank 0's summary). The per-step methods are in ``steps``, the NaN/Inf
-checks in ``nonfinite``. Records are laid out by their specs (``logkit.schema.records``) and
-handed to the writer thread; analysis is left to ``logkit``, and what is decided here
-(findings) are threshold checks on numbers the logger already holds. Every public method is
-guarded: a fault of the logger goes to the errors log, never into training.
+(``session_end``, then rank 0's summary and, of a completed session, its verdict: ``end_verdict``).
+The per-step methods are in ``steps``, the NaN/Inf checks in ``nonfinite``. Records are laid out by
+their specs (``logkit.schema.records``) and handed to the writer thread; analysis is left to
+``logkit`` (the verdict runs it in another process), and what is decided here (findings) are
+threshold checks on numbers the logger already holds. Every public method is guarded: a fault of
+the logger goes to the errors log, never into training.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from trainer_hooks import flight, sysinfo
 from trainer_hooks.builder import RecordBuilder
 from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
 from trainer_hooks.distributed import RankInfo, agree_session_id, measure_clock_offset, rank_info
+from trainer_hooks.end_verdict import end_verdict
 from trainer_hooks.findings import resource_findings
 from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
@@ -104,6 +106,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         self._gpu_stats = GpuStats()
         self._stall_watch: StallWatch | None = None
         self._clock_uncertainty = 0.0
+        self._summary_written = False
         self._init_steps()
         self._init_nonfinite()
 
@@ -366,7 +369,9 @@ class SessionLogger(StepLogging, NonFiniteChecks):
 
     @guarded
     def end(self, status: str = Status.COMPLETED, *, reason: str | None = None, from_signal: bool = False) -> None:
-        """Close the session on this rank: ``session_end``, then rank 0's summary.
+        """Close the session on this rank: ``session_end``, then rank 0's summary and, when the
+        session completed (not from a signal), rank 0's verdict (``end_verdict``, once ``ending``
+        is over: a signal during the analysis is taken at once, never deferred behind it).
 
         ``reason``: why a session that did not complete ended (written into ``session_end``).
         ``from_signal``: called from a signal handler: nothing here may wait on the device
@@ -383,6 +388,17 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             self.ending = False
             for fn in self.after_end:
                 fn()
+        if status == Status.COMPLETED and not from_signal:
+            self._end_verdict()
+
+    def _end_verdict(self) -> None:
+        """Rank 0, after the session is closed (outside ``ending``: a signal is then taken at once):
+        the verdict of the analysis, printed and appended to summary.txt (``end_verdict``)."""
+        if not (self.is_main and self.folder is not None and self.settings.end_verdict):
+            return
+        summary_txt = self.folder / SessionFiles(self.session_id).summary_txt if self._summary_written else None
+        end_verdict(self.log_dir, self.session_id, self.info.world_size if self.info else 1,
+                    SESSION_START["model"].get(self._start_record), self.settings.end_verdict_timeout_s, summary_txt)
 
     def _end(self, status: str, reason: str | None, from_signal: bool) -> None:
         where = self._where_fields() if status != Status.COMPLETED else {}
@@ -430,5 +446,6 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         try:
             write_whole(self.folder / files.summary_json, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
             write_whole(self.folder / files.summary_txt, summary_text(summary).encode("utf-8"))
+            self._summary_written = True
         except OSError as exc:
             print(f"logkit: cannot write the summary of {self.session_id}: {exc}", file=sys.stderr)

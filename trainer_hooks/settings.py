@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields, replace
 
+# what an on/off environment variable may say
+_SWITCH = {"0": False, "false": False, "no": False, "off": False, "1": True, "true": True, "yes": True, "on": True}
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "WARN": 30, "ERROR": 40, "CRITICAL": 50}
 
 
@@ -43,6 +45,10 @@ class LogSettings:
     stall_factor / stall_min_s: a ``stall`` record (the step, phase and Python stack of the
         training thread) when no step has ended for max(stall_factor x the median step,
         stall_min_s) seconds; ``stall_min_s=0`` turns the stall watch off.
+    end_verdict: when a session completes, rank 0 runs the analysis of its folder in a separate
+        process (``analyze_logs FOLDER --verdict``, at most ``end_verdict_timeout_s`` seconds) and
+        prints the verdict, with the commands that show more, and appends it to summary.txt
+        (``trainer_hooks.end_verdict``). ``LOGKIT_END_VERDICT=0`` turns it off, ``=1`` on.
     """
 
     verbosity: str = "high"
@@ -73,6 +79,9 @@ class LogSettings:
     nan_dump_max_bytes: int = 64 * 1024 * 1024
     stall_factor: float = 10.0
     stall_min_s: float = 60.0
+    # the verdict at the end
+    end_verdict: bool = True
+    end_verdict_timeout_s: float = 30.0
 
 
 VERBOSITY_LEVELS: dict[str, dict] = {
@@ -103,6 +112,9 @@ def resolve_settings(verbosity: str = "high", env: dict | None = None, **overrid
         level = str(env.get(var, "")).upper()
         if level in LEVELS:
             settings = replace(settings, **{name: level})
+    switch = str(env.get("LOGKIT_END_VERDICT", "")).strip().lower()
+    if switch in _SWITCH:
+        settings = replace(settings, end_verdict=_SWITCH[switch])
     if settings.multigpu_level == "DEBUG":
         settings = replace(settings, comm_log_interval=1)
     known = {f.name for f in fields(LogSettings)}

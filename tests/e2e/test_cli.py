@@ -58,6 +58,21 @@ def test_default_action_and_default_folder(logs):
     assert run("--log-dir", logs).stdout == r.stdout
 
 
+def test_verdict_prints_the_verdict_alone(logs):
+    # what a run logged with trainer_hooks prints when it ends: the block every console output opens with
+    r = run(logs, "--verdict")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout == run(logs).stdout.split("\n\n", 1)[0] + "\n"
+    assert r.stdout.startswith("VERDICT\n" + "=" * 60 + "\nMulti-GPU paid off: 2 ranks ran ")
+    assert run(logs, "--verdict", "--no-cache").stdout == r.stdout
+    # a kept answer of another question is not this one's (the answers' cache keys on --verdict)
+    assert run(logs, "--verdict").stdout == r.stdout and run(logs).stdout != r.stdout
+    for other in (["--json"], ["--diagnose"], ["--report", str(logs / "r.html")]):
+        r = run(logs, "--verdict", *other)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.strip() == f"analyze_logs: --verdict prints the verdict only; run {other[0]} without it"
+
+
 def test_gpu_sessions_use_gpu_words(tmp_path):
     write_session(tmp_path, "g1", world_size=1, gpu_count=1, gpu_util=(80.0, 100.0))
     write_session(tmp_path, "g2", world_size=2, gpu_count=2, step_times=[0.3] * 10,
