@@ -10,7 +10,7 @@ The rules (``definitions.ALERTS``; thresholds in ``thresholds.py``):
   ``STALL_LATE`` x the limit, named or not. The rank named (never every rank): one whose step is behind
   the others'; else, by the ranks' stall records, one whose position is before the gradient sync the
   others wait in (``findings.hang.by_streams``); else, at ``STALL_LATE``, one whose stream stopped
-  while the others' still grow. From a session's first step on, while every rank runs (once one has
+  while the others' still grow (or the only rank). From a session's first step on, while every rank runs (once one has
   ended, how the session ends says it). Cleared when a rank finishes a step after it.
 - ``slowdown``: the median of a rank's last ``SLOWDOWN_RECENT`` step times at least ``SLOWDOWN_RATIO`` x
   the median of its window's steps before them (``kernels.performance.recent_slowdown``), at
@@ -155,6 +155,8 @@ def stall_call(ranks: list[RankProgress], median_step_s: float | None) -> Call |
         return None
     late = quiet >= STALL_LATE * limit
     named = _behind(ranks) or _by_position(ranks) or (_silent(ranks, STALL_EARLY * limit) if late else None)
+    if named is None and late and len(ranks) == 1:
+        named = ranks, f"rank {ranks[0].rank}, the only rank, stopped after step {ranks[0].step}"
     if named is None and not late:
         return None
     head = f"no step finished for {_s(quiet)} (limit {_s(limit)})"
@@ -312,11 +314,11 @@ class AlertBook:
         compared = [m for m in self._slow.values() if m.reference and m.recent is not None]
         if not compared or any(m.recent >= SLOWDOWN_CLEAR * m.reference for m in compared):
             return []
-        worst = max(compared, key=lambda m: m.recent / m.reference)
+        worst = max(m.recent / m.reference for m in compared)
         for memo in self._slow.values():
             memo.reference, memo.in_a_row = None, 0
-        return [self._clear(key, f"median step time back to {worst.recent / worst.reference:.2f}x the median "
-                                 f"before the slowdown (under {SLOWDOWN_CLEAR:g}x)", clock)]
+        return [self._clear(key, f"median step time back to {worst:.2f}x the median before the slowdown "
+                                 f"(under {SLOWDOWN_CLEAR:g}x)", clock)]
 
     def _stragglers(self, window: WindowFigures, clock: _Clock) -> list[LiveAlert]:
         named = {r.rank: r for r in window.stragglers if r.is_straggler}

@@ -57,17 +57,18 @@ STALL_MIN_S = 60.0
 STALL_FACTOR = 10.0
 STALL_EARLY = 0.5
 STALL_LATE = 0.9
-# A slowdown: the median of a rank's last SLOWDOWN_RECENT step times at least SLOWDOWN_RATIO x the median of
-# the window's steps before them (at least SLOWDOWN_MIN_EARLIER of them), at SLOWDOWN_CHECKS checks in a row
-# (a check: a refresh that brought the rank new steps). A median of 20 moves only when 11 of the 20 steps are
-# slow, so one slow step (a checkpoint, a GC pause) never raises it, and a 20% slowdown at 20 steps/s and a
-# 1 s refresh is raised within 50 steps. It clears when the recent median is back under SLOWDOWN_CLEAR x the
-# median it was compared with when raised.
-SLOWDOWN_RATIO = 1.2
+# A slowdown of 20% or more: the median of a rank's last SLOWDOWN_RECENT step times at least SLOWDOWN_RATIO x
+# the median of the window's steps before them (at least SLOWDOWN_MIN_EARLIER of them), at SLOWDOWN_CHECKS
+# checks in a row (a check: a refresh that brought the rank new steps). The bar is 15%, not 20%: two medians
+# of 20-30 noisy step times differ by a few percent, which would hide half the slowdowns of exactly 20%. A
+# median of 20 moves only when half of the 20 steps are slow, so a few slow steps (a checkpoint, a GC pause)
+# never raise it, and a 20% slowdown at 20 steps/s and a 1 s refresh is raised within 50 steps. It clears when
+# the recent median is back under SLOWDOWN_CLEAR x the median it was compared with when raised.
+SLOWDOWN_RATIO = 1.15
 SLOWDOWN_RECENT = 20
 SLOWDOWN_MIN_EARLIER = 20
 SLOWDOWN_CHECKS = 2
-SLOWDOWN_CLEAR = 1.1
+SLOWDOWN_CLEAR = 1.075
 # A straggler appears: the window's stragglers table names a rank in STRAGGLER_CHECKS analyses in a row that it
 # did not name before; cleared when it names it in none of STRAGGLER_CLEAR analyses in a row.
 STRAGGLER_CHECKS = 2
