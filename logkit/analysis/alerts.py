@@ -100,6 +100,12 @@ def _ranks(ranks) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
 
 
+def _they(ranks, singular: str, plural: str) -> str:
+    """``rank 0 waits`` / ``ranks 0, 2 wait``."""
+    ranks = list(ranks)
+    return f"{_ranks(ranks)} {singular if len(ranks) == 1 else plural}"
+
+
 def _s(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
@@ -118,7 +124,8 @@ def _behind(ranks: list[RankProgress]) -> tuple[list[RankProgress], str] | None:
         return None
     ahead = [r.rank for r in ranks if r.step == top]
     at = ", ".join(f"step {r.step}" if r.step is not None else "no step" for r in behind)
-    return behind, f"{_ranks(r.rank for r in behind)} stopped at {at} while {_ranks(ahead)} reached step {top} and wait"
+    return behind, (f"{_ranks(r.rank for r in behind)} stopped at {at} while {_ranks(ahead)} reached step {top} "
+                    f"and {'waits' if len(ahead) == 1 else 'wait'}")
 
 
 def _by_position(ranks: list[RankProgress]) -> tuple[list[RankProgress], str] | None:
@@ -133,7 +140,7 @@ def _by_position(ranks: list[RankProgress]) -> tuple[list[RankProgress], str] | 
     named = [r for r in ranks if r.rank in culprits]
     where = ", ".join(states[r.rank].words() for r in named)
     return named, (f"{_ranks(culprits)} never reached the gradient sync of step {target[0]} ({where}) while "
-                   f"{_ranks(waiting)} wait in it")
+                   f"{_they(waiting, 'waits', 'wait')} in it")
 
 
 def _silent(ranks: list[RankProgress], quiet_limit: float) -> tuple[list[RankProgress], str] | None:
@@ -142,7 +149,7 @@ def _silent(ranks: list[RankProgress], quiet_limit: float) -> tuple[list[RankPro
     if not silent or not writing or len(silent) > len(writing):
         return None
     return silent, (f"{_ranks(r.rank for r in silent)}'s stream stopped {_s(min(r.idle_s for r in silent))} ago "
-                    f"while {_ranks(r.rank for r in writing)} still write")
+                    f"while {_they((r.rank for r in writing), 'still writes', 'still write')}")
 
 
 def stall_call(ranks: list[RankProgress], median_step_s: float | None) -> Call | None:

@@ -151,7 +151,7 @@ def _findings(s: LiveSession) -> list[Text]:
     out = [Text(f"findings ({s.findings_total}, most severe first):")]
     for f in s.findings[:FINDINGS_SHOWN]:
         line = Text("  ")
-        line.append(f"{f.severity.value:<8}", style=_SEVERITY_STYLE.get(f.severity.value, ""))
+        line.append(f"{f.severity.value:<9}", style=_SEVERITY_STYLE.get(f.severity.value, ""))
         step = f.extra.get("step")
         where = " ".join(x for x in (f"rank {f.ranks[0]}" if f.ranks else "",
                                       f"step {step}" if step is not None else "") if x)
@@ -174,7 +174,8 @@ def alert_line(a: LiveAlert) -> Text:
     if a.state == AlertState.CLEARED:
         return Text(f"cleared {_clock(a.cleared_at)}: {a.kind}{about} (since {_clock(a.since)}): {a.cleared}",
                     style="green")
-    line = Text(f" ALERT {a.kind}{about} · since {_clock(a.since)} ", style=_ALERT_STYLE.get(a.kind, "bold red"))
+    line = Text()
+    line.append(f" ALERT {a.kind}{about} · since {_clock(a.since)} ", style=_ALERT_STYLE.get(a.kind, "bold red"))
     line.append(f" {a.detail}{where}", style="red" if a.kind in (AlertKind.STALL, AlertKind.NONFINITE) else "yellow")
     return line
 

@@ -83,7 +83,7 @@ def test_a_rank_that_stops_is_named_by_one_stall_alert_within_the_limit(tmp_path
     # the other rank waits in the gradient sync of that step, as its own stall record says
     stalls0 = [r for r in rank0 if TYPE.read(r) == STALL.type]
     assert stalls0 and STALL["phase"].read(stalls0[0]) == "gradient_sync"
-    assert "rank 0 wait" in alert["detail"] and "rank 1 never reached the gradient sync" in alert["detail"]
+    assert "rank 0 waits in it" in alert["detail"] and "rank 1 never reached the gradient sync" in alert["detail"]
     assert any(e.startswith(Path(next(logs.glob("*/*_rank1.jsonl"))).name) for e in alert["evidence"])
     # --alert-cmd read the same alert on its standard input
     got = [orjson.loads(p.read_bytes()) for p in received.glob("*.json")]

@@ -48,7 +48,7 @@ def test_a_rank_behind_the_others_is_named_at_half_the_limit(median, limit):
     assert stall_call([rank(0, 20, early - 0.1), rank(1, 19, early - 0.1)], median) is None
     call = stall_call([rank(0, 20, early), rank(1, 19, early + 0.5)], median)
     assert call.kind == "stall" and call.rank == 1 and call.since == "2026-01-01T11:59:00.000001+00:00"
-    assert "rank 1 stopped at step 19 while rank 0 reached step 20 and wait" in call.detail
+    assert "rank 1 stopped at step 19 while rank 0 reached step 20 and waits" in call.detail
     assert call.evidence == ("s_rank1.jsonl:19",) and call.ago_s == early + 0.5
 
 
@@ -77,7 +77,7 @@ def test_a_stream_that_stopped_while_the_others_write_names_its_rank_only_at_90_
     early, late = STALL_EARLY * STALL_MIN_S, STALL_LATE * STALL_MIN_S
     assert stall_call([rank(0, 20, early + 5, idle=3), rank(1, 20, early + 5)], FAST) is None
     call = stall_call([rank(0, 20, late, idle=3), rank(1, 20, late)], FAST)
-    assert call.rank == 1 and "rank 1's stream stopped 54 s ago while rank 0 still write" in call.detail
+    assert call.rank == 1 and "rank 1's stream stopped 54 s ago while rank 0 still writes" in call.detail
     # most streams silent (a sampler on rank 0 only): no rank named, never every rank
     many = [rank(0, 20, late, idle=3)] + [rank(r, 20, late) for r in range(1, 8)]
     assert stall_call(many, FAST).rank is None
