@@ -26,11 +26,16 @@ def progress(state, now: float, running: bool) -> RankProgress:
     return RankProgress(
         rank=state.rank, step=state.step, still_s=max(0.0, now - state.advanced_at),
         idle_s=max(0.0, now - state.last_seen), running=running,
-        position=position if position and position[0] is not None and position[1] else None,
+        position=position if _current(position, state.step) else None,
         evidence=f"{where}:{last[0]}" if last else None, position_evidence=position_at,
         last_step_at=_TIMESTAMP.read(last[1]) if last else None, step_times=state.step_times,
         recent_from=(_TIMESTAMP.read(first[1]), f"{where}:{first[0]}") if first else (None, None),
         nonfinite=state.nonfinite, finite_step=state.finite_step)
+
+
+def _current(position, step: int | None) -> bool:
+    """A stall record's (step, phase) says where the rank is now: a step it has not finished (not an old stall)."""
+    return bool(position and position[0] is not None and position[1]) and (step is None or position[0] > step)
 
 
 def session_alerts(session, ranked: dict, now: float, wall: datetime, ended: bool, events: list) -> tuple:

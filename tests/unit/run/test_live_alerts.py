@@ -150,3 +150,17 @@ def test_a_failing_or_hanging_command_does_not_stop_the_view(tmp_path):
     status = follow(tmp_path / "again" / "logs", view, refresh_s=0.05, alert_cmd="sleep 60")
     assert status == 0 and time.monotonic() - began < 20  # killed GRACE_S after the end, never waited for
     assert len(view.warned) == 2 and "still running when the view ended, and was killed" in view.warned[0]
+
+
+def test_an_old_stall_record_does_not_name_a_rank(tmp_path):
+    from logkit.schema.records import STALL
+
+    run = Run(tmp_path, "s1", 2)
+    run.steps(1, 10)
+    run.write(1, rec(STALL, "s1", 1, 2, 11, phase="forward_backward", value=70.0, threshold=60.0))
+    run.write(0, rec(STALL, "s1", 0, 2, 11, phase="gradient_sync", value=70.0, threshold=60.0))
+    run.steps(11, 40)  # the stall of step 11 ended; every rank stopped after step 40 since
+    follower = Follower(tmp_path, now=0.0)
+    assert follower.step(0.0)[0].alert_events == () and follower.step(50.0)[0].alert_events == ()
+    (alert,) = follower.step(54.5)[0].alert_events  # 90% of the limit: raised, no rank named
+    assert alert.kind == "stall" and alert.rank is None and "every rank stopped after step 40" in alert.detail
