@@ -3,15 +3,17 @@ from each rank's progress and the figures of its session's window. Pure: the fol
 (``now``, its seconds, and the wall time it is then), never read, so every rule is tested with a fake
 clock; ``run/live_alerts.py`` gathers what the rules read, ``run/alert_cmd.py`` runs the user's command.
 
-The rules (``definitions.ALERTS``; thresholds in ``thresholds.py``):
+The rules (their thresholds in ``thresholds.py``):
 
 - ``stall``: no running rank has finished a step for ``STALL_EARLY`` x the limit, max(``STALL_MIN_S``,
   ``STALL_FACTOR`` x the median step), and the logs name the rank the others wait for; or for
   ``STALL_LATE`` x the limit, named or not. The rank named (never every rank): one whose step is behind
   the others'; else, by the ranks' stall records, one whose position is before the gradient sync the
   others wait in (``findings.hang.by_streams``); else, at ``STALL_LATE``, one whose stream stopped
-  while the others' still grow (or the only rank). From a session's first step on, while every rank runs (once one has
-  ended, how the session ends says it). Cleared when a rank finishes a step after it.
+  while the others' still grow (or the only rank). From a session's first step on, while every rank
+  runs (once one has ended, how the session ends says it) and until every rank has reached its max
+  steps (saving the model after the last step is no stall). A pause that long with every rank idle
+  (a long evaluation or checkpoint) is one. Cleared when a rank finishes a step after it.
 - ``slowdown``: the median of a rank's last ``SLOWDOWN_RECENT`` step times at least ``SLOWDOWN_RATIO`` x
   the median of its window's steps before them (``kernels.performance.recent_slowdown``), at
   ``SLOWDOWN_CHECKS`` checks in a row (a check: a refresh that brought the rank new steps). Cleared when
@@ -65,7 +67,7 @@ class RankProgress:
     times, oldest first; ``recent_from``: (timestamp, ``file:line``) of the first of its last
     ``SLOWDOWN_RECENT`` steps; ``nonfinite``: (step, kind, timestamp, ``file:line``) of its first
     NaN/Inf record since its last finite loss, None when there is none; ``finite_step``: its last
-    step that logged a finite loss."""
+    step that logged a finite loss; ``max_steps``: the steps it is to run."""
 
     rank: int
     step: int | None = None
@@ -80,6 +82,7 @@ class RankProgress:
     recent_from: tuple[str | None, str | None] = (None, None)
     nonfinite: tuple[int | None, str, str | None, str | None] | None = None
     finite_step: int | None = None
+    max_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,8 @@ def stall_call(ranks: list[RankProgress], median_step_s: float | None) -> Call |
     """The ``stall`` rule (see the module doc) over a session's ranks."""
     if not ranks or not all(r.running for r in ranks) or all(r.step is None for r in ranks):
         return None
+    if all(r.step is not None and r.max_steps and r.step >= r.max_steps for r in ranks):
+        return None  # training is over: saving the model before the end is no stall
     limit = stall_limit(median_step_s)
     quiet = min(r.still_s for r in ranks)  # since any rank last finished a step
     if quiet < STALL_EARLY * limit:

@@ -30,7 +30,7 @@ def progress(state, now: float, running: bool) -> RankProgress:
         evidence=f"{where}:{last[0]}" if last else None, position_evidence=position_at,
         last_step_at=_TIMESTAMP.read(last[1]) if last else None, step_times=state.step_times,
         recent_from=(_TIMESTAMP.read(first[1]), f"{where}:{first[0]}") if first else (None, None),
-        nonfinite=state.nonfinite, finite_step=state.finite_step)
+        nonfinite=state.nonfinite, finite_step=state.finite_step, max_steps=state.max_steps)
 
 
 def _current(position, step: int | None) -> bool:

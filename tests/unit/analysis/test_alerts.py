@@ -88,10 +88,13 @@ def test_a_single_rank_is_named_at_90_percent():
     assert stall_call([rank(0, 20, STALL_LATE * STALL_MIN_S)], FAST).rank == 0
 
 
-def test_no_stall_before_the_first_step_or_once_a_rank_has_ended():
+def test_no_stall_before_the_first_step_after_the_last_or_once_a_rank_has_ended():
     assert stall_call([rank(0, None, 500), rank(1, None, 500)], FAST) is None
     assert stall_call([rank(0, 20, 500, running=False), rank(1, 19, 500)], FAST) is None
     assert stall_call([], FAST) is None
+    # every rank reached its max steps: the model is being saved
+    assert stall_call([rank(0, 20, 500, max_steps=20), rank(1, 20, 500, max_steps=20)], FAST) is None
+    assert stall_call([rank(0, 20, 500, max_steps=20), rank(1, 19, 500, max_steps=20)], FAST).rank == 1
 
 
 def _window(median: float) -> WindowFigures:
