@@ -15,7 +15,9 @@ for a few ranks, every 2-3 s for eight), and at once when every rank has ended.
 What the live view adds: each rank's latest step and loss, how each rank ended (a session has ended
 when every rank 0 .. world_size - 1 wrote its ``session_end``, or when one did and every other one
 has written nothing for ``SILENT_END_S``: those are ``lost``), the ETA ((max steps - the lowest step
-any rank reached) x the slowest rank's mean step time over the window), the latest GPU readings.
+any rank reached) x the slowest rank's mean step time over the window), the latest GPU readings, and
+the alerts (``run.live_alerts``: each rank's progress, when its step last advanced on the follower's
+clock, handed to the rules of ``analysis.alerts`` at each snapshot).
 """
 
 from __future__ import annotations

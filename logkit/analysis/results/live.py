@@ -165,7 +165,8 @@ class LiveSession:
     steps at the slowest rank's mean step time. ``ranks``: every rank; ``summary``: set when the
     session has many ranks, for a view that cannot show a row per rank. ``straggler``: a row of the
     window's stragglers table (the rank named, else the nearest to one); ``findings``: the batch
-    findings over the window, most severe first (``findings_total`` of them)."""
+    findings over the window, most severe first (``findings_total`` of them); ``alerts``: those
+    raised, then those cleared in the last minute (``run.live_alerts.CLEARED_SHOWN_S``)."""
 
     session_id: str
     folder: str
