@@ -164,3 +164,12 @@ def test_an_old_stall_record_does_not_name_a_rank(tmp_path):
     assert follower.step(0.0)[0].alert_events == () and follower.step(50.0)[0].alert_events == ()
     (alert,) = follower.step(54.5)[0].alert_events  # 90% of the limit: raised, no rank named
     assert alert.kind == "stall" and alert.rank is None and "every rank stopped after step 40" in alert.detail
+
+
+def test_a_missing_folder_is_waited_for(tmp_path):
+    follower = Follower(tmp_path / "logs", now=0.0)
+    snap, grew = follower.step(0.0)
+    assert snap.folder_missing and not grew and "waiting for logs to appear" in render(snap)
+    Run(tmp_path / "logs", "s1", 1).steps(1, 3)
+    snap, grew = follower.step(1.0)
+    assert grew and not snap.folder_missing and [s.session_id for s in snap.sessions] == ["s1"]
