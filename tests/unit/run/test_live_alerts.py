@@ -173,3 +173,13 @@ def test_a_missing_folder_is_waited_for(tmp_path):
     Run(tmp_path / "logs", "s1", 1).steps(1, 3)
     snap, grew = follower.step(1.0)
     assert grew and not snap.folder_missing and [s.session_id for s in snap.sessions] == ["s1"]
+
+
+def test_the_views_say_a_warning_on_stderr(capsys):
+    from rich.console import Console
+
+    from logkit.report.live_view import TerminalView
+
+    TerminalView("logs", console=Console(file=io.StringIO())).warn("--alert-cmd failed: boom")
+    NdjsonView(io.BytesIO()).warn("--alert-cmd: 1 of its 1 runs failed")
+    assert capsys.readouterr().err.splitlines() == ["--alert-cmd failed: boom", "--alert-cmd: 1 of its 1 runs failed"]
