@@ -6,7 +6,8 @@ clock; ``run/live_alerts.py`` gathers what the rules read, ``run/alert_cmd.py`` 
 The rules (their thresholds in ``thresholds.py``):
 
 - ``stall``: no running rank has finished a step for ``STALL_EARLY`` x the limit, max(``STALL_MIN_S``,
-  ``STALL_FACTOR`` x the median step), and the logs name the rank the others wait for; or for
+  ``STALL_FACTOR`` x the median step; x the steps between two step records where a run logs every
+  Nth step), and the logs name the rank the others wait for; or for
   ``STALL_LATE`` x the limit, named or not. The rank named (never every rank): one whose step is behind
   the others'; else, by the ranks' stall records, one whose position is before the gradient sync the
   others wait in (``findings.hang.by_streams``); else, at ``STALL_LATE``, one whose stream stopped
@@ -67,7 +68,8 @@ class RankProgress:
     times, oldest first; ``recent_from``: (timestamp, ``file:line``) of the first of its last
     ``SLOWDOWN_RECENT`` steps; ``nonfinite``: (step, kind, timestamp, ``file:line``) of its first
     NaN/Inf record since its last finite loss, None when there is none; ``finite_step``: its last
-    step that logged a finite loss; ``max_steps``: the steps it is to run."""
+    step that logged a finite loss; ``max_steps``: the steps it is to run; ``step_stride``: the steps
+    between two of its step records (its window's mean: 50 at verbosity ``low``, else 1)."""
 
     rank: int
     step: int | None = None
@@ -83,6 +85,7 @@ class RankProgress:
     nonfinite: tuple[int | None, str, str | None, str | None] | None = None
     finite_step: int | None = None
     max_steps: int | None = None
+    step_stride: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,8 @@ def stall_call(ranks: list[RankProgress], median_step_s: float | None) -> Call |
         return None
     if all(r.step is not None and r.max_steps and r.step >= r.max_steps for r in ranks):
         return None  # training is over: saving the model before the end is no stall
-    limit = stall_limit(median_step_s)
+    stride = max(max(r.step_stride for r in ranks), 1.0)  # a rank that logs every 50th step advances by 50
+    limit = stall_limit(median_step_s * stride if median_step_s is not None else None)
     quiet = min(r.still_s for r in ranks)  # since any rank last finished a step
     if quiet < STALL_EARLY * limit:
         return None

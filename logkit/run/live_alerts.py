@@ -15,6 +15,7 @@ from logkit.schema.records import COMMON
 
 CLEARED_SHOWN_S = 60.0  # a cleared alert stays in the view (and the snapshot's alerts) this long
 _TIMESTAMP = next(f for f in COMMON if f.name == "timestamp")
+_STEP = next(f for f in COMMON if f.name == "step")
 
 
 def progress(state, now: float, running: bool) -> RankProgress:
@@ -30,7 +31,16 @@ def progress(state, now: float, running: bool) -> RankProgress:
         evidence=f"{where}:{last[0]}" if last else None, position_evidence=position_at,
         last_step_at=_TIMESTAMP.read(last[1]) if last else None, step_times=state.step_times,
         recent_from=(_TIMESTAMP.read(first[1]), f"{where}:{first[0]}") if first else (None, None),
-        nonfinite=state.nonfinite, finite_step=state.finite_step, max_steps=state.max_steps)
+        nonfinite=state.nonfinite, finite_step=state.finite_step, max_steps=state.max_steps,
+        step_stride=_stride(state.steps))
+
+
+def _stride(steps) -> float:
+    """The mean number of steps between two of the window's step records (1 when it has fewer than two)."""
+    if len(steps) < 2:
+        return 1.0
+    first, last = _STEP.read(steps[0][1]), _STEP.read(steps[-1][1])
+    return (last - first) / (len(steps) - 1) if first is not None and last is not None else 1.0
 
 
 def _current(position, step: int | None) -> bool:

@@ -52,6 +52,12 @@ def test_a_rank_behind_the_others_is_named_at_half_the_limit(median, limit):
     assert call.evidence == ("s_rank1.jsonl:19",) and call.ago_s == early + 0.5
 
 
+def test_a_run_that_logs_every_50th_step_has_a_limit_50_times_longer():
+    every50 = dict(step_stride=50.0)
+    assert stall_call([rank(0, 100, 60, **every50), rank(1, 50, 60, **every50)], 1.0) is None  # limit 500 s
+    assert stall_call([rank(0, 100, 250, **every50), rank(1, 50, 250, **every50)], 1.0).rank == 1
+
+
 def test_with_every_rank_at_the_same_step_and_nothing_else_it_waits_for_90_percent_of_the_limit():
     late = STALL_LATE * STALL_MIN_S
     assert stall_call([rank(0, 20, late - 0.1), rank(1, 20, late - 0.1)], FAST) is None
