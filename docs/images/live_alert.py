@@ -12,7 +12,6 @@ to write stall records after 15 s (they say where each rank is); the view is fol
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+import psutil  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from logkit.report.live_view import snapshot_view  # noqa: E402
@@ -44,7 +44,7 @@ def main() -> None:
              "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(port),
              str(REPO / "examples/train_accelerate_loop.py"), "--log-dir", str(logs), "--hidden", "64",
              "--steps", "300", "--sleep", "0.1", "--slow-rank", "1", "--slow-data", "0.05", "--hang-at", "120",
-             "--pg-timeout", "600", "--log-setting", "stall_min_s=15"],
+             "--pg-timeout", "300", "--log-setting", "stall_min_s=15"],
             cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         follower = Follower(logs)
         try:
@@ -57,7 +57,8 @@ def main() -> None:
             else:
                 raise SystemExit("no stall alert within 300 s")
         finally:
-            os.killpg(launch.pid, signal.SIGKILL)
+            for proc in [*psutil.Process(launch.pid).children(recursive=True), psutil.Process(launch.pid)]:
+                proc.kill()  # the ranks run in sessions of their own: the launcher's group is not all of them
             launch.wait()
             follower.close()
         console = Console(record=True, width=150, file=open(os.devnull, "w"), force_terminal=True)  # noqa: SIM115

@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from logkit.schema.records import COMMON, STALL, TRAINING_STEP
-from tests.support.launch import BIN, REPO, ctrl_c_default, free_port
+from tests.support.launch import BIN, REPO, ctrl_c_default, free_port, kill_tree
 
 TYPE = next(f for f in COMMON if f.name == "type")
 TIMESTAMP = next(f for f in COMMON if f.name == "timestamp")
@@ -52,7 +52,7 @@ def test_a_rank_that_stops_is_named_by_one_stall_alert_within_the_limit(tmp_path
         [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
          str(REPO / "examples/train_accelerate_loop.py"), "--log-dir", str(logs), "--hidden", "64", "--steps", "400",
-         "--sleep", str(SLEEP), "--hang-at", str(HANG_AT), "--slow-rank", "1", "--pg-timeout", "600",
+         "--sleep", str(SLEEP), "--hang-at", str(HANG_AT), "--slow-rank", "1", "--pg-timeout", "300",
          "--log-setting", "stall_min_s=15"],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -62,7 +62,7 @@ def test_a_rank_that_stops_is_named_by_one_stall_alert_within_the_limit(tmp_path
             time.sleep(0.5)
         time.sleep(2.0)  # a refresh or two more: no second alert comes
     finally:
-        os.killpg(launch.pid, signal.SIGKILL)
+        kill_tree(launch.pid)  # the launcher and its ranks
         launch.wait(timeout=30)
         view.send_signal(signal.SIGINT)
         view.wait(timeout=30)
