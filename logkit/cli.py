@@ -137,16 +137,20 @@ def _run(loaded, *, as_json, sections, report_path, plot_dir, export, fail_under
     return status
 
 
-def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, others: dict) -> None:
-    """``--follow``: the live view until the sessions end (NDJSON with --json or without a terminal)."""
+def _follow(log_dir: Path, *, as_json, session_ids, timeout, refresh, alert_cmd, others: dict) -> None:
+    """``--follow``: the live view until the sessions end (NDJSON with --json or without a terminal); a folder
+    that does not exist yet is waited for."""
     given = [name for name, value in others.items() if value is not None and value is not False]
     if given:
         _fail(f"--follow shows the live view only; run {', '.join(given)} without it")
+    if log_dir.exists() and not log_dir.is_dir():
+        _fail(f"not a folder: {log_dir}")
     from logkit.report.live_view import NdjsonView, TerminalView
     from logkit.run.follow import follow
 
     view = NdjsonView() if as_json or not sys.stdout.isatty() else TerminalView(str(log_dir))
-    raise SystemExit(follow(log_dir, view, refresh_s=refresh, timeout_s=timeout, session_ids=session_ids))
+    raise SystemExit(follow(log_dir, view, refresh_s=refresh, timeout_s=timeout, session_ids=session_ids,
+                            alert_cmd=alert_cmd))
 
 
 def _verdict_alone(*, as_json, sections, report, plot, export) -> None:
@@ -258,16 +262,21 @@ def _only(loaded, wanted: set, log_dir: Path):
               help="Read and reduce each rank's logs on this Dask scheduler's workers (e.g. tcp://host:8786; "
                    "default: $LOGKIT_DASK_SCHEDULER, else this machine). Needs pip install 'logkit[dask]'.")
 @click.option("--follow", "follow", is_flag=True,
-              help="Follow the sessions being written under LOG_DIR: a live view (one JSON object per refresh "
-                   "with --json or without a terminal) until every session has ended, or Ctrl-C.")
+              help="Follow the sessions being written under LOG_DIR (waiting for it to appear): a live view with "
+                   "alerts (one JSON object per refresh with --json or without a terminal) until every session "
+                   "has ended, or Ctrl-C.")
 @click.option("--follow-timeout", "follow_timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              metavar="SECONDS", help="With --follow: stop (exit 1) when nothing is written for SECONDS.")
+              metavar="SECONDS", help="With --follow: stop (exit 1) when nothing is written for SECONDS (counted from "
+                                         "the start while LOG_DIR does not exist yet).")
+@click.option("--alert-cmd", "alert_cmd", default=None, metavar="CMD",
+              help="With --follow: run the shell command CMD for each alert raised or cleared, the alert as one "
+                   "JSON object on its standard input (e.g. 'notify-send logkit \"$(jq -r .alert.detail)\"').")
 @click.option("--refresh", "refresh", type=click.FloatRange(min=0.1, max=2.0), default=1.0, show_default=True,
               metavar="SECONDS", help="With --follow: seconds between refreshes.")
 def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids, progress, no_cache,
                  do_communication=False, do_performance=False, do_diagnose=False, plot_dir=None,
                  session_name=None, export=None, fail_under_efficiency=None, fail_on=None, follow=False,
-                 follow_timeout=None, refresh=1.0, dask_address=None, verdict_only=False):
+                 follow_timeout=None, refresh=1.0, dask_address=None, verdict_only=False, alert_cmd=None):
     """Compare the logkit training sessions under LOG_DIR: throughput, speedup, scaling efficiency.
 
     Speedup is the ratio of training throughput (samples/s); scaling efficiency is speedup
@@ -284,10 +293,13 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
             log_dir = session_folder(session_name, log_dir_arg or log_dir_opt)
         except FileNotFoundError as exc:
             _fail(str(exc))
-    if not log_dir.exists():
+    if alert_cmd is not None and not follow:
+        _fail("--alert-cmd runs a command for each alert of the live view: give it with --follow")
+    if not log_dir.exists() and not follow:
         _fail(f"no such folder: {log_dir}")
     if follow:
         _follow(log_dir, as_json=as_json, session_ids=session_ids, timeout=follow_timeout, refresh=refresh,
+                alert_cmd=alert_cmd,
                 others={"--compare": do_compare, "--report": report_path, "--plot": plot_dir, "--export": export,
                         "--communication": do_communication, "--performance": do_performance,
                         "--diagnose": do_diagnose, "--fail-under-efficiency": fail_under_efficiency,

@@ -47,3 +47,29 @@ STRAGGLER_ALPHA = 0.01
 STRAGGLER_NOISE = 2.0
 CAUSE_SHARE = 0.5  # a phase that explains at least half of the straggler's lateness is its cause
 DATA_HEAVY = 0.2  # data loading above 20% of a step is worth advice on its own
+
+# live alerts (alerts.py): what interrupts a person while a run trains
+# A stall: no step for max(STALL_MIN_S, STALL_FACTOR x the median step), the limit the emitter's stall watch
+# also keeps by default (the NCCL watchdog waits 30 minutes). The alert comes within it: at STALL_EARLY of the
+# limit when the logs name the rank the others wait for, else at STALL_LATE of it (a refresh, 2 s at most, and
+# the writer's half-second flush later it is still within the limit).
+STALL_MIN_S = 60.0
+STALL_FACTOR = 10.0
+STALL_EARLY = 0.5
+STALL_LATE = 0.9
+# A slowdown of 20% or more: the median of a rank's last SLOWDOWN_RECENT step times at least SLOWDOWN_RATIO x
+# the median of the window's steps before them (at least SLOWDOWN_MIN_EARLIER of them), at SLOWDOWN_CHECKS
+# checks in a row (a check: a refresh that brought the rank new steps). The bar is 15%, not 20%: two medians
+# of 20-30 noisy step times differ by a few percent, which would hide half the slowdowns of exactly 20%. A
+# median of 20 moves only when half of the 20 steps are slow, so a few slow steps (a checkpoint, a GC pause)
+# never raise it, and a 20% slowdown at 20 steps/s and a 1 s refresh is raised within 50 steps. It clears when
+# the recent median is back under SLOWDOWN_CLEAR x the median it was compared with when raised.
+SLOWDOWN_RATIO = 1.15
+SLOWDOWN_RECENT = 20
+SLOWDOWN_MIN_EARLIER = 20
+SLOWDOWN_CHECKS = 2
+SLOWDOWN_CLEAR = 1.075
+# A straggler appears: the window's stragglers table names a rank in STRAGGLER_CHECKS analyses in a row that it
+# did not name before; cleared when it names it in none of STRAGGLER_CLEAR analyses in a row.
+STRAGGLER_CHECKS = 2
+STRAGGLER_CLEAR = 3

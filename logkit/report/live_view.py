@@ -2,7 +2,8 @@
 JSON object per refresh (NDJSON) for scripts and dashboards. Both read a ``LiveSnapshot``
 (``analysis/live_results.py``) and compute nothing beyond unit changes.
 
-The terminal view shows, per session: progress (step / max steps, ETA), samples/s, step-time
+The terminal view shows, per session: its alerts first (a red or yellow line each while raised, a green
+one for a minute once cleared), progress (step / max steps, ETA), samples/s, step-time
 p50/p95, data and sync share of step time, GPU utilization and memory where sampled, the
 straggler, a row per rank (``rank N``; a summary from ``live.SUMMARY_RANKS`` ranks on) and the
 findings, newest first.
@@ -19,14 +20,16 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from logkit.analysis.results.live import LiveRank, LiveSession, LiveSnapshot, RankSummary, Spread
+from logkit.analysis.results.live import LiveAlert, LiveRank, LiveSession, LiveSnapshot, RankSummary, Spread
 from logkit.report.format import fmt, pct
-from logkit.schema.vocab import Status
+from logkit.schema.vocab import AlertKind, AlertState, Status
 
 FINDINGS_SHOWN = 5  # findings a session shows in the terminal (the JSON has its last MAX_FINDINGS)
 _STATUS_STYLE = {Status.RUNNING: "green", Status.COMPLETED: "bold green", Status.FAILED: "bold red",
                  Status.INTERRUPTED: "bold yellow", Status.LOST: "bold red"}
 _SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
+_ALERT_STYLE = {AlertKind.STALL: "bold white on red", AlertKind.NONFINITE: "bold white on red",
+                AlertKind.SLOWDOWN: "bold black on yellow", AlertKind.STRAGGLER: "bold black on yellow"}
 
 
 def duration(seconds) -> str:
@@ -148,7 +151,7 @@ def _findings(s: LiveSession) -> list[Text]:
     out = [Text(f"findings ({s.findings_total}, most severe first):")]
     for f in s.findings[:FINDINGS_SHOWN]:
         line = Text("  ")
-        line.append(f"{f.severity.value:<8}", style=_SEVERITY_STYLE.get(f.severity.value, ""))
+        line.append(f"{f.severity.value:<9}", style=_SEVERITY_STYLE.get(f.severity.value, ""))
         step = f.extra.get("step")
         where = " ".join(x for x in (f"rank {f.ranks[0]}" if f.ranks else "",
                                       f"step {step}" if step is not None else "") if x)
@@ -159,8 +162,26 @@ def _findings(s: LiveSession) -> list[Text]:
     return out
 
 
+def _clock(iso: str | None) -> str:
+    """hh:mm:ss of an ISO 8601 time (its own zone: the snapshot's and the emitter's are UTC)."""
+    return iso[11:19] if iso and len(iso) >= 19 else "?"
+
+
+def alert_line(a: LiveAlert) -> Text:
+    """One alert: raised (red for a stall or NaN/Inf, yellow for a slowdown or a straggler), or cleared (green)."""
+    about = f" · rank {a.rank}" if a.rank is not None else ""
+    where = f"  [{a.evidence[0]}{f' +{len(a.evidence) - 1}' if len(a.evidence) > 1 else ''}]" if a.evidence else ""
+    if a.state == AlertState.CLEARED:
+        return Text(f"cleared {_clock(a.cleared_at)}: {a.kind}{about} (since {_clock(a.since)}): {a.cleared}",
+                    style="green")
+    line = Text()
+    line.append(f" ALERT {a.kind}{about} · since {_clock(a.since)} ", style=_ALERT_STYLE.get(a.kind, "bold red"))
+    line.append(f" {a.detail}{where}", style="red" if a.kind in (AlertKind.STALL, AlertKind.NONFINITE) else "yellow")
+    return line
+
+
 def session_view(s: LiveSession) -> Group:
-    parts = [_header(s), _figures(s), _gpus(s), _straggler(s)]
+    parts = [*(alert_line(a) for a in s.alerts), _header(s), _figures(s), _gpus(s), _straggler(s)]
     parts.append(summary_table(s.summary) if s.summary is not None else rank_table(s.ranks))
     parts.extend(_findings(s))
     if s.end is not None:
@@ -173,6 +194,8 @@ def session_view(s: LiveSession) -> Group:
 def snapshot_view(snap: LiveSnapshot, root: str) -> Group:
     """The whole terminal view of one refresh."""
     top = Text(f"analyze_logs --follow {root} · {snap.time[11:19]} UTC · Ctrl-C to stop", style="dim")
+    if snap.folder_missing and not snap.sessions:
+        return Group(top, Text(f"waiting for {root} to appear (it does not exist yet)"))
     if not snap.sessions:
         waiting = Text(f"waiting for a session to start under {root}")
         if snap.not_followed:
@@ -220,6 +243,13 @@ class TerminalView(_View):
         for line in lines:
             self.console.print(line, highlight=False, markup=False)
 
+    def warn(self, line: str) -> None:
+        """A line on stderr: above the view when stderr is the view's terminal (so the view stays whole)."""
+        if sys.stderr.isatty() and self.console.is_terminal:
+            self.console.print(line, style="yellow", highlight=False, markup=False)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
 
 class NdjsonView(_View):
     """One JSON object per refresh on ``out`` (a binary stream); what is said goes to stderr."""
@@ -235,9 +265,14 @@ class NdjsonView(_View):
         pass
 
     def update(self, snap: LiveSnapshot) -> None:
-        self.out.write(orjson.dumps(snap.to_dict()) + b"\n")
+        """Each alert raised or cleared at this refresh (``{"alert": {...}}``), then the snapshot: a line each."""
+        lines = [orjson.dumps(a.record()) for a in snap.alert_events]
+        self.out.write(b"".join(x + b"\n" for x in (*lines, orjson.dumps(snap.to_dict()))))
         self.out.flush()
 
     def say(self, lines: list[str]) -> None:
         for line in lines:
             print(line, file=self.err, flush=True)
+
+    def warn(self, line: str) -> None:
+        self.say([line])

@@ -4,10 +4,12 @@ once per refresh:
 1. find streams that appeared under LOGDIR (``ingest.tail.FolderTail``); at the first look, a
    session that has already ended (or fell silent long ago) is not followed;
 2. read the bytes each followed stream gained, and feed their records to ``analysis.live.LiveState``;
-3. draw the snapshot on the view it is given (``report.live_view``: rich on a terminal, NDJSON otherwise).
+3. draw the snapshot on the view it is given (``report.live_view``: rich on a terminal, NDJSON otherwise),
+   and run the alert command (``run.alert_cmd``, ``--alert-cmd``) for each alert raised or cleared.
 
-Ends with 0 when every followed session has ended (saying how each ended) or on Ctrl-C; with 1
-when ``timeout_s`` passes without a byte written to any followed stream.
+A folder that does not exist yet is waited for (as ``tail -F`` does). Ends with 0 when every followed
+session has ended (saying how each ended) or on Ctrl-C; with 1 when ``timeout_s`` passes without a
+byte written to any followed stream (from the start: a folder that has not appeared by then ends it too).
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import os
 import time
 from pathlib import Path
 
+import orjson
+
 from logkit.analysis.results.live import LiveSnapshot
 from logkit.ingest.tail import FolderTail, last_record
+from logkit.run.alert_cmd import AlertCommand
 from logkit.run.live_state import LiveState, over_before_start
 
 DEFAULT_REFRESH_S = 1.0
@@ -82,17 +87,20 @@ class Follower:
             grew = grew or bool(chunks)
             if not self.tail.behind or time.monotonic() - began > DEFAULT_REFRESH_S:
                 break
-        return self.state.snapshot(time.monotonic() if clock else now), grew
+        missing = not os.path.isdir(self.root)
+        return self.state.snapshot(time.monotonic() if clock else now, folder_missing=missing), grew
 
     def close(self) -> None:
         self.tail.close()
 
 
 def follow(root: str | Path, view, *, refresh_s: float = DEFAULT_REFRESH_S, timeout_s: float | None = None,
-           session_ids=()) -> int:
+           session_ids=(), alert_cmd: str | None = None) -> int:
     """Follow the sessions under ``root`` until they have all ended, drawing each snapshot on ``view`` (a
-    context manager with ``update(snapshot)``, ``say(lines)`` and ``end_lines(snapshot)``); the exit status."""
+    context manager with ``update(snapshot)``, ``say(lines)``, ``warn(line)`` and ``end_lines(snapshot)``)
+    and running ``alert_cmd`` for each alert raised or cleared; the exit status."""
     follower = Follower(root, session_ids)
+    command = AlertCommand(alert_cmd, view.warn) if alert_cmd else None
     snap, status = None, 0
     last_growth = time.monotonic()
     try:
@@ -101,6 +109,10 @@ def follow(root: str | Path, view, *, refresh_s: float = DEFAULT_REFRESH_S, time
                 started = time.monotonic()
                 snap, grew = follower.step()
                 view.update(snap)
+                if command is not None:
+                    for alert in snap.alert_events:
+                        command.send(orjson.dumps(alert.record()) + b"\n")
+                    command.poll()
                 if grew:
                     last_growth = started
                 if snap.all_ended:
@@ -117,7 +129,11 @@ def follow(root: str | Path, view, *, refresh_s: float = DEFAULT_REFRESH_S, time
         return 0
     finally:
         follower.close()
-    if status:
+        if command is not None:
+            command.close()
+    if status and snap is not None and snap.folder_missing and not snap.sessions:
+        view.say([f"stopped: {root} did not appear within {timeout_s:g} s"])
+    elif status:
         view.say([f"stopped: nothing written for {timeout_s:g} s", *view.end_lines(snap)])
     else:
         view.say(view.end_lines(snap))

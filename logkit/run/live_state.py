@@ -15,11 +15,14 @@ for a few ranks, every 2-3 s for eight), and at once when every rank has ended.
 What the live view adds: each rank's latest step and loss, how each rank ended (a session has ended
 when every rank 0 .. world_size - 1 wrote its ``session_end``, or when one did and every other one
 has written nothing for ``SILENT_END_S``: those are ``lost``), the ETA ((max steps - the lowest step
-any rank reached) x the slowest rank's mean step time over the window), the latest GPU readings.
+any rank reached) x the slowest rank's mean step time over the window), the latest GPU readings, and
+the alerts (``run.live_alerts``: each rank's progress, when its step last advanced on the follower's
+clock, handed to the rules of ``analysis.alerts`` at each snapshot).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -28,12 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
+from logkit.analysis.alerts import AlertBook, recovered
 from logkit.analysis.results.live import LiveGpu, LiveRank, LiveSession, LiveSnapshot, RankSummary, Spread
 from logkit.analysis.window import WindowFigures, analyze_window
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.load import session_of_records
 from logkit.ingest.meta import liveness
+from logkit.run.live_alerts import session_alerts
 from logkit.run.live_end import LOST, RUNNING, end_of, statuses
+from logkit.schema.findings import NONFINITE_KINDS
 from logkit.schema.records import (
     ANOMALY,
     COMMON,
@@ -61,6 +67,8 @@ __all__ = ["LiveState", "over_before_start", "WINDOW_STEPS", "SUMMARY_RANKS", "L
 
 _COMMON = {f.name: f for f in COMMON}
 TYPE, MESSAGE, STEP, WORLD_SIZE = _COMMON["type"], _COMMON["message"], _COMMON["step"], _COMMON["world_size"]
+TIMESTAMP = _COMMON["timestamp"]
+NONFINITE_WORDS = frozenset(k.value for k in NONFINITE_KINDS)
 _BY_STEP = (COMMUNICATION.type, STEP_PHASES.type)  # records kept while their step is in the window
 _EVENTS = (ANOMALY.type, RESOURCE_WARNING.type, NAN_DETECTED.type, STALL.type, ERROR.type)
 
@@ -75,6 +83,11 @@ class _Rank:
     step: int | None = None
     max_steps: int | None = None
     loss: float | None = None
+    advanced_at: float | None = None  # when its step last advanced, on the follower's clock (first seen: none yet)
+    finite_step: int | None = None  # its last step that logged a finite loss
+    nonfinite: tuple | None = None  # (step, kind, timestamp, file:line) of its first NaN/Inf record since then
+    position: tuple | None = None  # ((step, phase), file:line) of its last stall record
+    step_times: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))  # of the step records
     status: str = RUNNING
     reason: str | None = None
     error: str | None = None
@@ -83,6 +96,10 @@ class _Rank:
     steps: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))  # (line, record) of step records
     by_step: dict = field(default_factory=dict)  # step -> [(line, record)] of its comm and phase records
     events: deque = field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
+
+    def __post_init__(self) -> None:
+        if self.advanced_at is None:  # no step yet: still since it was first seen
+            self.advanced_at = self.last_seen
 
     def add(self, number: int, record: dict) -> None:
         kind = TYPE.read(record)
@@ -105,6 +122,15 @@ class _Rank:
             self.events.append((number, record))
             if kind == ERROR.type:
                 self.error = MESSAGE.read(record) or ERROR["exception_type"].read(record)
+            elif kind in (ANOMALY.type, NAN_DETECTED.type):
+                self._nonfinite(number, record)
+            elif kind == STALL.type:
+                self.position = ((STEP.read(record), STALL["phase"].read(record)), f"{self.path.name}:{number}")
+
+    def _nonfinite(self, number: int, record: dict) -> None:
+        subkind = (ANOMALY if TYPE.read(record) == ANOMALY.type else NAN_DETECTED)["subkind"].read(record)
+        if subkind in NONFINITE_WORDS and recovered(self.nonfinite, self.finite_step):
+            self.nonfinite = (STEP.read(record), subkind, TIMESTAMP.read(record), f"{self.path.name}:{number}")
 
     def _step(self, number: int, record: dict) -> None:
         step = TRAINING_STEP["step"].read(record)
@@ -114,7 +140,10 @@ class _Rank:
         self.max_steps = TRAINING_STEP["max_steps"].read(record) or self.max_steps
         loss = TRAINING_STEP["loss"].read(record)
         self.loss = loss if loss is not None else self.loss
+        if loss is not None and math.isfinite(loss):
+            self.finite_step = step
         self.steps.append((number, record))
+        self.step_times.append(TRAINING_STEP["step_time_s"].read(record) or float("nan"))
         oldest = TRAINING_STEP["step"].read(self.steps[0][1])
         for old in [s for s in self.by_step if s < oldest]:
             del self.by_step[old]
@@ -144,6 +173,8 @@ class _Session:
     analysed_at: float | None = None
     cost_s: float = 0.0  # what the last analysis of the window took
     window: WindowFigures = field(default_factory=WindowFigures)
+    analyses: int = 0  # how many times the window was analysed
+    alerts: AlertBook | None = None
 
     def analyse(self, now: float) -> None:
         """The window's batch analysis, when records came since the last one and the last analysis'
@@ -162,6 +193,7 @@ class _Session:
         liveness(session, source)
         self.window, self.changed, self.analysed_at = analyze_window(session), False, now
         self.cost_s = time.perf_counter() - began
+        self.analyses += 1
 
 
 class LiveState:
@@ -195,6 +227,7 @@ class LiveState:
         self.bytes_read += chunk.nbytes
         session.unreadable += len(chunk.notes)
         session.changed = session.changed or bool(chunk.records)
+        step = state.step
         for number, record in chunk.records:
             state.add(number, record)
             kind = TYPE.read(record)
@@ -206,15 +239,21 @@ class LiveState:
             ws = WORLD_SIZE.read(record)
             if ws is not None and ws > 0:
                 session.world_size = ws
+        if state.step != step:
+            state.advanced_at = state.last_seen
 
-    def snapshot(self, now: float, wall: datetime | None = None) -> LiveSnapshot:
+    def snapshot(self, now: float, wall: datetime | None = None, folder_missing: bool = False) -> LiveSnapshot:
+        """The snapshot at ``now`` (the follower's clock; ``wall``: the wall time then), with the alerts
+        raised and cleared since the last one."""
+        wall = wall or datetime.now(timezone.utc)
         for s in self.sessions.values():
             s.analyse(now)
-        sessions = tuple(_live_session(s, now) for _, s in sorted(self.sessions.items()))
-        wall = wall or datetime.now(timezone.utc)
+        events: list = []
+        sessions = tuple(_live_session(s, now, wall, events) for _, s in sorted(self.sessions.items()))
         return LiveSnapshot(time=wall.isoformat(timespec="milliseconds"), elapsed_s=round(now - self.start, 3),
                             sessions=sessions, all_ended=bool(sessions) and all(s.ended for s in sessions),
-                            not_followed=tuple(self.not_followed), bytes_read=self.bytes_read)
+                            not_followed=tuple(self.not_followed), bytes_read=self.bytes_read,
+                            folder_missing=folder_missing, alert_events=tuple(events))
 
 
 def _gpus(session: _Session, record: dict) -> None:
@@ -274,13 +313,15 @@ def _eta(session: _Session, ranks: list[LiveRank]) -> tuple[int | None, int | No
     return step, max_steps, max(eta, 0.0) if eta is not None else None
 
 
-def _live_session(session: _Session, now: float) -> LiveSession:
+def _live_session(session: _Session, now: float, wall: datetime, events: list) -> LiveSession:
+    """The session's part of the snapshot; the alerts it raised and cleared are added to ``events``."""
     ranked = statuses(session.world_size, {r: (s.status, s.last_seen) for r, s in session.ranks.items()},
                       session.first_seen, now)
     ranks = [_live_rank(session, r, now, s) for r, s in ranked.items()]
     main = next((r for r in ranks if r.window_steps), ranks[0] if ranks else LiveRank(0))
     step, max_steps, eta = _eta(session, ranks)
     end = end_of(ranked, {r: (s.step, s.reason) for r, s in session.ranks.items()})
+    alerts = session_alerts(session, ranked, now, wall, end is not None, events)
     idle = min((r.idle_s for r in ranks if r.idle_s is not None), default=None)
     w = session.window
     return LiveSession(
@@ -291,7 +332,7 @@ def _live_session(session: _Session, now: float) -> LiveSession:
         sync_share=w.sync_share, idle_s=idle, ranks=tuple(ranks),
         summary=_summary(ranks) if len(ranks) >= SUMMARY_RANKS else None, straggler=w.straggler,
         gpus=tuple(v for _, v in sorted(session.gpus.items())), findings=w.findings,
-        findings_total=len(w.findings), unreadable_lines=session.unreadable)
+        findings_total=len(w.findings), unreadable_lines=session.unreadable, alerts=alerts)
 
 
 def over_before_start(last_records: dict[int, dict | None], newest_age_s: float) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 
 __all__ = ["Word", "Status", "ENDED", "Mode", "CPU_MODES", "on_cpu", "EventKind", "LineSubkind", "SessionKind", "Regime", "Basis",
-           "ComparisonBasis", "LossAxis", "FlagKind", "DivergenceKind"]
+           "ComparisonBasis", "LossAxis", "FlagKind", "DivergenceKind", "AlertKind", "AlertState"]
 
 
 class Word(str, enum.Enum):
@@ -163,3 +163,19 @@ class DivergenceKind(Word):
 
     RISING_TAIL = "rising_tail", "the last losses rise monotonically"
     ABOVE_MINIMUM = "above_minimum", "the smoothed loss ends well above its minimum"
+
+
+class AlertKind(Word):
+    """What a live alert says (``LiveAlert.kind``, ``analyze_logs --follow``)."""
+
+    STALL = "stall", "no rank has finished a step for the stall limit: one rank holds the others"
+    SLOWDOWN = "slowdown", "the recent steps are at least 20% slower than the window's earlier ones"
+    NONFINITE = "nonfinite", "a rank logged a NaN or infinite loss or gradient"
+    STRAGGLER = "straggler", "the window's stragglers table names a rank it did not name before"
+
+
+class AlertState(Word):
+    """Where a live alert stands (``LiveAlert.state``)."""
+
+    RAISED = "raised", "its condition started: said once"
+    CLEARED = "cleared", "its condition ended (or its session did): said once"

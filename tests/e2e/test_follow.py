@@ -7,8 +7,9 @@ the run so that its session appears under LOGDIR while followed:
   itself with status 0 when the run ends, saying how it ended;
 - the NDJSON mode (stdout not a terminal), checked the same way line by line; its last snapshot's
   figures against the JSONL's last steps, computed here;
+- a healthy run raises no alert;
 - a run that fails mid-run: both views say failed, with the error the JSONL records;
-- Ctrl-C (a real SIGINT) and --follow-timeout.
+- Ctrl-C (a real SIGINT) and --follow-timeout; a folder that does not exist yet is waited for.
 """
 
 from __future__ import annotations
@@ -235,6 +236,13 @@ def test_the_last_snapshot_has_the_jsonls_figures(completed):
         assert SLEEP <= r["step_p50_s"] < SLEEP + 0.2  # the loop sleeps SLEEP in every step
 
 
+@pytest.mark.slow  # the run they share takes about 25 s on 2 cores
+def test_a_healthy_run_raises_no_alert(completed):
+    assert [d for d in completed.ndjson if "alert" in d] == []
+    assert [a for d in completed.ndjson for s in d["sessions"] for a in s["alerts"]] == []
+    assert "ALERT" not in completed.final_screen
+
+
 @pytest.mark.slow  # a real launch: 15-25 s on 2 cores
 def test_a_run_that_fails_mid_run_is_said_to_have_failed_with_its_error(tmp_path):
     got = watch(tmp_path, ["--steps", "40", "--sleep", "0.1", "--fail-at", "12"])
@@ -292,3 +300,40 @@ def test_follow_is_the_live_view_only(tmp_path):
     proc = subprocess.run([str(BIN / "analyze_logs"), str(tmp_path / "logs"), "--follow", "--report", "r.html"],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "--follow shows the live view only; run --report without it" in proc.stderr
+
+
+def test_follow_waits_for_a_folder_that_does_not_exist_yet(tmp_path):
+    logs = tmp_path / "logs"
+    proc = subprocess.Popen([str(BIN / "analyze_logs"), str(logs), "--follow", "--json", "--refresh", "0.2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=ctrl_c_default)
+    try:
+        first = orjson.loads(proc.stdout.readline())
+        assert first["folder_missing"] is True and first["sessions"] == []
+        _live_stream(logs / "s1")
+        for _ in range(100):  # a refresh every 0.2 s: the session shows within a few
+            doc = orjson.loads(proc.stdout.readline())
+            if doc["sessions"]:
+                break
+        assert doc["folder_missing"] is False and doc["sessions"][0]["session_id"] == "s1"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and err.decode().splitlines()[0] == "stopped (Ctrl-C)"
+
+
+def test_follow_timeout_counts_from_the_start_while_the_folder_does_not_exist(tmp_path):
+    missing = tmp_path / "logs"
+    started = time.monotonic()
+    proc = subprocess.run([str(BIN / "analyze_logs"), str(missing), "--follow", "--follow-timeout", "1",
+                           "--refresh", "0.2"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [f"stopped: {missing} did not appear within 1 s"]
+    assert time.monotonic() - started < 15
+    assert all(orjson.loads(x)["folder_missing"] for x in proc.stdout.splitlines())
+
+
+def test_alert_cmd_goes_with_follow(tmp_path):
+    (tmp_path / "logs").mkdir()
+    proc = subprocess.run([str(BIN / "analyze_logs"), str(tmp_path / "logs"), "--alert-cmd", "cat"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and "--alert-cmd" in proc.stderr and "--follow" in proc.stderr

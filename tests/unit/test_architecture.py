@@ -131,6 +131,29 @@ def test_analysis_is_pure_by_its_imports():
     assert not bad
 
 
+CLOCKS = ("now", "utcnow", "today", "time", "monotonic", "perf_counter", "time_ns", "monotonic_ns",
+          "perf_counter_ns", "process_time")
+
+
+def test_analysis_reads_no_clock():
+    """``logkit.analysis`` is given the time (the live alerts' ``now`` and wall time), never reads it: no
+    ``time`` module, no ``datetime.now()`` / ``date.today()``; so every rule is tested with a fake clock."""
+    bad = []
+    for name, path in _modules().items():
+        if not name.startswith("logkit.analysis"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                bad += [(name, a.name) for a in node.names if a.name.split(".")[0] == "time"]
+            elif isinstance(node, ast.ImportFrom) and node.module == "time":
+                bad.append((name, "from time"))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in CLOCKS
+                  and ast.unparse(node.func.value).split(".")[-1] in ("datetime", "date", "time", "pd.Timestamp",
+                                                                      "Timestamp")):
+                bad.append((name, ast.unparse(node.func)))
+    assert not bad
+
+
 def test_analysis_runs_with_files_and_processes_forbidden(monkeypatch):
     """Every sample folder analysed while opening a file, stat-ing a path or starting a process raises."""
     import builtins

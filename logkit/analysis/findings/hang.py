@@ -113,7 +113,7 @@ def rank_states(session) -> dict[int, RankState]:
     return out
 
 
-def _by_streams(states: dict[int, RankState]) -> tuple[list[int], list[int], tuple[int, int] | None]:
+def by_streams(states: dict[int, RankState]) -> tuple[list[int], list[int], tuple[int, int] | None]:
     """(waiting ranks, culprit ranks, the (step, phase) of the collective waited in) from positions."""
     waiting = [s for s in states.values() if s.phase == "gradient_sync"]
     if not waiting:
@@ -178,7 +178,7 @@ def hang_findings(session) -> list[Finding]:
     """The ``hang`` finding of ``session``, if it hung (see module doc)."""
     sid, ev = session.session_id, session.events
     states = rank_states(session)
-    waiting, culprits, target = _by_streams(states)
+    waiting, culprits, target = by_streams(states)
     timed_out, behind, seq = _by_watchdog(ev)
     fr_behind, fr_waiting, fr_where = _by_flight_recorder(ev)
     stalls = ev[ev["kind"] == EventType.STALL] if len(ev) else ev

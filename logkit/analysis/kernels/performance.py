@@ -16,6 +16,8 @@ Definitions (``definitions.PERFORMANCE``):
   times n; ``is_straggler``: the slowest rank, with score > ``STRAGGLER_SCORE``, the slowest in at
   least ``STRAGGLER_SHARE`` of the steps every rank timed, p_value < ``STRAGGLER_ALPHA``, and its
   median above the fastest's by more than ``STRAGGLER_NOISE`` x the robust spread of step times.
+- ``recent_slowdown``: the median of a rank's last ``SLOWDOWN_RECENT`` step times over the median of the
+  steps before them (the live view's window; at least ``SLOWDOWN_MIN_EARLIER`` of them).
 - GPUs: ``avg_util / peak_util`` mean / max of utilization_pct over the snapshots;
   ``avg_memory_pct`` mean of memory_usage_pct, or of memory_used_mb / memory_total_mb x 100
   where that is missing; without snapshots, summary.json's gpus[] where it carries figures.
@@ -23,11 +25,18 @@ Definitions (``definitions.PERFORMANCE``):
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from logkit.analysis.kernels.straggler import detect
 from logkit.analysis.kernels.throughput import throughput
-from logkit.analysis.thresholds import BUSY_UTIL, IDLE_UTIL, SLOW_FACTOR
+from logkit.analysis.thresholds import (
+    BUSY_UTIL,
+    IDLE_UTIL,
+    SLOW_FACTOR,
+    SLOWDOWN_MIN_EARLIER,
+    SLOWDOWN_RECENT,
+)
 from logkit.schema.values import to_float
 
 STEP_COLUMNS = ["session_id", "rank", "steps", "step_p50_s", "step_p95_s", "step_max_s", "step_mean_s",
@@ -65,6 +74,17 @@ def step_stats(session) -> pd.DataFrame:
     out = out.reset_index()
     out.insert(0, "session_id", session.meta.session_id)
     return out[STEP_COLUMNS]
+
+
+def recent_slowdown(step_times, recent: int = SLOWDOWN_RECENT,
+                    min_earlier: int = SLOWDOWN_MIN_EARLIER) -> tuple[float, float] | None:
+    """(the median of the last ``recent`` of ``step_times``, the median of those before them), oldest
+    first, positive times only; None with fewer than ``recent + min_earlier`` of them."""
+    t = np.asarray(step_times, dtype="float64")
+    t = t[t > 0]
+    if len(t) < recent + min_earlier:
+        return None
+    return float(np.median(t[-recent:])), float(np.median(t[:-recent]))
 
 
 def slow_step_list(session, limit: int = 10) -> list[dict]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from logkit.analysis.results.findings import Finding
 from logkit.analysis.results.frames import ArrivalRow, StepRow
 from logkit.analysis.results.values import plain
-from logkit.schema.vocab import Status
+from logkit.schema.vocab import AlertState, Status
 
 
 def _to_dict(obj) -> dict:
@@ -130,6 +130,34 @@ class LiveEnd:
 
 
 @dataclass(frozen=True)
+class LiveAlert:
+    """Something that should interrupt a person while the run trains (``analysis.alerts``): raised once
+    when it starts, cleared once when it ends. ``kind``: an ``AlertKind``; ``rank``: the rank it is about
+    (the stalled rank the others wait for, the straggler), null when it is the session's (or the rank is not
+    known); ``since``: when it started (ISO 8601, UTC); ``evidence``: ``file:line`` of the records that
+    say so; ``raised_at`` / ``cleared_at``: when the view raised and cleared it; ``cleared``: why it cleared."""
+
+    kind: str
+    session_id: str
+    detail: str
+    since: str
+    raised_at: str
+    rank: int | None = None
+    evidence: tuple[str, ...] = ()
+    state: str = AlertState.RAISED
+    cleared_at: str | None = None
+    cleared: str | None = None
+    folder: str = "."
+
+    def to_dict(self) -> dict:
+        return _to_dict(self)
+
+    def record(self) -> dict:
+        """The alert as its NDJSON line says it, and as ``--alert-cmd`` reads it: ``{"alert": {...}}``."""
+        return {"alert": self.to_dict()}
+
+
+@dataclass(frozen=True)
 class LiveSession:
     """A followed session. Session figures are its main (lowest) rank's window, as throughput is
     defined over rank 0's steps; ``sync_share`` the session's (``WindowFigures.sync_share``);
@@ -137,7 +165,8 @@ class LiveSession:
     steps at the slowest rank's mean step time. ``ranks``: every rank; ``summary``: set when the
     session has many ranks, for a view that cannot show a row per rank. ``straggler``: a row of the
     window's stragglers table (the rank named, else the nearest to one); ``findings``: the batch
-    findings over the window, most severe first (``findings_total`` of them)."""
+    findings over the window, most severe first (``findings_total`` of them); ``alerts``: those
+    raised, then those cleared in the last minute (``run.live_alerts.CLEARED_SHOWN_S``)."""
 
     session_id: str
     folder: str
@@ -162,6 +191,7 @@ class LiveSession:
     findings: tuple[Finding, ...] = ()
     findings_total: int = 0
     unreadable_lines: int = 0
+    alerts: tuple[LiveAlert, ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -176,7 +206,10 @@ class LiveSnapshot:
     """Every followed session at one refresh. ``time``: the wall clock (ISO 8601); ``elapsed_s``:
     seconds since following began; ``all_ended``: every followed session has ended (and there is
     one); ``not_followed``: sessions found at the start that had already ended or fell silent
-    long before; ``bytes_read``: bytes read from the streams so far."""
+    long before; ``bytes_read``: bytes read from the streams so far; ``folder_missing``: the followed
+    folder does not exist (yet). ``alert_events``: the alerts raised or cleared at this refresh (each
+    said once: its own NDJSON line, not a key of the snapshot's); a session's ``alerts`` are those
+    active, and those cleared in the last ``live_alerts.CLEARED_SHOWN_S``."""
 
     time: str
     elapsed_s: float
@@ -184,6 +217,10 @@ class LiveSnapshot:
     all_ended: bool = False
     not_followed: tuple[str, ...] = ()
     bytes_read: int = 0
+    folder_missing: bool = False
+    alert_events: tuple[LiveAlert, ...] = ()
 
     def to_dict(self) -> dict:
-        return _to_dict(self)
+        out = _to_dict(self)
+        del out["alert_events"]
+        return out

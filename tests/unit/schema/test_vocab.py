@@ -24,6 +24,8 @@ from logkit.schema.findings import (
 from logkit.schema.records import EVENT_TYPES, EventType
 from logkit.schema.vocab import (
     ENDED,
+    AlertKind,
+    AlertState,
     Basis,
     ComparisonBasis,
     DivergenceKind,
@@ -40,7 +42,7 @@ from logkit.schema.vocab import (
 from tests.support.launch import REPO
 
 VOCABULARIES = (FindingKind, EventKind, LineSubkind, Status, Mode, SessionKind, Regime, Basis, ComparisonBasis,
-                LossAxis, FlagKind, DivergenceKind)
+                LossAxis, FlagKind, DivergenceKind, AlertKind, AlertState)
 DECLARATIONS = {REPO / "logkit" / "schema" / name for name in ("vocab.py", "findings.py", "records.py")}
 # Words that must be named, never spelled, where a kind is made, emitted or compared.
 WORDS = frozenset().union(*(v.words() for v in VOCABULARIES), EVENT_TYPES)
