@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from logkit.ingest.safe_io import display
 from logkit.schema.frames import FRAME_DTYPES, FRAME_NAMES
 
 STR = pd.StringDtype("pyarrow", na_value=np.nan)  # pandas' default "str"
@@ -35,8 +36,8 @@ _INT64_MAX = 2.0**63
 
 
 def diagnostic(file: str, line: int | None, reason: str, text: str = "") -> dict:
-    """One row of a session's ``diagnostics`` frame."""
-    return {"file": file, "line": line, "reason": reason, "text": text[:_TEXT_CHARS]}
+    """One row of a session's ``diagnostics`` frame (the file as ``safe_io.display`` writes it)."""
+    return {"file": display(file), "line": line, "reason": reason, "text": text[:_TEXT_CHARS]}
 
 
 def _to_int(series: pd.Series) -> pd.Series:

@@ -113,7 +113,7 @@ def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Fram
 def build_session(source: SessionSource, ranks: list[RankRead] | None = None) -> Session:
     """Read the files of ``source`` into a ``Session`` (never raises on content). ``ranks``: the
     streams already read (``read_ranks``), one per rank file, in rank order."""
-    frames, streams, diagnostics = Frames(), {}, []
+    frames, streams, diagnostics = Frames(), {}, list(source.notes)
     _add_ranks(source, ranks, frames, streams)
     for rank in sorted(streams):
         diagnostics += streams[rank].diagnostics

@@ -23,6 +23,7 @@ import math
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from logkit.ingest.safe_io import display
 from logkit.schema.frames import FRAMES
 from logkit.schema.records import (
     EVALUATION,
@@ -264,6 +265,7 @@ def map_records(raw: pa.Table, source: str, file_rank: int, checks=None, rest=No
     stream); what they set aside or repair becomes events. ``rest``: (record types, raw table): the
     rows of those types parsed apart (the fast engine's rare rows, ``read_at``) are mapped from that
     table; in ``raw`` they are only checked."""
+    source = display(source)  # a file name that is not UTF-8, as any output takes it
     raw = _ranked(raw, file_rank)
     apart, rest_raw = rest if rest is not None else (frozenset(), None)
     if checks is not None:

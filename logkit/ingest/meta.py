@@ -41,6 +41,7 @@ from logkit.ingest.discover import SessionSource
 from logkit.ingest.jsonl_lines import Stream
 from logkit.ingest.mapping import TYPE
 from logkit.ingest.readers.formats import Role, declared
+from logkit.ingest.safe_io import READ_ERRORS, display, read_whole
 from logkit.ingest.session import iso_seconds
 from logkit.schema.files import SUMMARY
 from logkit.schema.meta import SessionMeta
@@ -122,8 +123,8 @@ def read_summary(path: str | Path) -> tuple[dict | None, list[dict]]:
     """Rank 0's summary document (or None) and diagnostics; never raises on content."""
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except OSError as exc:
+        data = read_whole(path)
+    except READ_ERRORS as exc:
         return None, [diagnostic(str(path), None, f"unreadable: {exc}")]
     try:
         doc = orjson.loads(data.decode("utf-8", errors="replace"))
@@ -292,8 +293,8 @@ def finish(meta: SessionMeta, source: SessionSource) -> SessionMeta:
         meta.world_size_from = None  # unknown: no file says, and no rank was seen
     meta.status = meta.status  # always there (None where no source says)
     meta.ranks_found = sorted(source.rank_files)
-    meta.files = [str(p) for p in source.files]
-    meta.folder = str(source.folder)
+    meta.files = [display(p) for p in source.files]
+    meta.folder = display(source.folder)
     for key in ALWAYS:
         meta.setdefault(key, None)
     return meta

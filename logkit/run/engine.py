@@ -28,7 +28,7 @@ record-weighted median of the ranks' medians (exact with one rank); every figure
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from logkit.analysis.kernels.comm_reduce import CommReducer
@@ -217,10 +217,13 @@ def _usable(ws) -> float | None:
 class Loaded:
     """Sessions as the engine gives them, and beside each its ranks' comm reductions (``CommPart``s, in
     rank order), or None where ``session.comm`` holds every record (a session without rank streams, or
-    one the cache held whole). ``analyze(loaded.sessions, comm_parts=loaded.comm_parts)``."""
+    one the cache held whole). ``analyze(loaded.sessions, comm_parts=loaded.comm_parts)``. ``notes``: files
+    found and not read (a FIFO, a device, a link out of the folder...) in folders without a session
+    (diagnostic rows; those of a session's folder are in its diagnostics)."""
 
     sessions: list
     comm_parts: list
+    notes: list = field(default_factory=list)
 
 
 def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> tuple[Session, tuple]:

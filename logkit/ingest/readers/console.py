@@ -422,12 +422,12 @@ def _year(path: Path) -> int:
 def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
     read = Read(Path(path), FileFormat.CONSOLE)
-    sample = []
-    for _, line in iter_lines(read.path, Read(read.path, FileFormat.CONSOLE)):
-        sample.append(line)
+    sample: list[str] = []
+    for number, line in iter_lines(read.path, Read(read.path, FileFormat.CONSOLE)):
+        sample += [""] * (min(number, SAMPLE_LINES + 1) - 1 - len(sample)) + [line]  # empty lines as they were
         if len(sample) >= SAMPLE_LINES:
             break
-    parser = _Console(read, rank, Prefixes.of(sample))
+    parser = _Console(read, rank, Prefixes.of(sample[:SAMPLE_LINES]))
     parser.year = _year(read.path)
     for number, line in iter_lines(read.path, read):
         if not line.strip():
