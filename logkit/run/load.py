@@ -12,6 +12,7 @@ judge it as of now (``ingest.meta.liveness``: a cached session is judged anew).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def _check_readable(path: Path) -> None:
     what it is, never a wait for a writer)."""
     try:
         with open_file(path, unzip=False) as fh:
-            fh.read(1)
+            os.pread(fh.fileno(), 1, 0)  # the first byte, whatever size the file says it has (/proc)
     except OSError as exc:
         raise PermissionError(f"cannot read {display(path)}: {exc.strerror or exc}") from None
 
