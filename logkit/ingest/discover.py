@@ -43,6 +43,8 @@ from logkit.ingest.safe_io import ANYWHERE, READ_ERRORS, Refused, Scope, check, 
 
 _RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
+# Loose files of one format in one folder past which they are read as one session (``_loose_sessions``).
+MANY_LOOSE = 64
 
 
 @dataclass(frozen=True)
@@ -182,12 +184,18 @@ def sources_in_folder(folder: Path, names: list[str] | None = None, scope: Scope
 
 def _loose_sessions(folder: Path, loose: list[SourceFile]) -> list[SessionSource]:
     """A session per loose file; the files of a format that gathers (the ranks' Flight Recorder dumps
-    of one job), several in a folder of their own, make one session."""
+    of one job), several in a folder of their own, make one session; so do more than ``MANY_LOOSE``
+    files of one format (a cluster's output folder of thousands of captures: one session, each line
+    citing its file, costs what their bytes cost, never thousands of sessions)."""
     out, rest = [], list(loose)
     for name, fmt in FORMATS.items():
         group = [f for f in loose if f.format == name]
-        if fmt.gathers and len(group) > 1:
-            out.append(SessionSource(folder.name or name, folder, extra=group, kind="file"))
+        if (fmt.gathers and len(group) > 1) or len(group) > MANY_LOOSE:
+            src = SessionSource(folder.name or name, folder, extra=group, kind="file")
+            if not fmt.gathers:
+                src.notes.append(_note(folder, f"{len(group)} files of format {name} read as one session (more "
+                                               f"than {MANY_LOOSE} in one folder; each line cites its file)"))
+            out.append(src)
             rest = [f for f in rest if f.format != name]
     return out + [SessionSource(_file_id(f.path), folder, extra=[f], kind="file") for f in rest]
 
