@@ -181,6 +181,16 @@ def _project(frame: str, rows: pa.Table, prefix: pa.Scalar) -> pa.Table:
     return pa.table(out)
 
 
+_EMPTY: dict[str, pa.Table] = {}
+
+
+def _empty(frame: str, rows: pa.Table) -> pa.Table:
+    """``_project`` of no rows (made once per frame: a small stream's frames are mostly empty)."""
+    if frame not in _EMPTY:
+        _EMPTY[frame] = _project(frame, rows, pa.scalar(""))
+    return _EMPTY[frame]
+
+
 def _needs(frame: str) -> list[str]:
     """The raw table's columns a frame reads (the rest are not carried through its filter)."""
     spec = FRAME_SPECS.get(frame, EVENT)
@@ -279,7 +289,7 @@ def map_records(raw: pa.Table, source: str, file_rank: int, checks=None, rest=No
     for frame, spec in FRAME_SPECS.items():
         table = rest_raw if spec.type in apart else raw
         rows[frame] = table.select(_NEEDS[frame]).filter(pc.equal(table.column(TYPE.raw[0]), spec.type))
-    out = {frame: _project(frame, part, prefix) for frame, part in rows.items()}
+    out = {frame: _project(frame, part, prefix) if part.num_rows else _empty(frame, part) for frame, part in rows.items()}
     step_lines = rows["steps"].column(LINE)
     if checks is not None:
         out["steps"] = checks.values(out["steps"], step_lines)

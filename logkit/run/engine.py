@@ -36,6 +36,7 @@ from logkit.ingest.assemble import frame_of
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.load import RankRead, build_session, read_ranks
 from logkit.ingest.meta import records_meta
+from logkit.ingest.safe_io import size_of
 from logkit.ingest.session import Session
 from logkit.run import partials
 from logkit.run.cache import load_cached, store
@@ -43,6 +44,7 @@ from logkit.run.partials import RankPartial
 
 ENV_SCHEDULER = "LOGKIT_DASK_SCHEDULER"
 POOL_MIN_BYTES = 256 << 20
+PARTIAL_CACHE_MIN_BYTES = 1 << 20  # a rank's partial result is cached from this size of stream up
 
 
 class _Reducing(RankRead):
@@ -80,16 +82,17 @@ def rank_partials(streams: list[tuple[str, int]], world_size: float | None = Non
     """``rank_partial`` of each (path, rank), the streams not in the cache read as one flow (``read_ranks``:
     the next stream parsed while the one before is mapped): the map of a session's ranks in this process."""
     parts: dict[int, RankPartial] = {}
-    if cache:
-        for i, (path, rank) in enumerate(streams):
-            hit = partials.load(path, rank, world_size)
-            if hit is not None:
-                parts[i] = hit
+    # a small stream is read again faster than its cache entry is written and read (thousands of tiny ranks)
+    kept = {i for i, (path, _) in enumerate(streams) if cache and size_of(path) >= PARTIAL_CACHE_MIN_BYTES}
+    for i in sorted(kept):
+        hit = partials.load(*streams[i], world_size)
+        if hit is not None:
+            parts[i] = hit
     todo = [i for i in range(len(streams)) if i not in parts]
     reads = read_ranks([streams[i] for i in todo], [_Reducing(streams[i][1]) for i in todo], chunk_bytes)
     for i, reducing in zip(todo, reads, strict=True):  # each reduced as soon as it is read
         parts[i] = _partial(reducing, world_size)
-        if cache:
+        if i in kept:
             partials.store(*streams[i], world_size, parts[i])
     return [parts[i] for i in range(len(streams))]
 
