@@ -45,6 +45,7 @@ from logkit.run.partials import RankPartial
 ENV_SCHEDULER = "LOGKIT_DASK_SCHEDULER"
 POOL_MIN_BYTES = 256 << 20
 PARTIAL_CACHE_MIN_BYTES = 1 << 20  # a rank's partial result is cached from this size of stream up
+MANY_RANKS, SMALL_RANK_BYTES = 64, 256 << 10  # a session of many small ranks is read whole (many_small_ranks)
 
 
 class _Reducing(RankRead):
@@ -99,6 +100,8 @@ def rank_partials(streams: list[tuple[str, int]], world_size: float | None = Non
 
 def _partial(reducing: _Reducing, world_size: float | None) -> RankPartial:
     read = RankRead(reducing.rank, reducing.tables, reducing.stream)
+    if not reducing.comm.chunks:  # no comm record: nothing to reduce (a tiny rank's whole cost, else)
+        return RankPartial(read, None)
     steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
     assumed = records_meta({read.rank: read.stream}).world_size if world_size is None else world_size
     return RankPartial(read, reducing.comm.result(steps, assumed))
@@ -244,6 +247,14 @@ def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> tuple[
     return session, tuple(c for c in comm if c is not None)
 
 
+def many_small_ranks(source: SessionSource) -> bool:
+    """A session of more than ``MANY_RANKS`` ranks whose streams are small (``SMALL_RANK_BYTES`` each on
+    average) is read whole here: its comm records, few, reduced by the analysis in one pass over the
+    session, not rank by rank (a fixed cost per rank of tens of ms: thousands of tiny ranks)."""
+    ranks = len(source.rank_files)
+    return ranks > MANY_RANKS and sum(size_of(p) for p in source.rank_files.values()) < SMALL_RANK_BYTES * ranks
+
+
 def whole(source: SessionSource, cache: bool) -> Session:
     """The session of ``source`` read here with every record (through the cache)."""
     session = load_cached(source) if cache else None
@@ -261,7 +272,7 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, bar=Non
     (written where the map ran); ``bar``: a progress bar (``update(bytes)``) or None; ``runner``: an
     ``executor()`` to use (not closed here)."""
     held = {id(src): load_cached(src) if cache and src.rank_files else None for src in sources}
-    mapped = [src for src in sources if held[id(src)] is None and src.rank_files]
+    mapped = [src for src in sources if held[id(src)] is None and src.rank_files and not many_small_ranks(src)]
     own = runner is None
     runner = runner or executor(scheduler, total_bytes, sum(len(s.rank_files) for s in mapped))
     try:
@@ -273,7 +284,7 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, bar=Non
             parts = None
             if held[id(src)] is not None:
                 session = held[id(src)]
-            elif src.rank_files:
+            elif src.rank_files and id(src) in futures:
                 session, parts = merge(src, futures.pop(id(src)).result(),
                                        remap=lambda p, r, ws: runner.submit(rank_partial, p, r, ws, cache).result())
             else:
