@@ -24,6 +24,7 @@ from logkit.ingest.chunks import MAX_LINE_BYTES, numbered_lines, open_stream
 from logkit.ingest.mapping import TIME, TYPE, WHOLE_TYPES, evals_from, map_records, raw_records
 from logkit.ingest.record_checks import StreamChecks
 from logkit.ingest.safe_io import display
+from logkit.schema.values import plain_json
 
 
 @dataclass
@@ -87,11 +88,13 @@ def _lines(path: Path, note):
 
 
 def _lenient(text: str):
+    """What Python's json reads of a line orjson refuses (NaN literals, lone surrogate escapes), made plain:
+    text escaped, integers beyond 64 bits missing (``values.plain_json``)."""
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    return plain_json(value) if isinstance(value, dict) else None
 
 
 def decode_line(raw: bytes, terminated: bool) -> tuple[dict | None, str | None, str]:

@@ -128,8 +128,8 @@ def _array(values: list, kind: pa.DataType, path: tuple[str, ...]) -> pa.Array:
     if set(map(type, values)) <= _AS_IS[kind]:
         try:
             return pa.array(values, kind)  # already of the type (the common case: no value by value)
-        except (pa.ArrowInvalid, OverflowError):
-            pass  # an integer beyond int64
+        except (pa.ArrowInvalid, OverflowError, UnicodeEncodeError):
+            pass  # an integer beyond int64, text with a lone surrogate (a JSON escape): read value by value
     read = _shown if path == _MESSAGE else _READ[kind]
     return pa.array([read(v) for v in values], kind)
 

@@ -138,13 +138,13 @@ def read_summary(path: str | Path) -> tuple[dict | None, list[dict]]:
 
 
 def _plain_summary(doc: dict, path: Path) -> tuple[dict, list[dict]]:
-    """summary.json as every reader of ``meta.summary`` may take it: a list or object key (``gpus``,
-    ``communication``) of another type left out, and noted; each GPU an object whose index is an index
+    """summary.json as every reader of ``meta.summary`` may take it: a key of another type or out of its
+    domain (``gpus`` not a list, a total batch size of -5) left out, and noted; each GPU an object whose index is an index
     and whose name is text; integers beyond 64 bits and text that is not text made plain."""
     notes = []
-    for f in SUMMARY:
-        raw = f.get(doc)
-        if raw is not None and f.type in (list, dict) and (why := check(raw, f.type)) is not None:
+    for f in SUMMARY:  # each key by its type and, for a meta key, its domain (what every reader of it may take)
+        raw, key = f.get(doc), META_KEYS.get(f.name)
+        if raw is not None and (why := check(raw, f.type, key.domain if key else None)) is not None:
             notes.append(diagnostic(str(path), None, f"{'.'.join(f.raw)}: {why}: left out"))
             doc.pop(f.raw[0], None)
     gpus = doc.get("gpus")

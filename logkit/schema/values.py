@@ -181,4 +181,5 @@ def per_second(amount, seconds) -> float | None:
     amount, seconds = to_float(amount, finite=True), to_float(seconds, finite=True)
     if amount is None or seconds is None or seconds <= 0:
         return None
-    return amount / seconds
+    rate = amount / seconds
+    return rate if math.isfinite(rate) else None  # past a float's range: no rate
