@@ -251,5 +251,5 @@ def corpus(scale: str = "fast") -> dict[str, Callable[[Path], object]]:
         "gzip_bomb_log": _bomb((1 << 30) if full else (32 << 20), "log"), "gzip_truncated": _truncated_gzip,
         "line_without_end": _long_line, "values_out_of_range": _values, "hidden_session_folder": _hidden_session,
         "many_tiny_files": _many_files(20_000 if full else 300),
-        "many_rank_streams": _many_ranks(20_000 if full else 400), "growing_stream": _growing,
+        "many_rank_streams": _many_ranks(20_000, 50) if full else _many_ranks(140, 2), "growing_stream": _growing,
     }
