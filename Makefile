@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.logkit-installed
 DEMO_DIR ?= demo_output
 
-.PHONY: install demo test test-fast lint fixtures mutation clean
+.PHONY: install demo test test-fast lint fixtures mutation fuzz clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ mutation: $(STAMP)
 	rm -rf mutants && mkdir mutants
 	$(VENV)/bin/mutmut run --max-children $(MUTATION_JOBS) > mutants/run.log 2>&1 || (tail -c 3000 mutants/run.log; exit 1)
 	$(PY) -m tests.support.mutation_score --list
+
+# The long fuzz run (not part of make test; the fast suite runs a bounded share of it): the hostile folders
+# at full scale (20,000 files, 20,000 rank streams, 1 GB gzip bombs, FIFOs, devices, links, names that are
+# not UTF-8, a stream still written), then FUZZ_INPUTS folders drawn from the format strategies; prints the
+# inputs tried and the failures by class, exits 1 on any (tests/fuzz/__main__.py).
+FUZZ_INPUTS ?= 10000
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz --inputs $(FUZZ_INPUTS)
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache

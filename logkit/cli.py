@@ -37,6 +37,14 @@ class _Said:
         self.said.append([err, text])
 
 
+def _skipped(notes: list, say) -> None:
+    """Files found and not read (a FIFO, a device, a link out of the folder) where no session is."""
+    for d in notes[:MAX_NOTES]:
+        say(f"note: {d['file']}: {d['reason']}", err=True)
+    if len(notes) > MAX_NOTES:
+        say(f"note: ... and {len(notes) - MAX_NOTES} more files not read", err=True)
+
+
 def _notes(analysis, say) -> None:
     """Parse diagnostics on stderr, at most ``MAX_NOTES`` of them (the rest are in --report and --json)."""
     for d in analysis.rows("diagnostics", head=MAX_NOTES):
@@ -185,7 +193,7 @@ def _replay(answer: dict) -> None:
     raise SystemExit(answer["status"])
 
 
-def _load(log_dir: Path, *, cache, progress, dask_address, whole, sources=None):
+def _load(log_dir: Path, *, cache, progress, dask_address, whole, sources=None, follow_links=False):
     """The sessions under ``log_dir`` (a ``run.engine.Loaded``), through the engine (each rank read and
     reduced here, in a local pool, or on a Dask cluster); ``whole``: every record kept (for --export)."""
     if whole and dask_address:
@@ -195,9 +203,10 @@ def _load(log_dir: Path, *, cache, progress, dask_address, whole, sources=None):
         from logkit.run.load import load_for_analysis, load_sessions
 
         if whole:
-            sessions = load_sessions(log_dir, cache=cache, progress=progress)
+            sessions = load_sessions(log_dir, cache=cache, progress=progress, follow_links=follow_links)
             return Loaded(sessions, [None] * len(sessions))
-        return load_for_analysis(log_dir, cache=cache, progress=progress, scheduler=dask_address, sources=sources)
+        return load_for_analysis(log_dir, cache=cache, progress=progress, scheduler=dask_address, sources=sources,
+                                 follow_links=follow_links)
     except OSError as exc:
         _fail(str(exc))
     except RuntimeError as exc:  # Dask missing or its scheduler unreachable
@@ -273,10 +282,14 @@ def _only(loaded, wanted: set, log_dir: Path):
                    "JSON object on its standard input (e.g. 'notify-send logkit \"$(jq -r .alert.detail)\"').")
 @click.option("--refresh", "refresh", type=click.FloatRange(min=0.1, max=2.0), default=1.0, show_default=True,
               metavar="SECONDS", help="With --follow: seconds between refreshes.")
+@click.option("--follow-links", "follow_links", is_flag=True,
+              help="Also read what links lead to outside LOG_DIR (by default a link out of the folder is noted and "
+                   "not followed).")
 def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, session_ids, progress, no_cache,
                  do_communication=False, do_performance=False, do_diagnose=False, plot_dir=None,
                  session_name=None, export=None, fail_under_efficiency=None, fail_on=None, follow=False,
-                 follow_timeout=None, refresh=1.0, dask_address=None, verdict_only=False, alert_cmd=None):
+                 follow_timeout=None, refresh=1.0, dask_address=None, verdict_only=False, alert_cmd=None,
+                 follow_links=False):
     """Compare the logkit training sessions under LOG_DIR: throughput, speedup, scaling efficiency.
 
     Speedup is the ratio of training throughput (samples/s); scaling efficiency is speedup
@@ -312,17 +325,21 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
     question = None if no_cache else _question(
         log_dir, json=as_json, sections=sections, session_ids=sorted(set(session_ids)),
         fail_under_efficiency=fail_under_efficiency, fail_on=fail_on, report=report_path, plot=plot_dir,
-        export=export, dask=dask_address, verdict=verdict_only)
+        export=export, dask=dask_address, verdict=verdict_only, follow_links=follow_links)
     if question is not None and (answer := question.lookup()) is not None:
         _replay(answer)
     loaded = _load(log_dir, cache=not no_cache, progress=progress, dask_address=dask_address,
-                   whole=export is not None, sources=None if question is None else question.sources)
+                   whole=export is not None, sources=None if question is None else question.sources,
+                   follow_links=follow_links)
+    skipped = loaded.notes or (question.notes if question is not None else [])
     if not loaded.sessions:
+        _skipped(skipped, click.echo)
         _fail(f"no logkit sessions found under {log_dir}")
     if session_ids:
         loaded = _only(loaded, set(session_ids), log_dir)
 
     say = _Said()
+    _skipped(skipped, say)
     status = _run(loaded, as_json=as_json, sections=sections, report_path=report_path, plot_dir=plot_dir,
                   export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on, say=say,
                   verdict_only=verdict_only)

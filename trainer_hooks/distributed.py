@@ -81,15 +81,19 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def safe_session_id(sid: str) -> str:
-    """``sid`` as a folder name that stays inside the log folder: characters other than letters,
-    digits, ``.``, ``_`` and ``-`` become ``_`` (so no ``/`` nor ``..`` path), and a name of
-    dots only becomes ``training``.
+    """``sid`` as a folder name that stays inside the log folder and that a reader lists: characters
+    other than letters, digits, ``.``, ``_`` and ``-`` become ``_`` (so no ``/`` nor ``..`` path),
+    leading dots too (a hidden folder is skipped by whoever lists the folder), and a name of dots
+    only becomes ``training``; at most 200 characters (its files' names stay under 255 bytes).
 
-    >>> safe_session_id("../../etc"), safe_session_id("run 7/a"), safe_session_id("..")
-    ('.._.._etc', 'run_7_a', 'training')
+    >>> safe_session_id("../../etc"), safe_session_id("run 7/a"), safe_session_id(".."), safe_session_id(".x")
+    ('___.._etc', 'run_7_a', 'training', '_x')
     """
     out = _UNSAFE.sub("_", str(sid))[:200]
-    return "training" if not out.strip(".") else out
+    if not out.strip("."):
+        return "training"
+    dots = len(out) - len(out.lstrip("."))
+    return "_" * dots + out[dots:]
 
 
 def _unclaimed(log_dir: Path, sid: str, rank: int) -> str:

@@ -182,8 +182,7 @@ class RecordWriter:
             data = orjson.dumps(item, option=_JSONL_OPTIONS, default=_fallback)
         except Exception as exc:  # a value orjson cannot take: keep the record, as text
             self._write(self.errors_path, f"{iso_timestamp(time.time())} | ERROR | unserialisable record: {exc}")
-            data = orjson.dumps({k: v if isinstance(v, (int, float, str, bool, type(None))) else _fallback(v)
-                                 for k, v in item.items()}, option=orjson.OPT_APPEND_NEWLINE)
+            data = orjson.dumps(_plain(item), option=orjson.OPT_APPEND_NEWLINE)
         self._write(self.jsonl_path, data)
         if self._mirror is not None:
             self._write(self._mirror, data)
@@ -277,6 +276,29 @@ class RecordWriter:
             print(text, file=sys.stderr, flush=True)
         except Exception:
             pass
+
+
+def _plain(value, depth: int = 0):
+    """A value any JSON writer takes, whatever it held: text that is not UTF-8 (a host name, an id
+    with lone surrogates) with those escaped, integers beyond 64 bits as floats, other objects as
+    ``_fallback`` makes them; nesting past 32 levels as text."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else float(value) if abs(value) < 2**1023 else str(value)
+    if depth > 32:
+        return _plain(str(value), depth)
+    if isinstance(value, dict):
+        return {_plain(str(k), depth): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v, depth + 1) for v in value]
+    return _plain(_fallback(value), depth + 1)
 
 
 def _fallback(value):

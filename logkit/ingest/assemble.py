@@ -27,7 +27,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from logkit.ingest.safe_io import display
 from logkit.schema.frames import FRAME_DTYPES, FRAME_NAMES
+from logkit.schema.values import in_int64
 
 STR = pd.StringDtype("pyarrow", na_value=np.nan)  # pandas' default "str"
 _TEXT_CHARS = 200
@@ -35,8 +37,8 @@ _INT64_MAX = 2.0**63
 
 
 def diagnostic(file: str, line: int | None, reason: str, text: str = "") -> dict:
-    """One row of a session's ``diagnostics`` frame."""
-    return {"file": file, "line": line, "reason": reason, "text": text[:_TEXT_CHARS]}
+    """One row of a session's ``diagnostics`` frame (the file as ``safe_io.display`` writes it)."""
+    return {"file": display(file), "line": line, "reason": reason, "text": text[:_TEXT_CHARS]}
 
 
 def _to_int(series: pd.Series) -> pd.Series:
@@ -214,7 +216,14 @@ def _column(dtype: str):
 
 
 def _values(values: list) -> pa.Array:
-    """Python values as one arrow array; values of several types as their text."""
+    """Python values as one arrow array (integers beyond 64 bits missing: no column holds them); values of
+    several types as their text."""
+    try:
+        return pa.array(values)
+    except OverflowError:
+        values = [None if type(v) is int and not in_int64(v) else v for v in values]
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):

@@ -9,16 +9,22 @@ before is mapped), never more. Memory is ``held + 1`` chunks, whatever the size 
 
 from __future__ import annotations
 
-import gzip
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from logkit.ingest.safe_io import TooLarge, open_file
+
+# The longest line a stream may have (a record of ours is a few KB; a Flight Recorder line a few MB).
+MAX_LINE_BYTES = 64 << 20
+
 
 def open_stream(path: Path) -> BinaryIO:
-    """The stream's bytes, gunzipped for ``.gz``."""
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+    """The stream's bytes, gunzipped for ``.gz``: a regular file only, read up to its size when opened
+    (``safe_io.open_file``)."""
+    return open_file(path)
 
 
 class Ring:
@@ -69,6 +75,8 @@ def whole_lines(path: Path, chunk_bytes: int, ring: Ring | None = None) -> Itera
             cut = buf.rfind(b"\n", 0, filled) + 1
             if not cut:
                 if filled == cap:  # a line longer than the chunk: twice the room
+                    if cap >= MAX_LINE_BYTES:
+                        raise TooLarge(f"a line of more than {MAX_LINE_BYTES} bytes (no newline)")
                     cap *= 2
                     buf = ring.grow(cap)
                 continue
@@ -80,3 +88,40 @@ def whole_lines(path: Path, chunk_bytes: int, ring: Ring | None = None) -> Itera
             buf, filled = nxt, tail
     if filled:
         yield buf, filled, True
+
+
+_NONEMPTY = re.compile(rb"[^\n]+")
+
+
+def numbered_lines(fh: BinaryIO, max_line: int = MAX_LINE_BYTES, chunk: int = 1 << 20
+                   ) -> Iterator[tuple[int, bytes, bool, bool]]:
+    """``(line number, bytes without the newline, terminated, cut)`` of each line of ``fh`` that is not
+    empty, a chunk at a time: a run of empty lines costs what scanning its bytes costs (a file of
+    newlines, a gzip bomb of them). A line longer than ``max_line`` is given once by its first
+    ``max_line`` bytes (``cut``), the rest skipped up to its newline: line numbers stay the file's."""
+    number, tail, skipping = 1, b"", False  # number: the line the tail starts
+    while data := fh.read(chunk):
+        data = tail + data if tail else data
+        start = 0
+        if skipping:
+            start = data.find(b"\n") + 1
+            if not start:
+                tail = b""
+                continue
+            skipping, number = False, number + 1
+        cut = data.rfind(b"\n", start) + 1
+        if not cut:
+            tail = data[start:] if start else data
+            if len(tail) > max_line:
+                yield number, tail[:max_line], False, True
+                tail, skipping = b"", True
+            continue
+        tail, line, pos = data[cut:], number, start
+        for m in _NONEMPTY.finditer(data, start, cut - 1):
+            line += data.count(b"\n", pos, m.start())
+            pos = m.start()
+            raw = m.group()
+            yield line, raw[:max_line], True, len(raw) > max_line
+        number += data.count(b"\n", start, cut)
+    if tail and not skipping:
+        yield number, tail[:max_line], False, len(tail) > max_line

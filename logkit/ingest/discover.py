@@ -39,9 +39,12 @@ from logkit.ingest.readers.formats import (
     last_resort,
     session_named,
 )
+from logkit.ingest.safe_io import ANYWHERE, READ_ERRORS, Refused, Scope, check, display, read_whole
 
 _RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
+# Loose files of one format in one folder past which they are read as one session (``_loose_sessions``).
+MANY_LOOSE = 64
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,10 @@ class SessionSource:
     kind: str = "logkit"
     companions: list[SourceFile] = field(default_factory=list)  # read for meta only
     run: str | None = None  # the run folder this session belongs to ("v1/multi_gpu")
+    notes: list[dict] = field(default_factory=list)  # files of its folder not read, and why (diagnostic rows)
+
+    def __post_init__(self) -> None:
+        self.session_id = display(self.session_id)  # a name that is not UTF-8 gives an id any output takes
 
     @property
     def files(self) -> list[Path]:
@@ -112,13 +119,37 @@ def _run_folder(folder: Path, run_docs: list[SourceFile]) -> tuple[str, list[Sou
     return sid, sorted(run_docs, key=lambda f: order.index(f.format))
 
 
-def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[SessionSource]:
-    """Sessions whose files lie directly in ``folder`` (one folder may hold several ids)."""
+def _note(path: Path, why: str) -> dict:
+    return {"file": display(path), "line": None, "reason": why, "text": ""}
+
+
+def regular_files(folder: Path, names, scope: Scope = ANYWHERE, notes: list | None = None) -> list[str]:
+    """Of ``names`` in ``folder``, those of regular files (``safe_io.check``: one ``stat`` each); the others
+    (a FIFO, a socket, a device, a dangling link, a link out of the folder read) noted in ``notes``."""
+    out = []
+    for name in names:
+        try:
+            check(folder / name, scope)
+        except Refused as exc:
+            if notes is not None:
+                notes.append(_note(folder / name, str(exc)))
+            continue
+        except OSError:
+            continue  # gone since it was listed
+        out.append(name)
+    return out
+
+
+def sources_in_folder(folder: Path, names: list[str] | None = None, scope: Scope = ANYWHERE,
+                      notes: list | None = None) -> list[SessionSource]:
+    """Sessions whose files lie directly in ``folder`` (one folder may hold several ids); of ``names``
+    (default: the folder's), only regular files are read (the others noted in ``notes``)."""
     if names is None:
         try:
-            names = [p.name for p in folder.iterdir() if p.is_file()]
+            names = os.listdir(folder)
         except OSError:
             return []
+    names = regular_files(folder, names, scope, notes)
     run_names = {f.run_document for f in FORMATS.values() if f.run_document is not None}
     found: dict[str, SessionSource] = {}
     loose: list[SourceFile] = []
@@ -153,12 +184,18 @@ def sources_in_folder(folder: Path, names: list[str] | None = None) -> list[Sess
 
 def _loose_sessions(folder: Path, loose: list[SourceFile]) -> list[SessionSource]:
     """A session per loose file; the files of a format that gathers (the ranks' Flight Recorder dumps
-    of one job), several in a folder of their own, make one session."""
+    of one job), several in a folder of their own, make one session; so do more than ``MANY_LOOSE``
+    files of one format (a cluster's output folder of thousands of captures: one session, each line
+    citing its file, costs what their bytes cost, never thousands of sessions)."""
     out, rest = [], list(loose)
     for name, fmt in FORMATS.items():
         group = [f for f in loose if f.format == name]
-        if fmt.gathers and len(group) > 1:
-            out.append(SessionSource(folder.name or name, folder, extra=group, kind="file"))
+        if (fmt.gathers and len(group) > 1) or len(group) > MANY_LOOSE:
+            src = SessionSource(folder.name or name, folder, extra=group, kind="file")
+            if not fmt.gathers:
+                src.notes.append(_note(folder, f"{len(group)} files of format {name} read as one session (more "
+                                               f"than {MANY_LOOSE} in one folder; each line cites its file)"))
+            out.append(src)
             rest = [f for f in rest if f.format != name]
     return out + [SessionSource(_file_id(f.path), folder, extra=[f], kind="file") for f in rest]
 
@@ -172,15 +209,15 @@ def _rank_dirs(folder: Path, dirnames: list[str]) -> dict[int, Path]:
     return {int(m[1]): folder / d for d in dirnames if (m := _RANK_DIR.match(d))}
 
 
-def _rank_dir_source(folder: Path, ranks: dict[int, Path]) -> SessionSource | None:
+def _rank_dir_source(folder: Path, ranks: dict[int, Path], scope: Scope = ANYWHERE) -> SessionSource | None:
     """``logs/rank_N/``: every log file in every rank folder, read as that rank."""
     fallback = last_resort()
-    sid = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+    sid = display(f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name)
     src = SessionSource(sid, folder, kind="rank_dirs")
     for rank in sorted(ranks):
         for dirpath, dirnames, filenames in os.walk(ranks[rank]):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
+            for name in sorted(regular_files(Path(dirpath), filenames, scope, src.notes)):
                 path = Path(dirpath) / name
                 fmt = FORMATS.get(_sniff(path, loose=False))
                 if fmt is None and Path(name).suffix.lower() in fallback.suffixes:
@@ -203,30 +240,65 @@ def source_for_file(path: Path) -> SessionSource | None:
     return SessionSource(_file_id(path), path.parent, extra=[SourceFile(fmt.name, path)], kind="file")
 
 
-def discover(root: str | Path) -> list[SessionSource]:
-    """Every session under ``root``, recursively (hidden folders skipped), in path order.
+def _session_folder(folder: str, name: str) -> bool:
+    """A folder named as the session of ours it holds (``<id>/<id>_rank0.jsonl``): read even when its name
+    begins with a dot (an id such as ``.._x`` from an id asked for with a path in it)."""
+    return any(os.path.isfile(os.path.join(folder, name, f"{name}_{suffix}"))
+               for suffix in ("rank0.jsonl", "summary.json", "main.log"))
 
-    Symlinked folders are followed (people gather runs under one folder with links); a
-    folder already visited through another path is not read twice.
+
+def _subfolders(dirpath: str, dirnames: list[str], scope: Scope, notes: list) -> list[str]:
+    """The folders to go down into, in order: not hidden (unless a session of ours), not a checkpoint's
+    copy, not a link out of the folder read (unless links are followed)."""
+    keep = []
+    for d in sorted(dirnames):
+        if (d.startswith(".") and not _session_folder(dirpath, d)) or _CHECKPOINT_DIR.match(d):
+            continue
+        path = os.path.join(dirpath, d)
+        if not scope.follow_links and os.path.islink(path) and not scope.inside(os.path.realpath(path)):
+            notes.append(_note(Path(path), f"not read: a link out of the folder read (to "
+                                           f"{display(os.path.realpath(path))}; --follow-links reads it)"))
+            continue
+        keep.append(d)
+    return keep
+
+
+def discover(root: str | Path, follow_links: bool = False, notes: list | None = None) -> list[SessionSource]:
+    """Every session under ``root``, recursively (hidden folders skipped, but for sessions of ours), in
+    path order. Only regular files are read (``safe_io.check``): a FIFO, a socket, a device, a dangling
+    link is skipped, with a diagnostic in the session of its folder, else in ``notes``.
+
+    Links are followed inside ``root``; a link (to a folder or a file) that leads out of it only with
+    ``follow_links`` (people gather runs under one folder with links). A folder already visited through
+    another path is not read twice.
     """
     root = Path(root)
+    scope = Scope.of(root, follow_links)
     out: list[SessionSource] = []
     seen: set[str] = set()
+    left = [] if notes is None else notes
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen:  # a link cycle, or a second link to the same folder
             dirnames[:] = []
             continue
         seen.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not _CHECKPOINT_DIR.match(d))
+        here: list[dict] = []
+        dirnames[:] = _subfolders(dirpath, dirnames, scope, here)
         folder = Path(dirpath)
+        found = []
         ranks = _rank_dirs(folder, dirnames)
         if ranks:
-            src = _rank_dir_source(folder, ranks)
+            src = _rank_dir_source(folder, ranks, scope)
             if src is not None:
-                out.append(src)
+                found.append(src)
             dirnames[:] = [d for d in dirnames if not _RANK_DIR.match(d)]
-        out.extend(sources_in_folder(folder, filenames))
+        found.extend(sources_in_folder(folder, filenames, scope, here))
+        if found:
+            found[0].notes.extend(here)
+        else:
+            left.extend(here)
+        out.extend(found)
     return _unique_ids(_join_runs(out), root)
 
 
@@ -237,13 +309,14 @@ def _unique_ids(sources: list[SessionSource], root: Path) -> list[SessionSource]
     counts = Counter(s.session_id for s in sources)
     for s in sources:
         if counts[s.session_id] > 1:
-            rel = Path(os.path.relpath(s.folder, root)).as_posix()
+            rel = display(Path(os.path.relpath(s.folder, root)).as_posix())
             s.session_id = s.session_id if rel == "." else f"{rel}/{s.session_id}"
     counts = Counter(s.session_id for s in sources)
     for s in sources:
         if counts[s.session_id] > 1 and s.kind == "file" and s.extra:
             head, _, _ = s.session_id.rpartition("/")
-            s.session_id = f"{head}/{s.extra[0].path.name}" if head else s.extra[0].path.name
+            name = display(s.extra[0].path.name)
+            s.session_id = f"{head}/{name}" if head else name
     return sources
 
 
@@ -253,8 +326,8 @@ def _named_session(run: SessionSource) -> str | None:
         key = declared(f.format).session_key
         if key is not None:
             try:
-                doc = orjson.loads(f.path.read_bytes())
-            except (OSError, orjson.JSONDecodeError):
+                doc = orjson.loads(read_whole(f.path))
+            except (*READ_ERRORS, orjson.JSONDecodeError):
                 return None
             named = doc.get(key) if isinstance(doc, dict) else None
             return Path(named).name if isinstance(named, str) and named.strip() else None

@@ -52,7 +52,9 @@ from logkit.ingest.mapping import (
     read_at,
     read_of,
 )
+from logkit.ingest.parse_memory import HAND_BACK_BYTES, hand_back, pool
 from logkit.ingest.record_checks import StreamChecks
+from logkit.ingest.safe_io import size_of
 from logkit.schema.records import GPU_SNAPSHOT
 
 # Lines are parsed this many bytes at a time, PARSERS chunks at once: the parser's working memory is
@@ -78,16 +80,6 @@ _NONE = np.zeros(0, np.int64)
 _KINDS: list[frozenset[str] | None] = [None]  # the kinds the stream read last ended with (None: all)
 _WHOLE = pa.array(WHOLE_TYPES)
 _DEVICES = GPU_SNAPSHOT.items_key
-_PARSE_POOL: pa.MemoryPool | None = None
-
-
-def _pool() -> pa.MemoryPool:
-    """The parser's pool: the system allocator (it hands freed parser memory back when asked; the
-    default mimalloc keeps tens of MB of it resident, and jemalloc parses ~10% slower)."""
-    global _PARSE_POOL
-    if _PARSE_POOL is None:
-        _PARSE_POOL = pa.system_memory_pool()
-    return _PARSE_POOL
 
 
 def parse(chunk: memoryview, schema: pa.Schema, ends: np.ndarray) -> pa.Table:
@@ -118,28 +110,8 @@ def _json(lines, schema: pa.Schema, block_bytes: int | None = None) -> pa.Table:
     """``lines`` parsed in this thread, in blocks of ``block_bytes`` (None: as one block)."""
     options = _OPTIONS.get(schema) or _options(schema)
     block = len(lines) if block_bytes is None else block_bytes
-    return pj.read_json(pa.py_buffer(lines), parse_options=options, memory_pool=_pool(),
+    return pj.read_json(pa.py_buffer(lines), parse_options=options, memory_pool=pool(),
                         read_options=pj.ReadOptions(use_threads=False, block_size=max(1, min(block, 2**31 - 1))))
-
-
-@functools.lru_cache(maxsize=1)
-def _malloc_trim():
-    """The C library's ``malloc_trim`` (glibc), or None: the system allocator keeps the freed memory of
-    threads' arenas resident until asked (``release_unused`` of pyarrow's system pool does not trim them)."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
-def _hand_back() -> None:
-    """The parser's freed memory given back to the system (pyarrow's pools, then the C allocator's arenas)."""
-    _pool().release_unused()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 _LOCK = threading.Lock()
@@ -300,6 +272,7 @@ class _Reading:
     def __init__(self, path: Path, file_rank: int, frames, fallback=None) -> None:
         self.path, self.frames, self.fallback = path, frames, fallback
         self.mark = None  # where its rows start in ``frames``, once the streams before it are mapped
+        self.size = size_of(path)
         self.stream, self.checks = Stream([], None), StreamChecks(file_rank)
         self.line = 1  # the next chunk's first line
         self.submitted = 0
@@ -396,6 +369,7 @@ class _Queue:
         self.entries: deque = deque()
         self.chunks = 0  # parsing or parsed, not taken yet: each holds a buffer of the ring
         self.ended: deque = deque()  # the streams' results, as each ends
+        self.read_bytes = 0  # bytes of the streams ended since the parser's memory was last handed back
 
     def put(self, reading: _Reading, job) -> None:
         self.entries.append((reading, job))
@@ -413,7 +387,10 @@ class _Queue:
             reading.take(job)
             if job is None:
                 self.ended.append(reading.result)
-                _hand_back()  # the parser's freed memory, as each stream ends: memory is one stream's
+                self.read_bytes += reading.size
+                if self.read_bytes >= HAND_BACK_BYTES:  # the parser's freed memory: memory is a stream's
+                    hand_back()
+                    self.read_bytes = 0
 
     def stop(self) -> None:
         jobs = [job for _, job in self.entries if isinstance(job, Future)]
@@ -490,7 +467,7 @@ def read_streams(streams, chunk_bytes: int | None = None, fallback=None) -> Iter
     finally:
         queue.stop()
         ring.buffers.clear()  # the chunks' buffers go with the read (a new one costs ~1 ms to touch, as a reused one)
-        _hand_back()  # the parser's freed chunks: the frames are what stays
+        hand_back()  # the parser's freed chunks: the frames are what stays
 
 
 def read_stream(path: Path, file_rank: int, frames, chunk_bytes: int | None = None) -> Stream | None:

@@ -20,9 +20,11 @@ import orjson
 import pyarrow.compute as pc
 
 from logkit.ingest.assemble import diagnostic
-from logkit.ingest.chunks import open_stream
+from logkit.ingest.chunks import MAX_LINE_BYTES, numbered_lines, open_stream
 from logkit.ingest.mapping import TIME, TYPE, WHOLE_TYPES, evals_from, map_records, raw_records
 from logkit.ingest.record_checks import StreamChecks
+from logkit.ingest.safe_io import display
+from logkit.schema.values import plain_json
 
 
 @dataclass
@@ -44,23 +46,55 @@ class Stream:
     diagnostics: list[dict] = field(default_factory=list)
 
 
-def _lines(path: Path, out: StreamRead):
-    """Raw lines of the file; a read failure (truncated gzip, I/O error) ends the stream with a note."""
+KEEP_NOTES = 1000  # diagnostics kept with their text per stream; the rest are counted in one
+
+
+def _notes(path: Path, out: StreamRead):
+    """``note(line, reason, text)``: a diagnostic of the stream, the first ``KEEP_NOTES`` with their text,
+    the rest counted (``note(None, None)`` at the end adds the count)."""
+    name, more = display(path), [0, None, None]
+
+    def note(line, reason, text=""):
+        if reason is None:
+            if more[0]:
+                out.diagnostics.append(diagnostic(name, more[1], f"{more[0]} more lines noted (lines "
+                                                  f"{more[1]}-{more[2]}; the first {KEEP_NOTES} are listed)"))
+            return
+        if len(out.diagnostics) < KEEP_NOTES:
+            out.diagnostics.append(diagnostic(name, line, reason, text))
+            return
+        more[0] += 1
+        more[1] = line if more[1] is None else more[1]
+        more[2] = line
+    return note
+
+
+def _lines(path: Path, note):
+    """(line number, raw line without its newline, whether a newline ended it) of each line that is not
+    blank (``chunks.numbered_lines``: runs of blank lines cost what scanning their bytes costs); a line
+    longer than ``MAX_LINE_BYTES`` is skipped and noted; a read failure (truncated or oversized gzip, I/O
+    error, a file that is no regular file) ends the stream with a note."""
     number = 0
     try:
         with open_stream(path) as fh:
-            for number, raw in enumerate(fh, start=1):  # number also names the line a failure hit
-                yield number, raw
+            for number, raw, terminated, cut in numbered_lines(fh):
+                if cut:
+                    note(number, f"a line of more than {MAX_LINE_BYTES} bytes: skipped", raw[:200].decode(
+                        "utf-8", "replace"))
+                elif raw.strip():
+                    yield number, raw, terminated
     except (OSError, EOFError, zlib.error) as exc:
-        out.diagnostics.append(diagnostic(str(path), number + 1, f"unreadable from here on: {exc}"))
+        note(number + 1, f"unreadable from here on: {exc}")
 
 
 def _lenient(text: str):
+    """What Python's json reads of a line orjson refuses (NaN literals, lone surrogate escapes), made plain:
+    text escaped, integers beyond 64 bits missing (``values.plain_json``)."""
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    return plain_json(value) if isinstance(value, dict) else None
 
 
 def decode_line(raw: bytes, terminated: bool) -> tuple[dict | None, str | None, str]:
@@ -88,17 +122,14 @@ def read_jsonl(path: str | Path) -> StreamRead:
     """Records of one JSONL stream, in file order, with a diagnostic per skipped line."""
     path = Path(path)
     out = StreamRead(path)
-    name = str(path)
-    for number, raw in _lines(path, out):
-        terminated = raw.endswith(b"\n")
-        raw = raw.rstrip(b"\r\n")
-        if not raw.strip():
-            continue
-        record, note, text = decode_line(raw, terminated)
-        if note is not None:
-            out.diagnostics.append(diagnostic(name, number, note, text))
+    note = _notes(path, out)
+    for number, raw, terminated in _lines(path, note):
+        record, why, text = decode_line(raw.rstrip(b"\r"), terminated)
+        if why is not None:
+            note(number, why, text)
         if record is not None:
             out.records.append((number, record))
+    note(None, None)
     return out
 
 

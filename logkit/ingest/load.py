@@ -113,7 +113,7 @@ def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Fram
 def build_session(source: SessionSource, ranks: list[RankRead] | None = None) -> Session:
     """Read the files of ``source`` into a ``Session`` (never raises on content). ``ranks``: the
     streams already read (``read_ranks``), one per rank file, in rank order."""
-    frames, streams, diagnostics = Frames(), {}, []
+    frames, streams, diagnostics = Frames(), {}, list(source.notes)
     _add_ranks(source, ranks, frames, streams)
     for rank in sorted(streams):
         diagnostics += streams[rank].diagnostics
@@ -121,10 +121,10 @@ def build_session(source: SessionSource, ranks: list[RankRead] | None = None) ->
     if source.summary is not None:
         summary, notes = meta.read_summary(source.summary)
         diagnostics += notes
-    found = meta.our_meta(streams, summary, source, _companions(source))
+    found = meta.our_meta(streams, summary, source, _companions(source), diagnostics)
     reads = _read_files(source, skip_text=bool(source.rank_files))
     shift_times(reads, iso_seconds(found.get("start_time")) if streams else None)
-    meta.add_reads(found, reads, streams=bool(streams))
+    meta.add_reads(found, reads, streams=bool(streams), notes=diagnostics)
     for read in reads:
         diagnostics += read.diagnostics
         for name, table in read.tables.items():

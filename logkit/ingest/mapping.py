@@ -23,6 +23,7 @@ import math
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from logkit.ingest.safe_io import display
 from logkit.schema.frames import FRAMES
 from logkit.schema.records import (
     EVALUATION,
@@ -127,8 +128,8 @@ def _array(values: list, kind: pa.DataType, path: tuple[str, ...]) -> pa.Array:
     if set(map(type, values)) <= _AS_IS[kind]:
         try:
             return pa.array(values, kind)  # already of the type (the common case: no value by value)
-        except (pa.ArrowInvalid, OverflowError):
-            pass  # an integer beyond int64
+        except (pa.ArrowInvalid, OverflowError, UnicodeEncodeError):
+            pass  # an integer beyond int64, text with a lone surrogate (a JSON escape): read value by value
     read = _shown if path == _MESSAGE else _READ[kind]
     return pa.array([read(v) for v in values], kind)
 
@@ -178,6 +179,16 @@ def _project(frame: str, rows: pa.Table, prefix: pa.Scalar) -> pa.Table:
     if frame == "events":
         out[LINE] = rows.column(LINE)
     return pa.table(out)
+
+
+_EMPTY: dict[str, pa.Table] = {}
+
+
+def _empty(frame: str, rows: pa.Table) -> pa.Table:
+    """``_project`` of no rows (made once per frame: a small stream's frames are mostly empty)."""
+    if frame not in _EMPTY:
+        _EMPTY[frame] = _project(frame, rows, pa.scalar(""))
+    return _EMPTY[frame]
 
 
 def _needs(frame: str) -> list[str]:
@@ -264,6 +275,7 @@ def map_records(raw: pa.Table, source: str, file_rank: int, checks=None, rest=No
     stream); what they set aside or repair becomes events. ``rest``: (record types, raw table): the
     rows of those types parsed apart (the fast engine's rare rows, ``read_at``) are mapped from that
     table; in ``raw`` they are only checked."""
+    source = display(source)  # a file name that is not UTF-8, as any output takes it
     raw = _ranked(raw, file_rank)
     apart, rest_raw = rest if rest is not None else (frozenset(), None)
     if checks is not None:
@@ -277,7 +289,7 @@ def map_records(raw: pa.Table, source: str, file_rank: int, checks=None, rest=No
     for frame, spec in FRAME_SPECS.items():
         table = rest_raw if spec.type in apart else raw
         rows[frame] = table.select(_NEEDS[frame]).filter(pc.equal(table.column(TYPE.raw[0]), spec.type))
-    out = {frame: _project(frame, part, prefix) for frame, part in rows.items()}
+    out = {frame: _project(frame, part, prefix) if part.num_rows else _empty(frame, part) for frame, part in rows.items()}
     step_lines = rows["steps"].column(LINE)
     if checks is not None:
         out["steps"] = checks.values(out["steps"], step_lines)

@@ -41,9 +41,10 @@ from logkit.ingest.discover import SessionSource
 from logkit.ingest.jsonl_lines import Stream
 from logkit.ingest.mapping import TYPE
 from logkit.ingest.readers.formats import Role, declared
+from logkit.ingest.safe_io import READ_ERRORS, display, read_whole
 from logkit.ingest.session import iso_seconds
 from logkit.schema.files import SUMMARY
-from logkit.schema.meta import SessionMeta
+from logkit.schema.meta import META_KEYS, SessionMeta
 from logkit.schema.records import (
     DATASET_INFO,
     MODEL_INFO,
@@ -53,6 +54,7 @@ from logkit.schema.records import (
     SYSTEM_INFO,
     RecordSpec,
 )
+from logkit.schema.values import INDEX, as_int, as_text, check, plain_json
 from logkit.schema.vocab import Status
 
 # --- our records ---------------------------------------------------------------------------
@@ -122,8 +124,8 @@ def read_summary(path: str | Path) -> tuple[dict | None, list[dict]]:
     """Rank 0's summary document (or None) and diagnostics; never raises on content."""
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except OSError as exc:
+        data = read_whole(path)
+    except READ_ERRORS as exc:
         return None, [diagnostic(str(path), None, f"unreadable: {exc}")]
     try:
         doc = orjson.loads(data.decode("utf-8", errors="replace"))
@@ -132,7 +134,29 @@ def read_summary(path: str | Path) -> tuple[dict | None, list[dict]]:
         return None, [diagnostic(str(path), getattr(exc, "lineno", None), f"invalid JSON: {exc}", text)]
     if not isinstance(doc, dict):
         return None, [diagnostic(str(path), 1, f"not a JSON object ({type(doc).__name__})")]
-    return doc, []
+    return _plain_summary(doc, path)
+
+
+def _plain_summary(doc: dict, path: Path) -> tuple[dict, list[dict]]:
+    """summary.json as every reader of ``meta.summary`` may take it: a key of another type or out of its
+    domain (``gpus`` not a list, a total batch size of -5) left out, and noted; each GPU an object whose index is an index
+    and whose name is text; integers beyond 64 bits and text that is not text made plain."""
+    notes = []
+    for f in SUMMARY:  # each key by its type and, for a meta key, its domain (what every reader of it may take)
+        raw, key = f.get(doc), META_KEYS.get(f.name)
+        if raw is not None and (why := check(raw, f.type, key.domain if key else None)) is not None:
+            notes.append(diagnostic(str(path), None, f"{'.'.join(f.raw)}: {why}: left out"))
+            doc.pop(f.raw[0], None)
+    gpus = doc.get("gpus")
+    if isinstance(gpus, list):
+        doc["gpus"] = [{**g, "index": _index(g.get("index")), "name": as_text(g.get("name"))}
+                       for g in gpus if isinstance(g, dict)]
+    return plain_json(doc), notes
+
+
+def _index(value) -> int | None:
+    value = as_int(value)
+    return value if check(value, int, INDEX) is None else None
 
 
 # --- precedence -------------------------------------------------------------------------------
@@ -191,8 +215,27 @@ OTHER_FORMATS = MetaSource("other formats", OTHER_META, new_keys=True)
 META_SOURCES = (RECORDS, SUMMARY_JSON, RUN_FOLDER, OTHER_FORMATS)
 
 
-def merge(meta: SessionMeta, source: MetaSource, values: dict) -> None:
-    """Fill ``meta`` from ``values``, by ``source``'s place in the precedence."""
+def _valid(key: str, value, notes: list | None, where: tuple):
+    """``(True, value)`` when ``value`` can be meta ``key``'s (its declared type, 64 bits, its domain: a
+    world size of 0 cannot), lists and objects made plain (``values.plain_json``); else ``(False, None)``
+    and a diagnostic in ``notes`` naming the file (and line) it came from."""
+    declared = META_KEYS.get(key)
+    if declared is None:
+        return True, value
+    if isinstance(value, (dict, list)):
+        value = plain_json(value)
+    why = declared.why_not(value)
+    if why is None:
+        return True, value
+    if notes is not None:
+        notes.append(diagnostic(where[0] or "", where[1], f"{key}: {why}: left unknown"))
+    return False, None
+
+
+def merge(meta: SessionMeta, source: MetaSource, values: dict, notes: list | None = None,
+          where: tuple = (None, None)) -> None:
+    """Fill ``meta`` from ``values``, by ``source``'s place in the precedence; a value that cannot be its
+    key's is left out, noted in ``notes`` with ``where`` it came from (file, line)."""
     for key, value in values.items():
         key = source.renames.get(key, key)
         if key in source.keys:
@@ -206,6 +249,9 @@ def merge(meta: SessionMeta, source: MetaSource, values: dict) -> None:
             continue
         if source.blank(value):
             continue
+        ok, value = _valid(key, value, notes, where)
+        if not ok:
+            continue
         if key in source.stamps:
             stamp_key, stamp = source.stamps[key]
             meta[stamp_key] = stamp
@@ -213,18 +259,22 @@ def merge(meta: SessionMeta, source: MetaSource, values: dict) -> None:
 
 
 def our_meta(streams: dict[int, Stream], summary: dict | None, source: SessionSource,
-             companions: list[dict]) -> SessionMeta:
-    """Meta from our files: the records, summary.json, a run folder's results.json (``companions``)."""
+             companions: list[dict], notes: list | None = None) -> SessionMeta:
+    """Meta from our files: the records, summary.json, a run folder's results.json (``companions``);
+    values that cannot be right noted in ``notes``."""
     meta = SessionMeta()
-    merge(meta, RECORDS, records_meta(streams))
+    main = min((r for r, s in streams.items() if s.records), default=None)
+    merge(meta, RECORDS, records_meta(streams), notes, (source.rank_files.get(main), None))
     if summary is not None:
-        merge(meta, SUMMARY_JSON, {name: SUMMARY[name].get(summary) for name in SUMMARY_META})
+        merge(meta, SUMMARY_JSON, {name: SUMMARY[name].get(summary) for name in SUMMARY_META}, notes,
+              (source.summary, None))
         meta.summary = summary
     if source.run is not None:
         meta.run = source.run
-        meta.companion_files = [str(f.path) for f in source.companions]
-        for found in companions:
-            merge(meta, RUN_FOLDER, found)
+        meta.companion_files = [display(f.path) for f in source.companions]
+        for found, f in zip(companions, [f for f in source.companions if declared(f.format).companion_meta],
+                            strict=False):
+            merge(meta, RUN_FOLDER, found, notes, (f.path, None))
     return meta
 
 
@@ -250,22 +300,23 @@ def _ranks_seen(reads) -> tuple[int | None, str | None]:
     return (max(ranks) + 1, "highest rank seen (a lower bound)") if ranks else (None, None)
 
 
-def _merge_read(meta: SessionMeta, read) -> None:
+def _merge_read(meta: SessionMeta, read, notes: list | None = None) -> None:
     """One file's meta; the world size with where it came from (never one without the other)."""
     values = read.meta.copy()
     said = values.pop(SessionMeta.world_size_from.name, None)
     before = meta.world_size
-    merge(meta, OTHER_FORMATS, values)
+    merge(meta, OTHER_FORMATS, values, notes, (read.path, None))
     if before is None and meta.world_size is not None:
         meta.world_size_from = said or declared(read.format).world_size_from or read.format
 
 
-def add_reads(meta: SessionMeta, reads: list, streams: bool) -> None:
-    """What files of other formats add (``streams``: the session has our streams too)."""
+def add_reads(meta: SessionMeta, reads: list, streams: bool, notes: list | None = None) -> None:
+    """What files of other formats add (``streams``: the session has our streams too); values that
+    cannot be right noted in ``notes``."""
     if not reads:
         return
     for read in reads:
-        _merge_read(meta, read)
+        _merge_read(meta, read, notes)
         if declared(read.format).role is Role.BENCHMARK and meta.nccl_tests is None:
             meta.nccl_tests = []  # a benchmark's tables, even none
     meta.formats = sorted({read.format for read in reads})
@@ -292,8 +343,8 @@ def finish(meta: SessionMeta, source: SessionSource) -> SessionMeta:
         meta.world_size_from = None  # unknown: no file says, and no rank was seen
     meta.status = meta.status  # always there (None where no source says)
     meta.ranks_found = sorted(source.rank_files)
-    meta.files = [str(p) for p in source.files]
-    meta.folder = str(source.folder)
+    meta.files = [display(p) for p in source.files]
+    meta.folder = display(source.folder)
     for key in ALWAYS:
         meta.setdefault(key, None)
     return meta

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from logkit.ingest.jsonl_lines import decode_line
+from logkit.ingest.safe_io import check
 from logkit.schema.files import RANK_JSONL_RE
 
 MAX_DEPTH = 4  # folders below the root searched for streams (logs/<session>/ is depth 1)
@@ -81,6 +82,7 @@ class StreamTail:
 
     def _restart(self, st: os.stat_result) -> None:
         self.close()
+        check(self.path)  # a regular file only: a FIFO in its place would be waited on for ever
         self._fh = open(self.path, "rb", buffering=0)  # noqa: SIM115 - kept open between polls
         self._ident = (st.st_dev, st.st_ino)
         self.offset, self.line, self.partial, self._head = 0, 0, b"", b""
@@ -145,6 +147,7 @@ def last_record(path: str | Path) -> dict | None:
     """The record of a stream's last whole line (None: empty, unreadable, or no record there):
     read from the end, so that a finished stream of any size costs one small read."""
     try:
+        check(path)
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             start = max(0, size - PEEK_BYTES)
@@ -216,8 +219,8 @@ class FolderTail:
                     self._walk(path, depth + 1, found)
             elif path not in self._seen:
                 match = RANK_JSONL_RE.match(entry.name)
-                if match is None or entry.name.endswith(".gz"):
-                    continue
+                if match is None or entry.name.endswith(".gz") or not entry.is_file():
+                    continue  # a FIFO, a device, a dangling link: no stream
                 self._seen.add(path)
                 rel = folder.relative_to(self.root).as_posix() if folder != self.root else "."
                 found.append(FollowedStream(path, rel, match["session_id"], int(match["rank"])))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import orjson
 
 from logkit.analysis.results import Analysis, plain
+from logkit.schema.values import plain_json
 
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "compare": ("sessions", "comparisons", "groups", "not_compared", "fit", "fits", "loss_parity", "health", "gpus"),
@@ -48,5 +49,8 @@ def analysis_document(analysis: Analysis, sections=("all",)) -> dict:
 def render_json(document) -> str:
     """``document`` (a dict, or an ``Analysis``: all of it) as indented JSON text; NaN and infinities
     become null."""
-    doc = document.to_dict() if isinstance(document, Analysis) else document
-    return orjson.dumps(plain(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+    doc = plain(document.to_dict() if isinstance(document, Analysis) else document)
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # an integer beyond 64 bits, text that is not text: what the readers missed, made plain
+        return orjson.dumps(plain_json(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()

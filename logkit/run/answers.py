@@ -56,9 +56,10 @@ class Question:
 
         self.sources = None
         self.entry = self.stamp = None
+        self.notes: list[dict] = []  # files not read, where no session is (``discover``)
         if not root.is_dir():
             return  # a single file: its session is read whole, nothing to key on cheaply
-        self.sources = discover(root)
+        self.sources = discover(root, follow_links=bool(options.get("follow_links")), notes=self.notes)
         files = [str(p) for src in self.sources for p in src.files]
         described = [[s.session_id, s.kind, s.run, str(s.folder), [str(p) for p in s.files]] for s in self.sources]
         self.entry = cache._entry(KIND, [cache.code_key(code), _versions(), options, str(root), os.getcwd(),

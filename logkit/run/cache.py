@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from logkit.ingest.safe_io import display
 from logkit.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:  # imported where used: the answers' cache (``run.answers``) runs without pandas
@@ -126,12 +128,17 @@ def stamps(paths) -> list[list] | None:
             st = os.stat(path)
         except OSError:
             return None
-        out.append([os.path.realpath(path), st.st_size, st.st_mtime_ns])
+        out.append([display(os.path.realpath(path)), st.st_size, st.st_mtime_ns])
     return out
 
 
 def _entry(kind: str, ident: list) -> Path:
-    return cache_dir() / kind / hashlib.sha256(orjson.dumps([FORMAT, SCHEMA_VERSION, *ident])).hexdigest()[:32]
+    key = [FORMAT, SCHEMA_VERSION, *ident]
+    try:
+        text = orjson.dumps(key)
+    except TypeError:  # a path that is not UTF-8 (its bytes as surrogates): escaped, one key per path
+        text = json.dumps(key, ensure_ascii=True, default=str).encode()
+    return cache_dir() / kind / hashlib.sha256(text).hexdigest()[:32]
 
 
 def _write(entry: Path, stamp: list | None, fill: Callable[[Path], None]) -> bool:

@@ -28,7 +28,7 @@ record-weighted median of the ranks' medians (exact with one rank); every figure
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from logkit.analysis.kernels.comm_reduce import CommReducer
@@ -36,6 +36,7 @@ from logkit.ingest.assemble import frame_of
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.load import RankRead, build_session, read_ranks
 from logkit.ingest.meta import records_meta
+from logkit.ingest.safe_io import size_of
 from logkit.ingest.session import Session
 from logkit.run import partials
 from logkit.run.cache import load_cached, store
@@ -43,6 +44,8 @@ from logkit.run.partials import RankPartial
 
 ENV_SCHEDULER = "LOGKIT_DASK_SCHEDULER"
 POOL_MIN_BYTES = 256 << 20
+PARTIAL_CACHE_MIN_BYTES = 1 << 20  # a rank's partial result is cached from this size of stream up
+MANY_RANKS, SMALL_RANK_BYTES = 64, 256 << 10  # a session of many small ranks is read whole (many_small_ranks)
 
 
 class _Reducing(RankRead):
@@ -80,22 +83,25 @@ def rank_partials(streams: list[tuple[str, int]], world_size: float | None = Non
     """``rank_partial`` of each (path, rank), the streams not in the cache read as one flow (``read_ranks``:
     the next stream parsed while the one before is mapped): the map of a session's ranks in this process."""
     parts: dict[int, RankPartial] = {}
-    if cache:
-        for i, (path, rank) in enumerate(streams):
-            hit = partials.load(path, rank, world_size)
-            if hit is not None:
-                parts[i] = hit
+    # a small stream is read again faster than its cache entry is written and read (thousands of tiny ranks)
+    kept = {i for i, (path, _) in enumerate(streams) if cache and size_of(path) >= PARTIAL_CACHE_MIN_BYTES}
+    for i in sorted(kept):
+        hit = partials.load(*streams[i], world_size)
+        if hit is not None:
+            parts[i] = hit
     todo = [i for i in range(len(streams)) if i not in parts]
     reads = read_ranks([streams[i] for i in todo], [_Reducing(streams[i][1]) for i in todo], chunk_bytes)
     for i, reducing in zip(todo, reads, strict=True):  # each reduced as soon as it is read
         parts[i] = _partial(reducing, world_size)
-        if cache:
+        if i in kept:
             partials.store(*streams[i], world_size, parts[i])
     return [parts[i] for i in range(len(streams))]
 
 
 def _partial(reducing: _Reducing, world_size: float | None) -> RankPartial:
     read = RankRead(reducing.rank, reducing.tables, reducing.stream)
+    if not reducing.comm.chunks:  # no comm record: nothing to reduce (a tiny rank's whole cost, else)
+        return RankPartial(read, None)
     steps = frame_of("steps", [t for name, t in read.tables if name == "steps"], extra_columns=True)
     assumed = records_meta({read.rank: read.stream}).world_size if world_size is None else world_size
     return RankPartial(read, reducing.comm.result(steps, assumed))
@@ -217,10 +223,13 @@ def _usable(ws) -> float | None:
 class Loaded:
     """Sessions as the engine gives them, and beside each its ranks' comm reductions (``CommPart``s, in
     rank order), or None where ``session.comm`` holds every record (a session without rank streams, or
-    one the cache held whole). ``analyze(loaded.sessions, comm_parts=loaded.comm_parts)``."""
+    one the cache held whole). ``analyze(loaded.sessions, comm_parts=loaded.comm_parts)``. ``notes``: files
+    found and not read (a FIFO, a device, a link out of the folder...) in folders without a session
+    (diagnostic rows; those of a session's folder are in its diagnostics)."""
 
     sessions: list
     comm_parts: list
+    notes: list = field(default_factory=list)
 
 
 def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> tuple[Session, tuple]:
@@ -236,6 +245,14 @@ def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> tuple[
         if c is not None and c.needs_world_size and c.world_size != ws and remap is not None:
             comm[i] = remap(str(Path(path).resolve()), rank, ws).comm
     return session, tuple(c for c in comm if c is not None)
+
+
+def many_small_ranks(source: SessionSource) -> bool:
+    """A session of more than ``MANY_RANKS`` ranks whose streams are small (``SMALL_RANK_BYTES`` each on
+    average) is read whole here: its comm records, few, reduced by the analysis in one pass over the
+    session, not rank by rank (a fixed cost per rank of tens of ms: thousands of tiny ranks)."""
+    ranks = len(source.rank_files)
+    return ranks > MANY_RANKS and sum(size_of(p) for p in source.rank_files.values()) < SMALL_RANK_BYTES * ranks
 
 
 def whole(source: SessionSource, cache: bool) -> Session:
@@ -255,7 +272,7 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, bar=Non
     (written where the map ran); ``bar``: a progress bar (``update(bytes)``) or None; ``runner``: an
     ``executor()`` to use (not closed here)."""
     held = {id(src): load_cached(src) if cache and src.rank_files else None for src in sources}
-    mapped = [src for src in sources if held[id(src)] is None and src.rank_files]
+    mapped = [src for src in sources if held[id(src)] is None and src.rank_files and not many_small_ranks(src)]
     own = runner is None
     runner = runner or executor(scheduler, total_bytes, sum(len(s.rank_files) for s in mapped))
     try:
@@ -267,7 +284,7 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, bar=Non
             parts = None
             if held[id(src)] is not None:
                 session = held[id(src)]
-            elif src.rank_files:
+            elif src.rank_files and id(src) in futures:
                 session, parts = merge(src, futures.pop(id(src)).result(),
                                        remap=lambda p, r, ws: runner.submit(rank_partial, p, r, ws, cache).result())
             else:

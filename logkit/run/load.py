@@ -20,6 +20,7 @@ from logkit.ingest import meta
 from logkit.ingest.assemble import diagnostic, make_frame
 from logkit.ingest.discover import SessionSource, discover, source_for_file, sources_in_folder
 from logkit.ingest.load import build_session
+from logkit.ingest.safe_io import display, open_file, size_of
 from logkit.ingest.session import Session
 from logkit.run.engine import Loaded, build_sessions, whole
 
@@ -27,13 +28,7 @@ PROGRESS_MIN_BYTES = 64_000_000
 
 
 def source_bytes(src: SessionSource) -> int:
-    total = 0
-    for p in src.files:
-        try:
-            total += os.stat(p).st_size
-        except OSError:
-            pass
-    return total
+    return sum(size_of(p) for p in src.files)
 
 
 class _Bar:
@@ -64,30 +59,33 @@ def as_of_now(session: Session, source: SessionSource) -> Session:
 
 
 def _check_readable(path: Path) -> None:
-    """A path that exists but cannot be read is the user's to fix: say so plainly."""
+    """A path that exists but cannot be read is the user's to fix: say so plainly (a FIFO, a device:
+    what it is, never a wait for a writer)."""
     try:
-        with open(path, "rb") as fh:
-            fh.read(1)
+        with open_file(path, unzip=False) as fh:
+            os.pread(fh.fileno(), 1, 0)  # the first byte, whatever size the file says it has (/proc)
     except OSError as exc:
-        raise PermissionError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise PermissionError(f"cannot read {display(path)}: {exc.strerror or exc}") from None
 
 
 def _empty(path: Path, reason: str) -> Session:
-    session = Session.empty({"session_id": path.name, "folder": str(path), "files": [], "ranks_found": []})
+    session = Session.empty({"session_id": display(path.name), "folder": display(path), "files": [],
+                             "ranks_found": []})
     session.diagnostics = make_frame("diagnostics", [diagnostic(str(path), None, reason)])
     return session
 
 
-def _sources(root: Path) -> list[SessionSource] | Session:
+def _sources(root: Path, follow_links: bool = False, notes: list | None = None) -> list[SessionSource] | Session:
     """The sessions under ``root`` (recursively), or, for a file, its session (an empty one with a
-    diagnostic when the file cannot be listed with its folder)."""
-    if not root.exists():
-        raise FileNotFoundError(f"no such file or folder: {root}")
-    if root.is_file():
+    diagnostic when the file cannot be listed with its folder). ``notes``: files not read in folders
+    without a session."""
+    if not root.exists() and not root.is_symlink():
+        raise FileNotFoundError(f"no such file or folder: {display(root)}")
+    if not root.is_dir():
         _check_readable(root)
         src = source_for_file(root)
         return [src] if src is not None else _empty(root, "file could not be listed with its folder")
-    return discover(root)
+    return discover(root, follow_links=follow_links, notes=notes)
 
 
 def _read(sources: list[SessionSource], *, cache: bool, progress: bool | None, engine: bool,
@@ -113,7 +111,8 @@ def _read(sources: list[SessionSource], *, cache: bool, progress: bool | None, e
     return Loaded([loaded.sessions[i] for i in order], [loaded.comm_parts[i] for i in order])
 
 
-def load_sessions(root: str | Path, *, cache: bool = False, progress: bool | None = None) -> list[Session]:
+def load_sessions(root: str | Path, *, cache: bool = False, progress: bool | None = None,
+                  follow_links: bool = False) -> list[Session]:
     """Every session under ``root`` (recursively), sorted by start time, ties by session id; every record
     kept (``session.comm`` holds every communication record).
 
@@ -121,23 +120,28 @@ def load_sessions(root: str | Path, *, cache: bool = False, progress: bool | Non
     ``progress``: a progress bar on stderr (None: on a terminal, for ingests over 64 MB). A single file
     gives its whole session. Raises ``FileNotFoundError`` only when ``root`` does not exist
     (``PermissionError`` when a file given cannot be read); a folder without sessions gives an empty list.
+    ``follow_links``: links that lead out of ``root`` are followed too (``ingest.discover``).
     """
-    found = _sources(Path(root))
+    found = _sources(Path(root), follow_links)
     if isinstance(found, Session):
         return [found]
     return _read(found, cache=cache, progress=progress, engine=False).sessions
 
 
 def load_for_analysis(root: str | Path, *, cache: bool = False, progress: bool | None = None,
-                      scheduler: str | None = None, sources: list[SessionSource] | None = None) -> Loaded:
+                      scheduler: str | None = None, sources: list[SessionSource] | None = None,
+                      follow_links: bool = False, notes: list | None = None) -> Loaded:
     """The sessions under ``root`` as ``analyze_logs`` reads them: through the engine, each rank's comm
     records reduced where they are read (see the module doc). ``scheduler``: a Dask scheduler's address
     (default: ``$LOGKIT_DASK_SCHEDULER``, else this machine); ``sources``: the sessions ``discover(root)``
-    found already (a folder's)."""
-    found = _sources(Path(root)) if sources is None else sources
+    found already (a folder's), and ``notes`` the files it did not read; ``follow_links``: links that
+    lead out of ``root`` are followed too."""
+    notes = [] if notes is None else notes
+    found = _sources(Path(root), follow_links, notes) if sources is None else sources
     if isinstance(found, Session):
-        return Loaded([found], [None])
-    return _read(found, cache=cache, progress=progress, engine=True, scheduler=scheduler)
+        return Loaded([found], [None], notes)
+    loaded = _read(found, cache=cache, progress=progress, engine=True, scheduler=scheduler)
+    return Loaded(loaded.sessions, loaded.comm_parts, notes)
 
 
 def load_session(path: str | Path) -> Session:
@@ -150,7 +154,7 @@ def load_session(path: str | Path) -> Session:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file or folder: {path}")
-    if path.is_file():
+    if not path.is_dir():
         return load_sessions(path)[0]
     sources = sources_in_folder(path) or discover(path)
     if not sources:

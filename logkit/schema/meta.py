@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from logkit.schema.values import COUNT, INDEX, NON_NEGATIVE, RANKS, SECONDS, Domain, check
+
 __all__ = ["Key", "SessionMeta", "UndeclaredKey", "META_KEYS"]
 
 
@@ -34,11 +36,12 @@ class Key:
     """One declared meta key: its name (the attribute's), type (a value is None or of it), unit and
     meaning. Read and set as an attribute of a ``SessionMeta``."""
 
-    __slots__ = ("name", "type", "unit", "doc")
+    __slots__ = ("name", "type", "unit", "doc", "domain")
 
-    def __init__(self, type: type | tuple[type, ...], doc: str, unit: str = "") -> None:  # noqa: A002
+    def __init__(self, type: type | tuple[type, ...], doc: str, unit: str = "",  # noqa: A002
+                 domain: Domain | None = None) -> None:
         self.name = ""
-        self.type, self.unit, self.doc = type, unit, doc
+        self.type, self.unit, self.doc, self.domain = type, unit, doc, domain
 
     def __set_name__(self, owner, name: str) -> None:
         self.name = name
@@ -58,6 +61,10 @@ class Key:
             return False
         return isinstance(value, types) or (float in types and isinstance(value, int))
 
+    def why_not(self, value) -> str | None:
+        """Why ``value`` cannot be this key's (its type, 64 bits, its ``domain``); None when it can."""
+        return check(value, self.type, self.domain)
+
     def __repr__(self) -> str:
         return f"Key({self.name!r})"
 
@@ -73,19 +80,21 @@ class SessionMeta(dict):
     # --- the run: who, where, with what ---------------------------------------------------------
     session_id = Key(str, "the session's id (its files' stem, or the folder or file it was read from)")
     mode = Key(str, "where it ran: vocab.Mode (SINGLE-GPU, MULTI-GPU, CPU, MULTI-CPU)")
-    world_size = Key(int, "ranks in the job; None: unknown (never 1 by default)", "ranks")
+    world_size = Key(int, "ranks in the job; None: unknown (never 1 by default)", "ranks", domain=RANKS)
     world_size_from = Key(str, "where the world size came from: session_start, first record, summary.json, "
                                "results.json, a reader's account, or a lower bound (highest rank seen)")
-    gpu_count = Key(int, "GPUs the run used (0: a CPU run)", "GPUs")
+    gpu_count = Key(int, "GPUs the run used (0: a CPU run)", "GPUs", domain=INDEX)
     model = Key(str, "the model's name or path")
     backend = Key(str, "the torch.distributed backend (nccl, gloo)")
     hostname = Key(str, "rank 0's host")
     mixed_precision = Key(str, "the autocast dtype (bf16, fp16, no)")
-    total_batch_size = Key(int, "samples per optimizer step, all ranks and accumulation together", "samples")
-    per_device_batch_size = Key(int, "samples per rank per micro-batch", "samples")
-    gradient_accumulation_steps = Key(int, "micro-batches per optimizer step")
+    total_batch_size = Key(int, "samples per optimizer step, all ranks and accumulation together", "samples",
+                           domain=COUNT)
+    per_device_batch_size = Key(int, "samples per rank per micro-batch", "samples", domain=COUNT)
+    gradient_accumulation_steps = Key(int, "micro-batches per optimizer step", domain=COUNT)
     max_steps = Key(int, "optimizer steps the run was set to", "steps")
-    seq_len = Key(int, "sequence length, where a session built by hand gives it (the config's otherwise)", "tokens")
+    seq_len = Key(int, "sequence length, where a session built by hand gives it (the config's otherwise)", "tokens",
+                  domain=COUNT)
     config = Key((dict, str), "session_start's config (a dict), or a results.json's named configuration")
     config_name = Key(str, "the configuration a run folder's results.json names")
     versions = Key(dict, "python, torch, accelerate, transformers, cuda, nccl")
@@ -96,16 +105,18 @@ class SessionMeta(dict):
     # --- how it ended ---------------------------------------------------------------------------
     start_time = Key(str, "when rank 0 started (with its UTC offset where the source gives one)", "ISO 8601")
     end_time = Key(str, "when rank 0 ended", "ISO 8601")
-    duration_s = Key(float, "rank 0's first record to its end (or to its last record: duration_from)", "s")
+    duration_s = Key(float, "rank 0's first record to its end (or to its last record: duration_from)", "s",
+                     domain=SECONDS)
     duration_from = Key(str, "session_end, summary.json, results.json, or last record (a killed run's)")
     status = Key(str, "vocab.Status: session_end's or summary.json's, else what ingest concludes")
     status_detail = Key(str, "what the status rests on (\"still running (last written 4 s ago)\")")
-    total_steps = Key(int, "the optimizer steps the run did", "steps")
+    total_steps = Key(int, "the optimizer steps the run did", "steps", domain=INDEX)
     final_loss = Key(float, "the run's final loss, as the run states it")
-    training_time_s = Key(float, "the sum of optimizer-step times", "s")
-    samples_seen = Key(int, "samples the run processed (session_end)", "samples")
-    steps_per_second = Key(float, "the run's own figure (summary.json, results.json, trainer_state.json)", "steps/s")
-    samples_per_second = Key(float, "the run's own figure, as steps_per_second", "samples/s")
+    training_time_s = Key(float, "the sum of optimizer-step times", "s", domain=SECONDS)
+    samples_seen = Key(int, "samples the run processed (session_end)", "samples", domain=INDEX)
+    steps_per_second = Key(float, "the run's own figure (summary.json, results.json, trainer_state.json)", "steps/s",
+                           domain=NON_NEGATIVE)
+    samples_per_second = Key(float, "the run's own figure, as steps_per_second", "samples/s", domain=NON_NEGATIVE)
     train_loss = Key(float, "transformers' train_loss: the mean loss over the run")
     summary = Key(dict, "rank 0's summary.json, whole (schema.files.SUMMARY)")
     # --- the files ------------------------------------------------------------------------------
@@ -126,33 +137,33 @@ class SessionMeta(dict):
     nccl_tests = Key(list, "nccl-tests' tables: [{op, table, avg_busbw_gb_s, ...}]")
     nccl_version = Key(str, "the NCCL version the log prints")
     driver_version = Key(str, "the NVIDIA driver version (gpustat)")
-    cuda_driver_version = Key(int, "the CUDA driver version NCCL prints (12020 for 12.2)")
+    cuda_driver_version = Key(int, "the CUDA driver version NCCL prints (12020 for 12.2)", domain=INDEX)
     flight_recorder_version = Key(str, "the Flight Recorder dump's format version")
     progress = Key(dict, "a console capture's last progress bar (with its line)")
-    num_examples = Key(int, "transformers' Num examples", "samples")
-    nproc_per_node = Key(int, "torchrun's --nproc_per_node", "processes")
-    data_parallel_size = Key(int, "the data-parallel size a launcher prints", "ranks")
+    num_examples = Key(int, "transformers' Num examples", "samples", domain=INDEX)
+    nproc_per_node = Key(int, "torchrun's --nproc_per_node", "processes", domain=RANKS)
+    data_parallel_size = Key(int, "the data-parallel size a launcher prints", "ranks", domain=RANKS)
     deepspeed_version = Key(str, "the DeepSpeed version the log prints")
     memory_mb = Key(dict, "memory figures a launcher prints, by name", "MB")
-    link_speed_gbps = Key(_NUMBER, "the NICs' link rate the log names", "Gb/s")
+    link_speed_gbps = Key(_NUMBER, "the NICs' link rate the log names", "Gb/s", domain=NON_NEGATIVE)
     logging_steps = Key(int, "trainer_state.json: steps between log entries", "steps")
-    train_batch_size = Key(int, "trainer_state.json: per-device batch", "samples")
-    total_flos = Key(float, "trainer_state.json: floating-point operations of the run", "FLOPs")
+    train_batch_size = Key(int, "trainer_state.json: per-device batch", "samples", domain=COUNT)
+    total_flos = Key(float, "trainer_state.json: floating-point operations of the run", "FLOPs", domain=NON_NEGATIVE)
     best_metric = Key(float, "trainer_state.json: the best evaluation metric")
-    num_train_epochs = Key(float, "trainer_state.json: the epochs it was set to", "epochs")
-    epoch = Key(float, "trainer_state.json: the epoch it reached", "epochs")
-    nodes = Key(int, "hosts in the job", "hosts")
+    num_train_epochs = Key(float, "trainer_state.json: the epochs it was set to", "epochs", domain=NON_NEGATIVE)
+    epoch = Key(float, "trainer_state.json: the epoch it reached", "epochs", domain=NON_NEGATIVE)
+    nodes = Key(int, "hosts in the job", "hosts", domain=RANKS)
     nodes_from = Key(str, "where the node count came from (nccl init, the hosts named: a lower bound)")
     hosts = Key(list, "the hosts the NCCL lines (or nccl-tests' table) name")
     ranks_by_host = Key(dict, "{host: [rank, ...]}")
     devices = Key(dict, "{host: [CUDA device, ...]} the NCCL lines name")
-    local_ranks = Key(int, "ranks per host (nccl init's localRanks)", "ranks")
+    local_ranks = Key(int, "ranks per host (nccl init's localRanks)", "ranks", domain=RANKS)
     nccl_ranks_seen = Key(list, "the ranks NCCL's channel lines name")
     network = Key(str, "NCCL's network (IB, Socket, or a plugin's name)")
     network_from = Key(str, "where the network came from, when no 'Using network' line says it")
     nics = Key(list, "[{name, port, link}]: the NICs NCCL set up")
     nic_provider = Key(str, "the NET plugin's provider (efa, ...)")
-    nic_count = Key(int, "NICs per node NCCL names", "NICs")
+    nic_count = Key(int, "NICs per node NCCL names", "NICs", domain=COUNT)
     ib = Key(bool, "NCCL set up InfiniBand")
 
     def __init__(self, values: Mapping | Iterable = (), /, **more) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from logkit.schema.gpu import DEVICE_IDS, DEVICE_METRICS, STATISTICS
-from logkit.schema.values import as_float, as_int, as_text
+from logkit.schema.values import as_float, as_int, as_text, check
 from logkit.schema.vocab import ENDED, Mode
 
 __all__ = [
@@ -175,9 +175,16 @@ class RecordSpec:
             target[path[-1]] = value
         return out
 
-    def read(self, record: dict) -> dict:
-        """Every field of the spec, by name, as its type reads it."""
-        return {f.name: f.read(record) for f in self.all_fields}
+    def read(self, record: dict, note=None) -> dict:
+        """Every field of the spec, by name, as its type reads it; ``note(text)``: told of each value there
+        that its type does not read (a count written as text, an integer beyond 64 bits)."""
+        out = {f.name: f.read(record) for f in self.all_fields}
+        if note is not None:
+            for f in self.all_fields:
+                raw = f.get(record)
+                if out[f.name] is None and raw is not None:
+                    note(f"{'.'.join(f.raw)}: {check(raw, f.type) or f'not read ({raw!r:.40})'}: left unknown")
+        return out
 
 
 # ---------------------------------------------------------------------------------------

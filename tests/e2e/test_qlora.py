@@ -134,7 +134,7 @@ def test_cli_json_compares_the_two_runs(runs):
         target = root / runs[n]["session"].name
         if not target.exists():
             target.symlink_to(runs[n]["session"], target_is_directory=True)
-    proc = analyze_logs("--compare", "--json", str(root))
+    proc = analyze_logs("--compare", "--json", "--follow-links", str(root))
     assert proc.returncode == 0, proc.stderr
     doc = orjson.loads(proc.stdout)
     by_size = {s["world_size"]: s for s in doc["sessions"]}

@@ -77,14 +77,29 @@ class _Chunk:
     no_group: bool = False
 
 
-def _sources(comm: pd.DataFrame, rows: np.ndarray) -> tuple:
+def _candidates(comm: pd.DataFrame) -> list[np.ndarray]:
+    """Each column ``file_line`` may read (``source``, then ``origin``), as its file:line values (None
+    where a value is none): read once per chunk, then taken at each key's rows."""
+    return [file_line(comm[[col]]).to_numpy(dtype=object) for col in ("source", "origin") if col in comm.columns]
+
+
+def _file_lines(candidates: list[np.ndarray], rows) -> np.ndarray:
+    """``file_line`` of the records ``rows``: the first column with a file:line among them."""
+    for values in candidates:
+        picked = values[rows]
+        if pd.notna(picked).any():
+            return picked
+    return np.full(len(rows), None, dtype=object)
+
+
+def _sources(candidates: list[np.ndarray], rows: np.ndarray) -> tuple:
     """(first, last, first known, last known) file:line of the records ``rows`` (in file order)."""
-    ends = file_line(comm.iloc[[rows[0], rows[-1]]]).to_numpy(dtype=object)
+    ends = _file_lines(candidates, [rows[0], rows[-1]])
     first, last = (v if isinstance(v, str) else None for v in ends)
     if first is not None and last is not None:
         return first, last, first, last
-    known = file_line(comm.iloc[rows]).dropna()
-    return first, last, (known.iloc[0] if len(known) else None), (known.iloc[-1] if len(known) else None)
+    known = [v for v in _file_lines(candidates, rows) if isinstance(v, str)]
+    return first, last, (known[0] if known else None), (known[-1] if known else None)
 
 
 def _chunk(comm: pd.DataFrame) -> _Chunk:
@@ -103,14 +118,15 @@ def _chunk(comm: pd.DataFrame) -> _Chunk:
     order = np.argsort(key, kind="stable")
     keys, starts = np.unique(key[order], return_index=True)
     names = {}
+    values, candidates = {name: frame[name].to_numpy() for name in _VALUES}, _candidates(comm)
     for k, rows in zip(keys.tolist(), np.split(order, starts[1:]), strict=True):
         code = k % width
         op = None if has_nan_op and code == len(op_names) - 1 else str(op_names[code])
         label = names[k] = (k // width - 1, op)
         g = group[rows]
         g = g[~np.isnan(g)]
-        out.labels[label] = _Label({name: frame[name].to_numpy()[rows] for name in _VALUES}, flags[rows],
-                                   float(g.max()) if len(g) else np.nan, *_sources(comm, rows))
+        out.labels[label] = _Label({name: values[name][rows] for name in _VALUES}, flags[rows],
+                                   float(g.max()) if len(g) else np.nan, *_sources(candidates, rows))
     per = per_key_step(frame)
     if per is not None:
         u_key, u_step, _, dsum = per

@@ -22,7 +22,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from logkit.ingest.assemble import diagnostic, rows_table
+from logkit.ingest.chunks import numbered_lines
 from logkit.ingest.mapping import nonfinite_event
+from logkit.ingest.safe_io import LIMITS, READ_ERRORS, display, open_file, read_whole
 from logkit.schema.meta import SessionMeta
 
 FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events")
@@ -78,7 +80,7 @@ class Read:
         for reason, (count, first, last) in self.dropped.items():
             where = f"lines {first}-{last}" if first is not None else "no line"
             self.diagnostics.append(diagnostic(
-                str(self.path), first, f"{count} more of: {reason} ({where}; the first {KEEP_NOTES} are listed)"))
+                display(self.path), first, f"{count} more of: {reason} ({where}; the first {KEEP_NOTES} are listed)"))
         self.dropped = {}
         tables = {name: rows_table(rows) for name, rows in self.rows.items() if rows}
         for name, table in self.tables.items():
@@ -92,14 +94,14 @@ class Read:
         """How the file's lines are cited: its name, and its rank folder where it lies in one
         (``rank_0/train.log`` and ``rank_1/train.log`` are told apart)."""
         parent = self.path.parent.name
-        return f"{parent}/{self.path.name}" if _RANK_DIR.match(parent) else self.path.name
+        return display(f"{parent}/{self.path.name}" if _RANK_DIR.match(parent) else self.path.name)
 
     def note(self, line: int | None, reason: str, text: str = "") -> None:
         """A diagnostic with the file and line; past ``KEEP_NOTES`` of one reason, only counted."""
         kept = self.kept.get(reason, 0)
         if kept < KEEP_NOTES:
             self.kept[reason] = kept + 1
-            self.diagnostics.append(diagnostic(str(self.path), line, reason, text))
+            self.diagnostics.append(diagnostic(display(self.path), line, reason, text))
             return
         count = self.dropped.setdefault(reason, [0, line, line])
         count[0] += 1
@@ -136,61 +138,48 @@ class Read:
 
 
 def read_bytes(path: Path, read: Read) -> bytes:
-    """The file's bytes (gunzipped for ``.gz``); a read failure keeps what came and notes it."""
+    """The file's bytes (gunzipped for ``.gz``), read whole and bounded (``safe_io.read_whole``); a read
+    failure keeps what came of a damaged gzip file and notes it; a file too large or no regular file is
+    noted and gives nothing."""
     try:
-        if path.name.endswith(".gz"):
-            chunks: list[bytes] = []
-            try:
-                with gzip.open(path, "rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        chunks.append(chunk)
-            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-                read.note(None, f"unreadable from here on (after {sum(map(len, chunks))} bytes): {exc}")
-            return b"".join(chunks)
-        return path.read_bytes()
+        return read_whole(path)
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        pass  # a damaged gzip file: what inflates before the damage, below
     except OSError as exc:
         read.note(None, f"unreadable: {exc}")
         return b""
+    chunks: list[bytes] = []
+    try:
+        with open_file(path) as fh:
+            while len(chunks) * (1 << 20) <= LIMITS.whole_bytes and (chunk := fh.read(1 << 20)):
+                chunks.append(chunk)
+    except READ_ERRORS as exc:
+        read.note(None, f"unreadable from here on (after {sum(map(len, chunks))} bytes): {exc}")
+    return b"".join(chunks)
 
 
 def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
-def _raw_lines(path: Path, read: Read) -> Iterator[bytes]:
-    """The file's lines as bytes, without their newline, read a chunk at a time (gunzipped for
-    ``.gz``); a read failure keeps what came and notes it. A line without a newline for
-    megabytes is given by its head (the rest is skipped up to its newline: line numbers stay
-    the file's)."""
+def _raw_lines(path: Path, read: Read) -> Iterator[tuple[int, bytes]]:
+    """(number, bytes without the newline) of the file's lines that are not empty, read a chunk at a
+    time (gunzipped for ``.gz``, bounded: ``safe_io.open_file``); a read failure keeps what came and
+    notes it. A line without a newline for megabytes is given by its head (the rest is skipped up to
+    its newline: line numbers stay the file's)."""
     try:
-        fh = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+        fh = open_file(path)
     except OSError as exc:
         read.note(None, f"unreadable: {exc}")
         return
-    tail, seen, skipping = b"", 0, False
+    seen = 0
     with fh:
-        while True:
-            try:
-                chunk = fh.read(_CHUNK)
-            except (OSError, EOFError, zlib.error) as exc:
-                read.note(None, f"unreadable from here on (after {seen} bytes): {exc}")
-                break
-            if not chunk:
-                break
-            seen += len(chunk)
-            parts = (tail + chunk).split(b"\n")
-            tail = parts.pop()
-            if skipping and parts:
-                parts.pop(0)  # the rest of the cut line ends here
-                skipping = False
-            yield from parts
-            if len(tail) > 4 * MAX_LINE_CHARS and not skipping:
-                yield tail  # cut (and noted) by _clean
-                tail, skipping = b"", True
-            elif skipping:
-                tail = b""
-    if tail and not skipping:
-        yield tail
+        try:
+            for number, raw, _, _ in numbered_lines(fh, 4 * MAX_LINE_CHARS, _CHUNK):
+                seen = number
+                yield number, raw
+        except READ_ERRORS as exc:
+            read.note(None, f"unreadable from here on (after line {seen}): {exc}")
 
 
 def _clean(raw: bytes, number: int, read: Read) -> str:
@@ -208,9 +197,10 @@ def _clean(raw: bytes, number: int, read: Read) -> str:
 
 
 def iter_lines(path: Path, read: Read) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every line of ``path``, streamed: the cleaning of ``text_lines``
-    (CRLF, ANSI, a byte-order mark, bad UTF-8 replaced and noted) without holding the file."""
-    for number, raw in enumerate(_raw_lines(path, read), start=1):
+    """(line number, text) of every line of ``path`` that is not empty, streamed: the cleaning of
+    ``text_lines`` (CRLF, ANSI, a byte-order mark, bad UTF-8 replaced and noted) without holding the
+    file."""
+    for number, raw in _raw_lines(path, read):
         if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]  # a byte-order mark some Windows tools write
         yield number, _clean(raw, number, read)

@@ -38,14 +38,18 @@ from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
+from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
-from logkit.schema.values import to_float
+from logkit.schema.values import RANKS, to_float
 from logkit.schema.vocab import EventKind, LineSubkind
 
 # The run facts the lines state that become meta as they are (meta keys).
 FACT_META = ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size", "gradient_accumulation_steps",
              "num_examples", "nproc_per_node", "data_parallel_size", "link_speed_gbps", "deepspeed_version",
              "memory_mb")
+# what the stated facts may be (the meta keys', and the parts a world size is made of)
+_FACT_KEYS = {**META_KEYS, "nnodes": Key(int, "torchrun's --nnodes", domain=RANKS),
+              "world_size_stated": Key(int, "worker N of M", domain=RANKS)}
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
 _GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
@@ -282,7 +286,11 @@ class _Console(Blocks):
         read = self.read
         stated = tl.run_facts(text)
         for key, value in stated.items():
-            self.facts.setdefault(key, value)
+            why = _FACT_KEYS[key].why_not(value) if key in _FACT_KEYS else None
+            if why is not None:
+                read.note(number, f"{key}: {why}: left unknown", text)  # never an impossible fact
+            else:
+                self.facts.setdefault(key, value)
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
             return True
@@ -422,12 +430,12 @@ def _year(path: Path) -> int:
 def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
     read = Read(Path(path), FileFormat.CONSOLE)
-    sample = []
-    for _, line in iter_lines(read.path, Read(read.path, FileFormat.CONSOLE)):
-        sample.append(line)
+    sample: list[str] = []
+    for number, line in iter_lines(read.path, Read(read.path, FileFormat.CONSOLE)):
+        sample += [""] * (min(number, SAMPLE_LINES + 1) - 1 - len(sample)) + [line]  # empty lines as they were
         if len(sample) >= SAMPLE_LINES:
             break
-    parser = _Console(read, rank, Prefixes.of(sample))
+    parser = _Console(read, rank, Prefixes.of(sample[:SAMPLE_LINES]))
     parser.year = _year(read.path)
     for number, line in iter_lines(read.path, read):
         if not line.strip():

@@ -16,7 +16,7 @@ import orjson
 from logkit.ingest.readers.base import Read, ReadResult, read_bytes
 from logkit.ingest.readers.formats import FileFormat
 from logkit.schema.files import RESULTS_JSON
-from logkit.schema.values import as_float, as_int, as_text
+from logkit.schema.values import as_float, as_int, as_text, check
 from logkit.schema.vocab import Mode, Status
 
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos")
@@ -51,6 +51,26 @@ def normal_mode(mode, device=None, world_size=None) -> str | None:
     return m
 
 
+class _Numbers:
+    """The numbers of one object of a document, each read by its type (``as_float``, ``as_int``); a value
+    there that is no such number (text, an integer beyond 64 bits) is noted, never a crash later."""
+
+    def __init__(self, read: Read, doc: dict, where: str = "") -> None:
+        self.read, self.doc, self.where = read, doc, where
+
+    def _got(self, key: str, value, kind: type):
+        raw = self.doc.get(key)
+        if value is None and raw is not None:
+            self.read.note(None, f"{self.where}{key}: {check(raw, kind) or f'not read ({raw!r:.40})'}: left unknown")
+        return value
+
+    def float(self, key: str) -> float | None:
+        return self._got(key, as_float(self.doc.get(key)), float)
+
+    def int(self, key: str) -> int | None:
+        return self._got(key, as_int(self.doc.get(key)), int)
+
+
 def read_trainer_state(path: Path, rank: int | None = None) -> ReadResult:
     """``log_history`` -> steps (entries with ``loss``) and evals (``eval_*``); the final summary
     entry and the top-level keys -> meta. Older versions lack some keys: they stay None."""
@@ -64,30 +84,31 @@ def read_trainer_state(path: Path, rank: int | None = None) -> ReadResult:
         history = []
     for i, entry in enumerate(history):
         if not isinstance(entry, dict):
-            read.note(None, f"log_history[{i}] is not an object", str(entry))
+            read.note(None, f"log_history[{i}] is not an object", str(entry)[:200])
             continue
-        step = as_int(entry.get("step"))
+        num = _Numbers(read, entry, f"log_history[{i}].")
+        step = num.int("step")
         if "loss" in entry:
-            read.step(None, {"rank": 0, "step": step, "loss": as_float(entry.get("loss")),
-                             "learning_rate": as_float(entry.get("learning_rate")),
-                             "grad_norm": as_float(entry.get("grad_norm")), "epoch": as_float(entry.get("epoch")),
-                             "tokens_seen": as_float(entry.get("num_input_tokens_seen"))})
+            read.step(None, {"rank": 0, "step": step, "loss": num.float("loss"),
+                             "learning_rate": num.float("learning_rate"), "grad_norm": num.float("grad_norm"),
+                             "epoch": num.float("epoch"), "tokens_seen": num.float("num_input_tokens_seen")})
         elif any(str(k).startswith("eval_") for k in entry):
-            for key, value in entry.items():
+            for key in entry:
                 if str(key).startswith("eval_"):
-                    read.rows["evals"].append({"step": step, "name": str(key), "value": as_float(value), "rank": 0})
+                    read.rows["evals"].append({"step": step, "name": str(key), "value": num.float(key), "rank": 0})
         elif any(k in entry for k in _SUMMARY_KEYS):
             read.meta.update({
-                "training_time_s": as_float(entry.get("train_runtime")),
-                "samples_per_second": as_float(entry.get("train_samples_per_second")),
-                "steps_per_second": as_float(entry.get("train_steps_per_second")),
-                "train_loss": as_float(entry.get("train_loss")),
+                "training_time_s": num.float("train_runtime"),
+                "samples_per_second": num.float("train_samples_per_second"),
+                "steps_per_second": num.float("train_steps_per_second"),
+                "train_loss": num.float("train_loss"),
             })
+    top = _Numbers(read, doc)
     read.meta.update({
-        "total_steps": as_int(doc.get("global_step")), "max_steps": as_int(doc.get("max_steps")),
-        "logging_steps": as_int(doc.get("logging_steps")), "train_batch_size": as_int(doc.get("train_batch_size")),
-        "total_flos": as_float(doc.get("total_flos")), "best_metric": as_float(doc.get("best_metric")),
-        "num_train_epochs": as_float(doc.get("num_train_epochs")), "epoch": as_float(doc.get("epoch")),
+        "total_steps": top.int("global_step"), "max_steps": top.int("max_steps"),
+        "logging_steps": top.int("logging_steps"), "train_batch_size": top.int("train_batch_size"),
+        "total_flos": top.float("total_flos"), "best_metric": top.float("best_metric"),
+        "num_train_epochs": top.float("num_train_epochs"), "epoch": top.float("epoch"),
     })
     losses = [r["loss"] for r in read.rows["steps"] if r["loss"] is not None]
     if losses:
@@ -101,7 +122,7 @@ def read_results_json(path: Path, rank: int | None = None) -> ReadResult:
     doc = load_doc(read)
     if doc is None:
         return read.result()
-    v = RESULTS_JSON.read(doc)
+    v = RESULTS_JSON.read(doc, note=lambda text: read.note(None, text))
     world = v["num_processes"] or v["world_size"] or v["gpu_count"]
     read.meta.update({"mode": normal_mode(v["mode"], v["device"], world), "world_size": world})
     read.meta.update({k: v[k] for k in ("gpu_count", "duration_s", "steps_per_second", "samples_per_second",

@@ -4,13 +4,12 @@ and telltale, in the order of their ``priority``."""
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from functools import cached_property
 from pathlib import Path
 
 from logkit.ingest.readers.formats import Format, by_priority
+from logkit.ingest.safe_io import READ_ERRORS, open_file
 
 PEEK = 64 * 1024
 # our files that are no log to read on their own: the logger's errors (read with its session) and summary.txt
@@ -18,10 +17,11 @@ _SKIP = re.compile(r"_(?:errors\.log|summary\.txt)(?:\.gz)?$")
 
 
 def _read(path: Path, unzip: bool) -> bytes:
+    """The first ``PEEK`` bytes (gunzipped): a regular file only, opened without waiting (``safe_io``)."""
     try:
-        with (gzip.open(path, "rb") if unzip else open(path, "rb")) as fh:
+        with open_file(path, unzip, buffering=PEEK) as fh:
             return fh.read(PEEK)
-    except (OSError, EOFError, zlib.error):
+    except READ_ERRORS:
         return b""
 
 

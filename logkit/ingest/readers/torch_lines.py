@@ -86,8 +86,8 @@ _DP = re.compile(r"data parallel size: (\d+)")
 _IB_RATE = re.compile(r"^\s*[Rr]ate:\s*(?P<rate>\d+(?:\.\d+)?)(?: Gb/sec\b.*)?\s*$")
 _OF = re.compile(r"\b(?:worker|rank|process) (?P<rank>\d+) of (?P<size>\d+)\b", re.I)
 _TORCHRUN = re.compile(r"\b(?:torchrun|torch\.distributed\.(?:run|launch))\b")
-_NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)")
-_NNODES = re.compile(r"--nnodes[= ](?P<n>\d+)(?![:\d])")
+_NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)(?![\w.])")  # not the 0 of 0x10
+_NNODES = re.compile(r"--nnodes[= ](?P<n>\d+)(?![:\w.])")
 _THROUGHPUT = re.compile(r"Throughput: (?P<rate>\d+(?:\.\d+)?) (?:images|samples)/s"
                          r"(?:, Batch size: (?P<batch>\d+))?(?:, Num of GPUs: (?P<gpus>\d+))?"
                          r"(?:, Total time: (?P<time>[0-9.]+) s)?")

@@ -26,11 +26,12 @@ def _records(folder):
 def test_an_id_with_a_path_in_it_stays_in_the_log_folder(tmp_path, capsys):
     logs = tmp_path / "logs"
     log = _run(logs, "../../escape/x")
-    assert log.folder.parent == logs and log.session_id == ".._.._escape_x"
+    assert log.folder.parent == logs and log.session_id == "___.._escape_x"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]  # nothing written beside it
     start = next(r for r in _records(log.folder) if r["type"] == "session_start")
-    assert start["requested_session_id"] == "../../escape/x" and start["session_id"] == ".._.._escape_x"
-    assert "this run logs as '.._.._escape_x'" in capsys.readouterr().err
+    assert start["requested_session_id"] == "../../escape/x" and start["session_id"] == "___.._escape_x"
+    assert "this run logs as '___.._escape_x'" in capsys.readouterr().err
+    assert [s.session_id for s in load_sessions(logs)] == ["___.._escape_x"]  # written, and read back
 
 
 def test_the_same_id_twice_gives_two_sessions(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import logkit
 from logkit.ingest import Session
+from logkit.ingest.discover import discover
 from logkit.ingest.jsonl_lines import read_jsonl
 from logkit.run.load import load_session, load_sessions
 from logkit.schema import FRAME_COLUMNS
@@ -183,7 +184,23 @@ def test_symlinked_session_folders_are_followed_once(tmp_path):
     (gathered / "r1").symlink_to(tmp_path / "runs" / "r1", target_is_directory=True)
     (gathered / "r1_again").symlink_to(tmp_path / "runs" / "r1", target_is_directory=True)
     (gathered / "loop").symlink_to(gathered, target_is_directory=True)
-    assert [s.session_id for s in load_sessions(gathered)] == ["r1"]
+    assert [s.session_id for s in load_sessions(gathered, follow_links=True)] == ["r1"]
+
+
+def test_links_out_of_the_folder_are_noted_not_followed_unless_asked(tmp_path):
+    write_session(tmp_path / "runs", "r1")
+    gathered = tmp_path / "all"
+    write_session(gathered, "here")
+    (gathered / "r1").symlink_to(tmp_path / "runs" / "r1", target_is_directory=True)
+    (gathered / "here" / "stolen.log").symlink_to(tmp_path / "runs" / "r1" / "r1_rank0.jsonl")
+    (gathered / "here" / "here_rank1.jsonl").symlink_to(gathered / "here" / "here_rank0.jsonl")  # inside: read
+    notes: list = []
+    (source,) = discover(gathered, notes=notes)
+    assert source.session_id == "here" and sorted(source.rank_files) == [0, 1]
+    assert [n["file"] for n in notes] == [str(gathered / "r1")]
+    assert "a link out of the folder read" in notes[0]["reason"]
+    assert [n["file"] for n in source.notes] == [str(gathered / "here" / "stolen.log")]
+    assert [s.session_id for s in load_sessions(gathered, follow_links=True)] == ["here", "r1"]
 
 
 def test_load_session_from_a_file_and_a_parent(tmp_path):

@@ -14,6 +14,7 @@ from logkit.run.load import load_for_analysis
 
 def test_a_second_read_comes_from_the_cache_until_a_stream_changes(tmp_path, monkeypatch):
     monkeypatch.setenv("LOGKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(engine, "PARTIAL_CACHE_MIN_BYTES", 0)  # these streams are small: cached all the same
     folder = write_fleet(tmp_path / "logs", 3, steps=6, buckets=2)
     reads = []
     real = engine.read_ranks
@@ -76,3 +77,12 @@ def test_a_rank_partial_keeps_each_frames_tables_in_order_in_few_files(tmp_path)
     steps = [t for name, t in back.tables if name == "steps"]
     assert pa.concat_tables([t.select(["step"]) for t in steps]).column("step").to_pylist() == [0, 1, 2, 3, 6, 4, 5]
     assert [k for name, t in back.tables if name == "events" for k in t.column("kind").to_pylist()] == ["x", "y"]
+
+
+def test_small_streams_are_read_again_not_cached(tmp_path, monkeypatch):
+    """A stream under ``PARTIAL_CACHE_MIN_BYTES`` costs less to read than its cache entry to write and read:
+    thousands of tiny ranks write no thousands of entries."""
+    monkeypatch.setenv("LOGKIT_CACHE_DIR", str(tmp_path / "cache"))
+    write_fleet(tmp_path / "logs", 3, steps=6, buckets=2)
+    load_for_analysis(tmp_path / "logs", cache=True)
+    assert not list((tmp_path / "cache").rglob("part.json"))
