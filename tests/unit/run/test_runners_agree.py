@@ -24,7 +24,7 @@ import pytest
 from benchmarks.fleet import write_fleet
 from logkit.analysis import analyze
 from logkit.ingest.discover import discover
-from logkit.run.engine import InProcess, LocalPool, build_sessions
+from logkit.run.engine import MANY_RANKS, InProcess, LocalPool, build_sessions, many_small_ranks
 from logkit.run.load import load_sessions
 from tests.support import stream_oracles as oracle
 from tests.support.launch import REPO
@@ -38,7 +38,9 @@ COMM = ["session_id", "rank", "op", "busbw_mb_s", "sync_share_of_step_time", "ma
 def roots(tmp_path_factory):
     root = tmp_path_factory.mktemp("fleet")
     write_fleet(root, 4, steps=15, buckets=3, keep_world_size=False)
-    return {"why_slow": WHY_SLOW, "fleet": root}
+    wide = tmp_path_factory.mktemp("wide")  # more small ranks than MANY_RANKS: read whole, not mapped
+    write_fleet(wide, MANY_RANKS + 4, steps=15, buckets=3, keep_world_size=False)
+    return {"why_slow": WHY_SLOW, "fleet": root, "wide fleet": wide}
 
 
 def _engine(root, runner):
@@ -86,7 +88,12 @@ def runs(roots):
     return out
 
 
-@pytest.mark.parametrize("root", ["why_slow", "fleet"])
+def test_the_wide_fleet_takes_the_whole_read_and_the_fleet_the_map(roots):
+    assert [many_small_ranks(s) for s in discover(roots["wide fleet"])] == [True]
+    assert [many_small_ranks(s) for s in discover(roots["fleet"])] == [False]
+
+
+@pytest.mark.parametrize("root", ["why_slow", "fleet", "wide fleet"])
 def test_every_runner_gives_the_batch_figures(runs, root):
     got = {runner: _figures(a) for runner, a in runs[root].items()}
     assert {"batch", "in-process", "local pool"} <= set(got)
@@ -98,7 +105,7 @@ def test_every_runner_gives_the_batch_figures(runs, root):
             pd.testing.assert_frame_equal(fig[name], ref[name], check_exact=True, obj=f"{runner}: {name}")
 
 
-@pytest.mark.parametrize("root", ["why_slow", "fleet"])
+@pytest.mark.parametrize("root", ["why_slow", "fleet", "wide fleet"])
 def test_the_figures_are_the_files_figures(runs, roots, root):
     data = oracle.streams(roots[root])
     for runner, a in runs[root].items():
