@@ -877,6 +877,7 @@ NOT_CHECKED = {
     "hostnames": "checked as hosts (nodes_seen, cuda_devices_seen)", "socket_threads_line": _COMPANION,
     "header": "nccl-tests' run parameters (nThread, nGpus, sizes): not kept",
     "time": "an absolute capture time: sessions keep times relative to their start",
+    "files": "the files of a folder entry: " + _DESCRIPTIVE,
     "added": "the order a file joined the corpus (its first-sight score is kept by tests.support.first_sight)",
     "framework_line": _COMPANION, "zero_stage_line": _COMPANION, "strategy_line": _COMPANION,
     "world_size_lower_bound_line": _COMPANION, "nodes_line": _COMPANION, "hosts_line": _COMPANION,
