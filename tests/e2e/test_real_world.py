@@ -802,7 +802,136 @@ def check_no_session(s, path, entry):
     assert entry["no_session"] is True and (s is None or not found(s))
 
 
+# --- keys of the second held-out set ------------------------------------------------------------------
+def _first_row_of_gpu(s, index: int) -> pd.Series:
+    rows = s.gpu[s.gpu["gpu"] == index]
+    assert len(rows), f"no row of GPU {index}"
+    return rows.iloc[0]
+
+
+def check_smi_table_gpus(s, path, entry):
+    """The boxed nvidia-smi table: each GPU's row as the table prints it (a name cut with '...' matched
+    on what is shown)."""
+    for f in entry["smi_table_gpus"]:
+        row = _first_row_of_gpu(s, f["index"])
+        assert str(row["gpu_name"]).startswith(f["name"].removesuffix("...")), "gpu_name"
+        assert str(row["bus_id"]).lower() == f["bus_id"].lower(), "bus_id"
+        assert row["memory_used_mb"] == pytest.approx(f["memory_used_mib"] * MIB), "memory_used_mb"
+        assert row["memory_total_mb"] == pytest.approx(f["memory_total_mib"] * MIB), "memory_total_mb"
+        for column, key in (("utilization_pct", "utilization_pct"), ("temperature_c", "temp_c"),
+                            ("power_w", "power_w"), ("power_limit_w", "power_cap_w"), ("fan_pct", "fan_pct"),
+                            ("pstate", "pstate")):
+            if f.get(key) is not None:
+                assert row[column] == f[key], column
+
+
+def check_cuda_version(s, path, entry):
+    expected = None if entry["cuda_version"] == "N/A" else entry["cuda_version"]
+    assert s.meta["cuda_version"] == expected
+
+
+def _frame_index(path: str, line: int) -> int:
+    """The frame a line opens: how many frame headers (nvidia-smi's date line) come before it (read here)."""
+    date = re.compile(r"^\s*[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}")
+    return sum(1 for text in lines_of(path)[: line - 1] if date.match(text))
+
+
+def check_frames(s, path, entry):
+    for f in entry["frames"]:
+        rows = s.gpu[s.gpu["sample"] == _frame_index(path, f["line"])]
+        assert len(rows) == 1, f"frame at line {f['line']}: {len(rows)} rows"
+        row = rows.iloc[0]
+        assert row["memory_used_mb"] == pytest.approx(f["memory_used_mib"] * MIB)
+        assert row["utilization_pct"] == f["utilization_pct"]
+        for column, key in (("temperature_c", "temp_c"), ("power_w", "power_w")):
+            if key in f:
+                assert row[column] == f[key], column
+
+
+def check_frame_count(s, path, entry):
+    assert s.gpu["sample"].nunique() == entry["frame_count"]
+
+
+def check_peak_memory(s, path, entry):
+    assert s.gpu["memory_used_mb"].max() == pytest.approx(entry["peak_memory_used_mib"] * MIB)
+
+
+def check_gpustat_gpu_count(s, path, entry):
+    assert entry["gpustat_gpu_count"] in set(s.gpu.groupby("sample")["gpu"].nunique())
+
+
+def check_listed_gpus(s, path, entry):
+    """``nvidia-smi -L``: each listed GPU known with its name and UUID."""
+    for f in entry["listed_gpus"]:
+        row = _first_row_of_gpu(s, f["index"])
+        assert row["gpu_name"] == f["name"] and row["uuid"] == f["uuid"]
+
+
+def check_gpu_count_listed(s, path, entry):
+    assert s.gpu["gpu"].nunique() == entry["gpu_count_listed"]
+
+
+def check_inventory(s, path, entry):
+    for f in entry["inventory"]:
+        row = _first_row_of_gpu(s, f["index"])
+        assert row["gpu_name"] == f["name"] and row["uuid"] == f["uuid"]
+
+
+def check_mismatch_two_seqs(s, path, entry):
+    """A mismatch whose two ranks are at different sequence numbers: both sides kept."""
+    f = entry["mismatch_two_seqs"]
+    ev = one(events(s, "collective_mismatch"), path, f["line"])
+    assert ev["ranks"] == ",".join(map(str, f["ranks"]))
+    assert ev["ops"] == ",".join(f["ops"][str(r)] for r in f["ranks"])
+    assert ev["seqs"] == ",".join(str(f["seqs"][str(r)]) for r in f["ranks"])
+
+
+def check_loss_lines(s, path, entry):
+    losses = set(s.steps["loss"].dropna())
+    assert {f["loss"] for f in entry["loss_lines"]} <= losses
+
+
+def check_loss_line_count(s, path, entry):
+    assert s.steps["loss"].notna().sum() == entry["loss_line_count"]
+
+
+def check_lowest_loss(s, path, entry):
+    assert s.steps["loss"].min() == pytest.approx(entry["lowest_loss"]["loss"])
+
+
+def check_eval_dicts(s, path, entry):
+    assert len(s.evals[s.evals["name"] == "eval_loss"]) == entry["eval_dicts"]
+
+
+def check_step_time(s, path, entry):
+    assert (s.steps["step_time_s"].dropna() - entry["step_time_s"]).abs().min() < 0.01
+
+
+def check_backend(s, path, entry):
+    assert s.meta["backend"] == entry["backend"]
+
+
+def check_channel_ranks(s, path, entry):
+    assert set(entry["nccl_ranks_in_channel_lines"]) <= ranks_seen(s)
+
+
+def check_nccl_info_host(s, path, entry):
+    assert entry["nccl_info_host"] in (s.meta["hosts"] or [])
+
+
+def check_distinct_loss_steps(s, path, entry):
+    assert s.steps.loc[s.steps["loss"].notna(), "step"].nunique() == entry["distinct_loss_steps"]
+
+
 CHECKS = {
+    "smi_table_gpus": check_smi_table_gpus, "cuda_version": check_cuda_version, "frames": check_frames,
+    "frame_count": check_frame_count, "peak_memory_used_mib": check_peak_memory,
+    "gpustat_gpu_count": check_gpustat_gpu_count, "listed_gpus": check_listed_gpus,
+    "gpu_count_listed": check_gpu_count_listed, "inventory": check_inventory,
+    "mismatch_two_seqs": check_mismatch_two_seqs, "loss_lines": check_loss_lines,
+    "loss_line_count": check_loss_line_count, "lowest_loss": check_lowest_loss, "eval_dicts": check_eval_dicts,
+    "step_time_s": check_step_time, "backend": check_backend, "nccl_ranks_in_channel_lines": check_channel_ranks,
+    "nccl_info_host": check_nccl_info_host, "distinct_loss_steps": check_distinct_loss_steps,
     "failures": check_failures, "watchdog_work": check_watchdog_work, "signals": check_signals,
     "first_failure": check_first_failure, "root_cause": check_root_cause, "other_failures": check_other_failures,
     "sigterm_sent_to_pids": check_sigterms, "killed_subprocesses": check_killed_subprocesses,
@@ -847,6 +976,22 @@ _COMPANION = "the line of a fact checked under its own key (meta keeps no line f
 _SAME = "checked with another key of the same entry"
 _NOT_IN_FILE = "stated by the source around the file, not in the file (facts.json marks it so)"
 NOT_CHECKED = {
+    "time_line": _COMPANION, "driver_line": _COMPANION, "cuda_version_line": _COMPANION,
+    "gpustat_header_line": _COMPANION, "op_line": _COMPANION, "peak_memory_used_line": _COMPANION,
+    "step_time_line": _COMPANION, "slurm_job_id_line": _COMPANION, "backend_line": _COMPANION,
+    "elapsed_line": _COMPANION, "train_runtime_s_file": _COMPANION, "final_loss_file": _COMPANION,
+    "final_loss_lines": _COMPANION, "zero_stage_file": _COMPANION,
+    "smi_processes": "the processes of an nvidia-smi table: not kept (GPU figures only)",
+    "pids": "process ids of NCCL lines: not kept", "slurm_job_id": "a Slurm job id: not kept",
+    "cuda_visible_devices": "CUDA_VISIBLE_DEVICES as printed: not kept",
+    "elapsed": "a progress bar's elapsed time: not kept (its rate is, as step_time_s)",
+    "terminate_processes_at_least": "the count of 'terminate called' lines: each is read as its failure",
+    "duplicate_global_ranks": "a rank announced twice (two launches colliding): not said (noticed, not built)",
+    "local_ranks_seen": "LOCAL_RANK values of a start-up line: not kept (ranks are)",
+    "inter_node_channels": "per-channel transports: not kept, only the ranks they name (nccl_ranks_in_channel_lines)",
+    "network_from": "the collector's note on where the network is named",
+    "records": _DESCRIPTIVE, "loss_records": _SAME, "duplicate_steps": "checked through distinct_loss_steps",
+    "resume": "a resume inside trainer_log.jsonl (steps going back): not said (noticed, not built)",
     "path": _DESCRIPTIVE, "kind": _DESCRIPTIVE, "features": _DESCRIPTIVE, "notes": _DESCRIPTIVE,
     "line_count": _DESCRIPTIVE, "line_endings": _DESCRIPTIVE, "prefix_example": _DESCRIPTIVE,
     "world_size_line": _COMPANION, "network_line": _COMPANION, "network_lines": _COMPANION,
