@@ -138,7 +138,9 @@ def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | Non
         return None
     if not isinstance(values, dict):
         return None
-    values = {k: float(v[: -len("__nonfinite")]) if isinstance(v, str) and v.endswith("__nonfinite") else v
+    # transformers 4.5x prints the values as text ({'loss': '2.449', ...}): read where they are numbers
+    values = {k: float(v[: -len("__nonfinite")]) if isinstance(v, str) and v.endswith("__nonfinite")
+              else to_float(v) if isinstance(v, str) and to_float(v) is not None else v
               for k, v in values.items()}
     if "loss" in values:
         index += 1
