@@ -17,7 +17,8 @@ import re
 
 from logkit.ingest.readers.stated_facts import Facts
 
-_ENV = re.compile(r"^Distributed environment: (?:DistributedType\.)?(?P<type>\w+)(?:\s+Backend: (?P<backend>\w+))?")
+# the state as a logger prints it: after the logger's name where the log format puts one ("__main__ - ")
+_ENV = re.compile(r"(?:^|\s-\s)Distributed environment: (?:DistributedType\.)?(?P<type>\w+)(?:\s+Backend: (?P<backend>\w+))?")
 _STATE = re.compile(r"^(?P<key>Num processes|Process index|Local process index|Device|Mixed precision type|ds_config)"
                     r": (?P<value>.*?)\s*$")
 _ITEM = re.compile(r"^\s*- (?P<key>`?\w[\w `?()]*?`?(?: \w+)*?): ?(?P<value>.*?)\s*$")
@@ -41,7 +42,7 @@ class Accelerate:
 
     def line(self, number: int, text: str) -> bool:
         stripped = text.strip()
-        if (m := _ENV.match(stripped)) is not None:
+        if "Distributed environment" in stripped and (m := _ENV.search(stripped)) is not None:
             self.in_state = True
             self._type(number, m["type"], "Distributed environment")
             if m["backend"]:

@@ -40,6 +40,11 @@ _ENGINE = {"train_batch_size": "total_batch_size", "train_micro_batch_size_per_g
 _USER = {"train_batch_size": "total_batch_size", "train_micro_batch_size_per_gpu": "per_device_batch_size",
          "gradient_accumulation_steps": "gradient_accumulation_steps", "stage": "zero_stage"}
 _BARE = ("Setting ds_accelerator to ", "DeepSpeed info: version=")
+# torch's C++ extension builder, run by DeepSpeed to build its ops (torch's lines: no framework of their own)
+_OPS = re.compile(r"^(?:Using \S+ as PyTorch extensions root|No modifications detected for re-loaded extension module"
+                  r"|Loading extension module \w+|Time to load \w+ op:|Detected CUDA files, patching ldflags"
+                  r"|Emitting ninja build file|Building extension module|Allowing ninja to set a default number"
+                  r"|ninja: no work to do)")
 
 
 def line(facts: Facts, number: int, text: str) -> str | bool:
@@ -50,7 +55,7 @@ def line(facts: Facts, number: int, text: str) -> str | bool:
             facts.saw("deepspeed", number)
             _engine(facts, number, text)
             return True
-        return False
+        return bool(_OPS.match(text))
     facts.saw("deepspeed", number)
     body = text[m.end():]
     if m["file"] == "launch.py":

@@ -21,6 +21,11 @@ from logkit.ingest.readers.stated_facts import Facts
 from logkit.schema.meta import SessionMeta
 
 MAX_DUMP_LINES = 5000
+# a command a person ran, pasted with its shell prompt or alone: the tool says the framework
+_COMMAND = re.compile(r"^(?:\S*[$#] ?)?(?P<tool>llamafactory-cli|axolotl|accelerate|deepspeed|torchrun|swift)"
+                      r" (?:train|launch|env|sft|pt|rlhf|preprocess|--\w+|\S+\.py)\b")
+_TOOLS = {"llamafactory-cli": "llamafactory", "axolotl": "axolotl", "accelerate": "accelerate",
+          "deepspeed": "deepspeed", "torchrun": "torchrun", "swift": "ms-swift"}
 _LOGGED = re.compile(r"^\[(?:\d{4}-\d\d-\d\d|[A-Z]+\|)|^\d{4}-\d\d-\d\d[ T]\d\d:|^\d\d/\d\d/\d{4} ")
 
 
@@ -66,11 +71,13 @@ class FrameworkLines:
             used, rank = axolotl_lines.line(self.facts, number, text)
             if used:
                 return True, rank
-        if first in "[SD" or "DeepSpeed" in text:
-            found = deepspeed_lines.line(self.facts, number, text)
-            if found:
-                self._open(found, "deepspeed")
-                return True, None
+        found = deepspeed_lines.line(self.facts, number, text)
+        if found:
+            self._open(found, "deepspeed")
+            return True, None
+        if (c := _COMMAND.match(text)) is not None:
+            self.facts.saw(_TOOLS[c["tool"]], number)
+            return True, None
         if unsloth_lines.line(self.facts, number, text):
             return True, None
         if self.accelerate.line(number, text):

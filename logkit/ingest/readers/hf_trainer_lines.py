@@ -30,7 +30,8 @@ TRAIN_BLOCK = {"Num examples": "num_examples", "Num Epochs": "num_train_epochs",
                "Gradient Accumulation steps": "gradient_accumulation_steps", "Total optimization steps": "max_steps",
                "Number of trainable parameters": None, "Total num train samples": None,
                "Training with DataParallel so batch size has been adjusted to": None}
-_BLOCK_LINE = re.compile(r"^\s*(?P<key>[A-Z][\w .,&()-]+?) = (?P<value>[\d,.]+)\s*$")
+# the key starts the message: the line's, or after a log prefix the console reader does not know ("] - ")
+_BLOCK_LINE = re.compile(r"(?:^|[>\]-] )\s*(?P<key>[A-Z][\w .,&()-]+?) = (?P<value>[\d,.]+)\s*$")
 _BANNER = re.compile(r"\*{5} (?P<what>Running training|Running Evaluation|Running Prediction|Running Predict"
                      r"|train metrics|eval metrics|predict metrics|test metrics) \*{5}")
 # "  train_runtime            = 0:36:58.55" (log_metrics): key, value
@@ -81,7 +82,7 @@ class HfTrainer:
 
     def _block_line(self, number: int, text: str) -> bool:
         # the keys are the run's under its banner, or where the log lost the banner (never under an evaluation's)
-        if self.block in (None, "Running training") and (m := _BLOCK_LINE.match(text)) is not None \
+        if self.block in (None, "Running training") and (m := _BLOCK_LINE.search(text)) is not None \
                 and m["key"] in TRAIN_BLOCK:
             key = TRAIN_BLOCK[m["key"]]
             if key is not None:
@@ -93,7 +94,7 @@ class HfTrainer:
             if self.block == "train metrics":
                 self._metric(number, m["key"], m["value"])
             return True
-        if self.block in ("Running Evaluation", "Running Prediction", "Running Predict") and _BLOCK_LINE.match(text):
+        if self.block in ("Running Evaluation", "Running Prediction", "Running Predict") and _BLOCK_LINE.search(text):
             return True  # the evaluation's sizes, not the run's
         return False
 

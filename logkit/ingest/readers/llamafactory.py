@@ -60,8 +60,8 @@ def read_trainer_log(path: Path, rank: int | None = None) -> ReadResult:
         read.lines += 1
         try:
             entry = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            read.note(number, f"invalid JSON: {exc}", line)
+        except orjson.JSONDecodeError:
+            read.unmatched(number, line)  # a torn or foreign line: counted with the lines no grammar reads
             continue
         if not isinstance(entry, dict) or "current_steps" not in entry:
             read.unmatched(number, line)
@@ -71,13 +71,15 @@ def read_trainer_log(path: Path, rank: int | None = None) -> ReadResult:
         elapsed = entry.get("elapsed_time")
         t = seconds(elapsed) if isinstance(elapsed, str) else None
         progress = {"step": step, "total": total, "line": number}
+        if "epoch" in entry and step is not None:  # a training entry (an evaluation's or prediction's has none)
+            last_step = step
         if "loss" in entry:
             row = read.step(number, {
                 "rank": 0, "step": step, "time_s": t, "loss": _number(entry.get("loss")),
                 "learning_rate": _number(entry.get("lr", entry.get("learning_rate"))),
                 "grad_norm": _number(entry.get("grad_norm")), "epoch": _number(entry.get("epoch")),
                 "tokens_seen": _number(entry.get("total_tokens"))})
-            last_loss, last_step = row["loss"], step if step is not None else last_step
+            last_loss = row["loss"]
         if "eval_loss" in entry:
             read.rows["evals"].append({"step": step, "name": "eval_loss", "value": _number(entry["eval_loss"]),
                                        "rank": 0, "time_s": t, "epoch": _number(entry.get("epoch"))})
