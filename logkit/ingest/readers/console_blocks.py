@@ -154,6 +154,8 @@ def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | Non
                 read.rows["evals"].append({"step": None, "name": str(k), "value": as_float(v), "rank": rank,
                                            "time_s": t, "epoch": as_float(values.get("epoch"))})
     elif "train_runtime" in values:
+        if read.meta.duration_s is None and as_float(values.get("train_runtime")) is not None:
+            read.meta.duration_from = f"stated: train_runtime ({read.label}:{number})"
         read.meta.fill(duration_s=as_float(values.get("train_runtime")),
                        samples_per_second=as_float(values.get("train_samples_per_second")),
                        steps_per_second=as_float(values.get("train_steps_per_second")),

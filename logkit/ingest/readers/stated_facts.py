@@ -113,8 +113,11 @@ class Facts:
             if key in _WORKING or key not in META_KEYS or meta.get(key) is not None:
                 continue
             meta[key] = fact.value
+            said = f"{fact.how}: {fact.what} ({fact.where})"
             if f"{key}_from" in META_KEYS:
-                meta[f"{key}_from"] = f"{fact.how}: {fact.what} ({fact.where})"
+                meta[f"{key}_from"] = said
+            elif key == "duration_s":
+                meta.duration_from = said
             sources[key] = fact.where
         if self.framework is not None and meta.framework is None:
             meta.framework = self.framework

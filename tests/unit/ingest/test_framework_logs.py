@@ -211,3 +211,19 @@ def test_a_banner_alone_is_a_session(tmp_path):
     (tmp_path / "out.log").write_text((DATA / "unsloth_224_old_banner.log").read_text(encoding="utf-8"))
     sessions = logkit.load_sessions(tmp_path)
     assert len(sessions) == 1 and sessions[0].meta.world_size == 8
+
+
+# --- transformers' Trainer at its end ------------------------------------------------------------------------
+def test_final_metrics_as_a_dict_of_text_and_as_a_block(tmp_path):
+    path = DATA / "transformers_train_metrics_10488.log"
+    s = load(path.name)
+    # {'train_runtime': '2219', ..., 'train_loss': '0.7228'}: transformers 4.5x prints the values as text
+    assert (s.meta.duration_s, s.meta.train_loss, s.meta.samples_per_second) == (2219.0, 0.7228, 1.474)
+    assert s.meta.duration_from == f"stated: train_runtime ({path.name}:1)"
+    assert unmatched(s) == []
+    # the log_metrics block alone: train_runtime = 0:36:58.55 is h:mm:ss.ss
+    block = path.read_text().splitlines()[1:]
+    (tmp_path / "metrics.log").write_text("\n".join(block) + "\n")
+    s = logkit.load_session(tmp_path / "metrics.log")
+    assert s.meta.duration_s == 36 * 60 + 58.55 and s.meta.duration_from.startswith("stated: train_runtime")
+    assert s.meta.train_loss == 0.7228 and s.meta.framework == "transformers"
