@@ -51,7 +51,9 @@ _NOTHING = re.compile(r"^(?:loading (?:file|configuration file|weights file)|Mod
                       r"|If your task is similar|You are resizing|Some weights of|- This IS|Gradient checkpointing"
                       r"|PyTorch: setting up devices|The following columns in the|Loading model from|Continuing training"
                       r"|  Continuing training|  Will skip|  Batch size = \d+|  Num examples = |Attempted to log scalar"
-                      r"|Training/evaluation parameters|Dropping |Trainer\.tokenizer is now deprecated)")
+                      r"|Training/evaluation parameters|Dropping |Trainer\.tokenizer is now deprecated"
+                      r"|Generation config file not found|Configuration saved in|Some non-default generation parameters"
+                      r"|Non-default generation parameters|Removed shared tensor)")
 # a dump that spans lines: what closes it
 _DUMP_OPEN = re.compile(r"(?:config \w*Config \{|GenerationConfig \{|Arguments\($|Config \{)\s*$")
 

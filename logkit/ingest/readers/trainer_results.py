@@ -28,15 +28,11 @@ def read_trainer_results(path: Path, rank: int | None = None) -> ReadResult:
     if doc is None:
         return read.result()
     num = _Numbers(read, doc)
-    sources = {}
     for key, name in _META.items():
         if key in doc and (value := num.float(key)) is not None:
             read.meta[name] = value
-            sources[name] = f"{read.label} ({key})"
-    if read.meta.duration_s is not None:
+    if read.meta.duration_s is not None:  # where it came from, in the words of the facts' provenance
         read.meta.duration_from = f"stated: train_runtime ({read.label})"
-    if sources:
-        read.meta.facts_source = sources
     for key in doc:
         if str(key).startswith("eval_") and key not in ("eval_runtime", "eval_samples_per_second",
                                                          "eval_steps_per_second"):
