@@ -227,3 +227,19 @@ def test_final_metrics_as_a_dict_of_text_and_as_a_block(tmp_path):
     s = logkit.load_session(tmp_path / "metrics.log")
     assert s.meta.duration_s == 36 * 60 + 58.55 and s.meta.duration_from.startswith("stated: train_runtime")
     assert s.meta.train_loss == 0.7228 and s.meta.framework == "transformers"
+
+
+def test_llamafactory_banner_with_its_world_size(tmp_path):
+    """The banner as hparams/parser.py writes it since 0.9.1 (world size, no n_gpu), one line per process."""
+    lines = [f"[INFO|2025-03-01 10:00:0{r}] llamafactory.hparams.parser:406 >> Process rank: {r}, world size: 8, "
+             f"device: cuda:{r}, distributed training: True, compute dtype: torch.bfloat16" for r in (0, 5)]
+    (tmp_path / "train.log").write_text("\n".join(lines) + "\n")
+    s = logkit.load_session(tmp_path / "train.log")
+    assert s.meta.world_size == 8 and s.meta.world_size_from.startswith("stated: world size: 8")
+    assert s.meta.facts_source["world_size"] == "train.log:1"
+    assert s.meta.gpu_count is None and s.meta.framework == "llamafactory"
+    # one process without torch.distributed: rank -1, distributed training: False
+    (tmp_path / "single.log").write_text("[INFO|2025-03-01 10:00:00] llamafactory.hparams.parser:406 >> Process rank: "
+                                         "-1, world size: 1, device: cuda:0, distributed training: False, compute "
+                                         "dtype: torch.float16\n")
+    assert logkit.load_session(tmp_path / "single.log").meta.world_size == 1
