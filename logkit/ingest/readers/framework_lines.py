@@ -26,6 +26,10 @@ _COMMAND = re.compile(r"^(?:\S*[$#] ?)?(?P<tool>llamafactory-cli|axolotl|acceler
                       r" (?:train|launch|env|sft|pt|rlhf|preprocess|--\w+|\S+\.py)\b")
 _TOOLS = {"llamafactory-cli": "llamafactory", "axolotl": "axolotl", "accelerate": "accelerate",
           "deepspeed": "deepspeed", "torchrun": "torchrun", "swift": "ms-swift"}
+# the keys a Trainer's printed log dict carries only under one framework (the dict itself is console_blocks')
+_DICT_KEYS = (("'memory/max_mem_active(gib)'", "axolotl"), ("'mean_token_accuracy'", "trl"), ("'rewards/", "trl"),
+              ("'logps/", "trl"), ("'completion_length'", "trl"), ("'loss'", "transformers"),
+              ("'train_runtime'", "transformers"))
 _LOGGED = re.compile(r"^\[(?:\d{4}-\d\d-\d\d|[A-Z]+\|)|^\d{4}-\d\d-\d\d[ T]\d\d:|^\d\d/\d\d/\d{4} ")
 
 
@@ -66,6 +70,12 @@ class FrameworkLines:
         """(whether ``text``, a message without its log prefix, is a framework's, the rank it names)."""
         if self.in_dump(number, text):
             return True, None
+        if text.startswith("{'"):  # a printed log dict: whose keys are these (read as rows elsewhere)
+            for key, framework in _DICT_KEYS:
+                if key in text:
+                    self.facts.saw(framework, number)
+                    break
+            return False, None
         first = text[:1]
         if first == "[":
             used, rank = axolotl_lines.line(self.facts, number, text)

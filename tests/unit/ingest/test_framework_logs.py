@@ -8,6 +8,7 @@ written beside the test with the line they come from; never from logkit's output
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from datetime import timedelta
@@ -243,3 +244,12 @@ def test_llamafactory_banner_with_its_world_size(tmp_path):
                                          "-1, world size: 1, device: cuda:0, distributed training: False, compute "
                                          "dtype: torch.float16\n")
     assert logkit.load_session(tmp_path / "single.log").meta.world_size == 1
+
+
+def test_axolotl_log_dicts_say_axolotl_and_give_the_losses():
+    path = DATA / "axolotl_3196_log_dicts.log"
+    s = load(path.name)
+    dicts = [ast.literal_eval(x) for x in path.read_text().splitlines()]
+    assert list(s.steps["loss"]) == [d["loss"] for d in dicts]
+    assert list(s.steps["grad_norm"]) == [d["grad_norm"] for d in dicts]
+    assert s.meta.framework == "axolotl"  # its memory/ keys: the Trainer run by axolotl
