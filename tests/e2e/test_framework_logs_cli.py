@@ -47,3 +47,17 @@ def test_analyze_logs_json_on_llamafactory_output_folders(tmp_path):
 
     # the framework each folder was written by (in the session's meta, which --json's facts block shows)
     assert {logkit.load_session(tmp_path / "saves" / n).meta.framework for n in RUNS} == {"llamafactory"}
+
+
+def test_a_folder_of_launcher_lines_or_a_config_echo_alone_is_a_session(tmp_path):
+    """Not "no logkit sessions found": each file alone gives a session with the world size it states."""
+    for name in ("deepspeed_launcher_37505.log", "accelerate_env_1473.txt", "unsloth_224_old_banner.log"):
+        folder = tmp_path / name.split(".")[0]
+        folder.mkdir()
+        shutil.copy(DATA / name, folder / name)
+        proc = analyze_logs(str(folder), "--json")
+        assert proc.returncode == 0, proc.stderr
+        (session,) = json.loads(proc.stdout)["sessions"]
+        text = (DATA / name).read_text(encoding="utf-8")
+        stated = re.search(r"dist_world_size=(\d+)|num_processes: (\d+)|Num GPUs = (\d+)", text)
+        assert session["world_size"] == int(next(g for g in stated.groups() if g))

@@ -92,18 +92,22 @@ class Facts:
             self.derive("world_size", total.value // (per.value * acc.value),
                         f"total batch {total.value} / ({per.value} per device x {acc.value} accumulated)",
                         _line(total.where))
-        world = self.found.get("world_size")
+        world, high = self.found.get("world_size"), self.found.get("highest_rank")
+        if high is not None and world is not None and world.how != STATED and world.value <= high.value:
+            del self.found["world_size"]  # a figure below a rank the log shows is not the job's
+            world = None
+        if world is None and high is not None:
+            self.infer("world_size", high.value + 1, f"lower bound: highest rank seen ({high.value}) + 1",
+                       _line(high.where))
+            return  # a lower bound multiplies into nothing
         if per and acc and world and total is None:
             self.derive("total_batch_size", per.value * acc.value * world.value,
                         f"{per.value} per device x {acc.value} accumulated x world size {world.value}",
                         _line(per.where))
         gpp = self.found.get("gpus_per_process")
-        if world and gpp:
+        if world and gpp and world.how != INFERRED:
             self.derive("gpu_count", world.value * gpp.value,
                         f"world size {world.value} x {gpp.value} GPU(s) per process ({gpp.what})", _line(gpp.where))
-        if world is None and (high := self.found.get("highest_rank")) is not None:
-            self.infer("world_size", high.value + 1, f"lower bound: highest rank seen ({high.value}) + 1",
-                       _line(high.where))
 
     def write(self, meta: SessionMeta) -> None:
         """The facts into ``meta`` (never over a value meta has): value, ``<fact>_from``, ``facts_source``."""

@@ -253,3 +253,14 @@ def test_axolotl_log_dicts_say_axolotl_and_give_the_losses():
     assert list(s.steps["loss"]) == [d["loss"] for d in dicts]
     assert list(s.steps["grad_norm"]) == [d["grad_norm"] for d in dicts]
     assert s.meta.framework == "axolotl"  # its memory/ keys: the Trainer run by axolotl
+
+
+def test_a_derived_world_size_below_a_rank_the_log_shows_gives_way(tmp_path):
+    """The two-rank log's banner of rank 1, as if rank 5 had written it: 128 / (1 x 64) = 2 cannot be the job's."""
+    text = (DATA / "llamafactory_deepseek_2gpu_running_log.txt").read_text(encoding="utf-8")
+    text = text.replace("Process rank: 1, device: cuda:1", "Process rank: 5, device: cuda:5")
+    (tmp_path / "running_log.txt").write_text(text, encoding="utf-8")
+    s = logkit.load_session(tmp_path / "running_log.txt")
+    assert s.meta.world_size == 6 and s.meta.world_size_from.startswith("inferred") \
+        and "lower bound" in s.meta.world_size_from
+    assert s.meta.gpu_count is None  # nothing to multiply n_gpu by
