@@ -176,6 +176,7 @@ def test_accelerate_state_and_env():
     assert unmatched(state) == []
     assert (env.meta.world_size, env.meta.nodes, env.meta.strategy) == (2, 1, "ddp")
     assert env.meta.world_size_from.startswith("stated:")
+    assert unmatched(env) == []  # "$ accelerate env", the command pasted with its prompt, included
 
 
 def test_accelerate_env_of_an_fsdp_job_on_two_machines(tmp_path):
