@@ -165,6 +165,16 @@ class SessionMeta(dict):
     nic_provider = Key(str, "the NET plugin's provider (efa, ...)")
     nic_count = Key(int, "NICs per node NCCL names", "NICs", domain=COUNT)
     ib = Key(bool, "NCCL set up InfiniBand")
+    # --- what the fine-tuning frameworks and launchers state (LLaMA-Factory, axolotl, unsloth, DeepSpeed,
+    # accelerate, transformers' Trainer); each ``*_from`` begins with stated / derived / inferred ---------------
+    framework = Key(str, "what wrote the log, lower case: llamafactory, axolotl, unsloth, trl, transformers, "
+                         "deepspeed, accelerate, ...")
+    gpu_count_from = Key(str, "where the GPU count came from (stated / derived / inferred, with the line)")
+    total_batch_size_from = Key(str, "where the total batch size came from (stated / derived, with the line)")
+    zero_stage = Key(int, "DeepSpeed's ZeRO stage (0-3)", domain=INDEX)
+    strategy = Key(str, "how the work is spread: ddp, fsdp, deepspeed, model_parallel")
+    strategy_from = Key(str, "where the strategy came from (stated / derived, with the line)")
+    facts_source = Key(dict, "fact name -> file:line where it was read")
 
     def __init__(self, values: Mapping | Iterable = (), /, **more) -> None:
         super().__init__()

@@ -35,6 +35,7 @@ from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
 from logkit.ingest.readers.console_blocks import Blocks, hf_dict
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.framework_lines import FrameworkLines
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
@@ -108,6 +109,7 @@ class _Console(Blocks):
         self.pending: tuple | None = None  # (number, text, kind, t): a line the next may continue
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
+        self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
@@ -230,7 +232,10 @@ class _Console(Blocks):
             return True
         level = None
         first = text[:1]
-        if first in _GLOG_FIRST and (m := _GLOG.match(text)) is not None:
+        if first == "[" and (p := self.frameworks.peel(number, text)) is not None:  # LLaMA-Factory's format
+            level, stamp, text = p
+            t = self._full_time(stamp)
+        elif first in _GLOG_FIRST and (m := _GLOG.match(text)) is not None:
             level = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}[m["lvl"]]
             t, text = self._time(m["md"], m["hms"]), m["msg"]
         elif (first == "[" or first.isdigit()) and (m := _PYLOG.match(text)) is not None:
@@ -291,8 +296,11 @@ class _Console(Blocks):
                 read.note(number, f"{key}: {why}: left unknown", text)  # never an impossible fact
             else:
                 self.facts.setdefault(key, value)
+        self._world_stated(number, stated)
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
+            return True
+        if self.frameworks.line(number, text)[0]:
             return True
         if text.startswith("[GPU ") and (m := _GPU_STEP.match(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else int(m["gpu"]), "step": int(m["step"]),
@@ -323,6 +331,16 @@ class _Console(Blocks):
                 self.trace_open = (number, rank, t)
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
+
+    def _world_stated(self, number: int, stated: dict) -> None:
+        """The world size a line states outside the frameworks' lines (worker N of M, torchrun's options)."""
+        facts = self.frameworks.facts
+        if "world_size_stated" in stated:
+            facts.state("world_size", stated["world_size_stated"], "worker N of M", number)
+        if "nproc_per_node" in stated and "nnodes" in stated:
+            n, nodes = stated["nproc_per_node"], stated["nnodes"]
+            facts.derive("world_size", n * nodes, f"torchrun command line: --nnodes {nodes} x --nproc_per_node {n}",
+                         number)
 
     def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
         self.trace_open = None
@@ -393,21 +411,10 @@ class _Console(Blocks):
     def _facts(self) -> None:
         """Run facts the lines stated, as meta (never over what NCCL or a header said)."""
         meta, f = self.read.meta, self.facts
+        self.frameworks.write(meta)  # stated before derived before inferred, each with its line
         for key in FACT_META:
             if key in f:
                 meta.setdefault(key, f[key])
-        if meta.world_size is not None:
-            return
-        total, per, acc = (f.get(k) for k in ("total_batch_size", "per_device_batch_size",
-                                             "gradient_accumulation_steps"))
-        if "world_size_stated" in f:
-            meta.update(world_size=f["world_size_stated"], world_size_from="the log says (worker N of M)")
-        elif "nproc_per_node" in f and "nnodes" in f:
-            meta.update(world_size=f["nproc_per_node"] * f["nnodes"],
-                        world_size_from="torchrun command line (nnodes x nproc_per_node)")
-        elif total and per and acc and total % (per * acc) == 0:
-            meta.update(world_size=total // (per * acc),
-                        world_size_from="transformers' batch sizes (total / per device / accumulation)")
 
 
 def _year(path: Path) -> int:

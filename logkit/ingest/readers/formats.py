@@ -46,6 +46,9 @@ class FileFormat(Word):
     NCCL_TESTS = "nccl_tests", "nccl-tests' output (``all_reduce_perf`` ...)"
     GPUSTAT = "gpustat", "``gpustat`` / ``gpustat -i N``"
     CONSOLE = "console", "a console capture (torchrun, mpirun, accelerate, a training script's stdout)"
+    LLAMAFACTORY_LOG = "llamafactory_log", "LLaMA-Factory's ``trainer_log.jsonl`` (one object per logging step)"
+    TRAINER_RESULTS = "trainer_results", ("transformers' ``all_results.json`` / ``train_results.json`` / "
+                                          "``eval_results.json`` (the run's metrics at its end)")
 
 
 class Role(Word):
@@ -135,7 +138,12 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]"
                       r"|mismatch between collectives|ProcessGroupNCCL|NCCL error|NCCL version|ncclCommInit"
                       r"|closing signal SIG|failed \(exitcode: -?\d+\)|exits with return code|died from signal"
-                      r"|OutOfMemoryError|c10d|what\(\):|Process group watchdog|iteration\s+\d+/\s*\d+ \|", re.M)
+                      r"|OutOfMemoryError|c10d|what\(\):|Process group watchdog|iteration\s+\d+/\s*\d+ \|"
+                      # the fine-tuning frameworks' and launchers' banners (a log of them alone is a run's)
+                      r"|Unsloth - 2x faster|==\(\(====\)\)==|WORLD INFO DICT|dist_world_size=|DeepSpeedEngine configuration"
+                      r"|DeepSpeed info: version|Distributed environment: |\[axolotl[\w.]*:\d+\] \[PID:|compute_environment: "
+                      r"|^\[(?:INFO|WARNING|ERROR)\|[^\]]+\] \S+ >>|\*{5} Running training \*{5}|Process rank: -?\d+"
+                      r"|`--num_processes` was set|zero_optimization_stage|\[launch\.py:\d+:main\]", re.M)
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 
@@ -165,6 +173,11 @@ def _results_json(probe) -> bool:
     head = probe.head
     duration, gpus, mode = (f'"{RESULTS_JSON[n].raw[0]}"' for n in ("duration_s", "gpu_count", "mode"))
     return duration in head and (gpus in head or mode in head)
+
+
+def _llamafactory_log(probe) -> bool:
+    head = probe.head[:4096]
+    return '"current_steps"' in head and '"total_steps"' in head
 
 
 def _verbose_jsonl(probe) -> bool:
@@ -197,6 +210,14 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            telltale=_legacy_summary, priority=21, session_names=SUMMARY_JSON_RE, source_kind="legacy",
            assumed_rank=True, world_size_from="an earlier logger's summary (gpu_count)",
            totals="summary.json (first version)"),
+    Format(FileFormat.TRAINER_RESULTS, Role.RUN_DOCUMENT,
+           Reader("logkit.ingest.readers.trainer_results", "read_trainer_results"),
+           names=re.compile(r"^(?:all|train|eval|predict)_results\.json$"), run_document="all_results.json",
+           assumed_rank=True, totals="all_results.json"),
+    Format(FileFormat.LLAMAFACTORY_LOG, Role.TRAINING,
+           Reader("logkit.ingest.readers.llamafactory", "read_trainer_log"), names=re.compile(r"^trainer_log\.jsonl$"),
+           suffixes=(".jsonl",), telltale=_llamafactory_log, priority=29, run_document="trainer_log.jsonl",
+           assumed_rank=True),
     Format(FileFormat.VERBOSE_JSONL, Role.TRAINING,
            Reader("logkit.ingest.readers.verbose_jsonl", "read_verbose_jsonl"), suffixes=(".jsonl",),
            telltale=_verbose_jsonl, priority=30, fallback=True, world_size_from="verbose JSONL"),

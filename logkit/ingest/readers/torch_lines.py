@@ -72,12 +72,6 @@ _TQDM = re.compile(r"(?:^|\||\s)(?P<n>\d+)/(?P<total>\d+) \[\d+:\d+(?::\d+)?<")
 _MEGATRON = re.compile(r"iteration\s+(?P<it>\d+)/\s*(?P<of>\d+) \|(?P<fields>.*)$")
 _MEGATRON_FIELDS = {"elapsed time per iteration (ms)": "step_time_ms", "learning rate": "learning_rate",
                     "global batch size": "total_batch_size", "lm loss": "loss", "grad norm": "grad_norm"}
-_HF_TOTALS = {"Total train batch size (w. parallel, distributed & accumulation)": "total_batch_size",
-              "Instantaneous batch size per device": "per_device_batch_size",
-              "Gradient Accumulation steps": "gradient_accumulation_steps", "Total optimization steps": "max_steps",
-              "Num examples": "num_examples", "Num Epochs": "num_epochs"}
-_HF_TOTAL = re.compile(r"^\s*(?P<key>[A-Z][\w .,&()-]+?) = (?P<value>[\d,]+)\s*$")
-_N_GPU = re.compile(r"Process rank: (?P<rank>-?\d+), device: (?P<device>\S+?), n_gpu: (?P<n>\d+)")
 _DS_VERSION = re.compile(r"DeepSpeed info: version=(?P<v>[^,\s]+)")
 # Megatron: "[Rank 0] (after 1 iterations) memory (MB) | allocated: 17657.19 | max allocated: ..."
 _MEGATRON_MEMORY = re.compile(r"\[Rank (?P<rank>\d+)\] \(after \d+ iterations\) memory \(MB\)(?P<fields>.*)$")
@@ -265,15 +259,10 @@ def parse_throughput(text: str) -> dict | None:
 
 
 def run_facts(text: str) -> dict:
-    """Facts about the run a line states: transformers' totals (``Total train batch size ... = 6``),
-    ``n_gpu``, ``worker N of M``, a torchrun command line's ``--nnodes`` / ``--nproc_per_node``,
+    """Facts about the run a line states (the frameworks' own are ``framework_lines``'): ``worker N of M``, a torchrun command line's ``--nnodes`` / ``--nproc_per_node``,
     a ``data parallel size``, an InfiniBand port's rate (``ibstat``'s ``Rate: 200``, ``ibstatus``'
     ``rate: 200 Gb/sec (4X HDR)``). Cheap tests first: every line of a capture comes here."""
     out: dict = {}
-    if " = " in text and (m := _HF_TOTAL.match(text)) is not None and m["key"] in _HF_TOTALS:
-        out[_HF_TOTALS[m["key"]]] = int(m["value"].replace(",", ""))
-    if "n_gpu" in text and (m := _N_GPU.search(text)) is not None:
-        out["gpu_count"] = int(m["n"])
     if " of " in text and (m := _OF.search(text)) is not None and int(m["rank"]) < int(m["size"]):
         out["world_size_stated"] = int(m["size"])
     if "--nproc" in text and _TORCHRUN.search(text) and (m := _NPROC.search(text)) is not None:
