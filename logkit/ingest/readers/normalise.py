@@ -213,9 +213,9 @@ def _glued(text: str) -> list[str]:
         return [text]
     out, start = [], 0
     for at in cuts:
-        head = text[start:at]
-        if peel(head).text.strip():  # "[default0]:[rank0]:" nests: no record between them
-            out.append(head.rstrip())
+        rest = text[start:]
+        if at - start > len(rest) - len(peel(rest).text):  # prefixes nest ("[default0]:[rank0]:"): no cut
+            out.append(text[start:at].rstrip())
             start = at
     out.append(text[start:])
     return out
@@ -345,11 +345,15 @@ def records(read: Read, grammar: Grammar, layout: Layout | None = None) -> Itera
     """The records of ``read``'s file (streamed), each counted in ``read.lines``."""
     layout = layout or layout_of(read, grammar)
     for line in layout.records(iter_lines(read.path, read)):
-        read.lines += 1
-        yield line
+        if line.text.strip():  # a prefix alone (a pasted line number before an empty line) says nothing
+            read.lines += 1
+            yield line
 
 
-def text_records(lines: list[str], grammar: Grammar) -> Iterator[Line]:
-    """The records of lines already in memory (numbered from 1)."""
-    layout = Layout.learn(lines[:SAMPLE_LINES], grammar)
-    return layout.records(enumerate(lines, start=1))
+def layout_of_bytes(data: bytes, grammar: Grammar) -> Layout:
+    """The layout of a file read whole, from the lines of its first 64 KiB (a reader that takes plain
+    files by columns decodes nothing more to ask)."""
+    head = data[:1 << 16].decode("utf-8", errors="replace").replace("\r", "").split("\n")
+    if len(data) > 1 << 16:
+        head = head[:-1]  # cut mid-line
+    return Layout.learn(head[:SAMPLE_LINES], grammar)
