@@ -81,10 +81,11 @@ _DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_g
 # How a console line begins (what a learned prefix must leave): a glog or NCCL header, a traceback's
 # lines, an exception, a Python logging date or level, torch's and the launchers' own lines.
 STARTS = re.compile(
-    r"\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] \S+:\d+\]|[^\s:]+:\d+:\d+ \[\d+\] |NCCL (?:version|INFO|WARN)\b"
+    r"\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] \S+:\d+\]|[^\s:]+:\d+:\d+ \[\d+\] |NCCL version\b"
     r"|Traceback \(|\s+File \"|\s*what\(\):|terminate called|frame #\d+:|Exception raised from"
     r"|(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b"
-    r"|\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
+    r"|\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?\s*(?:[-|]\s*)?"
+    r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
     r"|\[GPU \d+\]|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
     r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$")
 

@@ -51,7 +51,7 @@ _ISO = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?
 _NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit|Failure)$|^(?:stdout|stderr)$")
 # Where records glued onto one line part: a launcher prefix or a glog header after other text, or a
 # log service's literal "\n".
-_GLUED = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)"
+_GLUED = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)"
                     r"|(?<=\s)(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] )")
 _ESCAPED_NL = re.compile(r"\\r?\\n")
 _WORD_COLON = re.compile(r"([\w.-]+): ")
@@ -175,7 +175,7 @@ class Layout:
         if self.own_start(text):
             return None
         if self.width is not None and held[6] == self.width:
-            return held[2] + text.rstrip()  # a terminal's wrap: the cut fell anywhere, even mid-word
+            return held[2] + text  # a terminal's wrap: the cut fell anywhere, even mid-word or after a space
         if cut is not None and cut(held[2]):
             for joined in (held[2] + text, held[2].rstrip() + " " + text.lstrip()):
                 if not cut(joined):
@@ -184,6 +184,8 @@ class Layout:
 
     def _emit(self, held: list) -> Iterator[Line]:
         number, last, text, rank, host, stamp, _ = held
+        if last != number:
+            text = text.rstrip()  # the padding a terminal put after a wrapped record's last piece
         for piece in _pieces(text, self.grammar):
             s = peel(piece)
             yield Line(number, s.text, s.rank if s.rank is not None else rank, s.host or host, s.stamp or stamp, last)
@@ -270,9 +272,11 @@ def _compile(tokens: list[re.Match], sample_words: list[str]) -> re.Pattern:
     body = "".join(shapes)
     if len(tokens) == 3 and tokens[1]["punct"] == ":" and tokens[0]["word"] is not None:
         if tokens[0]["word"].isdigit():
-            return re.compile(r"(?P<rank>\d+): ?(?=\S|$)")
+            return re.compile(r"(?P<rank>\d+):(?: |$)")
         hosts = "|".join(map(re.escape, sorted(set(sample_words), key=len, reverse=True)))
-        return re.compile(rf"(?P<host>{hosts}|[\w-]*[\d.-][\w.-]*): (?=\S)")
+        return re.compile(rf"(?P<host>{hosts}|[\w-]*[\d.-][\w.-]*): ")
+    if len(tokens) > 3 and tokens[-2]["punct"] == ":" and tokens[-3]["word"] is not None and tokens[-3]["word"].isdigit():
+        body = "".join(shapes[:-3]) + r"(?P<rank>\d+): "  # a task number closes it (a stamp, then srun -l's)
     # the last space may be missing where nothing follows the prefix ("> " before an empty line)
     return re.compile(body[:-1] + "(?: |$)" if body.endswith(" ") else body)
 
