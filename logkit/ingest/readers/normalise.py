@@ -35,8 +35,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from logkit.ingest.readers.base import Read, iter_lines
+from typing import TYPE_CHECKING
+
 from logkit.ingest.readers.prefixes import has_prefix, peel
+
+if TYPE_CHECKING:
+    from logkit.ingest.readers.base import Read
 
 SAMPLE_LINES = 200  # the lines a file's layout is learned from
 DEPTH = 3  # learned prefixes that may nest (an indentation, a log service's column, a task number)
@@ -108,12 +112,14 @@ class Layout:
 
     # -- learning -------------------------------------------------------------------------------
     @classmethod
-    def learn(cls, sample: list[str], grammar: Grammar) -> Layout:
+    def learn(cls, sample: list[str], grammar: Grammar, share: float = 0.2) -> Layout:
+        """The layout ``sample`` shows: a prefix is learned where it makes at least ``share`` of the lines
+        that have it (and one line at least) begin as the grammar's lines do."""
         lines = [ln for ln in sample if ln.strip()][:SAMPLE_LINES]
         layout = cls(grammar, indent=_common_indent(lines, grammar))
         rest = [ln[layout.indent:] if _blank_head(ln, layout.indent) else ln for ln in lines]
         for _ in range(DEPTH):
-            found = _learn_one(rest, grammar)
+            found = _learn_one(rest, grammar, share)
             if found is None:
                 break
             layout.prefixes.append(found)
@@ -288,7 +294,7 @@ def _strip(pattern: re.Pattern, line: str) -> tuple[str, re.Match | None]:
     return line[m.end():], m
 
 
-def _learn_one(lines: list[str], grammar: Grammar) -> Learned | None:
+def _learn_one(lines: list[str], grammar: Grammar, share: float) -> Learned | None:
     """The prefix most lines share in shape whose removal leaves lines of the grammar most often."""
     if not lines:
         return None
@@ -312,7 +318,7 @@ def _learn_one(lines: list[str], grammar: Grammar) -> Learned | None:
             if m is not None:
                 gain += grammar.known(rest) - grammar.known(line)
         # the most lines made readable; of equals, the shortest prefix (as little taken off as will do)
-        if gain >= max(1, 0.2 * count) and (best is None or (gain, -len(shape)) > best[:2]):
+        if gain >= max(1, share * count) and (best is None or (gain, -len(shape)) > best[:2]):
             best = (gain, -len(shape), Learned(pattern, shape))
     return best[2] if best else None
 
@@ -337,6 +343,8 @@ def _width(sample: list[str], layout: Layout) -> int | None:
 # --- the entry point ---------------------------------------------------------------------------------
 def layout_of(read: Read, grammar: Grammar) -> Layout:
     """The layout of ``read``'s file, from its first lines (read apart: their notes are the main pass's)."""
+    from logkit.ingest.readers.base import Read, iter_lines  # here: sniffing imports this module, light
+
     sample: list[str] = []
     for number, line in iter_lines(read.path, Read(read.path, read.format)):
         sample += [""] * (min(number, SAMPLE_LINES + 1) - 1 - len(sample)) + [line]
@@ -347,11 +355,22 @@ def layout_of(read: Read, grammar: Grammar) -> Layout:
 
 def records(read: Read, grammar: Grammar, layout: Layout | None = None) -> Iterator[Line]:
     """The records of ``read``'s file (streamed), each counted in ``read.lines``."""
+    from logkit.ingest.readers.base import iter_lines
+
     layout = layout or layout_of(read, grammar)
     for line in layout.records(iter_lines(read.path, read)):
         if line.text.strip():  # a prefix alone (a pasted line number before an empty line) says nothing
             read.lines += 1
             yield line
+
+
+def plain_text(lines: list[str], starts: re.Pattern) -> str | None:
+    """``lines`` (a file's head) without what the file puts around its lines, where it puts something
+    around lines that begin as ``starts`` says (a format's telltale); None where it puts nothing."""
+    layout = Layout.learn(lines[:SAMPLE_LINES], Grammar(starts), share=0)  # a telltale is a line or two
+    if layout.plain:
+        return None
+    return "\n".join(r.text for r in layout.records(enumerate(lines[:SAMPLE_LINES], start=1)))
 
 
 def layout_of_bytes(data: bytes, grammar: Grammar) -> Layout:

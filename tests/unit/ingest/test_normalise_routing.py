@@ -14,6 +14,7 @@ import pytest
 
 from logkit.ingest.readers import READERS
 from logkit.ingest.readers.formats import FORMATS, FileFormat
+from logkit.ingest.readers.sniff import sniff
 from tests.support.launch import REPO
 
 READERS_DIR = REPO / "logkit" / "ingest" / "readers"
@@ -112,6 +113,8 @@ def test_a_reader_reads_a_prefixed_file_as_the_bare_file(tmp_path, fmt, source, 
     want = _read(fmt, bare)
     assert want[3] > 0  # the bare file is read at all
     assert _read(fmt, wrapped) == want
+    if isinstance(FORMATS[fmt].telltale, re.Pattern):  # found in a folder: its telltale is seen through the prefix
+        assert sniff(wrapped) == sniff(bare) == fmt
 
 
 def test_the_layer_imports_nothing_heavy_with_the_format_declarations():
