@@ -13,7 +13,6 @@ from logkit.ingest.readers.normalise import Grammar, records
 from logkit.schema.lines import ERRORS_LINE
 from logkit.schema.vocab import EventKind
 
-
 GRAMMAR = Grammar(ERRORS_LINE.pattern)
 
 

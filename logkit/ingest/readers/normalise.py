@@ -34,7 +34,6 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 from logkit.ingest.readers.prefixes import has_prefix, peel
@@ -53,10 +52,11 @@ _TOKEN = re.compile(r"(?P<ws>[ \t]+)|(?P<word>[A-Za-z0-9_][\w.-]*)|(?P<punct>[^\
 _CLOSE = frozenset("]|:>│)")  # what a prefix may end with (before a space)
 _ISO = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 _NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit|Failure)$|^(?:stdout|stderr)$")
-# Where records glued onto one line part: a launcher prefix or a glog header after other text, or a
-# log service's literal "\n".
+# Where records glued onto one line part: a launcher prefix, a glog header or an NCCL debug header after
+# other text (processes writing without line buffering), or a log service's literal "\n".
 _GLUED = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)"
-                    r"|(?<=\s)(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] )")
+                    r"|(?<=\s)(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] )"
+                    r"|(?<=\S )(?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) )")
 _ESCAPED_NL = re.compile(r"\\r?\\n")
 _WORD_COLON = re.compile(r"([\w.-]+): ")
 
@@ -214,7 +214,7 @@ def _pieces(text: str, grammar: Grammar) -> list[str]:
 def _glued(text: str) -> list[str]:
     if "\r" in text:  # a progress bar redrawn in place: each state a record
         return [p for part in text.split("\r") if part.strip() for p in _glued(part)]
-    if "]:" not in text and "] " not in text:
+    if "]" not in text:
         return [text]
     cuts = [m.start() for m in _GLUED.finditer(text)]
     if not cuts:
@@ -324,13 +324,14 @@ def _learn_one(lines: list[str], grammar: Grammar, share: float) -> Learned | No
 
 
 def _width(sample: list[str], layout: Layout) -> int | None:
-    """The width a terminal cut the file's long lines at: the longest length, on two lines or more, at
-    least one of them followed by a line that begins no record of its own."""
+    """The width a terminal cut the file's long lines at: the longest length, on two different lines or
+    more, at least one of them followed by a line that begins no record of its own."""
     lengths = Counter(len(ln) for ln in sample if ln.strip())
     if not lengths:
         return None
     widest = max(lengths)
-    if widest < MIN_WIDTH or lengths[widest] < 2:
+    # a cut falls on different text each time: the same long line repeated (each rank's warning) is no wrap
+    if widest < MIN_WIDTH or len({ln for ln in sample if len(ln) == widest}) < 2:
         return None
     for line, after in zip(sample, sample[1:], strict=False):
         if len(line) == widest and after.strip():

@@ -56,7 +56,8 @@ class Probe:
         telltale is not in the head as it is."""
         cache = self.__dict__.setdefault("_plain", {})
         if telltale not in cache:
-            from logkit.ingest.readers.normalise import plain_text  # light; only for a file not told otherwise
+            # light, and imported only for a file its telltale did not tell
+            from logkit.ingest.readers.normalise import plain_text
 
             cache[telltale] = plain_text(self.head.splitlines(), telltale)
         return cache[telltale]

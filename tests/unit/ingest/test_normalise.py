@@ -193,3 +193,25 @@ def test_mismatch_of_a_tensorless_fingerprint(tmp_path, width):
     (mm,) = events(s, "collective_mismatch").to_dict("records")
     assert (mm["ranks"], mm["ops"], mm["seqs"], mm["rank"]) == ("0,1", "BARRIER,GATHER", "1649,0", 1)
     assert mm["differences"] == "seq 1649 vs 0; op BARRIER vs GATHER"
+
+
+def test_the_same_long_line_repeated_is_no_terminal_wrap():
+    # each rank prints the same longest warning, then a line of its own: nothing was cut at a width
+    warning = ("Some weights of LlamaForSequenceClassification were not initialized from the model checkpoint "
+               "and are newly initialized: ['score.weight']")
+    lines = [warning, "You should probably TRAIN this model on a down-stream task.", warning,
+             "You should probably TRAIN this model on a down-stream task."]
+    assert [r.text for r in layer(lines)] == lines
+
+
+@pytest.mark.parametrize("prefix", [
+    lambda i: f"[worker-{i % 3}] ",  # a tag of the process that wrote the line
+    lambda i: f"Jan 12 10:00:0{i} gpu-node-7 python[4242]: ",  # a syslog head
+    lambda i: "│ ",  # a terminal multiplexer's pane border
+    lambda i: f"{451 + i:>6}\t",  # line numbers as an editor pastes them
+    lambda i: f"2024-05-01 10:00:0{i} | ",  # a log shipper's time column
+])
+def test_other_prefix_shapes_before_real_lines(tmp_path, prefix):
+    s = load(tmp_path, [prefix(i) + ln for i, ln in enumerate(TORCH)])
+    assert timeouts(s) == TORCH_TIMEOUTS
+    assert events(s, "watchdog_work")["rank"].tolist() == [0, 3] and s.diagnostics.empty
