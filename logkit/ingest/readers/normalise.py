@@ -161,7 +161,7 @@ class Layout:
                 continue
             text, rank, host, stamp = self.outer(raw)
             if held is not None:
-                joined = self._join(held, raw, text, cut)
+                joined = self._join(held, text, cut)
                 if joined is not None:
                     held[1], held[2], held[6] = number, joined, len(raw)
                     continue
@@ -176,7 +176,7 @@ class Layout:
     def _open(self, held: list, cut) -> bool:
         return (self.width is not None and held[6] == self.width) or (cut is not None and cut(held[2]))
 
-    def _join(self, held: list, raw: str, text: str, cut) -> str | None:
+    def _join(self, held: list, text: str, cut) -> str | None:
         """The held record with ``text`` as its tail, or None where ``text`` is no tail of it."""
         if self.own_start(text):
             return None
