@@ -215,3 +215,12 @@ def test_other_prefix_shapes_before_real_lines(tmp_path, prefix):
     s = load(tmp_path, [prefix(i) + ln for i, ln in enumerate(TORCH)])
     assert timeouts(s) == TORCH_TIMEOUTS
     assert events(s, "watchdog_work")["rank"].tolist() == [0, 3] and s.diagnostics.empty
+
+
+@pytest.mark.parametrize("clock", [lambda i: f"18:19:0{i}.687 ", lambda i: f"[2024-05-01 10:00:0{i}] "])
+def test_a_clock_before_a_traceback(tmp_path, clock):
+    # ament_cmake #254's traceback (its own prefixes taken off) behind a clock on every line
+    body = [re.sub(r"^  \[\S+\] 1: ", "", ln) for ln in lines_of("ament_cmake_254_indented_jenkins_stamp_ctest_label.log")]
+    s = load(tmp_path, [clock(i) + ln for i, ln in enumerate(body)])
+    (err,) = events(s, "error").to_dict("records")
+    assert (err["exception"], err["source"]) == ("FileExistsError", "capture.log:8") and s.diagnostics.empty
