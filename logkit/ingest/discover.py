@@ -366,3 +366,47 @@ def session_folder(name: str, base: str | Path | None = None) -> Path:
     found = sorted({p.name for folder in bases for p in (folder / "sessions").glob("*") if p.is_dir()})
     raise FileNotFoundError(f"no session folder {name!r} (looked for {', '.join(str(t) for t in tried)})"
                             + (f"; sessions found: {', '.join(found)}" if found else ""))
+
+
+MAX_LISTED = 20  # files the no-sessions message lists (the rest counted)
+
+
+def _why_not_read(path: Path) -> str:
+    """Why a regular file under a folder without sessions was not read: its format, or its first bytes."""
+    from logkit.ingest.readers.sniff import _SKIP, Probe
+
+    fmt = FORMATS.get(_sniff(path))
+    if fmt is not None:
+        return f"a {fmt.name} file ({fmt.name.meaning}): read only with a session its other files make, none here" \
+            if fmt.joins_found else f"a {fmt.name} file, not enough for a session on its own"
+    if _SKIP.search(path.name):
+        return "logkit's summary text or errors log: read with its session, none here"
+    probe = Probe(path, False)
+    head = probe.head[:60]
+    if not head:
+        return "empty (or unreadable)"
+    first = repr(probe.raw[:24]) if probe.binary else repr(head.splitlines()[0][:60] if head.strip() else head)
+    if probe.suffix not in {s for f in FORMATS.values() for s in f.suffixes}:
+        return f"its name ({probe.suffix or 'no suffix'}) is no log's and its first bytes ({first}) none of the formats"
+    return f"its first bytes ({first}) are none of the formats looked for"
+
+
+def nothing_found(root: str | Path, follow_links: bool = False) -> str:
+    """The message for a folder where no session was found: what was looked for (the formats), and each
+    file looked at with why it was not read."""
+    root = Path(root)
+    formats = "; ".join(f"{f.name} ({f.name.meaning.replace('``', '')})" if isinstance(f.name, FileFormat)
+                        else f.name for f in FORMATS.values())
+    lines = [f"no logkit sessions found under {display(root)}", f"  formats looked for: {formats}"]
+    scope = Scope.of(root, follow_links)
+    looked: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=follow_links):
+        dirnames[:] = _subfolders(dirpath, dirnames, scope, [])
+        looked += [Path(dirpath) / n for n in regular_files(Path(dirpath), sorted(filenames), scope)]
+    if not looked:
+        lines.append("  no files in it")
+    for path in looked[:MAX_LISTED]:
+        lines.append(f"  {display(path)}: not read: {_why_not_read(path)}")
+    if len(looked) > MAX_LISTED:
+        lines.append(f"  ... and {len(looked) - MAX_LISTED} more files, none of a format looked for")
+    return "\n".join(lines)

@@ -1,9 +1,10 @@
 """Console captures of training jobs: whatever a launcher printed, from every rank, as people
 bring them (a log shipper's timestamps, a paste with line numbers, pdsh output, half a log).
 
-Each line loses its prefixes first (``prefixes.py``: launcher rank prefixes, pasted line
-numbers, pdsh hosts, timestamps before a prefix, colour codes), then log prefixes (glog
-``E1122 10:00:00.123 ...cpp:616]``, Python logging, ``LEVEL |``). Then it is read as:
+Its records come through ``normalise`` (what launchers, hosts, log services and pastes put around
+them taken off, wrapped lines joined, glued ones split: ``GRAMMAR`` says how a console line begins
+and which records run on), then lose their log prefixes (glog ``E1122 10:00:00.123 ...cpp:616]``,
+Python logging, ``LEVEL |``). Then each is read as:
 
 - per-GPU step lines (``[GPU 0] Step [3/10] | Loss: ...``) -> ``steps``; their NaN report
   blocks -> ``nan_detected`` events; transformers' printed log dicts (``{'loss': ...}``) and
@@ -38,7 +39,7 @@ from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.framework_lines import FrameworkLines
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
-from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
+from logkit.ingest.readers.normalise import Grammar, Line, records
 from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
 from logkit.schema.values import RANKS, to_float
@@ -78,6 +79,26 @@ _NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
 _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+/\d+ \[\d+:\d+(?::\d+)?<")
 _DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_gather\w*|reduce_scatter\w*|broadcast"
                         r"|barrier|all_to_all\w*|gather|scatter|reduce|send|recv)\(")
+# How a console line begins (what a learned prefix must leave): a glog or NCCL header, a traceback's
+# lines, an exception, a Python logging date or level, torch's and the launchers' own lines.
+STARTS = re.compile(
+    r"\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] \S+:\d+\]|[^\s:]+:\d+:\d+ \[\d+\] |NCCL version\b"
+    r"|Traceback \(|\s+File \"|\s*what\(\):|terminate called|frame #\d+:|Exception raised from"
+    r"|(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b"
+    r"|\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?\s*(?:[-|]\s*)?"
+    r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
+    r"|\[GPU \d+\]|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
+    r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$")
+
+
+def _cut(text: str) -> bool:
+    """A watchdog record begun and not ended (a terminal or a paste put its tail on the next line)."""
+    if "Watchdog caught" in text and (w := tl.parse_watchdog(text)) is not None:
+        return not w["complete"]
+    return "Rank" in text and tl.WORK_START.search(text) is not None and tl.parse_work(text) is None
+
+
+GRAMMAR = Grammar(STARTS, _cut)
 YEAR_SCAN_BYTES = 8 << 20  # how far to look for a full date (a capture without one is read twice otherwise)
 _GLOG_FIRST = frozenset("[IWEF")
 _LEVEL_FIRST = frozenset("DIWEC")
@@ -97,16 +118,15 @@ def _gib(value: str | None, unit: str | None) -> float | None:
 class _Console(Blocks):
     """Parser state across the lines of one capture."""
 
-    def __init__(self, read: Read, rank: int | None, prefixes: Prefixes) -> None:
+    def __init__(self, read: Read, rank: int | None) -> None:
         super().__init__(read)
-        self.default_rank, self.prefixes = rank, prefixes
+        self.default_rank = rank
         self.timeouts: list[dict] = []
         self.seen_timeouts: set[tuple] = set()
         self.timeouts_events: list[dict] = []
         self.nccl = NcclProcs(read)
         self.year = 1970
         self.hf_step = 0
-        self.pending: tuple | None = None  # (number, text, kind, t): a line the next may continue
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
@@ -134,47 +154,14 @@ class _Console(Blocks):
             return epoch(stamp)
         return None
 
-    # -- one line --------------------------------------------------------------------------
-    def line(self, number: int, raw: str) -> bool:
-        if self.pending is not None and self._continue(number, raw):
-            return True
-        used = False
-        for segment in raw.split("\r") if "\r" in raw else (raw,):
-            if segment.strip():
-                used = self.segment(number, segment) or used
-        return used
-
-    def _continue(self, number: int, raw: str) -> bool:
-        """The line after a watchdog line that stopped short: its continuation (a terminal or a
-        paste wrapped it) when joining the two reads whole, else the held line is read as it is."""
-        held_at, held, kind, t = self.pending
-        self.pending = None
-        if self.prefixes.peel(raw).text == raw:  # a continuation carries no prefix of its own
-            for joined in (held + raw, held.rstrip() + " " + raw.lstrip()):
-                if kind == "watchdog" and (w := tl.parse_watchdog(joined)) is not None and w["complete"]:
-                    self._timeout(held_at, joined, w, t)
-                    return True
-                if kind == "work" and (w := tl.parse_work(joined)) is not None:
-                    self._work(held_at, joined, w, t)
-                    return True
-        self._release(held_at, held, kind, t)
-        return False
-
-    def _release(self, number: int, text: str, kind: str, t: float | None) -> None:
-        """A held line that nothing continued: a cut watchdog line keeps what it holds."""
-        if kind == "watchdog":
-            self._timeout(number, text, tl.parse_watchdog(text), t)
-        else:
-            self.read.used -= 1
-            self.read.unmatched(number, text)
-
-    def segment(self, number: int, raw: str) -> bool:
-        s = self.prefixes.peel(raw)
-        text, rank = s.text, s.rank if s.rank is not None else self.default_rank
+    # -- one record ------------------------------------------------------------------------
+    def line(self, line: Line) -> bool:
+        number, text = line.number, line.text
+        rank = line.rank if line.rank is not None else self.default_rank
         if not text.strip():
             return True  # a prefix alone (a pasted line number before an empty line)
         m = _GLOG_STAMP.search(text) if ":" in text else None
-        t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
+        t = self._time(m["md"], m["hms"]) if m else (self._full_time(line.stamp) if line.stamp else None)
         if "<" in text and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
         if self.block is not None and self.in_block(number, text):
@@ -183,16 +170,10 @@ class _Console(Blocks):
                 self.trace_open = (number, rank, t)
             return True
         if "Watchdog caught" in text and (w := tl.parse_watchdog(text)) is not None:
-            if w["complete"]:
-                self._timeout(number, text, w, t)
-            else:
-                self.pending = (number, text, "watchdog", t)
+            self._timeout(number, text, w, t)  # one the file cuts short keeps what it holds (truncated)
             return True
-        if "Rank" in text and tl.WORK_START.search(text):
-            if (w := tl.parse_work(text)) is not None:
-                self._work(number, text, w, t)
-            else:
-                self.pending = (number, text, "work", t)
+        if "Rank" in text and tl.WORK_START.search(text) and (w := tl.parse_work(text)) is not None:
+            self._work(number, text, w, t)
             return True
         if "Terminating the process" in text and (h := tl.parse_hang(text)) is not None:
             self.read.event(EventKind.WATCHDOG_HANG, number, level="CRITICAL", time_s=t, message=text.strip()[:300], **h)
@@ -388,9 +369,6 @@ class _Console(Blocks):
 
     # -- the end ---------------------------------------------------------------------------
     def finish(self) -> None:
-        if self.pending is not None:
-            self._release(*self.pending)
-            self.pending = None
         self.nccl.finish()
         if self.trace_open is not None:
             number, rank, t = self.trace_open
@@ -437,20 +415,12 @@ def _year(path: Path) -> int:
 def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
     read = Read(Path(path), FileFormat.CONSOLE)
-    sample: list[str] = []
-    for number, line in iter_lines(read.path, Read(read.path, FileFormat.CONSOLE)):
-        sample += [""] * (min(number, SAMPLE_LINES + 1) - 1 - len(sample)) + [line]  # empty lines as they were
-        if len(sample) >= SAMPLE_LINES:
-            break
-    parser = _Console(read, rank, Prefixes.of(sample[:SAMPLE_LINES]))
+    parser = _Console(read, rank)
     parser.year = _year(read.path)
-    for number, line in iter_lines(read.path, read):
-        if not line.strip():
-            continue
-        read.lines += 1
-        if parser.line(number, line):
+    for line in records(read, GRAMMAR):
+        if parser.line(line):
             read.used += 1
         else:
-            read.unmatched(number, line)
+            read.unmatched(line.number, line.text)
     parser.finish()
     return read.result()

@@ -14,8 +14,9 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.normalise import Grammar, records
 from logkit.schema.values import to_float
 
 MIB_TO_MB = 2**20 / 1e6
@@ -25,16 +26,15 @@ GPU_LINE = re.compile(
     r"(?P<util>\d+|\?\?) %(?:,\s*(?P<power>\d+|\?\?) / (?P<power_limit>\d+|\?\?) W)?\s*"
     r"\|\s*(?P<used>\d+|\?\?)\s*/\s*(?P<total>\d+|\?\?) MB\b(?:\s*\|(?P<procs>.*))?.*$")
 _COMMENT = re.compile(r"^#\s*(?P<label>.*?)\s*$")
+GRAMMAR = Grammar(re.compile("|".join(p.pattern for p in (HEADER, GPU_LINE, _COMMENT))))
 
 
 def read_gpustat(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.GPUSTAT)
     host, t, label = "", None, None
     sample, seen = -1, set()
-    for number, line in iter_lines(read.path, read):
-        if not line.strip():
-            continue
-        read.lines += 1
+    for rec in records(read, GRAMMAR):
+        number, line = rec.number, rec.text
         if (h := HEADER.match(line)) is not None:
             host, t, seen = h["host"], _header_time(read, number, h, line), set()
             sample += 1

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, iter_lines
+from logkit.ingest.readers.base import Read, ReadResult
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.normalise import Grammar, records
 from logkit.ingest.readers.torch_lines import parse_prte
 from logkit.schema.values import to_float
 from logkit.schema.vocab import EventKind, Mode
@@ -47,6 +48,10 @@ _FAILED_PID = re.compile(r"^\s*\.\. (?P<host>\S+) pid (?P<pid>\d+): Test failure
 _BANNER = re.compile(r"^-{10,}$|^(?:prterun|mpirun|Primary job|a non-zero exit code|thus causing|The first process|"
                      r"   Process name:|\S+ detected that one or more processes)")
 _GB = 1000.0  # GB/s -> MB/s (both SI)
+# How a line of nccl-tests' output begins (what a prefix taken off by ``normalise`` must leave): a comment,
+# a result row, the command line, an NCCL debug line.
+GRAMMAR = Grammar(re.compile(r"#|\s*\d+\s+\d+\s+\w+|\$ |\s*(?:mpirun|srun|\./|/)\S*|[^\s:]+:\d+:\d+ \[\d+\] "
+                             r"|NCCL version|[\w.-]+: Test |.*Process name:"))
 
 
 def _name_op(name: str) -> str | None:
@@ -130,10 +135,8 @@ class _Tests:
 def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.NCCL_TESTS)
     state = _Tests(read)
-    for number, line in iter_lines(read.path, read):
-        if not line.strip():
-            continue
-        read.lines += 1
+    for rec in records(read, GRAMMAR):
+        number, line = rec.number, rec.text
         if state.line(number, line):
             read.used += 1
         elif (fields := read.table_row(number, line, state.columns)) is not None:

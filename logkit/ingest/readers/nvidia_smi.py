@@ -14,8 +14,9 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.normalise import Grammar, records
 
 MIB_TO_MB = 2**20 / 1e6
 # --query-gpu field -> (frame column, factor when the unit is MiB)
@@ -72,26 +73,18 @@ def _maybe_number(value: str, unit: str | None):
     return out * MIB_TO_MB if (m["unit"] or unit) == "MiB" else out
 
 
-_QUOTE = re.compile(r"^\s*(?:>\s?)?\s*\\?(?=#)")  # indentation, a markdown quote, an escaped '#'
-
-
-def _dmon_line(line: str) -> str:
-    """A dmon line without what a paste put before it (indentation, ``> ``, ``\\#``)."""
-    m = _QUOTE.match(line)
-    if m is not None:
-        return line[m.end():]
-    stripped = line.lstrip()
-    return stripped[1:].lstrip() if stripped.startswith(">") else stripped
+# How a line of each table begins (what a prefix taken off by ``normalise`` must leave); a markdown
+# paste escapes dmon's '#' (``\#``).
+CSV_GRAMMAR = Grammar(re.compile(r"(?:timestamp|index|name|uuid|pci\.bus_id)\b|\d{4}/\d\d/\d\d|\s*\d+\s*,"))
+DMON_GRAMMAR = Grammar(re.compile(r"\\?#|\s*\d+\s+\S+\s+\S+"))
 
 
 def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
     """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` (repeated headers allowed)."""
     read = Read(Path(path), FileFormat.NVIDIA_SMI_CSV)
     header: list[tuple[str, str | None]] | None = None
-    for number, line in iter_lines(read.path, read):
-        if not line.strip():
-            continue
-        read.lines += 1
+    for rec in records(read, CSV_GRAMMAR):
+        number, line = rec.number, rec.text
         cells = [c.strip() for c in line.split(",")]
         if cells and (cells[0] in QUERY_COLUMNS or cells[0].split(" [")[0] in QUERY_COLUMNS or cells[0] == "timestamp"):
             header = []
@@ -129,11 +122,9 @@ def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:
     columns: list[str] | None = None
     units: list[str] = []
     sample, seen = -1, set()
-    for number, raw in iter_lines(read.path, read):
-        if not raw.strip():
-            continue
-        read.lines += 1
-        line = _dmon_line(raw)
+    for rec in records(read, DMON_GRAMMAR):
+        number, line = rec.number, rec.text.lstrip()
+        line = line[1:] if line.startswith("\\#") else line  # markdown's escaped '#'
         if line.startswith("#"):
             names = line.lstrip("#").split()
             if "gpu" in names:

@@ -46,9 +46,11 @@ _WORK = re.compile(_PG + r"(?:Exception \(either an error or timeout\) detected 
 _HANG = re.compile(_PG + r".*?Terminating the process after attempting to dump debug info, due to "
                    r"(?P<why>ProcessGroupNCCL watchdog hang|[^.]+)")
 MISMATCH = re.compile(r"Detected mismatch between collectives")
-_FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\("
-                          r"(?:SequenceNumber=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
-                          r"(?:, TensorShape=\[(?P<shape>[^\]]*)\])?(?:, TensorDtypes=(?P<dtype>\w+))?")
+# ProcessGroupWrapper.cpp: 1.9/1.10 name one side ("is running inconsistent collective"); later both sides,
+# with "SequenceNumber=N, OpType=" (and "SequenceNumber=NOpType=", no comma, for a collective of no tensors).
+_FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\("
+                          r"(?:SequenceNumber=(?P<seq>\d+),? ?)?OpType=(?P<op>\w+)"
+                          r"(?:, TensorShape=\[(?P<shape>[^\]]*)\])?(?:, TensorDtypes=\[?(?P<dtype>\w+))?")
 _DIFFERS = re.compile(r"Collectives differ in the following aspects:(?P<rest>.*)$")
 _DIFF = re.compile(r"(?P<field>Sequence number|Op type|(?:Tensor )*(?:shapes|dtypes|device types)):\s*"
                    r"(?P<a>.*?)\s*vs\s*(?P<b>.*?)(?=\s{2,}|\s*$|\s+(?:Tensor |Op type|Sequence number))")
@@ -122,7 +124,7 @@ def parse_hang(line: str) -> dict | None:
 
 
 def parse_mismatch(line: str) -> dict | None:
-    """seq, ranks, ops, shapes and dtypes (per rank, in the order the ranks are named) of a
+    """seq (the lowest), ranks, ops, seqs, shapes and dtypes (per rank, in the order the ranks are named) of a
     collective mismatch, and ``differs`` / ``differences``: the fields torch says differ, and
     each with both values (``shape 195812480 vs 51123456``), or None."""
     if MISMATCH.search(line) is None:
@@ -130,7 +132,7 @@ def parse_mismatch(line: str) -> dict | None:
     prints = list(_FINGERPRINT.finditer(line))
     seqs = {int(p["seq"]) for p in prints if p["seq"] is not None}
     out = {"seq": min(seqs) if seqs else None, "ranks": ",".join(p["rank"] for p in prints),
-           "ops": ",".join(p["op"] for p in prints),
+           "ops": ",".join(p["op"] for p in prints), "seqs": ",".join(p["seq"] or "?" for p in prints) or None,
            "shapes": ";".join(f"[{p['shape']}]" if p["shape"] is not None else "?" for p in prints) or None,
            "dtypes": ",".join(p["dtype"] or "?" for p in prints) or None, "differs": None, "differences": None}
     if (d := _DIFFERS.search(line)) is not None:

@@ -15,7 +15,8 @@ import logkit
 from logkit.analysis import analyze
 from logkit.analysis.kernels.peaks import network_link
 from logkit.ingest.readers.base import KEEP_NOTES, UNMATCHED
-from logkit.ingest.readers.prefixes import Prefixes
+from logkit.ingest.readers.console import GRAMMAR
+from logkit.ingest.readers.normalise import Layout
 from tests.support.launch import REPO
 
 CORPUS = REPO / "sample_logs" / "real_world"
@@ -136,10 +137,10 @@ def test_crlf_capture(tmp_path):
 
 
 def test_prefixes_are_not_taken_from_a_lines_own_text():
-    p = Prefixes.of(["2024-11-22 11:00:00,101 - INFO - train - Starting", "RuntimeError: boom", "  File \"x\""])
-    assert p.peel("2024-11-22 11:00:00,101 - INFO - train - Starting").text.startswith("2024-11-22")
-    assert p.peel("RuntimeError: boom").text == "RuntimeError: boom"
-    assert p.peel("    self.pid = os.fork()").text == "    self.pid = os.fork()"
+    lines = ["2024-11-22 11:00:00,101 - INFO - train - Starting", "RuntimeError: boom", "  File \"x\"",
+             "    self.pid = os.fork()"]
+    got = [r.text for r in Layout.learn(lines, GRAMMAR).records(enumerate(lines, start=1))]
+    assert got == lines
 
 
 def test_wrapped_watchdog_lines_are_joined(tmp_path):
