@@ -26,6 +26,7 @@ ALLOWED = {
     ("console", "iter_lines"): "_year scans for the first full date (glog stamps carry no year)",
     ("logkit_text", "text_lines"): "decodes the file read whole; its lines go through layout.records",
     ("text_columns", "text_lines"): "the columnar reader, taken only where the layout learned nothing",
+    ("llamafactory", "iter_lines"): "trainer_log.jsonl: a JSON document per line, written by the framework itself",
 }
 LAYER = {"normalise", "prefixes", "base"}
 
