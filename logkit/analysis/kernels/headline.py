@@ -38,9 +38,10 @@ def run_totals(session) -> dict:
     doc = meta.summary if isinstance(meta.summary, dict) else {}
     formats = set(meta.formats or [])
 
-    def pick(key: Key):  # summary.json's value of the key's name, else meta's
+    def pick(key: Key):  # summary.json's value of the key's name, else meta's; one its domain refuses is unknown
         value = doc.get(key.name)
-        return value if value is not None else getattr(meta, key.name)
+        value = value if value is not None else getattr(meta, key.name)
+        return None if key.why_not(value) else value
 
     # a run's documents credited in the order of their declarations (results.json, trainer_state.json, ...)
     document = next((f.totals for f in FORMATS.values() if f.totals is not None
@@ -104,8 +105,10 @@ def _from_rows(timed: pd.DataFrame, batch: int | None) -> dict:
 
 
 def _most_common(values: pd.Series) -> int | None:
+    """The most common batch of the rows (the smallest of ties); one that is no count is unknown."""
     common = values.astype("Float64").dropna().mode()
-    return to_int(common.min()) if len(common) else None
+    batch = to_int(common.min()) if len(common) else None
+    return None if SessionMeta.total_batch_size.why_not(batch) else batch
 
 
 def _batch(session, timed: pd.DataFrame, run: dict) -> tuple[int | None, str | None]:
