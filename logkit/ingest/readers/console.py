@@ -49,7 +49,19 @@ FACT_META = ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_siz
              "memory_mb")
 # what the stated facts may be (the meta keys', and the parts a world size is made of)
 _FACT_KEYS = {**META_KEYS, "nnodes": Key(int, "torchrun's --nnodes", domain=RANKS),
-              "world_size_stated": Key(int, "worker N of M", domain=RANKS)}
+              "world_size_stated": Key(int, "worker N of M", domain=RANKS),
+              **{name: Key(int, name, domain=RANKS) for name in (
+                  "world_size_said", "num_processes_said", "num_processes", "num_machines", "num_gpus", "num_nodes",
+                  "gpus_said")}}
+# What each stated world size is, as its provenance says it (a fact of tl.run_facts -> its words).
+_WORLD_STATED = {"world_size_said": "the log prints world_size = {n}",
+                 "num_processes_said": "accelerate's state: Num processes: {n}",
+                 "num_processes": "accelerate launch --num_processes {n}",
+                 "world_size_stated": "the log says worker N of {n}"}
+# Collectives whose output is every rank's input side by side (world = NumelOut / NumelIn), and the
+# reverse (world = NumelIn / NumelOut): torch's OpType names.
+_GATHERS = ("ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED", "ALLGATHER_INTO_TENSOR_COALESCED")
+_SCATTERS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "REDUCE_SCATTER_TENSOR_COALESCED")
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
 _GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
@@ -108,6 +120,7 @@ class _Console(Blocks):
         self.pending: tuple | None = None  # (number, text, kind, t): a line the next may continue
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
+        self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
@@ -291,6 +304,7 @@ class _Console(Blocks):
                 read.note(number, f"{key}: {why}: left unknown", text)  # never an impossible fact
             else:
                 self.facts.setdefault(key, value)
+                self.fact_lines.setdefault(key, number)
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
             return True
@@ -390,24 +404,61 @@ class _Console(Blocks):
                                     f": {mm['ops']}", derived_from=EventKind.NCCL_TIMEOUT, **mm)
         self._facts()
 
+    def _at(self, *keys: str) -> str:
+        """Where the facts ``keys`` were stated: ``file:line`` (lines joined by "," where several)."""
+        lines = sorted({self.fact_lines[k] for k in keys if k in self.fact_lines})
+        return f"{self.read.label}:{','.join(map(str, lines))}" if lines else self.read.label
+
     def _facts(self) -> None:
-        """Run facts the lines stated, as meta (never over what NCCL or a header said)."""
+        """Run facts the lines stated, as meta, each with its provenance: a stated value over a derived
+        one over an inferred one (``SessionMeta.state``), whatever the order the lines came in."""
         meta, f = self.read.meta, self.facts
         for key in FACT_META:
-            if key in f:
+            if key in f and key not in ("total_batch_size", "gpu_count"):
                 meta.setdefault(key, f[key])
-        if meta.world_size is not None:
-            return
+        if "total_batch_size" in f:
+            meta.state("total_batch_size", f["total_batch_size"], "stated",
+                       "transformers' Total train batch size (w. parallel, distributed & accumulation)",
+                       self._at("total_batch_size"))
+        for key, what in (("gpus_said", "the log prints Num GPUs: {n}"), ("gpu_count", "transformers' n_gpu: {n}")):
+            if key in f:
+                meta.state("gpu_count", f[key], "stated", what.format(n=f[key]), self._at(key))
+        for key, what in _WORLD_STATED.items():
+            if key in f:
+                meta.state("world_size", f[key], "stated", what.format(n=f[key]), self._at(key))
+        self._derived_world()
+        for key, flag in (("nnodes", "--nnodes / NNODES"), ("num_machines", "accelerate launch --num_machines"),
+                          ("num_nodes", "deepspeed --num_nodes")):
+            if key in f:
+                meta.state("nodes", f[key], "stated", f"{flag} {f[key]}", self._at(key))
+
+    def _derived_world(self) -> None:
+        """World sizes computed from what the lines state: a launcher's nodes x processes per node, a
+        collective's element counts (an all-gather's output is every rank's input), the batch sizes."""
+        meta, f = self.read.meta, self.facts
+        for per, nodes, what in (("nproc_per_node", "nnodes", "torchrun --nnodes x --nproc_per_node"),
+                                 ("num_gpus", "num_nodes", "deepspeed --num_nodes x --num_gpus")):
+            if per in f and nodes in f:
+                meta.state("world_size", f[per] * f[nodes], "derived", f"{what} ({f[nodes]} x {f[per]})",
+                           self._at(per, nodes))
+            elif per in f:
+                meta.state("world_size", f[per], "inferred (lower bound)",
+                           f"{what.split(' x ')[-1]} {f[per]} (one node at least)", self._at(per))
+        for t in self.timeouts:
+            n_in, n_out, op = t.get("numel"), t.get("numel_out"), str(t.get("op") or "").upper()
+            if not n_in or not n_out or n_in <= 0 or n_out <= 0:
+                continue
+            big, small, name = (n_out, n_in, "NumelOut / NumelIn of an all-gather") if op in _GATHERS else (
+                (n_in, n_out, "NumelIn / NumelOut of a reduce-scatter") if op in _SCATTERS else (None, None, None))
+            if big is not None and big % small == 0 and big // small > 1:
+                meta.state("world_size", big // small, "derived", f"{name} ({t['op']} {n_in} -> {n_out})",
+                           f"{self.read.label}:{t['line']}")
         total, per, acc = (f.get(k) for k in ("total_batch_size", "per_device_batch_size",
                                              "gradient_accumulation_steps"))
-        if "world_size_stated" in f:
-            meta.update(world_size=f["world_size_stated"], world_size_from="the log says (worker N of M)")
-        elif "nproc_per_node" in f and "nnodes" in f:
-            meta.update(world_size=f["nproc_per_node"] * f["nnodes"],
-                        world_size_from="torchrun command line (nnodes x nproc_per_node)")
-        elif total and per and acc and total % (per * acc) == 0:
-            meta.update(world_size=total // (per * acc),
-                        world_size_from="transformers' batch sizes (total / per device / accumulation)")
+        if total and per and acc and total % (per * acc) == 0:
+            meta.state("world_size", total // (per * acc), "derived",
+                       "transformers' batch sizes (total / per device / accumulation)",
+                       self._at("total_batch_size", "per_device_batch_size", "gradient_accumulation_steps"))
 
 
 def _year(path: Path) -> int:

@@ -86,8 +86,20 @@ _DP = re.compile(r"data parallel size: (\d+)")
 _IB_RATE = re.compile(r"^\s*[Rr]ate:\s*(?P<rate>\d+(?:\.\d+)?)(?: Gb/sec\b.*)?\s*$")
 _OF = re.compile(r"\b(?:worker|rank|process) (?P<rank>\d+) of (?P<size>\d+)\b", re.I)
 _TORCHRUN = re.compile(r"\b(?:torchrun|torch\.distributed\.(?:run|launch))\b")
-_NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)(?![\w.])")  # not the 0 of 0x10
-_NNODES = re.compile(r"--nnodes[= ](?P<n>\d+)(?![:\w.])")
+# a launcher's flags, as typed (--nnodes=2, --nnodes 2, --nnodes="2"): not the 0 of 0x10, not an elastic 1:4
+_FLAG = r"[= ]['\"]?(?P<n>\d+)['\"]?(?![:\w.])"
+_NPROC = re.compile(r"--nproc[_-]per[_-]node" + _FLAG)
+_NNODES = re.compile(r"--nnodes" + _FLAG)
+_LAUNCH_FLAGS = {"num_processes": re.compile(r"--num[_-]processes" + _FLAG),  # accelerate launch: all ranks
+                 "num_machines": re.compile(r"--num[_-]machines" + _FLAG),  # accelerate launch: nodes
+                 "num_gpus": re.compile(r"--num[_-]gpus" + _FLAG),  # deepspeed: GPUs per node
+                 "num_nodes": re.compile(r"--num[_-]nodes" + _FLAG)}  # deepspeed: nodes
+# WORLD_SIZE=8, world_size = 2, world_size: 2, 'world_size': 2, "world_size": 2 (not local_world_size)
+_WORLD = re.compile(r"(?<![\w.])world_size['\"]?\s*[:=]\s*['\"]?(?P<n>\d+)\b", re.I)
+# accelerate's state ("Num processes: 8"), a launcher's NNODES=2, "Num GPUs: 8"
+_NUM_PROCESSES = re.compile(r"\bNum processes\s*[:=]\s*(?P<n>\d+)\b")
+_NNODES_ENV = re.compile(r"(?<![\w.])NNODES\s*=\s*['\"]?(?P<n>\d+)\b")
+_NUM_GPUS = re.compile(r"\bNum(?:ber of)? GPUs\s*[:=]\s*(?P<n>\d+)\b", re.I)
 _THROUGHPUT = re.compile(r"Throughput: (?P<rate>\d+(?:\.\d+)?) (?:images|samples)/s"
                          r"(?:, Batch size: (?P<batch>\d+))?(?:, Num of GPUs: (?P<gpus>\d+))?"
                          r"(?:, Total time: (?P<time>[0-9.]+) s)?")
@@ -266,7 +278,10 @@ def parse_throughput(text: str) -> dict | None:
 
 def run_facts(text: str) -> dict:
     """Facts about the run a line states: transformers' totals (``Total train batch size ... = 6``),
-    ``n_gpu``, ``worker N of M``, a torchrun command line's ``--nnodes`` / ``--nproc_per_node``,
+    ``n_gpu``, ``worker N of M``, ``WORLD_SIZE=N`` / ``world_size = N`` / ``'world_size': N``,
+    accelerate's ``Num processes: N``, ``Num GPUs: N``, a launcher's flags (torchrun's ``--nnodes`` /
+    ``--nproc_per_node``, accelerate's ``--num_processes`` / ``--num_machines``, DeepSpeed's
+    ``--num_gpus`` / ``--num_nodes``, ``NNODES=N``),
     a ``data parallel size``, an InfiniBand port's rate (``ibstat``'s ``Rate: 200``, ``ibstatus``'
     ``rate: 200 Gb/sec (4X HDR)``). Cheap tests first: every line of a capture comes here."""
     out: dict = {}
@@ -276,11 +291,24 @@ def run_facts(text: str) -> dict:
         out["gpu_count"] = int(m["n"])
     if " of " in text and (m := _OF.search(text)) is not None and int(m["rank"]) < int(m["size"]):
         out["world_size_stated"] = int(m["size"])
-    if "--nproc" in text and _TORCHRUN.search(text) and (m := _NPROC.search(text)) is not None:
+    if "--nproc" in text and (m := _NPROC.search(text)) is not None:
         out["nproc_per_node"] = int(m["n"])
-        nodes = _NNODES.search(text)
-        if nodes is not None or "--standalone" in text:
-            out["nnodes"] = int(nodes["n"]) if nodes else 1
+        if "--standalone" in text and _TORCHRUN.search(text):
+            out["nnodes"] = 1
+    if "--nnodes" in text and (m := _NNODES.search(text)) is not None:
+        out["nnodes"] = int(m["n"])
+    if "--num" in text:
+        for key, pattern in _LAUNCH_FLAGS.items():
+            if (m := pattern.search(text)) is not None:
+                out[key] = int(m["n"])
+    if "orld" in text and (m := _WORLD.search(text)) is not None:
+        out["world_size_said"] = int(m["n"])
+    if "Num processes" in text and (m := _NUM_PROCESSES.search(text)) is not None:
+        out["num_processes_said"] = int(m["n"])
+    if "NNODES" in text and (m := _NNODES_ENV.search(text)) is not None:
+        out["nnodes"] = int(m["n"])
+    if "GPUs" in text and (m := _NUM_GPUS.search(text)) is not None:
+        out["gpus_said"] = int(m["n"])
     if "parallel size" in text and (m := _DP.search(text)) is not None:
         out["data_parallel_size"] = int(m[1])
     if "ate:" in text and (m := _IB_RATE.match(text)) is not None:
