@@ -41,7 +41,7 @@ from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
 from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
 from logkit.schema.values import RANKS, to_float
-from logkit.schema.vocab import EventKind, LineSubkind
+from logkit.schema.vocab import EventKind, FailureCause, LineSubkind
 
 # The run facts the lines state that become meta as they are (meta keys).
 FACT_META = ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size", "gradient_accumulation_steps",
@@ -121,6 +121,7 @@ class _Console(Blocks):
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
         self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
+        self.causes: set[tuple] = set()  # (rank, cause) of the failure_cause events so far
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
@@ -188,6 +189,16 @@ class _Console(Blocks):
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
         if "<" in text and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
+        if any(h in text for h in tl.CAUSE_HINTS) and (c := tl.failure_cause(text)) is not None:
+            in_child = self.block == "child" and self.current is not None  # a failure entry's "traceback :" field
+            self._cause(number, c, self.current.get("rank") if in_child else rank, t)
+            if c["cause"] == FailureCause.FILE_NOT_FOUND:
+                return True  # python's own message: nothing else reads it
+            return self._read(number, text, rank, t) or True  # read as well; never "not understood"
+        return self._read(number, text, rank, t)
+
+    def _read(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
+        """The line (its prefixes off) by what it is: a block's, the watchdog's, NCCL's, or another."""
         if self.block is not None and self.in_block(number, text):
             self._traceback_call(text)
             if text.startswith("Traceback"):
@@ -338,7 +349,22 @@ class _Console(Blocks):
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
 
+    def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
+        """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
+        torch's ``what():`` lines, repeat it)."""
+        key = (rank, c["cause"])
+        if key in self.causes:
+            return
+        self.causes.add(key)
+        self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
+                        message=c["message"], error=c["what"])
+
     def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
+        if (self.trace_open is not None or self.block == "trace") and not m["type"].endswith(
+                ("Warning", "ChildFailedError")) and tl.failure_cause(text) is None:
+            # the exception a traceback ends in, of no kind the causes name: the cause is the exception
+            self._cause(number, {"cause": FailureCause.EXCEPTION, "what": m["type"], "message": text.strip()[:300]},
+                        rank, t)
         self.trace_open = None
         if m["type"].endswith("ChildFailedError"):
             self.open_child_block()
@@ -397,12 +423,25 @@ class _Console(Blocks):
                 # the ChildFailedError block says it in full: the agent's line stays a line
                 ev.update(kind=EventKind.ERROR, local_rank=None, pid=None, exitcode=None, signal=None, root_cause=None,
                           launcher=None)
+        self._signal_causes()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])
             self.read.event(EventKind.COLLECTIVE_MISMATCH, line, level="ERROR", rank=None,
                             message=f"collective {mm['seq']} timed out as different operations on ranks {mm['ranks']}"
                                     f": {mm['ops']}", derived_from=EventKind.NCCL_TIMEOUT, **mm)
         self._facts()
+
+    def _signal_causes(self) -> None:
+        """A worker a launcher says a signal ended (``exitcode: -9``, ``died from signal 6``) and no line
+        of which said why: the signal is its cause."""
+        for ev in [e for e in self.read.rows["events"] if e["kind"] == EventKind.CHILD_FAILED and e.get("signal")]:
+            if (ev["rank"], FailureCause.SIGNAL) in self.causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
+                continue  # said already; or a worker the launcher tore down after another failed
+            self.causes.add((ev["rank"], FailureCause.SIGNAL))
+            line = int(ev["source"].rsplit(":", 1)[1]) if ":" in ev["source"] else None
+            self.read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),
+                            cause=FailureCause.SIGNAL, message=ev["message"], error=ev["signal"],
+                            local_rank=ev.get("local_rank"), pid=ev.get("pid"))
 
     def _at(self, *keys: str) -> str:
         """Where the facts ``keys`` were stated: ``file:line`` (lines joined by "," where several)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from logkit.schema.values import to_float
-from logkit.schema.vocab import EventKind
+from logkit.schema.vocab import EventKind, FailureCause
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
            11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
@@ -103,6 +103,43 @@ _NUM_GPUS = re.compile(r"\bNum(?:ber of)? GPUs\s*[:=]\s*(?P<n>\d+)\b", re.I)
 _THROUGHPUT = re.compile(r"Throughput: (?P<rate>\d+(?:\.\d+)?) (?:images|samples)/s"
                          r"(?:, Batch size: (?P<batch>\d+))?(?:, Num of GPUs: (?P<gpus>\d+))?"
                          r"(?:, Total time: (?P<time>[0-9.]+) s)?")
+
+
+# Why a process failed, as the line that says it reads (cause, pattern), tried in this order: a
+# script that cannot be opened (python's own message, exit code 2), an import, CUDA out of memory
+# (torch.OutOfMemoryError / torch.cuda.OutOfMemoryError / "CUDA error: out of memory"), another CUDA
+# error, an NCCL error raised into Python (ncclSystemError, ncclInternalError, ncclRemoteError,
+# ncclUnhandledCudaError, ncclInvalidUsage... and the reason torch prints), a signal named by
+# torchrun's failure entry ("Signal 9 (SIGKILL) received by PID 14750").
+_CAUSES: tuple[tuple[FailureCause, re.Pattern], ...] = (
+    (FailureCause.FILE_NOT_FOUND, re.compile(r"\bcan't open file '(?P<what>[^']*)': \[Errno 2\] No such file or directory")),
+    (FailureCause.MODULE_NOT_FOUND, re.compile(r"\bModuleNotFoundError: No module named '?(?P<what>[\w.]+)'?")),
+    (FailureCause.IMPORT_ERROR, re.compile(r"^(?:[\w.]+\.)?ImportError: (?P<what>.+)$")),
+    (FailureCause.CUDA_OOM, re.compile(r"(?:OutOfMemoryError|RuntimeError|CUDA error): (?:CUDA )?out of memory")),
+    (FailureCause.CUDA_ERROR, re.compile(r"\bCUDA error: (?P<what>.+?)(?:\s*$|\s*CUDA kernel errors)")),
+    (FailureCause.NCCL_ERROR, re.compile(r"\bNCCL error\b.*?, (?P<what>unhandled system error|unhandled cuda error|"
+                                         r"internal error|remote process exited or there was a network error|"
+                                         r"invalid usage|invalid argument)|^(?P<what2>nccl(?:System|Internal|Remote|"
+                                         r"UnhandledCuda|InvalidUsage|InvalidArgument)Error)\b")),
+    (FailureCause.SIGNAL, re.compile(r"\bSignal (?P<num>\d+) \((?P<what>SIG\w+)\) received by PID")),
+)
+# a launcher's stream tag before a child's line ("[stderr]ModuleNotFoundError: ...")
+_STREAM_TAG = re.compile(r"^\[(?:stderr|stdout)\]\s*")
+# The words one of those lines holds: a line without any is not tried.
+CAUSE_HINTS = ("rror", "can't open file", "out of memory", "received by PID")
+
+
+def failure_cause(text: str) -> dict | None:
+    """Why a process failed, where ``text`` (a line without its prefixes) says it: ``cause`` (a
+    ``FailureCause``), ``what`` (the file, module, error or signal named) and ``message`` (the line)."""
+    for cause, pattern in _CAUSES:
+        if (m := pattern.search(text)) is not None:
+            found = m.groupdict()
+            what = found.get("what") or found.get("what2")
+            # a failure entry's "traceback : Signal 9 ..." field: the signal's own words
+            message = text[m.start():].strip() if cause == FailureCause.SIGNAL else _STREAM_TAG.sub("", text.strip())
+            return {"cause": cause, "what": what.strip() if what else None, "message": message[:300]}
+    return None
 
 
 def signal_of(code: int | None) -> str | None:
