@@ -38,30 +38,18 @@ from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
+from logkit.ingest.readers.run_facts import stated_facts
 from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
 from logkit.schema.values import RANKS, to_float
 from logkit.schema.vocab import EventKind, FailureCause, LineSubkind
 
-# The run facts the lines state that become meta as they are (meta keys).
-FACT_META = ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size", "gradient_accumulation_steps",
-             "num_examples", "nproc_per_node", "data_parallel_size", "link_speed_gbps", "deepspeed_version",
-             "memory_mb")
 # what the stated facts may be (the meta keys', and the parts a world size is made of)
 _FACT_KEYS = {**META_KEYS, "nnodes": Key(int, "torchrun's --nnodes", domain=RANKS),
               "world_size_stated": Key(int, "worker N of M", domain=RANKS),
               **{name: Key(int, name, domain=RANKS) for name in (
                   "world_size_said", "num_processes_said", "num_processes", "num_machines", "num_gpus", "num_nodes",
                   "gpus_said")}}
-# What each stated world size is, as its provenance says it (a fact of tl.run_facts -> its words).
-_WORLD_STATED = {"world_size_said": "the log prints world_size = {n}",
-                 "num_processes_said": "accelerate's state: Num processes: {n}",
-                 "num_processes": "accelerate launch --num_processes {n}",
-                 "world_size_stated": "the log says worker N of {n}"}
-# Collectives whose output is every rank's input side by side (world = NumelOut / NumelIn), and the
-# reverse (world = NumelIn / NumelOut): torch's OpType names.
-_GATHERS = ("ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED", "ALLGATHER_INTO_TENSOR_COALESCED")
-_SCATTERS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "REDUCE_SCATTER_TENSOR_COALESCED")
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
 _GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
@@ -429,7 +417,7 @@ class _Console(Blocks):
             self.read.event(EventKind.COLLECTIVE_MISMATCH, line, level="ERROR", rank=None,
                             message=f"collective {mm['seq']} timed out as different operations on ranks {mm['ranks']}"
                                     f": {mm['ops']}", derived_from=EventKind.NCCL_TIMEOUT, **mm)
-        self._facts()
+        stated_facts(self.read, self.facts, self.fact_lines, self.timeouts)
 
     def _signal_causes(self) -> None:
         """A worker a launcher says a signal ended (``exitcode: -9``, ``died from signal 6``) and no line
@@ -442,63 +430,6 @@ class _Console(Blocks):
             self.read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),
                             cause=FailureCause.SIGNAL, message=ev["message"], error=ev["signal"],
                             local_rank=ev.get("local_rank"), pid=ev.get("pid"))
-
-    def _at(self, *keys: str) -> str:
-        """Where the facts ``keys`` were stated: ``file:line`` (lines joined by "," where several)."""
-        lines = sorted({self.fact_lines[k] for k in keys if k in self.fact_lines})
-        return f"{self.read.label}:{','.join(map(str, lines))}" if lines else self.read.label
-
-    def _facts(self) -> None:
-        """Run facts the lines stated, as meta, each with its provenance: a stated value over a derived
-        one over an inferred one (``SessionMeta.state``), whatever the order the lines came in."""
-        meta, f = self.read.meta, self.facts
-        for key in FACT_META:
-            if key in f and key not in ("total_batch_size", "gpu_count"):
-                meta.setdefault(key, f[key])
-        if "total_batch_size" in f:
-            meta.state("total_batch_size", f["total_batch_size"], "stated",
-                       "transformers' Total train batch size (w. parallel, distributed & accumulation)",
-                       self._at("total_batch_size"))
-        for key, what in (("gpus_said", "the log prints Num GPUs: {n}"), ("gpu_count", "transformers' n_gpu: {n}")):
-            if key in f:
-                meta.state("gpu_count", f[key], "stated", what.format(n=f[key]), self._at(key))
-        for key, what in _WORLD_STATED.items():
-            if key in f:
-                meta.state("world_size", f[key], "stated", what.format(n=f[key]), self._at(key))
-        self._derived_world()
-        for key, flag in (("nnodes", "--nnodes / NNODES"), ("num_machines", "accelerate launch --num_machines"),
-                          ("num_nodes", "deepspeed --num_nodes")):
-            if key in f:
-                meta.state("nodes", f[key], "stated", f"{flag} {f[key]}", self._at(key))
-
-    def _derived_world(self) -> None:
-        """World sizes computed from what the lines state: a launcher's nodes x processes per node, a
-        collective's element counts (an all-gather's output is every rank's input), the batch sizes."""
-        meta, f = self.read.meta, self.facts
-        for per, nodes, what in (("nproc_per_node", "nnodes", "torchrun --nnodes x --nproc_per_node"),
-                                 ("num_gpus", "num_nodes", "deepspeed --num_nodes x --num_gpus")):
-            if per in f and nodes in f:
-                meta.state("world_size", f[per] * f[nodes], "derived", f"{what} ({f[nodes]} x {f[per]})",
-                           self._at(per, nodes))
-            elif per in f:
-                meta.state("world_size", f[per], "inferred (lower bound)",
-                           f"{what.split(' x ')[-1]} {f[per]} (one node at least)", self._at(per))
-        for t in self.timeouts:
-            n_in, n_out, op = t.get("numel"), t.get("numel_out"), str(t.get("op") or "").upper()
-            if not n_in or not n_out or n_in <= 0 or n_out <= 0:
-                continue
-            big, small, name = (n_out, n_in, "NumelOut / NumelIn of an all-gather") if op in _GATHERS else (
-                (n_in, n_out, "NumelIn / NumelOut of a reduce-scatter") if op in _SCATTERS else (None, None, None))
-            if big is not None and big % small == 0 and big // small > 1:
-                meta.state("world_size", big // small, "derived", f"{name} ({t['op']} {n_in} -> {n_out})",
-                           f"{self.read.label}:{t['line']}")
-        total, per, acc = (f.get(k) for k in ("total_batch_size", "per_device_batch_size",
-                                             "gradient_accumulation_steps"))
-        if total and per and acc and total % (per * acc) == 0:
-            meta.state("world_size", total // (per * acc), "derived",
-                       "transformers' batch sizes (total / per device / accumulation)",
-                       self._at("total_batch_size", "per_device_batch_size", "gradient_accumulation_steps"))
-
 
 def _year(path: Path) -> int:
     """glog stamps carry no year: the first full date in the file's first ``YEAR_SCAN_BYTES``,

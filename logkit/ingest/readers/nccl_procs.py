@@ -121,30 +121,13 @@ class NcclProcs:
             self.facts.setdefault("network", n["network"])
             self.where.setdefault("network", number)
         elif what == "nics":
-            for nic in n["nics"]:
-                self.nics.setdefault(nic["name"], nic)
-            if n["nics"]:
-                self.where.setdefault("nics", number)
-            for key in ("provider", "nic_count", "ib"):
-                if key in n:
-                    self.facts.setdefault({"provider": "nic_provider"}.get(key, key), n[key])
-            if n.get("ib") is False:  # "NET/IB : No device found": what comes next is a fallback
-                self.where.setdefault("no_ib", number)
-                self.facts.setdefault("no_ib", f"{n['message'].strip()}")
+            self._nics(n, number)
         elif what == "ring":
             if len(n["ring"]) > self.ring:
                 self.ring, self.where["ring"] = len(n["ring"]), number
             proc.channels = max(proc.channels or 0, n["channels"] or 0) or None
         elif what == "peer":
-            proc.rank = n["rank"] if proc.rank is None else proc.rank
-            self.facts.setdefault("ranks_named", set()).update(n["ranks"])
-            if max(n["ranks"]) >= max(self.facts["ranks_named"]):
-                self.where["ranks_named"] = number
-            self.where.setdefault("transports", number)
-            name = transport(n["via"])
-            self.transports[name] = self.transports.get(name, 0) + 1
-            if (net := _VIA_NET.match(n["via"])) is not None:  # "via NET/Socket/0": the network's transport
-                self.facts.setdefault("via", set()).add(net["net"])
+            self._peer(proc, n, number)
         elif what == "version":
             self.read.meta.fill(nccl_version=n["version"])
         elif what == "driver":
@@ -152,6 +135,30 @@ class NcclProcs:
         elif what == "retry":
             self.read.event(EventKind.WARNING, number, host=n["host"], level="WARNING", pid=n["pid"],
                             message=f"NCCL: call to connect returned {n['error']}, retrying")
+
+    def _nics(self, n: dict, number: int) -> None:
+        for nic in n["nics"]:
+            self.nics.setdefault(nic["name"], nic)
+        if n["nics"]:
+            self.where.setdefault("nics", number)
+        for key in ("provider", "nic_count", "ib"):
+            if key in n:
+                self.facts.setdefault({"provider": "nic_provider"}.get(key, key), n[key])
+        if n.get("ib") is False:  # "NET/IB : No device found": what comes next is a fallback
+            self.where.setdefault("no_ib", number)
+            self.facts.setdefault("no_ib", n["message"].strip())
+
+    def _peer(self, proc: _Proc, n: dict, number: int) -> None:
+        """A channel's connection: the process's rank, the ranks named, and the transport it goes by."""
+        proc.rank = n["rank"] if proc.rank is None else proc.rank
+        self.facts.setdefault("ranks_named", set()).update(n["ranks"])
+        if max(n["ranks"]) >= max(self.facts["ranks_named"]):
+            self.where["ranks_named"] = number
+        self.where.setdefault("transports", number)
+        name = transport(n["via"])
+        self.transports[name] = self.transports.get(name, 0) + 1
+        if (net := _VIA_NET.match(n["via"])) is not None:  # "via NET/Socket/0": the network's transport
+            self.facts.setdefault("via", set()).add(net["net"])
 
     def _joined(self) -> list[_Proc]:
         """The processes, torn host names joined to their whole ones."""
@@ -225,6 +232,7 @@ class NcclProcs:
             meta.local_ranks = max(local)
         if self.nics:
             meta.nics = list(self.nics.values())
+            meta.facts_source = {**(meta.facts_source or {}), "nics": self._at(self.where.get("nics"))}
         for key in FACT_META:
             if key in self.facts and key != "network":
                 meta[key] = self.facts[key]

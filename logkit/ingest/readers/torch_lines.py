@@ -328,24 +328,7 @@ def run_facts(text: str) -> dict:
         out["gpu_count"] = int(m["n"])
     if " of " in text and (m := _OF.search(text)) is not None and int(m["rank"]) < int(m["size"]):
         out["world_size_stated"] = int(m["size"])
-    if "--nproc" in text and (m := _NPROC.search(text)) is not None:
-        out["nproc_per_node"] = int(m["n"])
-        if "--standalone" in text and _TORCHRUN.search(text):
-            out["nnodes"] = 1
-    if "--nnodes" in text and (m := _NNODES.search(text)) is not None:
-        out["nnodes"] = int(m["n"])
-    if "--num" in text:
-        for key, pattern in _LAUNCH_FLAGS.items():
-            if (m := pattern.search(text)) is not None:
-                out[key] = int(m["n"])
-    if "orld" in text and (m := _WORLD.search(text)) is not None:
-        out["world_size_said"] = int(m["n"])
-    if "Num processes" in text and (m := _NUM_PROCESSES.search(text)) is not None:
-        out["num_processes_said"] = int(m["n"])
-    if "NNODES" in text and (m := _NNODES_ENV.search(text)) is not None:
-        out["nnodes"] = int(m["n"])
-    if "GPUs" in text and (m := _NUM_GPUS.search(text)) is not None:
-        out["gpus_said"] = int(m["n"])
+    _sizes(text, out)
     if "parallel size" in text and (m := _DP.search(text)) is not None:
         out["data_parallel_size"] = int(m[1])
     if "ate:" in text and (m := _IB_RATE.match(text)) is not None:
@@ -356,3 +339,22 @@ def run_facts(text: str) -> dict:
         values = {k.strip().replace(" ", "_"): to_float(v) for k, v in _MEMORY_FIELD.findall(m["fields"])}
         out["memory_mb"] = {"rank": int(m["rank"]), **values}
     return out
+
+
+def _sizes(text: str, out: dict) -> None:
+    """The sizes of the job a line states: a launcher's flags (processes per node, nodes, processes),
+    a printed world size, accelerate's ``Num processes``, ``NNODES=N``, ``Num GPUs``."""
+    if "--nproc" in text and (m := _NPROC.search(text)) is not None:
+        out["nproc_per_node"] = int(m["n"])
+        if "--standalone" in text and _TORCHRUN.search(text):
+            out["nnodes"] = 1
+    if "--nnodes" in text and (m := _NNODES.search(text)) is not None:
+        out["nnodes"] = int(m["n"])
+    if "--num" in text:
+        for key, pattern in _LAUNCH_FLAGS.items():
+            if (m := pattern.search(text)) is not None:
+                out[key] = int(m["n"])
+    for hint, pattern, key in (("orld", _WORLD, "world_size_said"), ("Num processes", _NUM_PROCESSES, "num_processes_said"),
+                               ("NNODES", _NNODES_ENV, "nnodes"), ("GPUs", _NUM_GPUS, "gpus_said")):
+        if hint in text and (m := pattern.search(text)) is not None:
+            out[key] = int(m["n"])
