@@ -100,6 +100,9 @@ _WORLD = re.compile(r"(?<![\w.])world_size['\"]?\s*[:=]\s*['\"]?(?P<n>\d+)\b", r
 _NUM_PROCESSES = re.compile(r"\bNum processes\s*[:=]\s*(?P<n>\d+)\b")
 _NNODES_ENV = re.compile(r"(?<![\w.])NNODES\s*=\s*['\"]?(?P<n>\d+)\b")
 _NUM_GPUS = re.compile(r"\bNum(?:ber of)? GPUs\s*[:=]\s*(?P<n>\d+)\b", re.I)
+# (words one of its lines holds, the pattern, the fact): cheap tests first, every line comes here
+_SIZE_LINES = ((("orld", "ORLD"), _WORLD, "world_size_said"), (("Num processes",), _NUM_PROCESSES, "num_processes_said"),
+               (("NNODES",), _NNODES_ENV, "nnodes"), (("GPUs",), _NUM_GPUS, "gpus_said"))
 _THROUGHPUT = re.compile(r"Throughput: (?P<rate>\d+(?:\.\d+)?) (?:images|samples)/s"
                          r"(?:, Batch size: (?P<batch>\d+))?(?:, Num of GPUs: (?P<gpus>\d+))?"
                          r"(?:, Total time: (?P<time>[0-9.]+) s)?")
@@ -354,7 +357,6 @@ def _sizes(text: str, out: dict) -> None:
         for key, pattern in _LAUNCH_FLAGS.items():
             if (m := pattern.search(text)) is not None:
                 out[key] = int(m["n"])
-    for hint, pattern, key in (("orld", _WORLD, "world_size_said"), ("Num processes", _NUM_PROCESSES, "num_processes_said"),
-                               ("NNODES", _NNODES_ENV, "nnodes"), ("GPUs", _NUM_GPUS, "gpus_said")):
-        if hint in text and (m := pattern.search(text)) is not None:
+    for hints, pattern, key in _SIZE_LINES:
+        if any(h in text for h in hints) and (m := pattern.search(text)) is not None:
             out[key] = int(m["n"])
