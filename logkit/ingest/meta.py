@@ -269,17 +269,17 @@ def our_meta(streams: dict[int, Stream], summary: dict | None, source: SessionSo
     main = min((r for r, s in streams.items() if s.records), default=None)
     ours = records_meta(streams)
     if ours.facts_source and main is not None:
-        name = display(source.rank_files.get(main) or "")
+        name = Path(source.rank_files.get(main) or "").name  # as a line is cited: the file's name
         ours.facts_source = {fact: f"{name}{where}" for fact, where in ours.facts_source.items()}
-        for fact in ours.facts_source:
-            ours[f"{fact}_from"] = f"{ours[f'{fact}_from']} ({name}{ours.facts_source[fact]})"
+        for fact, where in ours.facts_source.items():
+            ours[f"{fact}_from"] = f"{ours[f'{fact}_from']} ({where})"
     merge(meta, RECORDS, ours, notes, (source.rank_files.get(main), None))
     if summary is not None:
         merge(meta, SUMMARY_JSON, {name: SUMMARY[name].get(summary) for name in SUMMARY_META}, notes,
               (source.summary, None))
         if meta.world_size_from == SUMMARY_JSON.stamps["world_size"][1]:
-            meta.world_size_from = f"stated: summary.json's world_size ({display(source.summary)})"
-            meta.facts_source = {**(meta.facts_source or {}), "world_size": display(source.summary)}
+            meta.world_size_from = f"stated: summary.json's world_size ({Path(source.summary).name})"
+            meta.facts_source = {**(meta.facts_source or {}), "world_size": Path(source.summary).name}
         meta.summary = summary
     if source.run is not None:
         meta.run = source.run
@@ -397,7 +397,7 @@ def finish(meta: SessionMeta, source: SessionSource) -> SessionMeta:
         top = max(source.rank_files)
         meta.world_size = top + 1
         meta.world_size_from = f"inferred (lower bound): rank streams found, the highest rank {top} + 1"
-        meta.facts_source = {**(meta.facts_source or {}), "world_size": display(source.rank_files[top])}
+        meta.facts_source = {**(meta.facts_source or {}), "world_size": Path(source.rank_files[top]).name}
     if meta.world_size is None:
         meta.world_size_from = None  # unknown: no file says, and no rank was seen
     meta.status = meta.status  # always there (None where no source says)
