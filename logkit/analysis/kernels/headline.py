@@ -112,11 +112,11 @@ def _batch(session, timed: pd.DataFrame, run: dict) -> tuple[int | None, str | N
     """The global batch and where it comes from (see module doc)."""
     batch = _most_common(timed["total_batch_size"]) if not timed.empty else None
     batch = batch or run["total_batch_size"]
-    if batch is not None:
+    if batch:
         return batch, "logged"
-    batch = to_int(session.meta.total_batch_size)
-    if batch is not None:  # the run's meta: its provenance says how it was known
-        return batch, session.meta.total_batch_size_from or "logged"
+    stated = to_int(session.meta.total_batch_size)
+    if stated is not None:  # the run's meta: its provenance says how it was known
+        return stated, (session.meta.total_batch_size_from or "logged") if stated else "logged"
     batch = _most_common(session.perf["total_batch_size"]) if not session.perf.empty else None
     return (batch, "performance lines") if batch is not None else (None, None)
 
