@@ -426,7 +426,8 @@ class _Console(Blocks):
             if (ev["rank"], FailureCause.SIGNAL) in self.causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
                 continue  # said already; or a worker the launcher tore down after another failed
             self.causes.add((ev["rank"], FailureCause.SIGNAL))
-            line = int(ev["source"].rsplit(":", 1)[1]) if ":" in ev["source"] else None
+            at = re.search(r":(\d+)$", ev["source"])
+            line = int(at[1]) if at else None
             self.read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),
                             cause=FailureCause.SIGNAL, message=ev["message"], error=ev["signal"],
                             local_rank=ev.get("local_rank"), pid=ev.get("pid"))
