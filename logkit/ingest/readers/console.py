@@ -15,12 +15,16 @@ numbers, pdsh hosts, timestamps before a prefix, colour codes), then log prefixe
   at), ``watchdog_hang``; collective mismatches -> ``collective_mismatch`` (with what differs);
   CUDA OOM -> ``cuda_oom``; NCCL errors -> ``nccl_error``; the rendezvous or a port failing ->
   ``rendezvous_timeout`` / ``address_in_use``;
+- why a process failed (``torch_lines.failure_cause``: a script python cannot open, a missing
+  module, an import, CUDA OOM or another CUDA error, an NCCL error and its ``Last error:`` detail,
+  a signal, the exception a traceback ends in) -> ``failure_cause`` (once per rank and cause);
 - the launchers: torchrun's ChildFailedError block and its agent's ``failed (exitcode: -9)``
   line, DeepSpeed's and PALS' exit lines -> ``child_failed`` (``signal`` from a negative exit
   code; ``root_cause``: the first failure the launcher observed); ``Sending process P closing
   signal SIGTERM`` -> ``warning`` events (``subkind`` sigterm_sent, ``pid``);
 - other exceptions -> ``error``.
 
+The run facts the lines state become meta with their provenance (``run_facts.py``).
 Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta);
 other lines are diagnostics. The file is streamed: memory follows what is kept.
 """
@@ -110,6 +114,7 @@ class _Console(Blocks):
         self.facts: dict = {}
         self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
         self.causes: set[tuple] = set()  # (rank, cause) of the failure_cause events so far
+        self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
@@ -177,6 +182,8 @@ class _Console(Blocks):
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
         if "<" in text and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
+        if self.last_error is not None and self._last_error(text):
+            return True
         if any(h in text for h in tl.CAUSE_HINTS) and (c := tl.failure_cause(text)) is not None:
             in_child = self.block == "child" and self.current is not None  # a failure entry's "traceback :" field
             self._cause(number, c, self.current.get("rank") if in_child else rank, t)
@@ -339,13 +346,31 @@ class _Console(Blocks):
 
     def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
         """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
-        torch's ``what():`` lines, repeat it)."""
+        torch's ``what():`` lines, repeat it). An NCCL error's ``Last error:`` detail, on the lines
+        after it, is added to its message (``_last_error``)."""
         key = (rank, c["cause"])
         if key in self.causes:
             return
         self.causes.add(key)
-        self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
-                        message=c["message"], error=c["what"])
+        ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
+                             message=c["message"], error=c["what"])
+        if c["cause"] == FailureCause.NCCL_ERROR:
+            self.last_error = (ev, False)
+
+    def _last_error(self, text: str) -> bool:
+        """NCCL's ``Last error:`` and the line after it (``socketStartConnect: Connect to ... failed``):
+        the detail of the last NCCL error read, added to its cause's message."""
+        ev, opened = self.last_error
+        if not opened:
+            if text.strip() != "Last error:":
+                return False
+            self.last_error = (ev, True)
+            return True
+        self.last_error = (ev, False)
+        if not text.strip():
+            return False
+        ev["message"] = f"{ev['message']} Last error: {text.strip()}"[:500]
+        return True
 
     def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
         if (self.trace_open is not None or self.block == "trace") and not m["type"].endswith(

@@ -207,7 +207,9 @@ def test_an_nccl_error_and_its_nccl_error_class(tmp_path):
     s = load(tmp_path, text("hkproj_1_nccl_system_error.log"))
     (c,) = causes(s)
     assert (c["cause"], c["error"], c["source"]) == ("nccl_error", "unhandled system error", "capture.log:1")
-    assert 2 not in set(s.diagnostics["line"])
+    # lines 3-4: "Last error:" / "socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host"
+    assert c["message"].endswith(" Last error: socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host")
+    assert s.diagnostics.empty
 
 
 def test_a_cuda_error(tmp_path):
