@@ -182,8 +182,9 @@ class _Console(Blocks):
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
         if "<" in text and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
-        if self.last_error is not None and self._last_error(text):
-            return True
+        if self.last_error is not None and (took := self._last_error(text)) is not None:
+            # "Last error:" is read; the detail it announces is the NCCL error's, and read as any line too
+            return True if took == "header" else (self._read(number, text, rank, t) or True)
         if any(h in text for h in tl.CAUSE_HINTS) and (c := tl.failure_cause(text)) is not None:
             in_child = self.block == "child" and self.current is not None  # a failure entry's "traceback :" field
             self._cause(number, c, self.current.get("rank") if in_child else rank, t)
@@ -357,20 +358,18 @@ class _Console(Blocks):
         if c["cause"] == FailureCause.NCCL_ERROR:
             self.last_error = (ev, False)
 
-    def _last_error(self, text: str) -> bool:
-        """NCCL's ``Last error:`` and the line after it (``socketStartConnect: Connect to ... failed``):
-        the detail of the last NCCL error read, added to its cause's message."""
+    def _last_error(self, text: str) -> str | None:
+        """NCCL's ``Last error:`` ("header") and the line after it ("detail": ``socketStartConnect: Connect
+        to ... failed``), the detail of the last NCCL error read, added to its cause's message; else None."""
         ev, opened = self.last_error
         if not opened:
             if text.strip() != "Last error:":
-                return False
+                return None
             self.last_error = (ev, True)
-            return True
+            return "header"
         self.last_error = (ev, False)
-        if not text.strip():
-            return False
         ev["message"] = f"{ev['message']} Last error: {text.strip()}"[:500]
-        return True
+        return "detail"
 
     def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
         if (self.trace_open is not None or self.block == "trace") and not m["type"].endswith(
