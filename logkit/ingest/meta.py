@@ -318,7 +318,7 @@ def _ranks_seen(reads) -> tuple[int, str] | None:
             top = pc.max(ranks).as_py()
             if top is None or top < 0 or (best is not None and top <= best[0]):
                 continue
-            where = display(read.path)
+            where = Path(read.path).name
             if "source" in table.column_names:
                 index = pc.index(ranks, top).as_py()
                 where = table.column("source")[index].as_py() or where

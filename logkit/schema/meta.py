@@ -38,8 +38,9 @@ BASES = ("inferred", "derived", "stated")  # weakest first
 # The facts that carry their provenance: each has a ``<fact>_from`` key.
 FACTS = ("world_size", "nodes", "hosts", "network", "strategy", "gpu_count", "total_batch_size")
 # Between two values on the same basis: the larger count (a sub-communicator's nranks is not the job's,
-# a host list seen by one file may miss hosts); else the first said.
-_LARGER = ("world_size", "nodes", "gpu_count", "hosts")
+# a host list seen by one file may miss hosts); else the first said (our records come first: a GPU
+# capture's count of a host's GPUs is not the run's).
+_LARGER = ("world_size", "nodes", "hosts")
 
 
 def provenance(basis: str, what: str, source: str | None = None) -> str:

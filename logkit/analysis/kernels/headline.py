@@ -118,7 +118,7 @@ def _batch(session, timed: pd.DataFrame, run: dict) -> tuple[int | None, str | N
     if stated is not None:  # the run's meta: its provenance says how it was known
         return stated, (session.meta.total_batch_size_from or "logged") if stated else "logged"
     batch = _most_common(session.perf["total_batch_size"]) if not session.perf.empty else None
-    return (batch, "performance lines") if batch is not None else (None, None)
+    return (batch, "performance lines") if batch else (None, None)  # a batch of 0 samples is none logged
 
 
 def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.DataFrame) -> None:
