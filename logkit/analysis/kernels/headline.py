@@ -114,11 +114,14 @@ def _most_common(values: pd.Series) -> int | None:
 def _batch(session, timed: pd.DataFrame, run: dict) -> tuple[int | None, str | None]:
     """The global batch and where it comes from (see module doc)."""
     batch = _most_common(timed["total_batch_size"]) if not timed.empty else None
-    batch = batch or run["total_batch_size"] or to_int(session.meta.total_batch_size)
-    if batch is not None:
+    batch = batch or run["total_batch_size"]
+    if batch:
         return batch, "logged"
+    stated = to_int(session.meta.total_batch_size)
+    if stated is not None:  # the run's meta: its provenance says how it was known
+        return stated, (session.meta.total_batch_size_from or "logged") if stated else "logged"
     batch = _most_common(session.perf["total_batch_size"]) if not session.perf.empty else None
-    return (batch, "performance lines") if batch is not None else (None, None)
+    return (batch, "performance lines") if batch else (None, None)  # a batch of 0 samples is none logged
 
 
 def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.DataFrame) -> None:
@@ -189,4 +192,19 @@ def session_summary(session) -> SessionSummary:
         gpu_count=to_int(meta.gpu_count), logged_steps=logged, kind=session_kind(session),
         status=meta.status, status_detail=meta.status_detail, model=meta.model,
         start_time=meta.start_time,
-        duration_from=meta.duration_from, **out)
+        duration_from=meta.duration_from, **out, **run_facts(meta))
+
+
+def run_facts(meta) -> dict:
+    """The run's facts as its meta holds them (each with its ``_from`` and ``facts_source``), for the
+    session's summary: the hosts and NICs as names."""
+    nics = [f"{n['name']}:{n['port']}/{n['link']}" if n.get("port") is not None else str(n.get("name"))
+            for n in meta.nics or [] if isinstance(n, dict)]
+    hosts = meta.hosts if isinstance(meta.hosts, list) else None
+    return {"world_size_from": meta.world_size_from, "gpu_count_from": meta.gpu_count_from,
+            "nodes": to_int(meta.nodes), "nodes_from": meta.nodes_from,
+            "hosts": tuple(str(h) for h in hosts) if hosts else None, "hosts_from": meta.hosts_from,
+            "network": meta.network, "network_from": meta.network_from, "network_fallback": meta.network_fallback,
+            "nics": tuple(nics) or None, "nccl_version": meta.nccl_version, "transports": meta.transports or None,
+            "framework": meta.framework, "strategy": meta.strategy, "strategy_from": meta.strategy_from,
+            "zero_stage": to_int(meta.zero_stage), "facts_source": meta.facts_source or None}

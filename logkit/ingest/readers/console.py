@@ -16,12 +16,16 @@ Python logging, ``LEVEL |``). Then each is read as:
   at), ``watchdog_hang``; collective mismatches -> ``collective_mismatch`` (with what differs);
   CUDA OOM -> ``cuda_oom``; NCCL errors -> ``nccl_error``; the rendezvous or a port failing ->
   ``rendezvous_timeout`` / ``address_in_use``;
+- why a process failed (``torch_lines.failure_cause``: a script python cannot open, a missing
+  module, an import, CUDA OOM or another CUDA error, an NCCL error and its ``Last error:`` detail,
+  a signal, the exception a traceback ends in) -> ``failure_cause`` (once per rank and cause);
 - the launchers: torchrun's ChildFailedError block and its agent's ``failed (exitcode: -9)``
   line, DeepSpeed's and PALS' exit lines -> ``child_failed`` (``signal`` from a negative exit
   code; ``root_cause``: the first failure the launcher observed); ``Sending process P closing
   signal SIGTERM`` -> ``warning`` events (``subkind`` sigterm_sent, ``pid``);
 - other exceptions -> ``error``.
 
+The run facts the lines state become meta with their provenance (``run_facts.py``).
 Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta);
 other lines are diagnostics. The file is streamed: memory follows what is kept.
 """
@@ -40,18 +44,18 @@ from logkit.ingest.readers.framework_lines import FrameworkLines
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.normalise import Grammar, Line, records
+from logkit.ingest.readers.run_facts import stated_facts
 from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
 from logkit.schema.values import RANKS, to_float
-from logkit.schema.vocab import EventKind, LineSubkind
+from logkit.schema.vocab import EventKind, FailureCause, LineSubkind
 
-# The run facts the lines state that become meta as they are (meta keys).
-FACT_META = ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size", "gradient_accumulation_steps",
-             "num_examples", "nproc_per_node", "data_parallel_size", "link_speed_gbps", "deepspeed_version",
-             "memory_mb")
 # what the stated facts may be (the meta keys', and the parts a world size is made of)
 _FACT_KEYS = {**META_KEYS, "nnodes": Key(int, "torchrun's --nnodes", domain=RANKS),
-              "world_size_stated": Key(int, "worker N of M", domain=RANKS)}
+              "world_size_stated": Key(int, "worker N of M", domain=RANKS),
+              **{name: Key(int, name, domain=RANKS) for name in (
+                  "world_size_said", "num_processes_said", "num_processes", "num_machines", "num_gpus", "num_nodes",
+                  "gpus_said")}}
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
 _GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
@@ -130,6 +134,9 @@ class _Console(Blocks):
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
+        self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
+        self.causes: set[tuple] = set()  # (rank, cause) of the failure_cause events so far
+        self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
@@ -164,6 +171,19 @@ class _Console(Blocks):
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(line.stamp) if line.stamp else None)
         if "<" in text and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
+        if self.last_error is not None and (took := self._last_error(text)) is not None:
+            # "Last error:" is read; the detail it announces is the NCCL error's, and read as any line too
+            return True if took == "header" else (self._read(number, text, rank, t) or True)
+        if any(h in text for h in tl.CAUSE_HINTS) and (c := tl.failure_cause(text)) is not None:
+            in_child = self.block == "child" and self.current is not None  # a failure entry's "traceback :" field
+            self._cause(number, c, self.current.get("rank") if in_child else rank, t)
+            if c["cause"] == FailureCause.FILE_NOT_FOUND:
+                return True  # python's own message: nothing else reads it
+            return self._read(number, text, rank, t) or True  # read as well; never "not understood"
+        return self._read(number, text, rank, t)
+
+    def _read(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
+        """The line (its prefixes off) by what it is: a block's, the watchdog's, NCCL's, or another."""
         if self.block is not None and self.in_block(number, text):
             self._traceback_call(text)
             if text.startswith("Traceback"):
@@ -277,7 +297,7 @@ class _Console(Blocks):
                 read.note(number, f"{key}: {why}: left unknown", text)  # never an impossible fact
             else:
                 self.facts.setdefault(key, value)
-        self._world_stated(number, stated)
+                self.fact_lines.setdefault(key, number)
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
             return True
@@ -313,17 +333,38 @@ class _Console(Blocks):
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
 
-    def _world_stated(self, number: int, stated: dict) -> None:
-        """The world size a line states outside the frameworks' lines (worker N of M, torchrun's options)."""
-        facts = self.frameworks.facts
-        if "world_size_stated" in stated:
-            facts.state("world_size", stated["world_size_stated"], "worker N of M", number)
-        if "nproc_per_node" in stated and "nnodes" in stated:
-            n, nodes = stated["nproc_per_node"], stated["nnodes"]
-            facts.derive("world_size", n * nodes, f"torchrun command line: --nnodes {nodes} x --nproc_per_node {n}",
-                         number)
+    def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
+        """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
+        torch's ``what():`` lines, repeat it). An NCCL error's ``Last error:`` detail, on the lines
+        after it, is added to its message (``_last_error``)."""
+        key = (rank, c["cause"])
+        if key in self.causes:
+            return
+        self.causes.add(key)
+        ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
+                             message=c["message"], error=c["what"])
+        if c["cause"] == FailureCause.NCCL_ERROR:
+            self.last_error = (ev, False)
+
+    def _last_error(self, text: str) -> str | None:
+        """NCCL's ``Last error:`` ("header") and the line after it ("detail": ``socketStartConnect: Connect
+        to ... failed``), the detail of the last NCCL error read, added to its cause's message; else None."""
+        ev, opened = self.last_error
+        if not opened:
+            if text.strip() != "Last error:":
+                return None
+            self.last_error = (ev, True)
+            return "header"
+        self.last_error = (ev, False)
+        ev["message"] = f"{ev['message']} Last error: {text.strip()}"[:500]
+        return "detail"
 
     def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
+        if (self.trace_open is not None or self.block == "trace") and not m["type"].endswith(
+                ("Warning", "ChildFailedError")) and tl.failure_cause(text) is None:
+            # the exception a traceback ends in, of no kind the causes name: the cause is the exception
+            self._cause(number, {"cause": FailureCause.EXCEPTION, "what": m["type"], "message": text.strip()[:300]},
+                        rank, t)
         self.trace_open = None
         if m["type"].endswith("ChildFailedError"):
             self.open_child_block()
@@ -379,6 +420,7 @@ class _Console(Blocks):
                 # the ChildFailedError block says it in full: the agent's line stays a line
                 ev.update(kind=EventKind.ERROR, local_rank=None, pid=None, exitcode=None, signal=None, root_cause=None,
                           launcher=None)
+        self._signal_causes()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])
             self.read.event(EventKind.COLLECTIVE_MISMATCH, line, level="ERROR", rank=None,
@@ -387,12 +429,23 @@ class _Console(Blocks):
         self._facts()
 
     def _facts(self) -> None:
-        """Run facts the lines stated, as meta (never over what NCCL or a header said)."""
-        meta, f = self.read.meta, self.facts
-        self.frameworks.write(meta)  # stated before derived before inferred, each with its line
-        for key in FACT_META:
-            if key in f:
-                meta.setdefault(key, f[key])
+        """Run facts the lines stated, as meta: the frameworks' (stated before derived before inferred, each
+        with its line), then the launchers', NCCL's and torch's (``run_facts.stated_facts``)."""
+        self.frameworks.write(self.read.meta)
+        stated_facts(self.read, self.facts, self.fact_lines, self.timeouts)
+
+    def _signal_causes(self) -> None:
+        """A worker a launcher says a signal ended (``exitcode: -9``, ``died from signal 6``) and no line
+        of which said why: the signal is its cause."""
+        for ev in [e for e in self.read.rows["events"] if e["kind"] == EventKind.CHILD_FAILED and e.get("signal")]:
+            if (ev["rank"], FailureCause.SIGNAL) in self.causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
+                continue  # said already; or a worker the launcher tore down after another failed
+            self.causes.add((ev["rank"], FailureCause.SIGNAL))
+            at = re.search(r":(\d+)$", ev["source"])
+            line = int(at[1]) if at else None
+            self.read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),
+                            cause=FailureCause.SIGNAL, message=ev["message"], error=ev["signal"],
+                            local_rank=ev.get("local_rank"), pid=ev.get("pid"))
 
 
 def _year(path: Path) -> int:

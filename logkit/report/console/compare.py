@@ -71,7 +71,28 @@ def _session_block(s: SessionSummary, analysis: Analysis, gpu: bool) -> list[str
                      f"warm-up steps, {fmt(s.steady_steps, 'd')} steady steps)")
     if s.status not in (None, Status.COMPLETED):
         lines.append(f"  Status: {s.status}" + (f": {s.status_detail}" if s.status_detail else ""))
-    return lines + gpu_lines(analysis, s.session_id) + _health_line(analysis, s.session_id)
+    return lines + run_fact_lines(s) + gpu_lines(analysis, s.session_id) + _health_line(analysis, s.session_id)
+
+
+def fact_text(value) -> str:
+    """A run fact's value as a line shows it: lists joined, a count per name as "name n"."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def run_fact_lines(s: SessionSummary) -> list[str]:
+    """The "Run facts" block: each fact the logs give, its value and where it came from."""
+    facts = s.run_facts
+    if not facts:
+        return []
+    lines = ["  Run facts:"]
+    for f in facts:
+        said = f.said or (f"read at {f.source}" if f.source else "")
+        lines.append(f"    {f.name}: {fact_text(f.value)}" + (f"  [{said}]" if said else ""))
+    return lines
 
 
 def _average_block(title: str, avg: GroupAverage, gpu: bool) -> list[str]:
