@@ -119,7 +119,8 @@ def test_unsloth_banner_now_and_before():
     assert new.meta.world_size_from.startswith("stated:") and new.meta.facts_source["world_size"].endswith(":4")
     # issue 224 (2024): Num GPUs = 8 was args.world_size; Total batch size = 64 | Total steps = 99,486
     assert (old.meta.world_size, old.meta.total_batch_size, old.meta.max_steps) == (8, 64, 99486)
-    assert old.meta.gpu_count is None
+    # the line says "Num GPUs = 8": the GPU count stated (unsloth ran one GPU per process then)
+    assert old.meta.gpu_count == 8 and old.meta.gpu_count_from.startswith("stated")
 
 
 def test_unsloth_banner_with_model_parallel_devices(tmp_path):
