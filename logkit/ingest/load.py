@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from logkit.ingest import jsonl_arrow, jsonl_lines, meta
+from logkit.ingest import jsonl_arrow, jsonl_batch, jsonl_lines, meta
 from logkit.ingest.assemble import Frames, rows_table, shift_times
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.readers.formats import READERS, declared
@@ -57,10 +57,11 @@ def _per_line(path: Path, rank: int, frames) -> jsonl_lines.Stream:
 
 
 def read_ranks(streams: list[tuple[str | Path, int]], into: list[RankRead] | None = None,
-               chunk_bytes: int | None = None) -> Iterator[RankRead]:
+               chunk_bytes: int | None = None, together: bool = False) -> Iterator[RankRead]:
     """Each (path, rank)'s tables and stream, as each is read, the streams read as one flow by the fast
     engine (the next one's chunks parsed while the last of the one before is mapped); a stream it
-    refuses, line by line, in its turn."""
+    refuses, line by line, in its turn. ``together``: the reads add to one session's frames (``_Into``):
+    runs of small streams are parsed together (``jsonl_batch``)."""
     reads = into if into is not None else [RankRead(rank) for _, rank in streams]
     paths = [Path(path) for path, _ in streams]
     if not FAST_JSONL:
@@ -68,14 +69,33 @@ def read_ranks(streams: list[tuple[str | Path, int]], into: list[RankRead] | Non
             read.stream = _per_line(path, read.rank, read)
             yield read
         return
-    found = jsonl_arrow.read_streams(zip(paths, [r.rank for r in reads], reads, strict=True), chunk_bytes,
-                                     fallback=_per_line)
-    try:
-        for read in reads:
-            read.stream = next(found)
-            yield read
-    finally:
-        found.close()  # the fast engine's buffers given back, its chunks in flight done
+    runs = _runs(paths) if together else [(False, 0, len(paths))]
+    for small, first, end in runs:
+        group = list(zip(paths[first:end], reads[first:end], strict=True))
+        if small:  # one frames for all: the rows of several streams go to reads[first]'s as one table
+            found = jsonl_batch.read_small([(path, read.rank) for path, read in group], reads[first],
+                                           fallback=_per_line)
+        else:
+            found = jsonl_arrow.read_streams(((path, read.rank, read) for path, read in group), chunk_bytes,
+                                             fallback=_per_line)
+        try:
+            for _, read in group:
+                read.stream = next(found)
+                yield read
+        finally:
+            found.close()  # the fast engine's buffers given back, its chunks in flight done
+
+
+def _runs(paths: list[Path]) -> list[tuple[bool, int, int]]:
+    """(small, first, end): the runs of consecutive streams that are small (``jsonl_batch.small``) or not."""
+    runs: list[tuple[bool, int, int]] = []
+    for i, path in enumerate(paths):
+        small = jsonl_batch.small(path)
+        if runs and runs[-1][0] == small:
+            runs[-1] = (small, runs[-1][1], i + 1)
+        else:
+            runs.append((small, i, i + 1))
+    return runs
 
 
 class _Into(RankRead):
@@ -100,7 +120,8 @@ def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Fram
     """The streams' tables added to ``frames`` rank by rank: read here, or given (``ranks``, in rank order)."""
     if ranks is None:
         files = sorted(source.rank_files.items())
-        for read in read_ranks([(path, rank) for rank, path in files], [_Into(rank, frames) for rank, _ in files]):
+        for read in read_ranks([(path, rank) for rank, path in files], [_Into(rank, frames) for rank, _ in files],
+                               together=True):
             streams[read.rank] = read.stream
         return
     for read in ranks:
