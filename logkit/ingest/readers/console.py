@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 
 from logkit.ingest.readers import torch_lines as tl
-from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.console_blocks import Blocks, hf_dict
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
@@ -410,12 +410,12 @@ class _Console(Blocks):
                         world_size_from="transformers' batch sizes (total / per device / accumulation)")
 
 
-def _year(path: Path) -> int:
+def _year(path: Path, lines: Lines) -> int:
     """glog stamps carry no year: the first full date in the file's first ``YEAR_SCAN_BYTES``,
     else the year the file was last written."""
     scratch = Read(path, FileFormat.CONSOLE)  # a second pass: its notes are the first pass's
     seen = 0
-    for _, line in iter_lines(path, scratch):
+    for _, line in lines(scratch):
         if "-" in line and (m := _YEAR.search(line)) is not None:
             return int(m[1])
         seen += len(line) + 1
@@ -430,14 +430,15 @@ def _year(path: Path) -> int:
 def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
     read = Read(Path(path), FileFormat.CONSOLE)
+    lines = Lines(read.path)  # three passes (a sample, the year, the whole): a small file read once
     sample: list[str] = []
-    for number, line in iter_lines(read.path, Read(read.path, FileFormat.CONSOLE)):
+    for number, line in lines(Read(read.path, FileFormat.CONSOLE)):
         sample += [""] * (min(number, SAMPLE_LINES + 1) - 1 - len(sample)) + [line]  # empty lines as they were
         if len(sample) >= SAMPLE_LINES:
             break
     parser = _Console(read, rank, Prefixes.of(sample[:SAMPLE_LINES]))
-    parser.year = _year(read.path)
-    for number, line in iter_lines(read.path, read):
+    parser.year = _year(read.path, lines)
+    for number, line in lines(read):
         if not line.strip():
             continue
         read.lines += 1
