@@ -17,10 +17,15 @@ from logkit.ingest.session import Session, iso_seconds
 FAST_JSONL = True
 
 
-def _read_files(source: SessionSource, skip_text: bool) -> list:
+def _read_files(source: SessionSource, skip_text: bool, read_file=None) -> list:
     """The files of other formats (and our text logs, unless the streams say it all: ``echoes_streams``)."""
-    return [READERS[f.format](f.path, rank=f.rank) for f in source.extra
-            if not (skip_text and declared(f.format).echoes_streams)]
+    reads = []
+    for f in source.extra:
+        if not (skip_text and declared(f.format).echoes_streams):
+            reads.append(READERS[f.format](f.path, rank=f.rank))
+        if read_file is not None:
+            read_file(f.path)
+    return reads
 
 
 def _companions(source: SessionSource) -> list[dict]:
@@ -116,13 +121,16 @@ class _Into(RankRead):
         self.frames.truncate(mark)
 
 
-def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Frames, streams: dict) -> None:
+def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Frames, streams: dict,
+               read_file=None) -> None:
     """The streams' tables added to ``frames`` rank by rank: read here, or given (``ranks``, in rank order)."""
     if ranks is None:
         files = sorted(source.rank_files.items())
         for read in read_ranks([(path, rank) for rank, path in files], [_Into(rank, frames) for rank, _ in files],
                                together=True):
             streams[read.rank] = read.stream
+            if read_file is not None:
+                read_file(source.rank_files[read.rank])
         return
     for read in ranks:
         for name, table in read.tables:
@@ -131,11 +139,12 @@ def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Fram
         streams[read.rank] = read.stream
 
 
-def build_session(source: SessionSource, ranks: list[RankRead] | None = None) -> Session:
+def build_session(source: SessionSource, ranks: list[RankRead] | None = None, read_file=None) -> Session:
     """Read the files of ``source`` into a ``Session`` (never raises on content). ``ranks``: the
-    streams already read (``read_ranks``), one per rank file, in rank order."""
+    streams already read (``read_ranks``), one per rank file, in rank order. ``read_file(path)``: called
+    as each rank stream and file of another format is read (a progress bar)."""
     frames, streams, diagnostics = Frames(), {}, list(source.notes)
-    _add_ranks(source, ranks, frames, streams)
+    _add_ranks(source, ranks, frames, streams, read_file)
     for rank in sorted(streams):
         diagnostics += streams[rank].diagnostics
     summary = None
@@ -143,7 +152,7 @@ def build_session(source: SessionSource, ranks: list[RankRead] | None = None) ->
         summary, notes = meta.read_summary(source.summary)
         diagnostics += notes
     found = meta.our_meta(streams, summary, source, _companions(source), diagnostics)
-    reads = _read_files(source, skip_text=bool(source.rank_files))
+    reads = _read_files(source, skip_text=bool(source.rank_files), read_file=read_file)
     shift_times(reads, iso_seconds(found.get("start_time")) if streams else None)
     meta.add_reads(found, reads, streams=bool(streams), notes=diagnostics)
     for read in reads:
