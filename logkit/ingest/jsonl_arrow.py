@@ -118,7 +118,7 @@ _LOCK = threading.Lock()
 _PARSERS: tuple[int, ThreadPoolExecutor] | None = None  # (the process it was made in, the threads)
 
 
-def _parsers() -> ThreadPoolExecutor:
+def parsers() -> ThreadPoolExecutor:
     """The parsing threads, made once per process (a forked child makes its own)."""
     global _PARSERS
     with _LOCK:
@@ -469,12 +469,12 @@ def read_streams(streams, chunk_bytes: int | None = None, fallback=None) -> Iter
     parsed while the last of the one before is mapped. As each stream ends, in order: its ``Stream``,
     or, where it needs the per-line engine, ``fallback(path, file rank, frames)`` (None without one:
     its ``frames`` are then as before)."""
-    parsers, ring, queue = _parsers(), Ring(PARSERS), _Queue()
+    threads, ring, queue = parsers(), Ring(PARSERS), _Queue()
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
         for path, file_rank, frames in streams:
             reading = _Reading(Path(path), file_rank, frames, fallback)
-            if not _feed(reading, queue, parsers, ring, chunk_bytes):
+            if not _feed(reading, queue, threads, ring, chunk_bytes):
                 queue.drain()  # its chunks done: every buffer is free for the next stream's
             while queue.ended:
                 yield queue.ended.popleft()

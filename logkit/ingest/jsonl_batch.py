@@ -84,8 +84,8 @@ def _alone(part: _Part, frames, fallback) -> Iterator[Stream | None]:
 
 def _batch(parts: list[_Part], frames, fallback) -> Iterator[Stream | None]:
     """``parts`` parsed and mapped together; where the fast engine refuses them, in halves."""
-    try:
-        parsed = _parse(parts)
+    try:  # on a parsing thread, as every chunk: the parser's memory in its arenas, handed back as theirs
+        parsed = jsonl_arrow.parsers().submit(_parse, parts).result()
     except jsonl_arrow.REFUSALS:
         parsed = None
     if parsed is not None:
