@@ -45,35 +45,48 @@ def small(path: str | Path) -> bool:
 
 
 class _Part:
-    """One stream of a batch: its bytes (None: read on its own), where its rows start in the batch."""
+    """One stream of a batch: its bytes once read (``read``: False where it is to be read on its own)."""
 
     def __init__(self, path: Path, rank: int) -> None:
         self.path, self.rank = path, rank
-        try:
-            data = read_whole(path, unzip=False, limit=SMALL_STREAM_BYTES)
-        except READ_ERRORS:
-            data = None  # unreadable, grown past the bound, gone: its own read says what it is
-        self.data = data if data and data.endswith(b"\n") else None
-        self.lines = self.data.count(b"\n") if self.data else 0
+        self.data: bytes | None = None
+        self.lines = 0
+        self.whole: bool | None = None  # None: not read yet
+
+    def read(self) -> bool:
+        """Its bytes read: whole lines (True), or not (unreadable, grown past the bound, gone, empty, a torn
+        last line: read on its own, which says what it is)."""
+        if self.whole is None:
+            try:
+                data = read_whole(self.path, unzip=False, limit=SMALL_STREAM_BYTES)
+            except READ_ERRORS:
+                data = b""
+            self.whole = bool(data) and data.endswith(b"\n")
+            if self.whole:
+                self.data, self.lines = data, data.count(b"\n")
+        return self.whole
 
 
 def read_small(streams: list[tuple[Path, int]], frames, fallback=None) -> Iterator[Stream | None]:
     """Each (path, file rank)'s ``Stream`` in order, their frame tables added to ``frames`` (one for all:
-    rows of several streams are added as one table), the small ones parsed together. ``fallback`` as
-    ``jsonl_arrow.read_streams`` takes it, for a stream the fast engine refuses."""
+    rows of several streams are added as one table), the small ones parsed together, ``BATCH_BYTES`` at
+    a time (only a batch's bytes held at once). ``fallback`` as ``jsonl_arrow.read_streams`` takes it,
+    for a stream the fast engine refuses."""
     parts = [_Part(Path(path), rank) for path, rank in streams]
     i = 0
     while i < len(parts):
-        if parts[i].data is None:
+        batch, size = [], 0
+        while i < len(parts) and parts[i].read() and (not batch or size + len(parts[i].data) <= BATCH_BYTES):
+            batch.append(parts[i])
+            size += len(parts[i].data)
+            i += 1
+        if batch:
+            yield from _batch(batch, frames, fallback)
+            for part in batch:
+                part.data = None  # its rows are in the frames now
+        else:
             yield from _alone(parts[i], frames, fallback)
             i += 1
-            continue
-        j, size = i, 0
-        while j < len(parts) and parts[j].data is not None and size + len(parts[j].data) <= BATCH_BYTES:
-            size += len(parts[j].data)
-            j += 1
-        yield from _batch(parts[i:max(j, i + 1)], frames, fallback)
-        i = max(j, i + 1)
     hand_back()  # the parser's freed memory: the frames are what stays
 
 
