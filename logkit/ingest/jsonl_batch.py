@@ -29,8 +29,8 @@ import pyarrow.compute as pc
 
 from logkit.ingest import jsonl_arrow
 from logkit.ingest.jsonl_lines import Stream
-from logkit.ingest.parse_memory import hand_back
 from logkit.ingest.mapping import CITED, LINE, RAW_SCHEMA, TIME, TYPE, evals_from, map_records
+from logkit.ingest.parse_memory import hand_back
 from logkit.ingest.record_checks import StreamChecks, noted_streams
 from logkit.ingest.safe_io import READ_ERRORS, display, is_gzip_name, read_whole, size_of
 from logkit.schema.records import EVALUATION
