@@ -263,14 +263,16 @@ def _subfolders(dirpath: str, dirnames: list[str], scope: Scope, notes: list) ->
     return keep
 
 
-def discover(root: str | Path, follow_links: bool = False, notes: list | None = None) -> list[SessionSource]:
+def discover(root: str | Path, follow_links: bool = False, notes: list | None = None,
+             listed=None) -> list[SessionSource]:
     """Every session under ``root``, recursively (hidden folders skipped, but for sessions of ours), in
     path order. Only regular files are read (``safe_io.check``): a FIFO, a socket, a device, a dangling
     link is skipped, with a diagnostic in the session of its folder, else in ``notes``.
 
     Links are followed inside ``root``; a link (to a folder or a file) that leads out of it only with
     ``follow_links`` (people gather runs under one folder with links). A folder already visited through
-    another path is not read twice.
+    another path is not read twice. ``listed(n)``: called with the number of files of each folder
+    as it is looked at (a progress count).
     """
     root = Path(root)
     scope = Scope.of(root, follow_links)
@@ -294,6 +296,8 @@ def discover(root: str | Path, follow_links: bool = False, notes: list | None = 
                 found.append(src)
             dirnames[:] = [d for d in dirnames if not _RANK_DIR.match(d)]
         found.extend(sources_in_folder(folder, filenames, scope, here))
+        if listed is not None:
+            listed(len(filenames))
         if found:
             found[0].notes.extend(here)
         else:

@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 
 from logkit.ingest.readers import torch_lines as tl
-from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.console_blocks import Blocks, hf_dict
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.framework_lines import FrameworkLines
@@ -448,12 +448,12 @@ class _Console(Blocks):
                             local_rank=ev.get("local_rank"), pid=ev.get("pid"))
 
 
-def _year(path: Path) -> int:
+def _year(path: Path, lines: Lines) -> int:
     """glog stamps carry no year: the first full date in the file's first ``YEAR_SCAN_BYTES``,
     else the year the file was last written."""
     scratch = Read(path, FileFormat.CONSOLE)  # a second pass: its notes are the first pass's
     seen = 0
-    for _, line in iter_lines(path, scratch):
+    for _, line in lines(scratch):
         if "-" in line and (m := _YEAR.search(line)) is not None:
             return int(m[1])
         seen += len(line) + 1
@@ -469,8 +469,9 @@ def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
     read = Read(Path(path), FileFormat.CONSOLE)
     parser = _Console(read, rank)
-    parser.year = _year(read.path)
-    for line in records(read, GRAMMAR):
+    lines = Lines(read.path)  # three passes (the layout's sample, the year, the whole): a small file read once
+    parser.year = _year(read.path, lines)
+    for line in records(read, GRAMMAR, lines=lines):
         if parser.line(line):
             read.used += 1
         else:

@@ -342,24 +342,30 @@ def _width(sample: list[str], layout: Layout) -> int | None:
 
 
 # --- the entry point ---------------------------------------------------------------------------------
-def layout_of(read: Read, grammar: Grammar) -> Layout:
-    """The layout of ``read``'s file, from its first lines (read apart: their notes are the main pass's)."""
+def layout_of(read: Read, grammar: Grammar, lines: Callable | None = None) -> Layout:
+    """The layout of ``read``'s file, from its first lines (read apart: their notes are the main pass's).
+    ``lines``: what gives a ``Read``'s (number, text) lines (``base.Lines``: a small file read once for
+    every pass); default ``iter_lines`` of the file."""
     from logkit.ingest.readers.base import Read, iter_lines  # here: sniffing imports this module, light
 
+    lines = lines or (lambda r: iter_lines(r.path, r))
     sample: list[str] = []
-    for number, line in iter_lines(read.path, Read(read.path, read.format)):
+    for number, line in lines(Read(read.path, read.format)):
         sample += [""] * (min(number, SAMPLE_LINES + 1) - 1 - len(sample)) + [line]
         if len(sample) >= SAMPLE_LINES:
             break
     return Layout.learn(sample[:SAMPLE_LINES], grammar)
 
 
-def records(read: Read, grammar: Grammar, layout: Layout | None = None) -> Iterator[Line]:
-    """The records of ``read``'s file (streamed), each counted in ``read.lines``."""
+def records(read: Read, grammar: Grammar, layout: Layout | None = None,
+            lines: Callable | None = None) -> Iterator[Line]:
+    """The records of ``read``'s file (streamed), each counted in ``read.lines``; ``lines`` as for
+    ``layout_of``."""
     from logkit.ingest.readers.base import iter_lines
 
-    layout = layout or layout_of(read, grammar)
-    for line in layout.records(iter_lines(read.path, read)):
+    lines = lines or (lambda r: iter_lines(r.path, r))
+    layout = layout or layout_of(read, grammar, lines)
+    for line in layout.records(lines(read)):
         if line.text.strip():  # a prefix alone (a pasted line number before an empty line) says nothing
             read.lines += 1
             yield line

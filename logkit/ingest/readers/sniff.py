@@ -46,7 +46,7 @@ class Probe:
     def raw(self) -> bytes:
         return _read(self.path, False)
 
-    @property
+    @cached_property
     def binary(self) -> bool:
         return "\x00" in self.head[:4096]
 
