@@ -185,5 +185,5 @@ def session_summary(session) -> SessionSummary:
         session_id=meta.session_id, mode=meta.mode, world_size=to_int(meta.world_size),
         gpu_count=to_int(meta.gpu_count), logged_steps=logged, kind=session_kind(session),
         status=meta.status, status_detail=meta.status_detail, model=meta.model,
-        start_time=meta.start_time,
+        start_time=meta.start_time, strategy=meta.strategy, strategy_from=meta.strategy_from,
         duration_from=meta.duration_from, **out)

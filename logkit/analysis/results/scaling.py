@@ -64,6 +64,8 @@ class SessionSummary:
     start_time: str | None = None
     duration_from: str | None = None
     status_detail: str | None = None  # what the status rests on ("still running (last written 4 s ago)")
+    strategy: str | None = None  # how the model was wrapped (ddp, fsdp1, fsdp2, deepspeed, none)
+    strategy_from: str | None = None  # where that was read
 
     @property
     def is_training(self) -> bool:

@@ -1,0 +1,176 @@
+"""Timing of FSDP2 (``fully_shard``) collectives: each all-gather and reduce-scatter, at the call that
+issues it.
+
+FSDP2 issues every collective of a parameter group through two objects the group holds,
+``FSDPParamGroup._all_gather_comm`` (``foreach_all_gather``: the forward unshard, and the backward one
+when the group resharded after forward) and ``_reduce_scatter_comm`` (``foreach_reduce``: the gradients
+after backward); both are called with the output and input tensors, the group and, for the
+all-gather, ``async_op`` (torch ``distributed/fsdp/_fully_shard/_fsdp_collectives.py``). ``install``
+puts a timing wrapper around each group's two objects; it delegates everything to the object it
+wraps (a custom one set with ``set_custom_all_gather`` too), so the collective is the same call.
+
+Per call the wrapper notes the exact bytes (nccl-tests' convention: the all-gather's output, the
+reduce-scatter's input, each ``world x`` the padded shard), the phase (``backward`` while autograd
+runs a graph task, else ``forward``) and the time from launch to completion: on CPU (gloo) wall time
+around the call (a blocking call) or to its future's completion (``async_op``); on CUDA a pair of
+events on the stream FSDP issues the collective on (start before the call; end after a blocking call,
+or from the work's future callback, which runs on a stream synchronised with the kernel), read later
+with ``query()`` so the training stream never waits. The training thread appends a tuple; records
+are built on the writer thread at step end.
+
+The step's phases for the breakdown come from its reduce-scatters as a DDP step's come from its
+buckets: ``compute_s`` = step start to the last reduce-scatter's launch (forward and backward),
+``sync_s`` = that reduce-scatter's duration (with its wait for the last rank).
+"""
+
+from __future__ import annotations
+
+import time
+
+from trainer_hooks.commhook import CommTimer, _seconds, _StepSync
+from trainer_hooks.strategy import fsdp2_modules
+
+ALL_GATHER, REDUCE_SCATTER = "all_gather", "reduce_scatter"
+
+
+class FsdpCommTimer(CommTimer):
+    """Per-collective timings of an FSDP2 model, and per step its reduce-scatters' phases.
+
+    ``pending`` items: (unit, bytes, start, end, seq, op, phase); ``collect`` gives
+    ``(step, unit, op, phase, bytes, seconds)`` per collective (``RecordBuilder.collectives``).
+    """
+
+    records_by = "collectives"
+    phases_op = REDUCE_SCATTER
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_op: str | None = None
+        self.last_phase: str | None = None
+
+    def start(self, tensor):
+        """The start mark of a collective on ``tensor``, taken just before the call issues it."""
+        if tensor.is_cuda:
+            import torch
+
+            self.timing_source = "cuda_event"
+            mark = torch.cuda.Event(enable_timing=True)
+            mark.record()  # on the stream FSDP issues the collective on
+            return mark
+        return time.perf_counter()
+
+    def issued(self, op: str, unit: int, size: int, start, work) -> None:
+        """The collective ``op`` of ``unit`` was issued (``work``: its Work where async, else None):
+        its end is marked now (a blocking call) or when its future completes."""
+        import torch
+
+        phase = "backward" if torch._C._current_graph_task_id() != -1 else "forward"
+        seq = self.launched
+        self.launched, self.last_bucket, self.last_op, self.last_phase = seq + 1, unit, op, phase
+        pending, cuda = self.pending, not isinstance(start, float)
+        if work is None:
+            pending.append((unit, size, start, _end_mark(cuda), seq, op, phase))
+            self.done += 1
+            return
+
+        def done(fut):
+            fut.wait()  # raises when the collective failed: then it is not done
+            pending.append((unit, size, start, _end_mark(cuda), seq, op, phase))
+            self.done += 1
+
+        work.get_future().add_done_callback(done)
+
+    def _step_sync(self, count: int) -> _ReduceScatterSync:
+        return _ReduceScatterSync(self.anchor, self.begin, count)
+
+    def _read(self, item: tuple, ready: list, phases: list) -> None:
+        step, unit, size, start, end, seq, op, phase = item
+        ready.append((step, unit, op, phase, size, _seconds(start, end)))
+        sync = self._steps.get(step)
+        if sync is not None and sync.add_op(seq, start, end, op == REDUCE_SCATTER):
+            del self._steps[step]
+            if sync.first is not None:  # a step without reduce-scatters (no_sync) has no phases
+                phases.append((step, sync.begin, *sync.figures(), sync.reduce_scatters, sync.in_flight()))
+
+    def where(self) -> tuple[str | None, str | None]:
+        if not self.launched:
+            return None, None
+        detail = (f"{self.last_op} of FSDP unit {self.last_bucket} ({self.last_phase}) launched last: "
+                  f"{self.launched} of {self.expected or '?'} collectives launched, {self.done} done")
+        if self.expected is not None and self.done >= self.expected:
+            return "optimizer", detail
+        return ("gradient_sync" if self.last_op == REDUCE_SCATTER else "forward_backward"), detail
+
+
+def _end_mark(cuda: bool):
+    if cuda:
+        import torch
+
+        mark = torch.cuda.Event(enable_timing=True)
+        mark.record()  # after a blocking call the current stream waits for the kernel
+        return mark
+    return time.perf_counter()
+
+
+class _ReduceScatterSync(_StepSync):
+    """One step's collectives as they are read: every one's span (what was in flight), the first and
+    last launched reduce-scatter (the gradients' ready times and the last one's sync)."""
+
+    __slots__ = ("reduce_scatters",)
+
+    def __init__(self, anchor, begin, count: int) -> None:
+        super().__init__(anchor, begin, count)
+        self.reduce_scatters = 0
+
+    def add_op(self, seq: int, start, end, is_reduce_scatter: bool) -> bool:
+        self.read += 1
+        self.spans.append((start, end))
+        if is_reduce_scatter:
+            self.reduce_scatters += 1
+            if self.first is None or seq < self.first[0]:
+                self.first = (seq, start, end)
+            if self.last is None or seq > self.last[0]:
+                self.last = (seq, start, end)
+        return self.read >= self.count
+
+
+class _Timed:
+    """A FSDP comm object (``AllGather`` / ``ReduceScatter``) whose calls are timed; anything else is
+    the wrapped object's."""
+
+    def __init__(self, inner, timer: FsdpCommTimer, op: str, unit: int) -> None:
+        self.inner, self.timer, self.op, self.unit = inner, timer, op, unit
+
+    def allocate(self, *args, **kwargs):
+        return self.inner.allocate(*args, **kwargs)
+
+    def __call__(self, output_tensor, input_tensor, *args, **kwargs):
+        timer = self.timer
+        # the bytes nccl-tests counts: the all-gather's whole output, the reduce-scatter's whole input
+        counted = output_tensor if self.op == ALL_GATHER else input_tensor
+        size = counted.numel() * counted.element_size()
+        start = timer.start(counted)
+        work = self.inner(output_tensor, input_tensor, *args, **kwargs)
+        timer.issued(self.op, self.unit, size, start, work if hasattr(work, "get_future") else None)
+        return work
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def install(model, timer: FsdpCommTimer) -> str | None:
+    """Wrap the comm objects of every ``fully_shard`` parameter group of ``model``; None, or why not."""
+    groups = [g for m in fsdp2_modules(model) for g in m._get_fsdp_state()._fsdp_param_groups]
+    if not groups:
+        return "No fully_shard parameter group found: FSDP collectives are not timed"
+    for unit, group in enumerate(groups):
+        for attr, op in (("_all_gather_comm", ALL_GATHER), ("_reduce_scatter_comm", REDUCE_SCATTER)):
+            comm = getattr(group, attr, None)
+            if comm is None:
+                return f"FSDP collectives not timed: this torch's FSDPParamGroup has no {attr}"
+            if not isinstance(comm, _Timed):
+                setattr(group, attr, _Timed(comm, timer, op, unit))
+    size = getattr(getattr(groups[0], "mesh_info", None), "shard_mesh_size", None)
+    if isinstance(size, int):
+        timer.group_size = size
+    return None
