@@ -57,25 +57,24 @@ class FsdpCommTimer(CommTimer):
             mark = torch.cuda.Event(enable_timing=True)
             mark.record()  # on the stream FSDP issues the collective on
             return mark
-        return time.perf_counter()
+        return _clock()
 
     def issued(self, op: str, unit: int, size: int, start, work) -> None:
         """The collective ``op`` of ``unit`` was issued (``work``: its Work where async, else None):
-        its end is marked now (a blocking call) or when its future completes."""
-        import torch
-
-        phase = "backward" if torch._C._current_graph_task_id() != -1 else "forward"
+        its end is marked now (a blocking call) or when its future completes. Hot path: a tuple."""
+        phase = "backward" if _graph_task_id() != -1 else "forward"
         seq = self.launched
         self.launched, self.last_bucket, self.last_op, self.last_phase = seq + 1, unit, op, phase
-        pending, cuda = self.pending, not isinstance(start, float)
+        pending = self.pending
         if work is None:
-            pending.append((unit, size, start, _end_mark(cuda), seq, op, phase))
+            pending.append((unit, size, start, _clock() if start.__class__ is float else _cuda_mark(), seq, op, phase))
             self.done += 1
             return
+        cuda = start.__class__ is not float
 
         def done(fut):
             fut.wait()  # raises when the collective failed: then it is not done
-            pending.append((unit, size, start, _end_mark(cuda), seq, op, phase))
+            pending.append((unit, size, start, _cuda_mark() if cuda else _clock(), seq, op, phase))
             self.done += 1
 
         work.get_future().add_done_callback(done)
@@ -102,14 +101,24 @@ class FsdpCommTimer(CommTimer):
         return ("gradient_sync" if self.last_op == REDUCE_SCATTER else "forward_backward"), detail
 
 
-def _end_mark(cuda: bool):
-    if cuda:
-        import torch
+_clock = time.perf_counter
 
-        mark = torch.cuda.Event(enable_timing=True)
-        mark.record()  # after a blocking call the current stream waits for the kernel
-        return mark
-    return time.perf_counter()
+
+def _graph_task_id() -> int:
+    """Autograd's current graph task (-1 outside backward): torch's, bound at the first call."""
+    global _graph_task_id
+    import torch
+
+    _graph_task_id = torch._C._current_graph_task_id
+    return _graph_task_id()
+
+
+def _cuda_mark():
+    import torch
+
+    mark = torch.cuda.Event(enable_timing=True)
+    mark.record()  # after a blocking call the current stream waits for the kernel; in a future's callback,
+    return mark  # the callback's stream is synchronised with the collective
 
 
 class _ReduceScatterSync(_StepSync):
@@ -151,7 +160,7 @@ class _Timed:
         size = counted.numel() * counted.element_size()
         start = timer.start(counted)
         work = self.inner(output_tensor, input_tensor, *args, **kwargs)
-        timer.issued(self.op, self.unit, size, start, work if hasattr(work, "get_future") else None)
+        timer.issued(self.op, self.unit, size, start, None if work is None or not hasattr(work, "get_future") else work)
         return work
 
     def __getattr__(self, name):
