@@ -3,6 +3,7 @@ with ``TrainingLogger``: what the sharded-run and lone-process tests launch (tor
 
     torchrun --nproc_per_node 2 tests/support/fsdp_train.py --log-dir logs --mode fsdp2 --steps 30
     --mode fsdp2     init_process_group("gloo"), each Linear and the whole model fully_shard-ed
+    --mode fsdp1     init_process_group("gloo"), the model wrapped in FullyShardedDataParallel
     --mode alone     no init_process_group: each process trains alone
     --mode accelerate  an Accelerator made from the launcher's settings (accelerate launch --use_fsdp)
 --slow-rank R --slow-ms M: rank R (the launcher's RANK) sleeps M ms in its data loading every step;
@@ -38,7 +39,7 @@ def make_model(widths=WIDTHS) -> nn.Sequential:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--log-dir", required=True)
-    p.add_argument("--mode", choices=("fsdp2", "alone", "accelerate"), default="fsdp2")
+    p.add_argument("--mode", choices=("fsdp2", "fsdp1", "alone", "accelerate"), default="fsdp2")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--slow-rank", type=int, default=-1)
@@ -55,6 +56,11 @@ def main() -> None:
             if isinstance(layer, nn.Linear):
                 fully_shard(layer)
         fully_shard(model)
+    elif args.mode == "fsdp1":
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        dist.init_process_group("gloo")
+        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
     elif args.mode == "accelerate":
         from accelerate import Accelerator
 
