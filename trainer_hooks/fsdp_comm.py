@@ -73,7 +73,10 @@ class FsdpCommTimer(CommTimer):
         cuda = start.__class__ is not float
 
         def done(fut):
-            fut.wait()  # raises when the collective failed: then it is not done
+            try:
+                fut.wait()
+            except Exception:
+                return  # the collective failed: it is not done (the training thread sees the error)
             pending.append((unit, size, start, _cuda_mark() if cuda else _clock(), seq, op, phase))
             self.done += 1
 
