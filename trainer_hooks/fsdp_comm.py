@@ -125,8 +125,9 @@ def _cuda_mark():
 
 
 class _ReduceScatterSync(_StepSync):
-    """One step's collectives as they are read: every one's span (what was in flight), the first and
-    last launched reduce-scatter (the gradients' ready times and the last one's sync)."""
+    """One step's collectives as they are read (all of them, to know when the step is complete): the
+    reduce-scatters' spans (their time in flight), the first and last launched reduce-scatter (the
+    gradients' ready times and the last one's sync)."""
 
     __slots__ = ("reduce_scatters",)
 
@@ -136,8 +137,8 @@ class _ReduceScatterSync(_StepSync):
 
     def add_op(self, seq: int, start, end, is_reduce_scatter: bool) -> bool:
         self.read += 1
-        self.spans.append((start, end))
-        if is_reduce_scatter:
+        if is_reduce_scatter:  # the time in flight is the reduce-scatters' (the summary's, under their op)
+            self.spans.append((start, end))
             self.reduce_scatters += 1
             if self.first is None or seq < self.first[0]:
                 self.first = (seq, start, end)
