@@ -10,7 +10,9 @@ import that could fail or load a library the run does not use:
 - ``deepspeed``: a ``DeepSpeedEngine`` (by class name in the MRO, deepspeed is not imported).
 
 A wrapper that holds the model (FSDP1, DDP, DeepSpeed) is found from the model the Trainer hands a
-callback through the garbage collector's referrers (``find_wrapper``), as the DDP comm hook does.
+callback through the garbage collector's referrers (``find_wrapper``, one scan of the heap per level
+for the three kinds together), as the DDP comm hook does; only where a process group is initialised
+(every one of them needs one), so a single-process run pays no scan.
 """
 
 from __future__ import annotations
@@ -77,13 +79,24 @@ def describe(model) -> tuple[str, dict | None]:
         units = fsdp2_modules(model)
         if units:
             return "fsdp2", _fsdp2_facts(units)
-        for name, accepts in _WRAPPERS:
-            wrapper = find_wrapper(model, accepts)
-            if wrapper is not None:
-                return name, _FACTS[name](wrapper)
+        if not _group_initialised():
+            return "none", None  # every wrapper needs a process group: no heap scan for a lone process
+        wrapper = find_wrapper(model, lambda obj: any(accepts(obj) for _, accepts in _WRAPPERS))
+        if wrapper is not None:
+            name = next(name for name, accepts in _WRAPPERS if accepts(wrapper))
+            return name, _FACTS[name](wrapper)
     except Exception as exc:  # a wrapper of another torch version: say what failed, never raise
         return "none", {"error": f"{type(exc).__name__}: {exc}"}
     return "none", None
+
+
+def _group_initialised() -> bool:
+    try:
+        import torch.distributed as dist
+
+        return dist.is_available() and dist.is_initialized()
+    except Exception:
+        return False
 
 
 def _dtype(value) -> str | None:
