@@ -18,16 +18,16 @@ or from the work's future callback, which runs on a stream synchronised with the
 with ``query()`` so the training stream never waits. The training thread appends a tuple; records
 are built on the writer thread at step end.
 
-The step's phases for the breakdown come from its reduce-scatters as a DDP step's come from its
-buckets: ``compute_s`` = step start to the last reduce-scatter's launch (forward and backward),
-``sync_s`` = that reduce-scatter's duration (with its wait for the last rank).
+The step's phases for the breakdown: ``sync_s`` = the time the rank spent in the step's collectives
+(where an early rank waits for the last), ``compute_s`` = step start to the last reduce-scatter's
+launch less the collectives' time before it (``_ReduceScatterSync``).
 """
 
 from __future__ import annotations
 
 import time
 
-from trainer_hooks.commhook import CommTimer, _seconds, _StepSync
+from trainer_hooks.commhook import CommTimer, _seconds, _StepSync, union_length
 from trainer_hooks.strategy import fsdp2_modules
 
 ALL_GATHER, REDUCE_SCATTER = "all_gather", "reduce_scatter"
@@ -125,19 +125,28 @@ def _cuda_mark():
 
 
 class _ReduceScatterSync(_StepSync):
-    """One step's collectives as they are read (all of them, to know when the step is complete): the
-    reduce-scatters' spans (their time in flight), the first and last launched reduce-scatter (the
-    gradients' ready times and the last one's sync)."""
+    """One step's collectives as they are read (all of them, to know when the step is complete): every
+    collective's span, the reduce-scatters' apart (their time in flight, the summary's under their op),
+    and the first and last launched reduce-scatter (the gradients' ready times).
 
-    __slots__ = ("reduce_scatters",)
+    The step's phases (``figures``), for the breakdown and the straggler by arrival: in FSDP a rank that
+    arrives early at any collective (a forward or backward all-gather, a reduce-scatter) waits there
+    for the last one, so ``sync_s`` is the time the rank spent in collectives during the step (the
+    union of their spans: its exposed communication plus its waits; the rank that arrived last at each
+    waited least), and ``compute_s`` is the step start to the last reduce-scatter's launch less the
+    collectives' time before it (its own forward and backward)."""
+
+    __slots__ = ("reduce_scatters", "all_spans")
 
     def __init__(self, anchor, begin, count: int) -> None:
         super().__init__(anchor, begin, count)
         self.reduce_scatters = 0
+        self.all_spans: list[tuple] = []
 
     def add_op(self, seq: int, start, end, is_reduce_scatter: bool) -> bool:
         self.read += 1
-        if is_reduce_scatter:  # the time in flight is the reduce-scatters' (the summary's, under their op)
+        self.all_spans.append((start, end))
+        if is_reduce_scatter:
             self.spans.append((start, end))
             self.reduce_scatters += 1
             if self.first is None or seq < self.first[0]:
@@ -145,6 +154,20 @@ class _ReduceScatterSync(_StepSync):
             if self.last is None or seq > self.last[0]:
                 self.last = (seq, start, end)
         return self.read >= self.count
+
+    def figures(self) -> tuple[float | None, float | None, float]:
+        """(compute_s, first_ready_s, sync_s) as the class doc defines them."""
+        ref = self.anchor
+        if ref is None or isinstance(ref, float) != isinstance(self.last[1], float):
+            ref = None  # no anchor of the spans' kind (a GPU's first step): the sync alone
+        base = ref if ref is not None else self.all_spans[0][0]  # a union's length does not depend on it
+        spans = [(_seconds(base, a), _seconds(base, b)) for a, b in self.all_spans]
+        sync = union_length(spans)
+        if ref is None:
+            return None, None, sync
+        last_launch = _seconds(ref, self.last[1])
+        before = union_length([(a, min(b, last_launch)) for a, b in spans if a < last_launch])
+        return last_launch - before, _seconds(ref, self.first[1]), sync
 
 
 class _Timed:

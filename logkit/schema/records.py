@@ -309,11 +309,14 @@ PERFORMANCE = RecordSpec(EventType.PERFORMANCE, "perf", (
 STEP_PHASES = RecordSpec(EventType.STEP_PHASES, "phases", (
     F("begin_clock_s", unit="s", doc="the step's start on the job clock (session_start's clock)"),
     F("compute_s", unit="s", doc="step start to the last gradient bucket ready: forward and backward "
-                                 "(device time where timing_source is cuda_event)"),
+                                 "(device time where timing_source is cuda_event); FSDP: to the last "
+                                 "reduce-scatter's launch, less the collectives' time before it"),
     F("first_ready_s", unit="s", doc="step start to the first gradient bucket ready"),
     F("sync_s", unit="s", doc="the last bucket's all-reduce, launch to completion: the gradient sync after "
-                              "backward, its wait for the last rank to arrive included"),
-    F("buckets", type=int, doc="gradient buckets synchronised in the step"),
+                              "backward, its wait for the last rank to arrive included; FSDP: the time in "
+                              "the step's all-gathers and reduce-scatters (their union), where an early rank "
+                              "waits for the last"),
+    F("buckets", type=int, doc="gradient buckets synchronised in the step (FSDP: reduce-scatters)"),
     F("timing_source", type=str, doc="cuda_event or wall", store="category"),
 ), "one per synchronised step, when its timings are read (a GPU's a step or two later)")
 

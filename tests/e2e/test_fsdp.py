@@ -101,6 +101,20 @@ def test_the_slow_data_rank_is_the_straggler_with_cause_data(run, tmp_path):
     assert parts[0]["wait_s"] >= 0.8 * SLOW_MS / 1e3  # rank 0 waits for it at the first all-gather
 
 
+def test_a_slow_backward_rank_is_the_straggler_with_cause_compute(tmp_path):
+    """Rank 1's backward 50 ms slower (a sleep in its last Linear's backward hook): rank 0 waits in its
+    backward collectives, and the time it spends in collectives, not its compute, says so."""
+    torchrun("tests/support/fsdp_train.py", ["--log-dir", str(tmp_path / "logs"), "--mode", "fsdp2", "--steps",
+                                             str(STEPS), "--slow-rank", "1", "--slow-backward-ms", str(SLOW_MS),
+                                             "--sleep", "0.1"], RANKS, cwd=tmp_path)
+    doc = json.loads(analyze_logs(str(tmp_path / "logs"), "--performance", "--json", cwd=tmp_path).stdout)
+    by_rank = {row["rank"]: row for row in doc["stragglers"]}
+    assert by_rank[1]["is_straggler"] and by_rank[1]["cause"] == "compute", by_rank
+    parts = {row["rank"]: row for row in doc["step_breakdown"]}
+    assert parts[1]["compute_s"] - parts[0]["compute_s"] >= 0.8 * SLOW_MS / 1e3  # the sleep is rank 1's compute
+    assert parts[0]["wait_s"] >= 0.8 * SLOW_MS / 1e3 and parts[1]["data_s"] < SLOW_MS / 5e3
+
+
 def test_the_communication_table_has_a_row_per_op(run, tmp_path):
     logs, streams = run
     doc = json.loads(analyze_logs(str(logs), "--communication", "--json", cwd=tmp_path).stdout)

@@ -6,7 +6,8 @@ with ``TrainingLogger``: what the sharded-run and lone-process tests launch (tor
     --mode fsdp1     init_process_group("gloo"), the model wrapped in FullyShardedDataParallel
     --mode alone     no init_process_group: each process trains alone
     --mode accelerate  an Accelerator made from the launcher's settings (accelerate launch --use_fsdp)
---slow-rank R --slow-ms M: rank R (the launcher's RANK) sleeps M ms in its data loading every step;
+--slow-rank R --slow-ms M: rank R (the launcher's RANK) sleeps M ms in its data loading every step
+(--slow-backward-ms M: in the backward of its last Linear);
 --sleep S: every rank sleeps S s after its optimizer step (a busy 2-core host then varies the steps
 by a few ms, not tens).
 """
@@ -44,6 +45,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=0.0)
+    p.add_argument("--slow-backward-ms", type=float, default=0.0, help="rank --slow-rank's backward is slower")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds every rank sleeps after its optimizer step")
     args = p.parse_args()
     torch.manual_seed(0)
@@ -65,6 +67,9 @@ def main() -> None:
         from accelerate import Accelerator
 
         accelerator = Accelerator()
+    if args.slow_backward_ms and int(os.environ.get("RANK", 0)) == args.slow_rank:
+        last = [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
+        last.register_full_backward_hook(lambda *_: time.sleep(args.slow_backward_ms / 1000))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     if accelerator is not None:
         model, optimizer = accelerator.prepare(model, optimizer)
