@@ -69,7 +69,8 @@ RECORD_META: tuple[tuple[str, RecordSpec, str], ...] = (
     ("start_time", SESSION_START, "timestamp"), ("end_time", SESSION_END, "timestamp"),
     *((name, SESSION_END, name) for name in (
         "duration_s", "status", "total_steps", "final_loss", "training_time_s", "samples_seen")),
-    *((name, SESSION_START, name) for name in ("versions", "config", "gpus")),
+    *((name, SESSION_START, name) for name in ("versions", "config", "gpus", "strategy", "strategy_facts",
+                                                         "process_group", "launcher")),
 )
 # Read from the stream's first record where session_start gives none (or 0, or "").
 FROM_FIRST = ("world_size", "start_time")
@@ -107,6 +108,7 @@ def records_meta(streams: dict[int, Stream]) -> SessionMeta:
         rec = _first(main.records, spec)
         if rec is not None:
             meta[spec.type] = {k: v for k, v in rec.items() if k not in REQUIRED_KEYS}
+    meta.strategy_from = "session_start" if meta.strategy is not None else None
     meta.duration_from = "session_end" if meta.duration_s is not None else None
     if meta.duration_s is None and main.last_time is not None:
         # A killed run has no session_end: its last record still bounds how long it ran.

@@ -140,6 +140,13 @@ class SessionMeta(dict):
     backend = Key(str, "the torch.distributed backend (nccl, gloo)")
     hostname = Key(str, "rank 0's host")
     mixed_precision = Key(str, "the autocast dtype (bf16, fp16, no)")
+    strategy = Key(str, "how the model was wrapped for data parallelism: ddp, fsdp1, fsdp2, deepspeed, none")
+    strategy_from = Key(str, "where the strategy came from (session_start, or the log line a reader found it in)")
+    process_group = Key(str, "session_start's process_group: formed, none, unused (a process that trained alone)")
+    launcher = Key(dict, "session_start's launcher: {name, world_size, rank, local_rank, master} where a launcher "
+                         "started several processes")
+    strategy_facts = Key(dict, "the wrapping's facts (session_start's strategy_facts: sharding, offload, dtypes, "
+                               "group sizes)")
     total_batch_size = Key(int, "samples per optimizer step, all ranks and accumulation together", "samples",
                            domain=COUNT)
     per_device_batch_size = Key(int, "samples per rank per micro-batch", "samples", domain=COUNT)
