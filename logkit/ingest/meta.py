@@ -108,7 +108,6 @@ def records_meta(streams: dict[int, Stream]) -> SessionMeta:
         rec = _first(main.records, spec)
         if rec is not None:
             meta[spec.type] = {k: v for k, v in rec.items() if k not in REQUIRED_KEYS}
-    meta.strategy_from = "session_start" if meta.strategy is not None else None
     meta.duration_from = "session_end" if meta.duration_s is not None else None
     if meta.duration_s is None and main.last_time is not None:
         # A killed run has no session_end: its last record still bounds how long it ran.
