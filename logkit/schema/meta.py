@@ -84,6 +84,8 @@ class SessionMeta(dict):
     world_size_from = Key(str, "where the world size came from: session_start, first record, summary.json, "
                                "results.json, a reader's account, or a lower bound (highest rank seen)")
     gpu_count = Key(int, "GPUs the run used (0: a CPU run)", "GPUs", domain=INDEX)
+    gpu_count_from = Key(str, "where gpu_count came from: 'stated: ...', 'derived: ...' or 'inferred ...', "
+                              "with the file and lines")
     model = Key(str, "the model's name or path")
     backend = Key(str, "the torch.distributed backend (nccl, gloo)")
     hostname = Key(str, "rank 0's host")
@@ -155,6 +157,8 @@ class SessionMeta(dict):
     nodes = Key(int, "hosts in the job", "hosts", domain=RANKS)
     nodes_from = Key(str, "where the node count came from (nccl init, the hosts named: a lower bound)")
     hosts = Key(list, "the hosts the NCCL lines (or nccl-tests' table) name")
+    hosts_from = Key(str, "where hosts came from: 'stated: ...' with the file and lines")
+    facts_source = Key(dict, "{fact: 'file:line'}: where each fact read from a foreign log was read")
     ranks_by_host = Key(dict, "{host: [rank, ...]}")
     devices = Key(dict, "{host: [CUDA device, ...]} the NCCL lines name")
     local_ranks = Key(int, "ranks per host (nccl init's localRanks)", "ranks", domain=RANKS)
