@@ -47,6 +47,7 @@ from logkit.analysis.kernels.peaks import (
     half_peak_bytes,
     link_for,
     network_link,
+    spans_hosts,
 )
 from logkit.analysis.thresholds import NEAR_PEAK
 from logkit.schema.vocab import EventKind, SessionKind, on_cpu
@@ -65,18 +66,20 @@ RUN_LINK_COLUMNS = ["link", "gpu_model", "peak_busbw_gb_s", "half_peak_bytes", "
 
 def session_link(session) -> dict | None:
     """The reference link of ``session``: a ``COMMUNICATION_PEAKS`` row, ``CPU_LINK``, ``GLOO_LINK``,
-    an inter-node row without a peak (several hosts in nccl_init events), or None (GPU model unknown)."""
+    the network between hosts where the session spans several (``peaks.spans_hosts``: NCCL's init
+    lines, nccl-tests' device table): its peak where the logs name a rate, else a row without a peak,
+    never the GPUs' link; or None (GPU model unknown)."""
     ev = session.events
-    if not ev.empty and "host" in ev.columns:
-        hosts = ev.loc[ev["kind"] == EventKind.NCCL_INIT, "host"].dropna().unique()
-        if len(hosts) > 1:
-            named = network_link(session.meta)  # the network the logs name, its peak where they give a rate
-            if named is not None:
-                return named
-            nets = ev.loc[ev["kind"] == EventKind.NCCL_INIT, "network"].dropna().unique()
-            net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
-            return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
-                    "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
+    inits = ev[ev["kind"] == EventKind.NCCL_INIT] if not ev.empty and "host" in ev.columns else ev.iloc[:0]
+    if spans_hosts(session.meta, len(inits["host"].dropna().unique()) if len(inits) else 0):
+        named = network_link(session.meta)  # the network the logs name, its peak where they give a rate
+        if named is not None:
+            return named
+        nets = inits["network"].dropna().unique() if "network" in inits.columns else []
+        net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
+        return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
+                "source": "several hosts: the network between them, not the GPUs' link, bounds the collectives; "
+                          "the logs name no network rate, so its peak is unknown"}
     meta = session.meta
     cpu = bool(on_cpu(meta.mode, meta.gpu_count))
     # gloo without a GPU model is a CPU run too: link_for says so

@@ -132,6 +132,17 @@ def network_link(meta: dict) -> dict | None:
             "source": source + ("" if peak is None else f"; x {count} NIC(s) per node" if count else "")}
 
 
+def spans_hosts(meta, init_hosts: int = 0) -> bool:
+    """Whether a session's collectives cross hosts, so the network between them, not the GPUs' link
+    of one host, bounds them: NCCL's init lines name several hosts (``init_hosts``), or the session
+    states several nodes (nccl-tests' device table, NCCL's nNodes: ``meta.nodes``, ``meta.hosts``).
+    A node count that is only a lower bound of one host says nothing of the others, and counts as
+    what it names."""
+    nodes = meta.nodes if isinstance(meta.nodes, int) else 0
+    hosts = len(meta.hosts) if isinstance(meta.hosts, list) else 0
+    return max(init_hosts, nodes, hosts) > 1
+
+
 def link_for(gpu_name: str | None, backend: str | None = None, cpu: bool = False) -> dict | None:
     """The ``COMMUNICATION_PEAKS`` row for a device name; ``CPU_LINK`` for a CPU run; ``GLOO_LINK`` for
     gloo on GPUs (gloo never uses the GPUs' link); else None (model unknown or not in the table)."""

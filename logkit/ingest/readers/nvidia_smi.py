@@ -118,6 +118,7 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.NVIDIA_SMI_CSV)
     header: list[tuple[str, str | None]] | None = None
     headless: list[tuple[int, str, list[str]]] = []  # rows before any header: named by their values
+    first_row = None
     for number, raw in iter_lines(read.path, read):
         line = raw[_PASTE.match(raw).end():]
         if not line.strip():
@@ -136,9 +137,11 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
             continue
         read.used += 1
         read.rows["gpu"].append(_row(read, number, header, cells, line))
+        first_row = number if first_row is None else first_row
+    first = headless[0][0] if headless else None
     if headless:
         _headless(read, headless)
-    _number_gpus(read)
+    _number_gpus(read, first if first is not None else first_row)
     return read.result()
 
 
@@ -248,7 +251,7 @@ def _constant_top(columns, kinds, names, unit: str, field: str) -> None:
         names[tops[0]] = field
 
 
-def _number_gpus(read: Read) -> None:
+def _number_gpus(read: Read, first: int | None) -> None:
     """Rows without an index: their key (bus id, UUID) numbers them in order of first appearance; and
     the capture's GPU count, with where it comes from."""
     rows = read.rows["gpu"]
@@ -264,8 +267,9 @@ def _number_gpus(read: Read) -> None:
     if gpus:
         n = len(gpus)
         what = f"{n} distinct GPU(s) in the capture's rows" + (f" (by {key})" if key and rows[0].get("gpu_from") else "")
+        where = read.label if first is None else f"{read.label}:{first}"
         read.meta.update(gpu_count=n, gpu_count_from=f"derived: {what} ({read.label})",
-                         facts_source={"gpu_count": read.label})
+                         facts_source={"gpu_count": where})
 
 
 def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:

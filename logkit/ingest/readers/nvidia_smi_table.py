@@ -204,5 +204,5 @@ def read_nvidia_smi_table(path: Path, rank: int | None = None) -> ReadResult:
         where = f"{read.label}:{min(table.listed.values())}-{max(table.listed.values()) + 1}"
         n = len(table.listed)
         read.meta.update(gpu_count=n, gpu_count_from=f"derived: {n} GPU(s) the nvidia-smi table lists ({where})",
-                         facts_source={"gpu_count": where})
+                         facts_source={"gpu_count": f"{read.label}:{min(table.listed.values())}"})
     return read.result()
