@@ -78,8 +78,7 @@ def session_link(session) -> dict | None:
         nets = inits["network"].dropna().unique() if "network" in inits.columns else []
         net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
         return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
-                "source": "several hosts: the network between them, not the GPUs' link, bounds the collectives; "
-                          "the logs name no network rate, so its peak is unknown"}
+                "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
     meta = session.meta
     cpu = bool(on_cpu(meta.mode, meta.gpu_count))
     # gloo without a GPU model is a CPU run too: link_for says so

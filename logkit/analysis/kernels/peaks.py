@@ -135,12 +135,13 @@ def network_link(meta: dict) -> dict | None:
 def spans_hosts(meta, init_hosts: int = 0) -> bool:
     """Whether a session's collectives cross hosts, so the network between them, not the GPUs' link
     of one host, bounds them: NCCL's init lines name several hosts (``init_hosts``), or the session
-    states several nodes (nccl-tests' device table, NCCL's nNodes: ``meta.nodes``, ``meta.hosts``).
-    A node count that is only a lower bound of one host says nothing of the others, and counts as
-    what it names."""
-    nodes = meta.nodes if isinstance(meta.nodes, int) else 0
+    states several nodes (``meta.nodes``: nccl-tests' device table, NCCL's nNodes). The hosts named
+    count only where no node count is stated: several hosts each running a test of its own (nccl-tests
+    without MPI) name two hosts and one node per collective."""
+    if isinstance(meta.nodes, int):
+        return max(init_hosts, meta.nodes) > 1
     hosts = len(meta.hosts) if isinstance(meta.hosts, list) else 0
-    return max(init_hosts, nodes, hosts) > 1
+    return max(init_hosts, hosts) > 1
 
 
 def link_for(gpu_name: str | None, backend: str | None = None, cpu: bool = False) -> dict | None:

@@ -135,7 +135,9 @@ _CSV_ROW = re.compile(r"^[ \t>]*(?:[^,\n]*,[ \t]*)*(?:[0-9A-Fa-f]{8}:[0-9A-Fa-f]
                       r"|GPU-[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|\d+ MiB)[ \t]*(?:,[^\n]*)?$", re.M)
 # the boxed table's header line (any driver: ``Driver Version`` or, 610+, ``KMD Version``), or a watch header
 _SMI_TABLE = re.compile(r"^[ \t>]*\|\s*NVIDIA-SMI \S+\s+(?:Driver|KMD) Version:|^[ \t>]*Every\s+[\d.]+s:\s+nvidia-smi\b", re.M)
-_NCCL_TESTS = re.compile(r"^# nThread \d+|^#\s+size\s+count\s+type|^# Avg bus bandwidth", re.M)
+# nccl-tests' own lines, also behind mpirun's prefix, indented, quoted, or with the '#' markdown ate
+_NCCL_TESTS = re.compile(r"^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*#?[ \t]*(?:nThread \d+ nGpus \d+|size\s+count\s+type\b"
+                         r"|Avg bus bandwidth\s*:|Rank\s+\d+(?: Group\s+\d+)? Pid\s+\d+ on\s+\S+ device\s+\d+)", re.M)
 # Enough to call a text file a console capture when found discovering a folder.
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
                       r"|CUDA out of memory|ChildFailedError|\{'loss': |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"

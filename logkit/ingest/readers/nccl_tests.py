@@ -56,7 +56,8 @@ _NIC_SPEED = re.compile(r"^NET/IB ?: \[\d+\] (?P<name>[\w.-]+):\S*?:?(?P<port>\d
                         r"\bspeed=(?P<speed>\d+)")
 # ibstat's "Rate: 400", ibstatus' "rate: 200 Gb/sec (4X HDR)", pasted beside the run
 _IB_RATE = re.compile(r"^[Rr]ate:\s*(?P<rate>\d+(?:\.\d+)?)(?: Gb/sec\b.*)?\s*$")
-_META_LINE = re.compile(r"^(?:\$ |\s*(?:mpirun|srun|\./|/)\S*.*_perf|nccl-tests|NCCL version|```)")
+# a command line (behind a shell prompt: "$ ", "user@host:~/dir# "), the banner, a markdown fence
+_META_LINE = re.compile(r"^(?:\$ |[\w.-]+@[\w.-]+:\S*[#$] |\s*(?:mpirun|srun|\./|/)\S*.*_perf|nccl-tests|```)")
 # the op in a file's name where no command line was kept (alcf_..._all_gather.log)
 _NAME_OP = re.compile(r"(?:^|[^a-z])(?P<op>all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv|gather"
                       r"|scatter|reduce)(?:[^a-z]|$)")
@@ -83,25 +84,28 @@ class _Tests:
         self.op = _name_op(read.path.name)
         self.op_from_name = self.op is not None and _BINARY.search(read.path.name) is None
         self.columns: list[str] | None = None
-        self.group, self.table = 0, 0
+        self.table = 0
+        self.ranks: set[int] = set()  # the ranks of the current table
         self.hosts: set[str] = set()
         self.tables: list[dict] = []
         self.gpus: dict[int, dict] = {}
         self.pids: dict[int, list[int]] = {}  # pid -> its ranks (one process may drive several GPUs)
         self.per_process = 1  # ranks per MPI process: nThread x nGpus
         self.device_lines: list[int] = []
-        self.net = _Network()
+        self.placed: dict[int, set[str]] = {}  # rank -> the hosts that list it
+        self.net = _Network(read)
 
     def line(self, number: int, line: str) -> bool:
         if (b := _BINARY.search(line)) is not None and not line.lstrip().startswith("#  "):
             self.op, self.op_from_name = OPS[b["op"]], False  # a command line naming the binary
         if (per := _NTHREAD.match(line)) is not None:
-            self.table, self.group, self.hosts, self.columns = self.table + 1, 0, set(), None
+            self.table, self.ranks, self.hosts, self.columns = self.table + 1, set(), set(), None
             self.per_process = int(per["threads"]) * int(per["gpus"])
             return True
         if (d := _DEVICE.match(line)) is not None:
-            self.group += 1
+            self.ranks.add(int(d["rank"]))
             self.hosts.add(d["host"])
+            self.placed.setdefault(int(d["rank"]), set()).add(d["host"])
             self.gpus.setdefault(int(d["rank"]), {"index": int(d["rank"]), "host": d["host"],
                                                   "device": int(d["dev"]), "name": d["name"]})
             self.pids.setdefault(int(d["pid"]), []).append(int(d["rank"]))
@@ -114,11 +118,16 @@ class _Tests:
             self.tables.append({"op": self.op, "table": self.table, "avg_busbw_gb_s": to_float(a["bw"]),
                                 "group_size": self.group or None, "hosts": sorted(self.hosts)})
             return True
-        if _COMMENT.match(line) or _META_LINE.match(line):
-            return True
         if self.net.line(number, line):
             return True
+        if _COMMENT.match(line) or _META_LINE.match(line):
+            return True
         return self._failure(number, line)
+
+    @property
+    def group(self) -> int:
+        """The ranks of the current table's collectives (a rank listed by several hosts counts once)."""
+        return len(self.ranks)
 
     def _failure(self, number: int, line: str) -> bool:
         read = self.read
@@ -165,7 +174,8 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
         if not raw.strip():
             continue
         read.lines += 1
-        line = prefixes.peel(raw).text
+        line = raw[_PASTE.match(raw).end():]  # a quote may hold a prefixed line: "> [1,0]<stdout>:# ..."
+        line = prefixes.peel(line).text
         line = line[_PASTE.match(line).end():].rstrip()
         if not line:
             read.used += 1
@@ -184,33 +194,65 @@ def _device_meta(read: Read, state: _Tests) -> None:
     gpus = state.gpus
     if not gpus:
         return
-    hosts = sorted({g["host"] for g in gpus.values()})
+    hosts = sorted(set().union(*state.placed.values()))
     first, last = min(state.device_lines), max(state.device_lines)
     where = f"{read.label}:{first}" + (f"-{last}" if last > first else "")
     said = f"nccl-tests' device table ({where})"
-    read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=len(gpus),
-                     world_size_from=f"stated: {len(gpus)} rank(s) in {said}",
+    nodes, nodes_from = len(hosts), f"stated: {len(hosts)} distinct host(s) in {said}"
+    repeated = sorted(r for r, named in state.placed.items() if len(named) > 1)
+    if repeated:
+        # the same ranks on several hosts: each host ran a test of its own (nccl-tests without MPI,
+        # or mpirun starting copies of a non-MPI build); no collective crossed hosts
+        nodes = 1
+        nodes_from = (f"stated: rank(s) {_span(repeated)} listed by each of {len(hosts)} hosts in {said}: each host "
+                      "ran a test of its own (nccl-tests without MPI), so a collective spans 1 host")
+        read.note(first, f"nccl-tests: the same rank(s) ({_span(repeated)}) on {len(hosts)} hosts "
+                         f"({', '.join(hosts)}): independent tests, one per host, not one job over them")
+    world, world_from = len(gpus), f"stated: {len(gpus)} rank(s) in {said}"
+    hosts_from = f"stated: the hosts of {said}"
+    if max(gpus) + 1 > world:  # ranks missing from the table (an excerpt, a cut paste): never below a rank shown
+        world = max(gpus) + 1
+        world_from = f"inferred (lower bound): highest rank in {said} + 1; {world - len(gpus)} rank(s) not listed"
+        more = sorted(state.net.hosts - set(hosts))
+        if more:  # the unlisted ranks' hosts, where NCCL's lines name them
+            hosts = sorted(set(hosts) | set(more))
+            hosts_from += f" and of NCCL's lines ({', '.join(more)})"
+        if not repeated:
+            nodes = len(hosts)
+            nodes_from = (f"inferred (lower bound): {nodes} host(s) named; the device table lists {len(gpus)} of at "
+                          f"least {world} ranks")
+    read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=world,
+                     world_size_from=world_from,
                      gpu_count_from=f"stated: {len(gpus)} GPU(s) in {said}", backend="nccl",
                      mode=Mode.MULTI_GPU if len(gpus) > 1 else Mode.SINGLE_GPU, hosts=hosts,
-                     hosts_from=f"stated: the hosts of {said}", nodes=len(hosts),
-                     nodes_from=f"stated: {len(hosts)} distinct host(s) in {said}",
-                     ranks_by_host={h: sorted(r for r, g in gpus.items() if g["host"] == h) for h in hosts},
+                     hosts_from=hosts_from, nodes=nodes, nodes_from=nodes_from,
+                     ranks_by_host={h: sorted(r for r, named in state.placed.items() if h in named) for h in hosts},
                      facts_source={k: f"{read.label}:{first}" for k in ("world_size", "gpu_count", "hosts", "nodes")})
+
+
+def _span(ranks: list[int]) -> str:
+    return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)) \
+        else ", ".join(map(str, ranks))
 
 
 class _Network:
     """What NCCL_DEBUG=INFO lines (and an ibstat rate) among the output say of the network between
     the hosts."""
 
-    def __init__(self) -> None:
+    def __init__(self, read: Read) -> None:
+        self.read = read
         self.network: tuple[str, int] | None = None  # (name, line)
         self.nics: dict[str, dict] = {}
         self.speeds: dict[str, float] = {}  # NIC -> Gb/s
         self.rates: list[float] = []
         self.facts: dict = {}
         self.where: dict[str, int] = {}
+        self.hosts: set[str] = set()  # the hosts NCCL's lines name
 
     def line(self, number: int, line: str) -> bool:
+        if line.startswith("NCCL version "):  # printed by rank 0 without NCCL's line header
+            self.facts.setdefault("nccl_version", line.split()[2])
+            return True
         if (r := _IB_RATE.match(line)) is not None:
             self.rates.append(float(r["rate"]))
             self.where.setdefault("link_speed_gbps", number)
@@ -222,6 +264,11 @@ class _Network:
 
     def _nccl(self, number: int, n: dict) -> None:
         what = n["what"]
+        self.hosts.add(n["host"])
+        if what == "warn":  # kept as the console reader keeps it: the run's own account of trouble
+            self.read.event(EventKind.NCCL_WARN, number, host=n["host"], level="WARNING",
+                            message=n["message"].strip()[:300], device=n["dev"], pid=n["pid"], where=n["where"])
+            return
         if what == "network" and self.network is None:
             self.network = (n["network"], number)
         elif what == "nics":
