@@ -50,8 +50,9 @@ def _avg_busbw(meta: dict, op: str, table) -> float | None:
     return None
 
 
-def nccl_tests_table(session) -> pd.DataFrame:
-    """Per op and placement of an nccl-tests session: ``NCCL_TESTS_COLUMNS`` (see module doc)."""
+def nccl_tests_table(session, others=()) -> pd.DataFrame:
+    """Per op and placement of an nccl-tests session: ``NCCL_TESTS_COLUMNS`` (see module doc); ``others``:
+    the sessions analysed with it, whose NCCL lines may name the network of a run over several hosts."""
     comm = session.comm
     if comm.empty or session_kind(session) != SessionKind.NCCL_TESTS:
         return pd.DataFrame(columns=NCCL_TESTS_COLUMNS)
@@ -62,7 +63,7 @@ def nccl_tests_table(session) -> pd.DataFrame:
         "alg": comm["algbw_mb_s"].astype("float64") / 1000.0, "us": comm["duration_ms"].astype("float64") * 1000.0,
         "group": comm["group_size"].astype("float64"), "src": file_line(comm),
     })
-    link = session_link(session)
+    link = session_link(session, others)
     peak = link.get("peak_busbw_gb_s") if link else None
     rows = []
     for (op, table, placement), g in frame.groupby(["op", "table", "placement"], sort=False, dropna=False):

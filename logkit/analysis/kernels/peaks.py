@@ -144,6 +144,26 @@ def spans_hosts(meta, init_hosts: int = 0) -> bool:
     return max(init_hosts, hosts) > 1
 
 
+_NETWORK_KEYS = ("network", "nic_provider", "nics", "nic_count", "link_speed_gbps")
+
+
+def folder_network(meta, others) -> tuple[dict, str] | None:
+    """The network another session of the same folder names, for a session spanning hosts whose own
+    logs name none (nccl-tests output beside the NCCL_DEBUG=INFO log of the same job): the first such
+    session that shares a host with it, as (its network keys, its session id); None where none does.
+    Sharing a host keeps a capture of some other cluster out."""
+    hosts = set(meta.hosts or [])
+    if not hosts or not meta.folder:
+        return None
+    for other in others:
+        m = other.meta
+        if m is meta or m.folder != meta.folder or not hosts & set(m.hosts or []):
+            continue
+        if network_link(m) is not None:
+            return {k: m.get(k) for k in _NETWORK_KEYS}, str(m.session_id)
+    return None
+
+
 def link_for(gpu_name: str | None, backend: str | None = None, cpu: bool = False) -> dict | None:
     """The ``COMMUNICATION_PEAKS`` row for a device name; ``CPU_LINK`` for a CPU run; ``GLOO_LINK`` for
     gloo on GPUs (gloo never uses the GPUs' link); else None (model unknown or not in the table)."""
