@@ -8,7 +8,8 @@ dmon's older ``temp`` column (before ``gtemp``/``mtemp``) is the GPU temperature
 indented or as a markdown quote (``> \\# gpu ...``) is read as the table it is.
 
 A query keyed by ``pci.bus_id`` or ``uuid`` instead of ``index`` keeps its key and numbers the GPUs
-by the order their keys first appear (``gpu_from`` says so). A capture without a header
+by the order their keys first appear; a query with neither, by each row's place under its header
+(nvidia-smi lists the GPUs in index order); ``gpu_from`` says which. A capture without a header
 (``noheader``) has its columns named by their values where the values say it (a bus id, a UUID, a
 time, a P-state, a GPU's name, the first column counting GPUs from 0, the MiB column that never
 changes and tops the others: ``memory.total``, the W column that never changes and tops the
@@ -118,7 +119,7 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.NVIDIA_SMI_CSV)
     header: list[tuple[str, str | None]] | None = None
     headless: list[tuple[int, str, list[str]]] = []  # rows before any header: named by their values
-    first_row = None
+    first_row, place = None, 0
     for number, raw in iter_lines(read.path, read):
         line = raw[_PASTE.match(raw).end():]
         if not line.strip():
@@ -126,7 +127,7 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
         read.lines += 1
         cells = [c.strip() for c in line.split(",")]
         if (found := _header(cells)) is not None:
-            header = found
+            header, place = found, 0
             read.used += 1
             continue
         if header is None:
@@ -136,7 +137,9 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
             read.unmatched(number, raw)
             continue
         read.used += 1
-        read.rows["gpu"].append(_row(read, number, header, cells, line))
+        row = _row(read, number, header, cells, line)
+        row["place"], place = place, place + 1  # its place under its header: nvidia-smi lists GPUs by index
+        read.rows["gpu"].append(row)
         first_row = number if first_row is None else first_row
     first = headless[0][0] if headless else None
     if headless:
@@ -251,6 +254,22 @@ def _constant_top(columns, kinds, names, unit: str, field: str) -> None:
         names[tops[0]] = field
 
 
+def _one_query_per_header(rows: list[dict]) -> bool:
+    """Whether each header stands over one query's rows (one per GPU): blocks of equal size, and a lone
+    block whose GPU names do not repeat (a loop under one header repeats them)."""
+    blocks, size = [], 0
+    for r in rows:
+        if r["place"] == 0 and size:
+            blocks.append(size)
+            size = 0
+        size += 1
+    blocks.append(size)
+    if len(set(blocks)) != 1:
+        return False
+    names = [r.get("gpu_name") for r in rows]
+    return len(blocks) > 1 or (None not in names and len(set(names)) == len(names))
+
+
 def _number_gpus(read: Read, first: int | None) -> None:
     """Rows without an index: their key (bus id, UUID) numbers them in order of first appearance; and
     the capture's GPU count, with where it comes from."""
@@ -263,10 +282,20 @@ def _number_gpus(read: Read, first: int | None) -> None:
         for r in rows:
             r["gpu"] = order.setdefault(r[key], len(order))
             r["gpu_from"] = f"order of first appearance of {key}"
+    elif all(r.get("gpu") is None and "place" in r for r in rows):
+        if _one_query_per_header(rows):  # a header per query, the GPUs under it in index order
+            for r in rows:
+                r["gpu"], r["gpu_from"] = r["place"], "place under its header"
+        else:
+            read.note(first, "nvidia-smi query without index, bus id or UUID, and samples under one header: "
+                             "its rows cannot be told apart by GPU (gpu left unknown)")
+    for r in rows:
+        r.pop("place", None)
     gpus = {r.get("gpu") for r in rows} - {None}
     if gpus:
         n = len(gpus)
-        what = f"{n} distinct GPU(s) in the capture's rows" + (f" (by {key})" if key and rows[0].get("gpu_from") else "")
+        how = rows[0].get("gpu_from")
+        what = f"{n} distinct GPU(s) in the capture's rows" + (f" (numbered by {how})" if how else "")
         where = read.label if first is None else f"{read.label}:{first}"
         read.meta.update(gpu_count=n, gpu_count_from=f"derived: {what} ({read.label})",
                          facts_source={"gpu_count": where})
