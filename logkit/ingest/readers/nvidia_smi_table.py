@@ -164,7 +164,7 @@ class _Table:
         m, u = _MEMORY.match(cells[1]), _UTIL.match(cells[2])
         if m is None or u is None:
             read.note(number, "nvidia-smi table: a GPU's second row does not read (memory, utilization)", line)
-            self.expect = 0
+            self.expect = 3  # its third row (MIG M.) may still follow
             return True
         scale = {"MiB": MIB_TO_MB, "MB": MIB_TO_MB}  # the old drivers' "MB" are MiB too
         row.update(fan_pct=_value(r2["fan"], "%"), temperature_c=_value(r2["temp"], "C"),
