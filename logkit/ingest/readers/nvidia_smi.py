@@ -8,8 +8,9 @@ dmon's older ``temp`` column (before ``gtemp``/``mtemp``) is the GPU temperature
 indented or as a markdown quote (``> \\# gpu ...``) is read as the table it is.
 
 A query keyed by ``pci.bus_id`` or ``uuid`` instead of ``index`` keeps its key and numbers the GPUs
-by the order their keys first appear; a query with neither, by each row's place under its header
-(nvidia-smi lists the GPUs in index order); ``gpu_from`` says which. A capture without a header
+by the order their keys first appear; a query with neither, by each row's place among the rows of
+one time (a query prints its GPUs within a second), else under its header (nvidia-smi lists the
+GPUs in index order); ``gpu_from`` says which. A capture without a header
 (``noheader``) has its columns named by their values where the values say it (a bus id, a UUID, a
 time, a P-state, a GPU's name, the first column counting GPUs from 0, the MiB column that never
 changes and tops the others: ``memory.total``, the W column that never changes and tops the
@@ -282,6 +283,12 @@ def _number_gpus(read: Read, first: int | None) -> None:
         for r in rows:
             r["gpu"] = order.setdefault(r[key], len(order))
             r["gpu_from"] = f"order of first appearance of {key}"
+    elif all(r.get("gpu") is None and r.get("time_s") is not None for r in rows):
+        # no index and no key, but times: a query's GPUs are printed within a second, in index order
+        place, last = 0, None
+        for r in rows:
+            place = place + 1 if last is not None and abs(r["time_s"] - last) < 1.0 else 0
+            r["gpu"], r["gpu_from"], last = place, "place among the rows of one time", r["time_s"]
     elif all(r.get("gpu") is None and "place" in r for r in rows):
         if _one_query_per_header(rows):  # a header per query, the GPUs under it in index order
             for r in rows:
@@ -291,14 +298,21 @@ def _number_gpus(read: Read, first: int | None) -> None:
                              "its rows cannot be told apart by GPU (gpu left unknown)")
     for r in rows:
         r.pop("place", None)
-    gpus = {r.get("gpu") for r in rows} - {None}
-    if gpus:
-        n = len(gpus)
-        how = rows[0].get("gpu_from")
-        what = f"{n} distinct GPU(s) in the capture's rows" + (f" (numbered by {how})" if how else "")
-        where = read.label if first is None else f"{read.label}:{first}"
-        read.meta.update(gpu_count=n, gpu_count_from=f"derived: {what} ({read.label})",
-                         facts_source={"gpu_count": where})
+    count_gpus(read, first)
+
+
+def count_gpus(read: Read, first: int | None) -> None:
+    """``meta.gpu_count`` of a capture: the distinct GPUs (per host) its rows list, derived, with the
+    file and its first row (``gpu_count_from``, ``facts_source``)."""
+    rows = read.rows["gpu"]
+    gpus = {(r.get("host") or "", r.get("gpu")) for r in rows if r.get("gpu") is not None}
+    if not gpus:
+        return
+    n = len(gpus)
+    how = rows[0].get("gpu_from")
+    what = f"{n} distinct GPU(s) in the capture's rows" + (f" (numbered by {how})" if how else "")
+    where = read.label if first is None else f"{read.label}:{first}"
+    read.meta.update(gpu_count=n, gpu_count_from=f"derived: {what} ({read.label})", facts_source={"gpu_count": where})
 
 
 def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:
@@ -307,7 +321,7 @@ def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.NVIDIA_SMI_DMON)
     columns: list[str] | None = None
     units: list[str] = []
-    sample, seen = -1, set()
+    sample, seen, first = -1, set(), None
     for number, raw in iter_lines(read.path, read):
         if not raw.strip():
             continue
@@ -345,4 +359,6 @@ def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:
             read.time_base = "elapsed"
         row["sample"] = sample
         read.rows["gpu"].append(row)
+        first = number if first is None else first
+    count_gpus(read, first)
     return read.result()
