@@ -14,7 +14,8 @@ is kept without the dots and ``name_truncated`` says so), ``bus_id``, ``persiste
 the Windows driver model), ``display_active``, ``ecc``, ``fan_pct``, ``temperature_c``, ``pstate``,
 ``power_w``, ``power_limit_w``, ``memory_used_mb``, ``memory_total_mb`` (the table's MiB, and the
 ``MB`` of old drivers, which are MiB too, become MB = 10^6 bytes), ``utilization_pct``,
-``compute_mode``, ``mig_mode``, and the frame's processes on the GPU (``processes``: "pid name
+``compute_mode``, ``mig_mode``, its MIG devices where the table lists them (``mig_devices``: "GI/CI/dev:
+used / total MB, SMs" joined by "; ", ``mig_device_count``), and the frame's processes on the GPU (``processes``: "pid name
 (type, MB)" joined by "; ", ``process_count``, ``process_memory_mb``). ``sample`` numbers the
 frames; ``time_s`` is the frame's own time line (``Mon Nov 25 10:00:00 2024``) or its ``watch``
 header's, else unknown. The header gives ``meta.driver_version`` and ``meta.cuda_driver_version``;
@@ -51,6 +52,9 @@ _ROW2 = re.compile(rf"^\s*(?P<fan>\d+%|{_ABS})\s+(?P<temp>-?\d+C|{_ABS})\s+(?P<p
 _MEMORY = re.compile(r"^\s*(?P<used>\d+)\s*(?P<uu>MiB|MB)\s*/\s*(?P<total>\d+)\s*(?P<tu>MiB|MB)\s*$")
 _UTIL = re.compile(rf"^\s*(?P<util>\d+%|{_ABS})\s+(?P<compute>\S.*?)\s*$")
 _MIG = re.compile(r"^\s*(?P<mig>Enabled|Disabled|N/A)\s*$")
+# a MIG device (the "MIG devices:" table, 450+): GPU, GI, CI, MIG dev | memory | SMs, ECC | shared engines
+_MIG_DEVICE = re.compile(r"^\s*(?P<gpu>\d+)\s+(?P<gi>\d+)\s+(?P<ci>\d+)\s+(?P<dev>\d+)\s*$")
+_SMS = re.compile(r"^\s*(?P<sm>\d+)\b")
 # a processes row: GPU, [GI ID, CI ID], PID, [type], name, memory (or N/A)
 _PROCESS = re.compile(r"^\s*(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+"
                       r"(?:(?P<type>C\+G|M\+C|C|G|M)\s+)?(?P<name>\S.*?)\s+"
@@ -58,7 +62,7 @@ _PROCESS = re.compile(r"^\s*(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\
 # lines of the table that hold no value: rules, column titles, the processes' header
 _FURNITURE = re.compile(r"^[+|][-=+|\s]*$|Persistence-M|TCC/WDDM|Pwr:Usage/Cap|MIG M\.\s*\|\s*$|Processes:|"
                         r"Process name|^\|\s+ID\s+ID\b|Usage\s*\|\s*$|No running (?:compute )?processes found|"
-                        r"MIG devices:|Memory-Usage|BAR1-Usage")
+                        r"MIG devices:|Memory-Usage|BAR1-Usage|\bECC\|")
 
 
 def _value(text: str, unit: str = "") -> float | None:
@@ -132,6 +136,8 @@ class _Table:
         if self.in_processes and len(cells) == 1 and (p := _PROCESS.match(cells[0])) is not None:
             self._process(number, p)
             return True
+        if len(cells) == 4:
+            return self._mig_device(number, line, cells)
         if len(cells) == 3:
             if self.expect == 2 and (r2 := _ROW2.match(cells[0])) is not None:
                 return self._row2(number, line, r2, cells)
@@ -173,6 +179,24 @@ class _Table:
                    memory_total_mb=float(m["total"]) * scale[m["tu"]], utilization_pct=_value(u["util"], "%"),
                    compute_mode=u["compute"])
         self.expect = 3
+        return True
+
+    def _mig_device(self, number: int, line: str, cells: list[str]) -> bool:
+        """A row of the MIG devices table: a device (its GPU's ``mig_devices``, "GI/CI/dev: used / total MB,
+        SMs"), or its BAR1 row below it."""
+        d, m = _MIG_DEVICE.match(cells[0]), _MEMORY.match(cells[1])
+        if d is None:  # the BAR1 row below a device, or the table's titles
+            return (not cells[0].strip() and m is not None) or bool(_FURNITURE.search(line))
+        row = self.frame.get(int(d["gpu"]))
+        if row is None or m is None:
+            self.read.note(number, f"nvidia-smi MIG devices: GPU {d['gpu']} is not in the table above"
+                           if row is None else "nvidia-smi MIG devices: a device's memory does not read", line)
+            return True
+        sms = _SMS.match(cells[2])
+        text = (f"GI {d['gi']}/CI {d['ci']}/dev {d['dev']}: {float(m['used']) * MIB_TO_MB:.0f} / "
+                f"{float(m['total']) * MIB_TO_MB:.0f} MB" + (f", {sms['sm']} SMs" if sms else ""))
+        row["mig_devices"] = f"{row['mig_devices']}; {text}" if row.get("mig_devices") else text
+        row["mig_device_count"] = row.get("mig_device_count", 0) + 1
         return True
 
     def _process(self, number: int, p: re.Match) -> None:

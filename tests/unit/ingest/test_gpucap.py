@@ -142,6 +142,25 @@ def test_eight_gpus_and_their_processes(tmp_path):
     assert g["processes"].iloc[7] == "3552 /usr/libexec/Xorg (G, 8 MB)"
 
 
+def test_mig_devices_go_to_their_gpu(tmp_path):
+    # made here: a driver 450 table of A100 GPUs 1 and 2 (MIG on), then nvitop 8's MIG devices of GPU 1
+    gpu = ("|   {i}  A100-SXM4-40GB      On   | 00000000:0{b}:00.0 Off |                   On |\n"
+           "| N/A   36C    P0    97W / 400W |  24259MiB / 40537MiB |     N/A      Default |\n"
+           "|                               |                      |              Enabled |\n"
+           "+-------------------------------+----------------------+----------------------+\n")
+    head = "".join(text("smi_450_nvgpu_15_titan_xp.txt", 2, 8).replace("450.57 ", "450.80.02").splitlines(True))
+    s = load(tmp_path, head + gpu.format(i=1, b="B") + gpu.format(i=2, b="C") + "\n"
+             + text("smi_nvitop_8_mig_devices.txt"))
+    assert s.diagnostics.empty
+    one = s.gpu[s.gpu["gpu"] == 1].iloc[0]
+    assert one["mig_mode"] == "Enabled" and one["mig_device_count"] == 3
+    # devices GI 3, 5, 6: 14366, 9880 and 13 MiB used of 19968 MiB, 28 SMs each
+    assert one["mig_devices"] == "; ".join(f"GI {gi}/CI 0/dev {d}: {used * MIB:.0f} / {19968 * MIB:.0f} MB, 28 SMs"
+                                           for gi, d, used in ((3, 0, 14366), (5, 1, 9880), (6, 2, 13)))
+    two = s.gpu[s.gpu["gpu"] == 2].iloc[0]
+    assert two["mig_devices"] is None or two["mig_devices"] != two["mig_devices"]
+
+
 def test_a_training_log_that_prints_the_table_stays_a_console_capture(tmp_path):
     # made here: nvgpu_15's table, then a transformers log line
     body = text("smi_450_nvgpu_15_titan_xp.txt") + "{'loss': 2.1, 'learning_rate': 1e-05, 'epoch': 0.1}\n"
