@@ -56,8 +56,9 @@ _NIC_SPEED = re.compile(r"^NET/IB ?: \[\d+\] (?P<name>[\w.-]+):\S*?:?(?P<port>\d
                         r"\bspeed=(?P<speed>\d+)")
 # ibstat's "Rate: 400", ibstatus' "rate: 200 Gb/sec (4X HDR)", pasted beside the run
 _IB_RATE = re.compile(r"^[Rr]ate:\s*(?P<rate>\d+(?:\.\d+)?)(?: Gb/sec\b.*)?\s*$")
-# a command line (behind a shell prompt: "$ ", "user@host:~/dir# "), the banner, a markdown fence
-_META_LINE = re.compile(r"^(?:\$ |[\w.-]+@[\w.-]+:\S*[#$] |\s*(?:mpirun|srun|\./|/)\S*.*_perf|nccl-tests|```)")
+# a command line (behind a shell prompt: "$ ", "user@host:~/dir# ", a conda env's "(base) "), the banner,
+# a markdown fence
+_META_LINE = re.compile(r"^(?:\$ |(?:\(\S+\) )?[\w.-]+@[\w.-]+:\S*[#$] |\s*(?:mpirun|srun|\./|/)\S*.*_perf|nccl-tests|```)")
 # the op in a file's name where no command line was kept (alcf_..._all_gather.log)
 _NAME_OP = re.compile(r"(?:^|[^a-z])(?P<op>all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv|gather"
                       r"|scatter|reduce)(?:[^a-z]|$)")
