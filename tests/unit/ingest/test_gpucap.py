@@ -269,6 +269,17 @@ def test_output_whose_hash_marks_markdown_ate(tmp_path):
     assert s.diagnostics["line"].tolist() == [1]  # ssh's "Warning: Permanently added ..." is no line of the test
 
 
+@pytest.mark.parametrize("paste", ["> ", "    ", "> > ", "[1,0]<stdout>:"])
+def test_output_quoted_indented_or_prefixed_reads_the_same(tmp_path, paste):
+    # made here: the DGX Spark output with each line quoted, indented as in a README, or behind mpirun's prefix
+    plain = logkit.load_session(DATA / "nt_dgx_spark_103_two_hosts_gb10.txt")
+    body = "".join(paste + line for line in text("nt_dgx_spark_103_two_hosts_gb10.txt").splitlines(True))
+    s = load(tmp_path, body, name="nt_dgx_spark_103_two_hosts_gb10.txt")
+    cols = ["op", "size_bytes", "busbw_mb_s", "group_size", "placement", "source"]
+    assert s.comm[cols].to_dict("records") == plain.comm[cols].to_dict("records") and len(s.comm) == 8
+    assert (s.meta["hosts"], s.meta["nodes"]) == (["spark-d708", "spark-dbf4"], 2) and s.diagnostics.empty
+
+
 def test_sixteen_ranks_over_two_hosts(tmp_path):
     # nccl-tests 294: ranks 0-7 on h100-2, 8-11 on h100-4 (the excerpt's last whole line)
     s = logkit.load_session(DATA / "nt_294_h100_two_hosts_device_table.txt")
