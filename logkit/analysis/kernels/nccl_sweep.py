@@ -24,6 +24,9 @@ NCCL_TESTS_COLUMNS = ["session_id", "op", "placement", "group_size", "sizes", "m
                       "pct_of_peak", "verdict", "note", "source"]
 
 _PLACEMENTS = ("out-of-place", "in-place")
+# what bounds a run over several hosts: the NICs, not the GPUs' link (peaks.network_link rows say nic_peak_gb_s)
+_NETWORK_CHECK = ("check the network: every NIC in use (NCCL_IB_HCA, 'NET/IB : Using' lines), its rate (ibstat), "
+                  "GPUDirect RDMA (NCCL_NET_GDR_LEVEL) and NCCL settings")
 
 
 def _placement(comm: pd.DataFrame) -> pd.Series:
@@ -83,9 +86,10 @@ def nccl_tests_table(session, others=()) -> pd.DataFrame:
             v, note = "bandwidth-bound", (f"{pct:.0f}% of the {link['link']} peak of {peak:g} GB/s at "
                                           f"{last['size'] / 1e6:.4g} MB: the link is the limit")
         else:
+            check = (_NETWORK_CHECK if "nic_peak_gb_s" in link else "check the topology (nvidia-smi topo -m), "
+                     "NVLink/PCIe health and NCCL settings")
             v, note = "below peak", (f"below peak at large messages: {pct:.1f}% of the {link['link']} peak of "
-                                     f"{peak:g} GB/s at {last['size'] / 1e6:.4g} MB: check the topology (nvidia-smi "
-                                     "topo -m), NVLink/PCIe health and NCCL settings")
+                                     f"{peak:g} GB/s at {last['size'] / 1e6:.4g} MB: {check}")
         at_top = len(reach) and reach.iloc[0] == last["size"]
         if at_top and len(g) > 1:
             note += "; busbw still rising at the largest size: the sweep may end before the link saturates"

@@ -332,7 +332,7 @@ def test_a_two_host_run_is_judged_against_the_nic_rate_nccl_names(tmp_path):
     row = table[table["placement"] == "out-of-place"].iloc[0]
     # 200 Gb/s / 8 = 25 GB/s per direction, one NIC; busbw at the largest size (65536 B): 0.96 GB/s
     assert row["peak_busbw_gb_s"] == 25.0 and row["pct_of_peak"] == pytest.approx(0.96 / 25.0 * 100)
-    assert row["verdict"] == "below peak" and "NVLink" not in row["link"]
+    assert row["verdict"] == "below peak" and "NVLink" not in row["link"] and "check the network" in row["note"]
 
 
 def test_an_ibstat_rate_beside_the_output_is_the_link_rate(tmp_path):
