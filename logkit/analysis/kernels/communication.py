@@ -43,15 +43,15 @@ from logkit.analysis.kernels.peaks import (
     COMMUNICATION_PEAKS,
     CPU_LINK,
     GLOO_LINK,
+    folder_network,
     gpu_model,
     half_peak_bytes,
     link_for,
-    folder_network,
     network_link,
     spans_hosts,
 )
-from logkit.schema.meta import SessionMeta
 from logkit.analysis.thresholds import NEAR_PEAK
+from logkit.schema.meta import SessionMeta
 from logkit.schema.vocab import EventKind, SessionKind, on_cpu
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")

@@ -38,7 +38,7 @@ QUERY_COLUMNS: dict[str, str] = {
     "pstate": "pstate", "temperature.memory": "memory_temperature_c", "clocks.current.memory": "mem_clock_mhz",
     "clocks.current.graphics": "graphics_clock_mhz", "clocks.gr": "graphics_clock_mhz",
     # the query's other spellings of the same fields (nvidia-smi --help-query-gpu)
-    "gpu_name": "gpu_name", "gpu_uuid": "uuid", "gpu_bus_id": "bus_id", "clocks.current.sm": "sm_clock_mhz",
+    "gpu_name": "gpu_name", "gpu_uuid": "uuid", "gpu_bus_id": "bus_id",
     "clocks.memory": "mem_clock_mhz", "clocks.graphics": "graphics_clock_mhz", "enforced.power.limit": "power_limit_w",
 }
 _KEYS = ("bus_id", "uuid")  # what names a GPU where the query has no index

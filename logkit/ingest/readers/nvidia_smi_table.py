@@ -105,20 +105,16 @@ class _Table:
         row opens a new snapshot."""
         if time_s is not None:
             self.time_s = time_s
-        if self.frame:
-            self.new_frame = True
-        self.in_processes, self.gpu, self.expect = False, None, 0
+        self.new_frame, self.in_processes, self.gpu, self.expect = True, False, None, 0
 
     def line(self, number: int, line: str) -> bool:
         read = self.read
-        if (w := _WATCH.match(line)) is not None:
+        if _WATCH.match(line) is not None:  # watch's header: its time, until the frame's own time line
             s = _STAMP.search(line)
             self.start_frame(_time(s["stamp"]) if s else None)
-            self.new_frame = True
             return True
-        if (s := _STAMP.fullmatch(line.strip())) is not None:
+        if (s := _STAMP.fullmatch(line.strip())) is not None:  # nvidia-smi's own time line
             self.start_frame(_time(s["stamp"]))
-            self.new_frame = True
             return True
         if (h := _HEADER.search(line)) is not None:
             read.meta.fill(driver_version=h["driver"])

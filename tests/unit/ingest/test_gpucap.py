@@ -317,8 +317,8 @@ def test_a_cut_device_table_is_a_lower_bound_with_the_hosts_nccl_names(tmp_path)
 def _spark_with_nics(speed: int) -> str:
     # made here: NCCL INFO lines in NCCL's own format (its NET/IB device line, src/transport/net_ib), naming the
     # DGX Spark hosts of the playbook PR and the 200 Gb/s link it describes, before the test's output
-    lines = [f"spark-d708:1666603:1666620 [0] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:"
-             f"10.0.0.1<0>",
+    lines = ["spark-d708:1666603:1666620 [0] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:"
+             "10.0.0.1<0>",
              f"spark-d708:1666603:1666620 [0] NCCL INFO NET/IB: [0] rocep1s0f1:uverbs0:1/RoCE provider=Mlx5 "
              f"speed={speed} context=0x55d0c0a8 pciPath=/sys/devices/pci000f:00/000f:00:00.0/000f:01:00.1 ar=0",
              "spark-d708:1666603:1666620 [0] NCCL INFO Using network IB"]
