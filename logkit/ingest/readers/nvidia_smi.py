@@ -15,7 +15,8 @@ GPUs in index order); ``gpu_from`` says which. A capture without a header
 time, a P-state, a GPU's name, the first column counting GPUs from 0, the MiB column that never
 changes and tops the others: ``memory.total``, the W column that never changes and tops the
 other: ``power.limit``, the one W column that changes: ``power.draw``); the others keep their place
-and unit (``column_3_mb``), and a diagnostic says which. ``meta.gpu_count`` is the number of GPUs the capture lists, with ``gpu_count_from``.
+and unit (``column_3_mb``), and a diagnostic says which. ``meta.gpu_count`` is the number of GPUs the capture lists, with ``gpu_count_from``. A query under
+``watch`` takes each frame's time from watch's header where its rows carry none.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ _PASTE = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*")  # indentation, markdown quote
 _BUS_ID = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
 _UUID = re.compile(r"^(?:GPU|MIG)-[0-9a-fA-F-]{8,}$")
 _PSTATE = re.compile(r"^P\d{1,2}$")
+# watch's header over a query's output: "Every 2.0s: nvidia-smi --query-gpu=...   host: Mon Nov 25 10:00:00 2024"
+_WATCH = re.compile(r"^Every\s+\d+(?:\.\d+)?s:\s+.*?nvidia-smi\b.*?(?P<stamp>\w{3} \w{3}\s+\d{1,2} \d\d:\d\d:\d\d \d{4})?"
+                    r"(?:\s+in [\d.]+s \(\d+\))?\s*$")
 _UNIT = re.compile(r"^[-+]?\d+(?:\.\d+)?\s*(?P<unit>%|MiB|W|MHz)$")
 _TEXT_COLUMNS = {"gpu_name", "uuid", "bus_id", "pstate"}
 _ABSENT = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", "-", ""}
@@ -120,12 +124,16 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.NVIDIA_SMI_CSV)
     header: list[tuple[str, str | None]] | None = None
     headless: list[tuple[int, str, list[str]]] = []  # rows before any header: named by their values
-    first_row, place = None, 0
+    first_row, place, watch_time = None, 0, None
     for number, raw in iter_lines(read.path, read):
         line = raw[_PASTE.match(raw).end():]
         if not line.strip():
             continue
         read.lines += 1
+        if (w := _WATCH.match(line)) is not None:  # a watch frame: its time for rows that carry none
+            watch_time = _stamp(" ".join(w["stamp"].split())) if w["stamp"] else None
+            read.used += 1
+            continue
         cells = [c.strip() for c in line.split(",")]
         if (found := _header(cells)) is not None:
             header, place = found, 0
@@ -139,6 +147,8 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
             continue
         read.used += 1
         row = _row(read, number, header, cells, line)
+        if row["time_s"] is None:
+            row["time_s"] = watch_time
         row["place"], place = place, place + 1  # its place under its header: nvidia-smi lists GPUs by index
         read.rows["gpu"].append(row)
         first_row = number if first_row is None else first_row

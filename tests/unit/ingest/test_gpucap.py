@@ -214,6 +214,19 @@ def test_a_query_keyed_by_bus_id(tmp_path, header, units):
         assert d["line"] == 1 and "kept by place: 2 (%), 3 (MiB)" in d["reason"]
 
 
+def test_a_query_under_watch_takes_each_frame_time(tmp_path):
+    # made here: `watch nvidia-smi --query-gpu=pci.bus_id,utilization.gpu --format=csv`, two frames 2 s apart
+    frame = "pci.bus_id, utilization.gpu [%]\n00000000:18:00.0, {a} %\n00000000:3B:00.0, {b} %\n"
+    head = "Every 2.0s: nvidia-smi --query-gpu=pci.bus_id,utilization.gpu --format=csv       node7: {t}\n\n"
+    body = (head.format(t="Mon Nov 25 10:00:00 2024") + frame.format(a=100, b=97)
+            + head.format(t="Mon Nov 25 10:00:02 2024") + frame.format(a=99, b=12))
+    s = load(tmp_path, body, name="watch_query.txt")
+    assert formats(s) == ["nvidia_smi_csv"] and s.diagnostics.empty
+    assert s.gpu["gpu"].tolist() == [0, 1, 0, 1] and s.gpu["utilization_pct"].tolist() == [100, 97, 99, 12]
+    t = s.gpu["time_s"].tolist()
+    assert t[0] == t[1] and t[2] - t[0] == 2.0
+
+
 def test_a_query_keyed_by_uuid_without_header_names_power(tmp_path):
     # made here: uuid, name, draw and limit (W), as --query-gpu=uuid,name,power.draw,power.limit --format=csv,noheader
     rows = ["GPU-5c6b0d4e-8b6a-4c2e-9f2a-1d2c3b4a5f6e, NVIDIA A100-SXM4-80GB, 250.50 W, 400.00 W",
