@@ -130,9 +130,10 @@ _GPUSTAT = re.compile(r"^\[\d+\] [^|]+\|\s*(?:\d+|\?\?)\s*(?:°|')C,", re.M)
 _DMON = re.compile(r"^[ \t]*(?:>[ \t]*)?\\?#\s*(?:Date\s+Time\s+)?gpu\s+(?:pwr|sm|fb|mclk)\b", re.M)
 _CSV = re.compile(r"^[ \t>]*(?:timestamp|index|name|uuid|pci\.bus_id|gpu_name|gpu_uuid|gpu_bus_id)(?:\s*\[[^\]]*\])?"
                   r"\s*,\s*[\w.]+", re.M)
-# a query's row without its header (noheader): a cell only nvidia-smi writes so (a bus id, a GPU UUID, MiB)
-_CSV_ROW = re.compile(r"^[ \t>]*(?:[^,\n]*,[ \t]*)*(?:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
-                      r"|GPU-[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|\d+ MiB)[ \t]*(?:,[^\n]*)?$", re.M)
+# a query's row without its header (noheader): a comma-separated cell only nvidia-smi writes so (a bus id, a GPU
+# UUID, MiB), with a comma beside it; each form is linear in the line's length (no nested repetition)
+_SMI_CELL = r"(?:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|GPU-[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|\d+ MiB)"
+_CSV_ROW = re.compile(rf"^[ \t>]*{_SMI_CELL}[ \t]*,|,[ \t]*{_SMI_CELL}[ \t]*(?:,|$)", re.M)
 # the boxed table's header line (any driver: ``Driver Version`` or, 610+, ``KMD Version``), or a watch header
 _SMI_TABLE = re.compile(r"^[ \t>]*\|\s*NVIDIA-SMI \S+\s+(?:Driver|KMD) Version:|^[ \t>]*Every\s+[\d.]+s:\s+nvidia-smi\b", re.M)
 # nccl-tests' own lines, also behind mpirun's prefix, indented, quoted, or with the '#' markdown ate
@@ -161,7 +162,7 @@ def _smi_csv(probe) -> bool:
     head = probe.head
     if _CSV.search(head) is not None:
         return True
-    return any("," in m[0] for m in _CSV_ROW.finditer(head)) and _CONSOLE.search(head) is None
+    return _CSV_ROW.search(head) is not None and _CONSOLE.search(head) is None
 
 
 def _smi_table(probe) -> bool:

@@ -48,8 +48,8 @@ _BUS_ID = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa
 _UUID = re.compile(r"^(?:GPU|MIG)-[0-9a-fA-F-]{8,}$")
 _PSTATE = re.compile(r"^P\d{1,2}$")
 # watch's header over a query's output: "Every 2.0s: nvidia-smi --query-gpu=...   host: Mon Nov 25 10:00:00 2024"
-_WATCH = re.compile(r"^Every\s+\d+(?:\.\d+)?s:\s+.*?nvidia-smi\b.*?(?P<stamp>\w{3} \w{3}\s+\d{1,2} \d\d:\d\d:\d\d \d{4})?"
-                    r"(?:\s+in [\d.]+s \(\d+\))?\s*$")
+_WATCH = re.compile(r"^Every\s+\d+(?:\.\d+)?s:\s+\S*nvidia-smi\b")
+_WATCH_STAMP = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3}\s+\d{1,2} \d\d:\d\d:\d\d \d{4}")
 _UNIT = re.compile(r"^[-+]?\d+(?:\.\d+)?\s*(?P<unit>%|MiB|W|MHz)$")
 _TEXT_COLUMNS = {"gpu_name", "uuid", "bus_id", "pstate"}
 _ABSENT = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", "-", ""}
@@ -130,8 +130,9 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
         if not line.strip():
             continue
         read.lines += 1
-        if (w := _WATCH.match(line)) is not None:  # a watch frame: its time for rows that carry none
-            watch_time = _stamp(" ".join(w["stamp"].split())) if w["stamp"] else None
+        if _WATCH.match(line) is not None:  # a watch frame: its time for rows that carry none
+            w = _WATCH_STAMP.search(line)
+            watch_time = _stamp(" ".join(w[0].split())) if w else None
             read.used += 1
             continue
         cells = [c.strip() for c in line.split(",")]

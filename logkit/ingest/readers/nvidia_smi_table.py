@@ -38,9 +38,9 @@ _ABSENT = {"N/A", "[N/A]", "ERR!", "Unknown Error", "[Unknown Error]", "Not Supp
 _PASTE = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*")  # indentation, markdown quote marks
 _STAMP = re.compile(r"(?P<stamp>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
                     r"\s+\d{1,2} \d\d:\d\d:\d\d \d{4})")
-_WATCH = re.compile(r"^Every\s+(?P<every>\d+(?:\.\d+)?)s:\s+(?P<cmd>.*?nvidia-smi.*?)(?:\s{2,}|$)")
+_WATCH = re.compile(r"^Every\s+\d+(?:\.\d+)?s:\s+\S*nvidia-smi\b")
 # the command that printed the table (behind a shell prompt, kubectl exec, docker run, watch)
-_COMMAND = re.compile(r"(?:^|[\s$#>:])(?:watch\s+(?:-\S+\s+)*)?nvidia-smi(?:\s+[^|]*)?$")
+_COMMAND = re.compile(r"(?:^|[\s$#>:/])nvidia-smi\b")
 _HEADER = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>\S+)"
                      r"(?:\s+CUDA (?:UMD )?Version:\s*(?P<cuda>[\d.]+|N/A))?")
 _NUM = r"\d+(?:\.\d+)?"
@@ -125,7 +125,7 @@ class _Table:
             return True
         cells = _cells(line)
         if cells is None:  # a rule (``+---+``, ``|---+---+``), the command, or no line of the table
-            return bool(_FURNITURE.search(line) or _COMMAND.search(line))
+            return bool(_FURNITURE.search(line) or ("|" not in line and _COMMAND.search(line)))
         if "Processes:" in line:
             self.in_processes, self.gpu, self.expect = True, None, 0
             return True
