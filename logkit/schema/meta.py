@@ -133,15 +133,13 @@ class SessionMeta(dict):
     total_batch_size_from = Key(str, "where total_batch_size came from (stated / derived / inferred: ...)")
     framework = Key(str, "what wrote the log, lower case: llamafactory, axolotl, unsloth, trl, transformers, "
                          "deepspeed, accelerate, megatron, ms-swift, lightning, torchrun")
-    strategy = Key(str, "how the model is spread over the ranks: ddp, fsdp, deepspeed, ...")
+    strategy = Key(str, "how the model is spread over the ranks: ddp, fsdp1, fsdp2 (our records), fsdp, deepspeed, none")
     strategy_from = Key(str, "where the strategy came from (stated / derived / inferred: ...)")
     zero_stage = Key(int, "DeepSpeed ZeRO stage", domain=INDEX)
     model = Key(str, "the model's name or path")
     backend = Key(str, "the torch.distributed backend (nccl, gloo)")
     hostname = Key(str, "rank 0's host")
     mixed_precision = Key(str, "the autocast dtype (bf16, fp16, no)")
-    strategy = Key(str, "how the model was wrapped for data parallelism: ddp, fsdp1, fsdp2, deepspeed, none")
-    strategy_from = Key(str, "where the strategy came from (session_start, or the log line a reader found it in)")
     process_group = Key(str, "session_start's process_group: formed, none, unused (a process that trained alone)")
     launcher = Key(dict, "session_start's launcher: {name, world_size, rank, local_rank, master} where a launcher "
                          "started several processes")

@@ -43,6 +43,7 @@ class FileFormat(Word):
     FLIGHT_RECORDER = "flight_recorder", "PyTorch Flight Recorder dumps (pickle or JSON)"
     NVIDIA_SMI_CSV = "nvidia_smi_csv", "``nvidia-smi --query-gpu=... --format=csv``"
     NVIDIA_SMI_DMON = "nvidia_smi_dmon", "``nvidia-smi dmon``"
+    NVIDIA_SMI_TABLE = "nvidia_smi_table", "the plain ``nvidia-smi`` table, alone or in ``watch nvidia-smi`` frames"
     NCCL_TESTS = "nccl_tests", "nccl-tests' output (``all_reduce_perf`` ...)"
     GPUSTAT = "gpustat", "``gpustat`` / ``gpustat -i N``"
     CONSOLE = "console", "a console capture (torchrun, mpirun, accelerate, a training script's stdout)"
@@ -130,8 +131,17 @@ TEXT_SUFFIXES = (".log", ".txt", ".out", ".err", ".csv")
 _GPUSTAT = re.compile(r"^\[\d+\] [^|]+\|\s*(?:\d+|\?\?)\s*(?:°|')C,", re.M)
 # dmon's header, also indented or pasted as a markdown quote (``> \\# gpu pwr ...``)
 _DMON = re.compile(r"^[ \t]*(?:>[ \t]*)?\\?#\s*(?:Date\s+Time\s+)?gpu\s+(?:pwr|sm|fb|mclk)\b", re.M)
-_CSV = re.compile(r"^(?:timestamp|index|name|uuid|pci\.bus_id)(?:\s*\[[^\]]*\])?\s*,\s*[\w.]+", re.M)
-_NCCL_TESTS = re.compile(r"^# nThread \d+|^#\s+size\s+count\s+type|^# Avg bus bandwidth", re.M)
+_CSV = re.compile(r"^[ \t>]*(?:timestamp|index|name|uuid|pci\.bus_id|gpu_name|gpu_uuid|gpu_bus_id)(?:\s*\[[^\]]*\])?"
+                  r"\s*,\s*[\w.]+", re.M)
+# a query's row without its header (noheader): a comma-separated cell only nvidia-smi writes so (a bus id, a GPU
+# UUID, MiB), with a comma beside it; each form is linear in the line's length (no nested repetition)
+_SMI_CELL = r"(?:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|GPU-[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|\d+ MiB)"
+_CSV_ROW = re.compile(rf"^[ \t>]*{_SMI_CELL}[ \t]*,|,[ \t]*{_SMI_CELL}[ \t]*(?:,|$)", re.M)
+# the boxed table's header line (any driver: ``Driver Version`` or, 610+, ``KMD Version``), or a watch header
+_SMI_TABLE = re.compile(r"^[ \t>]*\|\s*NVIDIA-SMI \S+\s+(?:Driver|KMD) Version:|^[ \t>]*Every\s+[\d.]+s:\s+nvidia-smi\b", re.M)
+# nccl-tests' own lines, also behind mpirun's prefix, indented, quoted, or with the '#' markdown ate
+_NCCL_TESTS = re.compile(r"^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*#?[ \t]*(?:nThread \d+ nGpus \d+|size\s+count\s+type\b"
+                         r"|Avg bus bandwidth\s*:|Rank\s+\d+(?: Group\s+\d+)? Pid\s+\d+ on\s+\S+ device\s+\d+)", re.M)
 # Enough to call a text file a console capture when found discovering a folder.
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
                       r"|CUDA out of memory|ChildFailedError|\{'loss': |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
@@ -152,6 +162,22 @@ def _flight_recorder(probe) -> bool:
     head = probe.raw
     opens = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") or head.lstrip()[:1] == b"{"
     return opens and b"entries" in head and any(k in head for k in _FR_KEYS)
+
+
+def _smi_csv(probe) -> bool:
+    """A ``--query-gpu`` capture: its header, or (without one) rows of comma-separated cells only
+    nvidia-smi writes so, in a file that holds nothing of a run."""
+    head = probe.head
+    if _CSV.search(head) is not None:
+        return True
+    return _CSV_ROW.search(head) is not None and _CONSOLE.search(head) is None
+
+
+def _smi_table(probe) -> bool:
+    """The boxed nvidia-smi table, and nothing of a run: a training log that prints the table at its
+    start stays a console capture."""
+    head = probe.head
+    return _SMI_TABLE.search(head) is not None and _CONSOLE.search(head) is None
 
 
 def _trainer_state(probe) -> bool:
@@ -226,10 +252,13 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            suffixes=("", ".pkl", ".pickle", ".json"), telltale=_flight_recorder, priority=10, gathers=True),
     Format(FileFormat.NVIDIA_SMI_CSV, Role.GPU_CAPTURE,
            Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_csv"), suffixes=TEXT_SUFFIXES,
-           telltale=_CSV, priority=40),
+           telltale=_smi_csv, priority=40),
     Format(FileFormat.NVIDIA_SMI_DMON, Role.GPU_CAPTURE,
            Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_dmon"), suffixes=TEXT_SUFFIXES,
            telltale=_DMON, priority=41),
+    Format(FileFormat.NVIDIA_SMI_TABLE, Role.GPU_CAPTURE,
+           Reader("logkit.ingest.readers.nvidia_smi_table", "read_nvidia_smi_table"), suffixes=TEXT_SUFFIXES,
+           telltale=_smi_table, priority=44),
     Format(FileFormat.NCCL_TESTS, Role.BENCHMARK,
            Reader("logkit.ingest.readers.nccl_tests", "read_nccl_tests"), suffixes=TEXT_SUFFIXES,
            telltale=_NCCL_TESTS, priority=42),
