@@ -71,6 +71,7 @@ _BANNER = re.compile(r"^-{10,}$|^(?:prterun|mpirun|Primary job|a non-zero exit c
 _GB = 1000.0  # GB/s -> MB/s (both SI)
 # How a line of nccl-tests' output begins (what a prefix taken off by ``normalise`` must leave): a comment,
 # a result row, the command line, an NCCL debug line.
+_PASTE = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*")  # indentation, markdown quote marks
 GRAMMAR = Grammar(re.compile(r"#|\s*\d+\s+\d+\s+\w+|\$ |\s*(?:mpirun|srun|\./|/)\S*|[^\s:]+:\d+:\d+ \[\d+\] "
                              r"|NCCL version|[\w.-]+: Test |.*Process name:"))
 
@@ -168,7 +169,8 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.NCCL_TESTS)
     state = _Tests(read)
     for rec in records(read, GRAMMAR):
-        number, line = rec.number, rec.text.rstrip()
+        number = rec.number
+        line = rec.text[_PASTE.match(rec.text).end():].rstrip()  # a paste's own indentation and quote marks
         if not line:
             read.used += 1
         elif state.line(number, line):

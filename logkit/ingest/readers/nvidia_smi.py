@@ -29,6 +29,8 @@ from logkit.ingest.readers.base import Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.normalise import Grammar, records
 
+_PASTE = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*")  # indentation, markdown quote marks
+_QUOTE = re.compile(r"^\s*(?:>\s?)?\s*\\?(?=#)")  # indentation, a markdown quote, an escaped '#'
 MIB_TO_MB = 2**20 / 1e6
 # --query-gpu field -> (frame column, factor when the unit is MiB)
 QUERY_COLUMNS: dict[str, str] = {
@@ -97,7 +99,9 @@ def _maybe_number(value: str, unit: str | None):
 
 # How a line of each table begins (what a prefix taken off by ``normalise`` must leave); a markdown
 # paste escapes dmon's '#' (``\#``).
-CSV_GRAMMAR = Grammar(re.compile(r"(?:timestamp|index|name|uuid|pci\.bus_id)\b|\d{4}/\d\d/\d\d|\s*\d+\s*,"))
+# a row begins with its header's first field, a time, an index, a UUID or a bus id (a headerless query keyed by them)
+CSV_GRAMMAR = Grammar(re.compile(r"(?:timestamp|index|name|uuid|pci\.bus_id)\b|\d{4}/\d\d/\d\d|\s*\d+\s*,"
+                                 r"|GPU-[0-9a-fA-F]{8}-|[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d"))
 DMON_GRAMMAR = Grammar(re.compile(r"\\?#|\s*\d+\s+\S+\s+\S+"))
 
 
@@ -113,6 +117,15 @@ def _header(cells: list[str]) -> list[tuple[str, str | None]] | None:
     return out
 
 
+def _dmon_line(line: str) -> str:
+    """A dmon line without what a paste put before it (indentation, ``> ``, ``\\#``)."""
+    m = _QUOTE.match(line)
+    if m is not None:
+        return line[m.end():]
+    stripped = line.lstrip()
+    return stripped[1:].lstrip() if stripped.startswith(">") else stripped
+
+
 def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
     """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` (repeated headers allowed)."""
     read = Read(Path(path), FileFormat.NVIDIA_SMI_CSV)
@@ -120,8 +133,8 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
     headless: list[tuple[int, str, list[str]]] = []  # rows before any header: named by their values
     first_row, place, watch_time = None, 0, None
     for rec in records(read, CSV_GRAMMAR):
-        number, line = rec.number, rec.text
-        raw = line
+        number, raw = rec.number, rec.text
+        line = raw[_PASTE.match(raw).end():]  # a paste's own indentation and quote marks
         if _WATCH.match(line) is not None:  # a watch frame: its time for rows that carry none
             w = _WATCH_STAMP.search(line)
             watch_time = _stamp(" ".join(w[0].split())) if w else None
@@ -326,8 +339,8 @@ def read_nvidia_smi_dmon(path: Path, rank: int | None = None) -> ReadResult:
     units: list[str] = []
     sample, seen, first = -1, set(), None
     for rec in records(read, DMON_GRAMMAR):
-        number, line = rec.number, rec.text.lstrip()
-        line = line[1:] if line.startswith("\\#") else line  # markdown's escaped '#'
+        number, raw = rec.number, rec.text
+        line = _dmon_line(raw)
         if line.startswith("#"):
             names = line.lstrip("#").split()
             if "gpu" in names:

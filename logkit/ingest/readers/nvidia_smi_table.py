@@ -30,8 +30,9 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.normalise import Grammar, records
 
 MIB_TO_MB = 2**20 / 1e6
 _ABSENT = {"N/A", "[N/A]", "ERR!", "Unknown Error", "[Unknown Error]", "Not Supported", "[Not Supported]", "-"}
@@ -60,6 +61,8 @@ _PROCESS = re.compile(r"^\s*(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\
                       r"(?:(?P<type>C\+G|M\+C|C|G|M)\s+)?(?P<name>\S.*?)\s+"
                       r"(?P<mem>\d+\s*(?:MiB|MB)|N/A|Not Supported)\s*$")
 # lines of the table that hold no value: rules, column titles, the processes' header
+# how the table's lines begin: its rules and cells, a frame's date or watch header, the command typed
+GRAMMAR = Grammar(re.compile(r"[+|]|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) |Every\s|\S*nvidia-smi\b"))
 _FURNITURE = re.compile(r"^[+|][-=+|\s]*$|Persistence-M|TCC/WDDM|Pwr:Usage/Cap|MIG M\.\s*\|\s*$|Processes:|"
                         r"Process name|^\|\s+ID\s+ID\b|Usage\s*\|\s*$|No running (?:compute )?processes found|"
                         r"MIG devices:|Memory-Usage|BAR1-Usage|\bECC\|")
@@ -212,11 +215,11 @@ class _Table:
 def read_nvidia_smi_table(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.NVIDIA_SMI_TABLE)
     table = _Table(read)
-    for number, raw in iter_lines(read.path, read):
-        line = raw[_PASTE.match(raw).end():].rstrip()
+    for rec in records(read, GRAMMAR):
+        number, raw = rec.number, rec.text
+        line = raw[_PASTE.match(raw).end():].rstrip()  # a paste's own indentation and quote marks
         if not line:
             continue
-        read.lines += 1
         if table.line(number, line):
             read.used += 1
         else:
