@@ -54,8 +54,8 @@ from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
 from trainer_hooks.settings import LogSettings, resolve_settings
 from trainer_hooks.stall import StallWatch, thread_stack
-from trainer_hooks.strategy import describe
 from trainer_hooks.steps import StepLogging
+from trainer_hooks.strategy import describe
 from trainer_hooks.summary import GpuStats, build_summary, summary_text, write_whole
 from trainer_hooks.textlog import TextRenderer
 from trainer_hooks.writer import RecordWriter

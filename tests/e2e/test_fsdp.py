@@ -78,7 +78,7 @@ def test_bytes_per_step_are_the_padded_parameters_of_every_unit(run):
 
 def test_the_session_says_fsdp2_with_its_facts(run, tmp_path):
     logs, streams = run
-    for rank, records in streams.items():
+    for records in streams.values():
         (start,) = [r for r in records if r["type"] == "session_start"]
         assert start["strategy"] == "fsdp2"
         facts = start["strategy_facts"]
