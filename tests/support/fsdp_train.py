@@ -30,7 +30,7 @@ WIDTHS = (37, 129, 65, 3)
 
 def make_model(widths=WIDTHS) -> nn.Sequential:
     layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:]), strict=True):
+    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         layers.append(nn.Linear(a, b))
         if i < len(widths) - 2:
             layers.append(nn.ReLU())
