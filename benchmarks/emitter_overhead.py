@@ -18,6 +18,12 @@ past a logged block lands on both variants alike), many pairs; the median of the
 ratios with its interquartile range and a bootstrap 95 % interval, so the noise is visible.
 ``--aa`` also runs the same design with no logging in either block (the noise floor).
 
+Part 1b (FSDP2): the same for a model of 3 ``fully_shard`` units: 9 collectives a step through the
+timing wrappers (the collectives themselves taken out), step_begin + step_end, and the writer
+thread; against DDP with as many timed operations (9 buckets a step) measured the same way (whose
+figure leaves the comm hook's own work out), alternated, medians of 5; the wrappers' own time is
+given apart. Target: within the DDP figure (the FSDP median inside the DDP runs' range).
+
 Part 4 (``--end-verdict``, a fixed cost at the end): the wall time rank 0 spends in ``end()`` of a
 completed session with the verdict on and off (``end_verdict``: the analysis process on the
 session's folder), alternated, on sessions of 100 and 2,000 steps with 4 gradient-sync buckets a
@@ -261,6 +267,71 @@ def per_record(n_steps: int, buckets: int) -> dict:
             "written_before_end": records}
 
 
+class _NoComm:
+    """FSDP2's comm object with the collective taken out: returns at once, as a blocking call returns
+    once done (what is left around it is the timing wrapper's own work)."""
+
+    def __call__(self, output_tensor, input_tensor, group=None, async_op=False, op=None):
+        return None
+
+    def allocate(self, *args, **kwargs):
+        return None
+
+
+def per_step_fsdp(n_steps: int, units: int = 3) -> dict:
+    """Training-thread time per step of the logger on an FSDP2 model of ``units`` parameter groups: each
+    step ``units`` all-gathers in forward, ``units`` again in backward and ``units`` reduce-scatters
+    through the timing wrappers (``fsdp_comm._Timed``, around a comm object that does nothing: the
+    wrappers' own work, less the bare calls' measured the same way), plus step_begin + step_end; and
+    the writer thread's CPU time per step for the records they produce."""
+    import torch
+
+    from trainer_hooks.fsdp_comm import ALL_GATHER, REDUCE_SCATTER, FsdpCommTimer, _Timed
+    from trainer_hooks.session_logger import SessionLogger
+
+    shard, whole = torch.empty(5_000), torch.empty(10_000)  # one rank's shard and the gathered unit, 2 ranks
+
+    def calls(gather, reduce) -> float:
+        t0 = time.perf_counter()
+        for u in range(units):
+            gather[u](whole, shard, group=None, async_op=False)  # forward
+        for u in reversed(range(units)):
+            gather[u](whole, shard, group=None, async_op=False)  # backward, resharded after forward
+            reduce[u](shard, whole, group=None, op=None)
+        return time.perf_counter() - t0
+    t_steps = t_wrapped = 0.0
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = SessionLogger(tmp, "high", gpu_snapshot_interval=0, end_verdict=False)
+        log.start(per_device_batch_size=8, max_steps=n_steps)
+        timer = FsdpCommTimer()
+        timer.group_size = 2
+        log.comm, log._comm_timed = timer, True  # as if install() had wrapped a model (no process group here)
+        gather = [_Timed(_NoComm(), timer, ALL_GATHER, u) for u in range(units)]
+        reduce = [_Timed(_NoComm(), timer, REDUCE_SCATTER, u) for u in range(units)]
+        bare = [_NoComm()] * units
+        writer = log._writer
+        _wait_writer_idle(writer)
+        cpu0 = thread_cpu_s(_native_id(writer._thread))
+        t_bare = 0.0
+        for step in range(1, n_steps + 1):
+            t0 = time.perf_counter()
+            log.step_begin()
+            t1 = time.perf_counter()
+            t_wrapped += calls(gather, reduce)
+            t2 = time.perf_counter()
+            log.step_end(step, loss=1.0 / step, learning_rate=1e-4, grad_norm=0.5)
+            t_steps += (t1 - t0) + (time.perf_counter() - t2)
+            t_bare += calls(bare, bare)
+        log.flush_step()
+        _wait_writer_idle(writer)
+        cpu1 = thread_cpu_s(_native_id(writer._thread))
+        log.end()
+    return {"units": units, "collectives_per_step": 3 * units, "step_calls_us": t_steps / n_steps * 1e6,
+            "wrappers_us": (t_wrapped - t_bare) / n_steps * 1e6,
+            "writer_us_per_step": None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / n_steps * 1e6}
+
+
 def end_verdict_cost(steps: int, rounds: int, buckets: int = 4) -> dict:
     """Part 4: seconds of ``end()`` on a 1-rank session of ``steps`` steps, verdict on and off (alternated),
     and the CPU seconds of the analysis process (its children's rusage)."""
@@ -297,6 +368,15 @@ def end_verdict_cost(steps: int, rounds: int, buckets: int = 4) -> dict:
     return {"steps": steps, "stream_mb": stream_mb, "end_on_s": on_s, "end_off_s": off_s,
             "verdict_s": on_s - off_s, "verdict_s_min_max": (min(times[True]) - off_s, max(times[True]) - off_s),
             "analysis_cpu_s": statistics.median(child_cpu), "rounds": rounds}
+
+
+def _median_known(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def show_us(v) -> str:
+    return "n/a" if v is None else f"{v:.0f} us"
 
 
 def _fmt_ratio(s: dict) -> str:
@@ -342,6 +422,30 @@ def main(argv=None) -> int:
           f"({rec['us_per_step_call']:.1f} us per step for {rec['records_per_step']:.1f} records); writer thread "
           f"{'n/a' if writer is None else f'{writer:.0f} us'} CPU per step  "
           f"target <= 20 us/record -> {'OK' if rec['us_per_record'] <= 20 else 'ABOVE TARGET'}")
+
+    # FSDP2 against DDP with as many timed operations a step (9 buckets), alternated, medians of 5
+    fsdp_runs, ddp_runs = [], []
+    for _ in range(5):
+        fsdp_runs.append(per_step_fsdp(n_records // 4))
+        ddp_runs.append(per_record(n_records // 4, buckets=9))
+    f = results["fsdp2"] = {
+        "collectives_per_step": 9, "step_calls_us": statistics.median(r["step_calls_us"] for r in fsdp_runs),
+        "wrappers_us": statistics.median(r["wrappers_us"] for r in fsdp_runs),
+        "writer_us_per_step": _median_known(r["writer_us_per_step"] for r in fsdp_runs),
+        "ddp_step_calls_us": statistics.median(r["us_per_step_call"] for r in ddp_runs),
+        "ddp_writer_us_per_step": _median_known(r["writer_us_per_step"] for r in ddp_runs)}
+    fsdp_total = f["step_calls_us"] + (f["writer_us_per_step"] or 0.0)
+    ddp_total = f["ddp_step_calls_us"] + (f["ddp_writer_us_per_step"] or 0.0)
+    # within: the FSDP median inside the range of the DDP runs (their own spread is the noise)
+    ddp_totals = [r["us_per_step_call"] + (r["writer_us_per_step"] or 0.0) for r in ddp_runs]
+    f["ddp_total_range_us"] = [min(ddp_totals), max(ddp_totals)]
+    print(f"fsdp2        : per step, 9 collectives of 3 units: step_begin + step_end {f['step_calls_us']:.1f} us + "
+          f"writer {show_us(f['writer_us_per_step'])} = {fsdp_total:.0f} us; DDP with 9 buckets the same way "
+          f"{f['ddp_step_calls_us']:.1f} us + {show_us(f['ddp_writer_us_per_step'])} = {ddp_total:.0f} us (medians "
+          f"of 5, alternated; DDP's runs {min(ddp_totals):.0f}-{max(ddp_totals):.0f} us)  target: within the DDP "
+          f"figure -> {'OK' if fsdp_total <= max(ddp_totals) else 'ABOVE'}; "
+          f"the timing wrappers at the comm calls {f['wrappers_us']:.1f} us a step "
+          f"({f['wrappers_us'] / 9:.2f} us a collective; DDP's hook does the like per bucket, outside both figures)")
 
     m = results["training"] = measure(args.step_ms, pairs, args.steps_per_block, args.verbosity, check_grads=False,
                                       aa=args.aa)

@@ -107,7 +107,7 @@ def main() -> None:
         _run(_CLI, [tmp / "one_console", "--json", "--no-cache"], tmp / "cache", hwm)  # .pyc written
         rows: dict[str, list[tuple[float, int]]] = {}
         for _ in range(args.rounds):
-            for name, pair in folders.items():
+            for pair in folders.values():
                 for folder in pair:
                     rows.setdefault(folder.name, []).append(
                         _run(_CLI, [folder, "--json", "--no-cache"], tmp / "cache", hwm))

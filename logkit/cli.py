@@ -333,8 +333,10 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
                    follow_links=follow_links)
     skipped = loaded.notes or (question.notes if question is not None else [])
     if not loaded.sessions:
+        from logkit.ingest.discover import nothing_found
+
         _skipped(skipped, click.echo)
-        _fail(f"no logkit sessions found under {log_dir}")
+        _fail(nothing_found(log_dir, follow_links))
     if session_ids:
         loaded = _only(loaded, set(session_ids), log_dir)
 

@@ -26,7 +26,7 @@ from trainer_hooks.writer import iso_timestamp
 STEP_FIELDS = (f"{HEADER} max_steps epoch local_rank step_time_s avg_step_time_s data_time_s eta_minutes "
                "estimated_completion loss learning_rate grad_norm **metrics samples_per_s tokens_per_s total_batch_size")
 COMM_FIELDS = (f"{HEADER} op size_bytes duration_ms algbw_mb_s busbw_mb_s group_size bucket timing_source "
-               "local_rank")
+               "local_rank phase")
 PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total_batch_size"
 PHASE_FIELDS = f"{HEADER} begin_clock_s compute_s first_ready_s sync_s buckets timing_source"
 
@@ -108,8 +108,11 @@ class RecordBuilder:
         local_rank = header["local_rank"]
         self._step_record = layout(TRAINING_STEP, STEP_FIELDS, type=TRAINING_STEP.type, level="INFO",
                                    max_steps=max_steps, local_rank=local_rank, **rank)
+        # DDP's gradient buckets are all-reduced from backward's hooks: their phase is backward
         self._comm_record = layout(COMMUNICATION, COMM_FIELDS, type=COMMUNICATION.type, level="INFO",
-                                   local_rank=local_rank, **rank)
+                                   local_rank=local_rank, phase="backward", **rank)
+        self._collective_record = layout(COMMUNICATION, COMM_FIELDS, type=COMMUNICATION.type, level="INFO",
+                                         local_rank=local_rank, **rank)
         self._perf_record = layout(PERFORMANCE, PERF_FIELDS, type=PERFORMANCE.type, level="INFO", **rank)
         self._phase_record = layout(STEP_PHASES, PHASE_FIELDS, type=STEP_PHASES.type, level="DEBUG", **rank)
         self._anomaly = layout(ANOMALY, HEADER, type=ANOMALY.type, level="WARNING", **rank)
@@ -214,6 +217,31 @@ class RecordBuilder:
                     message=f"{op} bucket {bucket}: {size} bytes in {seconds * 1e3:.3f} ms",
                     op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6), algbw_mb_s=_rounded(algbw, 4),
                     busbw_mb_s=_rounded(busbw, 4), group_size=group_size, bucket=bucket, timing_source=timing_source))
+        return out
+
+    def collectives(self, wall: float, elapsed: float, items: list, timing_source: str, group_size: int) -> list[dict]:
+        """One ``communication`` record per collective of a sharded model: ``items`` are (step, unit, op,
+        phase, bytes, seconds); busbw by each op's bus factor ((n-1)/n for all-gather and reduce-scatter)."""
+        out = []
+        factors: dict = {}
+        records = self.settings.communication_records
+        time_s = round(elapsed, 6)
+        for step, unit, op, phase, size, seconds in items:
+            if op not in factors:
+                factors[op] = busbw_factor(op, group_size)
+                self.comm_stats.setdefault(op, CommStats())
+            factor, stats = factors[op], self.comm_stats[op]
+            algbw = bandwidth_mb_s(size, seconds)
+            algbw = algbw if math.isfinite(algbw) else None
+            busbw = algbw * factor if algbw is not None and factor is not None else None
+            stats.add(size, seconds, algbw, busbw)
+            if records:
+                out.append(self._collective_record(
+                    timestamp=wall, time_s=time_s, step=step,
+                    message=f"{op} of unit {unit} ({phase}): {size} bytes in {seconds * 1e3:.3f} ms",
+                    op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6), algbw_mb_s=_rounded(algbw, 4),
+                    busbw_mb_s=_rounded(busbw, 4), group_size=group_size, bucket=unit, timing_source=timing_source,
+                    phase=phase))
         return out
 
     def phases(self, wall: float, elapsed: float, items: list, timing_source: str, clock_offset: float,

@@ -27,6 +27,10 @@ class CommTimer:
     says where the step is: what a stall or an exception reports.
     """
 
+    # the RecordBuilder method that makes its records, and the op its per-step phases are totalled under
+    records_by = "comm"
+    phases_op = "gradient_sync"
+
     def __init__(self) -> None:
         self.pending: list[tuple] = []  # launched since the last collect: (bucket, bytes, start, end, seq)
         self._in_flight: deque = deque()  # (step, bucket, bytes, start, end, seq) awaiting the GPU
@@ -97,7 +101,7 @@ class CommTimer:
         waits for the GPU."""
         launched, self.pending = self.pending, []
         if launched:
-            self._steps[step] = _StepSync(self.anchor, self.begin, len(launched))
+            self._steps[step] = self._step_sync(len(launched))
             self._in_flight.extend((step, *item) for item in launched)
         ready, phases = [], []
         while self._in_flight:
@@ -110,6 +114,10 @@ class CommTimer:
             self._in_flight.popleft()
             self._read(item, ready, phases)
         return ready, phases
+
+    def _step_sync(self, count: int) -> _StepSync:
+        """The tracker of one step's ``count`` operations, anchored at the step's start."""
+        return _StepSync(self.anchor, self.begin, count)
 
     def _read(self, item: tuple, ready: list, phases: list) -> None:
         step, index, size, start, end, seq = item

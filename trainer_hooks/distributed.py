@@ -1,7 +1,12 @@
 """Who this process is in the job, and the one session id every rank agrees on.
 
-torch is imported only when it is already loaded (a training process always has it);
-outside a process group the launcher's environment variables answer.
+torch is imported only when it is already loaded (a training process always has it). A process is
+rank r of a world of n only in a process group that training uses: ``torch.distributed`` initialised,
+and not set aside by accelerate (on a machine without GPUs its FSDP plugin falls back to
+``DistributedType.NO``: one process that trains alone, though a group of the launcher's size was
+initialised). Any other process is rank 0 of a world of 1, whatever its launcher's ``RANK`` and
+``WORLD_SIZE`` say: it trains alone on all the data, and its files must say so (never rank r of n,
+which would merge lone processes into one run). What the launcher said is kept (``launcher_facts``).
 """
 
 from __future__ import annotations
@@ -26,13 +31,16 @@ class RankInfo:
     backend: str | None
     device: str
     hostname: str
+    process_group: str = "none"  # formed, none (never initialised), unused (initialised, training does not use it)
+    launcher: dict | None = None  # a launcher's facts where it started several processes (launcher_facts)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
 
-def _dist():
+def _initialised():
+    """``torch.distributed`` where a process group is initialised, else None."""
     if "torch" not in sys.modules:
         return None
     try:
@@ -43,15 +51,62 @@ def _dist():
         return None
 
 
+def accelerate_alone() -> bool:
+    """accelerate's state says this process trains alone (``DistributedType.NO``, one process), read from
+    its shared state where accelerate is loaded and its state made (never imported here)."""
+    state = sys.modules.get("accelerate.state")
+    shared = getattr(getattr(state, "PartialState", None), "_shared_state", None) if state else None
+    if not shared:
+        return False
+    kind = shared.get("distributed_type")
+    return getattr(kind, "value", kind) == "NO" and shared.get("num_processes") == 1
+
+
+def _dist():
+    """``torch.distributed`` where this process is in a process group that training uses, else None."""
+    dist = _initialised()
+    return None if dist is None or accelerate_alone() else dist
+
+
+def launcher_facts(env=os.environ) -> dict | None:
+    """What the launcher told this process (None where it started one process, or none started it):
+    its name, ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK`` and the rendezvous address."""
+    world = _int(env.get("WORLD_SIZE"))
+    if world is None or world <= 1:
+        return None
+    if any(k.startswith("ACCELERATE_") for k in env):
+        name = "accelerate launch"
+    elif "TORCHELASTIC_RUN_ID" in env:
+        name = "torchrun"
+    elif "OMPI_COMM_WORLD_SIZE" in env or "PMI_SIZE" in env:
+        name = "mpirun"
+    elif "SLURM_PROCID" in env:
+        name = "srun"
+    else:
+        name = "environment"
+    master = f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}" if env.get("MASTER_ADDR") and env.get("MASTER_PORT") else None
+    return {"name": name, "world_size": world, "rank": _int(env.get("RANK")), "local_rank": _int(env.get("LOCAL_RANK")),
+            "master": master}
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def rank_info() -> RankInfo:
-    """Rank, world size, local rank, backend and device of this process."""
+    """Rank, world size, local rank, backend and device of this process (see the module doc)."""
     env = os.environ
     dist = _dist()
+    launcher = launcher_facts(env)
     if dist is not None:
         rank, world, backend = dist.get_rank(), dist.get_world_size(), str(dist.get_backend())
-    else:
-        rank, world, backend = int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), None
-    local_rank = int(env.get("LOCAL_RANK", 0))
+        local_rank, group = int(env.get("LOCAL_RANK", 0)), "formed"
+    else:  # alone: the only rank of its own session
+        rank, world, backend, local_rank = 0, 1, None, 0
+        group = "unused" if _initialised() is not None else "none"
     device = "cpu"
     torch = sys.modules.get("torch")
     try:
@@ -59,7 +114,7 @@ def rank_info() -> RankInfo:
             device = f"cuda:{torch.cuda.current_device()}"
     except Exception:
         pass
-    return RankInfo(rank, world, local_rank, backend, device, socket.gethostname())
+    return RankInfo(rank, world, local_rank, backend, device, socket.gethostname(), group, launcher)
 
 
 def create_session_dir(log_dir: Path, now: float | None = None, prefix: str = "training") -> tuple[str, Path]:
@@ -118,6 +173,9 @@ def agree_session_id(log_dir: Path, info: RankInfo, session_id: str | None = Non
     (``safe_session_id``, ``_unclaimed``).
     """
     sid = session_id or os.environ.get("LOGKIT_SESSION_ID")
+    dist = _dist()
+    if sid is not None and (dist is None or info.world_size <= 1):
+        return _claim_alone(log_dir, safe_session_id(sid), info.rank)
     if sid is not None:
         sid = _unclaimed(log_dir, safe_session_id(sid), info.rank)
     if info.rank == 0 and sid is None:
@@ -126,7 +184,6 @@ def agree_session_id(log_dir: Path, info: RankInfo, session_id: str | None = Non
             claim_stream(log_dir / sid, sid, info.rank)  # before the broadcast, which may never return
         except OSError:
             sid = f"training_{datetime.now().strftime('%Y%m%d_%H%M%S')}"
-    dist = _dist()
     if dist is not None and info.world_size > 1:
         box = [sid]
         dist.broadcast_object_list(box, src=0)
@@ -136,6 +193,24 @@ def agree_session_id(log_dir: Path, info: RankInfo, session_id: str | None = Non
     (log_dir / sid).mkdir(parents=True, exist_ok=True)
     claim_stream(log_dir / sid, sid, info.rank)
     return sid
+
+
+def _claim_alone(log_dir: Path, sid: str, rank: int) -> str:
+    """A process without a group given an id: ``sid`` or the first ``sid_N`` whose stream of ``rank`` it
+    creates itself (an exclusive create: processes started together with the same id, none of which
+    can ask the others, each get a folder of their own)."""
+    for n in range(1, 10_000):
+        candidate = sid if n == 1 else f"{sid}_{n}"
+        folder = log_dir / candidate
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / SessionFiles(candidate).rank_jsonl(rank), "x"):
+                return candidate
+        except FileExistsError:
+            continue
+        except OSError:
+            return candidate  # an unwritable folder: the writer says so when it first writes
+    raise FileExistsError(f"no free session folder name under {log_dir} for {sid}")
 
 
 def claim_stream(folder: Path, sid: str, rank: int) -> None:

@@ -48,15 +48,24 @@ from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
 from trainer_hooks.distributed import RankInfo, agree_session_id, measure_clock_offset, rank_info
 from trainer_hooks.end_verdict import end_verdict
 from trainer_hooks.findings import resource_findings
+from trainer_hooks.fsdp_comm import FsdpCommTimer
+from trainer_hooks.fsdp_comm import install as install_fsdp
 from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
 from trainer_hooks.settings import LogSettings, resolve_settings
 from trainer_hooks.stall import StallWatch, thread_stack
 from trainer_hooks.steps import StepLogging
+from trainer_hooks.strategy import describe
 from trainer_hooks.summary import GpuStats, build_summary, summary_text, write_whole
 from trainer_hooks.textlog import TextRenderer
 from trainer_hooks.writer import RecordWriter
 
+# Why a wrapper's collectives are not timed (the others' are: ddp by its comm hook, fsdp2 at its comm objects)
+_NOT_TIMED = {
+    "fsdp1": "FSDP1 (FullyShardedDataParallel) collectives are not timed: it calls torch.distributed directly, "
+             "with no comm object or hook to time them at (FSDP2's fully_shard is timed)",
+    "deepspeed": "DeepSpeed collectives are not timed: its comms logger synchronises every op",
+}
 # The clock of the *_clock_s fields: time.perf_counter's (CLOCK_MONOTONIC on Linux)
 _CLOCK = time.get_clock_info("perf_counter").implementation
 
@@ -147,8 +156,9 @@ class SessionLogger(StepLogging, NonFiniteChecks):
     def start(self, *, model=None, model_name: str | None = None, config: dict | None = None,
               per_device_batch_size: int | None = None, gradient_accumulation_steps: int = 1,
               total_batch_size: int | None = None, max_steps: int | None = None,
-              mixed_precision: str | None = None, dataset=None, dataloader=None) -> None:
-        """Open the session on this rank (a collective: every rank calls it)."""
+              mixed_precision: str | None = None, dataset=None, dataloader=None, wrapped=None) -> None:
+        """Open the session on this rank (a collective: every rank calls it). ``wrapped``: the model as
+        the loop trains it (a DDP / FSDP wrapper), where ``model`` is the module it wraps."""
         if self._started:
             return
         self._started = True
@@ -170,16 +180,23 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             mode = Mode.MULTI_CPU if info.world_size > 1 else Mode.CPU
         if model_name is None and model is not None:
             model_name = sysinfo.model_name(model)
+        strategy, strategy_facts = describe(wrapped if wrapped is not None else model)
         self._start_record = self._record(
-            SESSION_START, f"Session {self.session_id} started on rank {info.rank}/{info.world_size} ({mode})",
+            SESSION_START, f"Session {self.session_id} started on rank {info.rank}/{info.world_size} ({mode}"
+            + (f", {strategy})" if strategy != "none" else ")"),
             mode=mode, local_rank=info.local_rank, hostname=info.hostname, pid=os.getpid(), backend=info.backend,
             device=info.device, mixed_precision=mixed_precision, model=model_name, gpu_count=gpu_count,
             per_device_batch_size=per_device_batch_size, gradient_accumulation_steps=gradient_accumulation_steps,
             total_batch_size=total_batch_size, max_steps=max_steps, verbosity=self.verbosity,
             settings=asdict(self.settings), config=dict(config or {}), versions=sysinfo.versions(),
             gpus=sysinfo.gpu_list(), **self._requested_id(), clock=_CLOCK, clock_offset_s=round(self.clock_offset, 9),
-            clock_offset_uncertainty_s=round(self._clock_uncertainty, 9),
+            clock_offset_uncertainty_s=round(self._clock_uncertainty, 9), strategy=strategy,
+            strategy_facts=strategy_facts, process_group=info.process_group, launcher=info.launcher,
         )
+        if info.launcher is not None and info.process_group != "formed" and self.is_main:
+            print(f"logkit: {info.launcher['name']} started {info.launcher['world_size']} processes but this one is in "
+                  f"no process group training uses ({info.process_group}): it trains alone on all the data and logs "
+                  f"as a session of its own ({self.session_id})", file=sys.stderr)
         self._emit(self._start_record)
         # host, model and data facts: free-form beyond the keys every record has (kept whole as meta)
         self._emit(self._record(SYSTEM_INFO, "System information") | sysinfo.system_info(self.log_dir))
@@ -297,12 +314,22 @@ class SessionLogger(StepLogging, NonFiniteChecks):
 
     @guarded
     def attach_model(self, model) -> bool:
-        """Time gradient synchronisation of ``model`` (a DDP wrapper, or the model it wraps)."""
+        """Time the communication of ``model``: a DDP wrapper's gradient sync (or the model it wraps), an FSDP2
+        model's all-gathers and reduce-scatters."""
         if self.info is None or self.info.world_size <= 1:
             return False
-        ddp = find_ddp(model)
-        why = install_comm_hook(ddp, self.comm) if ddp is not None else \
-            "No DistributedDataParallel wrapper found: gradient synchronisation is not timed"
+        strategy = SESSION_START["strategy"].get(self._start_record) or describe(model)[0]
+        if strategy == "fsdp2":
+            timer = FsdpCommTimer()
+            why = install_fsdp(model, timer)
+            if why is None:
+                self.comm = timer
+        elif strategy == "ddp" or strategy == "none":
+            ddp = find_ddp(model)
+            why = install_comm_hook(ddp, self.comm) if ddp is not None else \
+                "No DistributedDataParallel wrapper found: gradient synchronisation is not timed"
+        else:
+            why = _NOT_TIMED.get(strategy, f"{strategy}: communication is not timed")
         if why is not None:
             self._emit(self._record(RESOURCE_WARNING, why, "WARNING", subkind=FindingKind.COMM_NOT_TIMED))
             return False

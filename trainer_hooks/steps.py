@@ -163,12 +163,13 @@ class StepLogging:
     def _put_comm(self, items: list, phases: list) -> None:
         if (items or phases) and self._writer is not None and self._builder is not None:
             elapsed = time.perf_counter() - self._t0
+            timer = self.comm
             if items:
-                self._writer.put_call(self._builder.comm, self._wall0 + elapsed, elapsed, items,
-                                      self.comm.timing_source, self.comm.group_size)
+                self._writer.put_call(getattr(self._builder, timer.records_by), self._wall0 + elapsed, elapsed, items,
+                                      timer.timing_source, timer.group_size)
             if phases:
                 self._writer.put_call(self._builder.phases, self._wall0 + elapsed, elapsed, phases,
-                                      self.comm.timing_source, self.clock_offset)
+                                      timer.timing_source, self.clock_offset, timer.phases_op)
 
     def where(self) -> tuple[int, str, str | None]:
         """(the step the rank is in, its phase, the phase's detail): ``data`` between steps

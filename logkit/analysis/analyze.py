@@ -148,7 +148,7 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
                                             summaries[s.session_id].final_loss_from) for s in sessions}
     findings = diagnose(sessions, figs.parts(scaling=scaling, health=health))
     perf, strag, breakdown = figs.performance, figs.stragglers, figs.step_breakdown
-    nccl = _concat([nccl_tests_table(s) for s in sessions], NCCL_TESTS_COLUMNS)
+    nccl = _concat([nccl_tests_table(s, sessions) for s in sessions], NCCL_TESTS_COLUMNS)
     judged = {*figs.communication["session_id"], *nccl["session_id"]}
     return Analysis(
         scaling=scaling, communication=figs.communication, nccl_tests=nccl,

@@ -263,14 +263,16 @@ def _subfolders(dirpath: str, dirnames: list[str], scope: Scope, notes: list) ->
     return keep
 
 
-def discover(root: str | Path, follow_links: bool = False, notes: list | None = None) -> list[SessionSource]:
+def discover(root: str | Path, follow_links: bool = False, notes: list | None = None,
+             listed=None) -> list[SessionSource]:
     """Every session under ``root``, recursively (hidden folders skipped, but for sessions of ours), in
     path order. Only regular files are read (``safe_io.check``): a FIFO, a socket, a device, a dangling
     link is skipped, with a diagnostic in the session of its folder, else in ``notes``.
 
     Links are followed inside ``root``; a link (to a folder or a file) that leads out of it only with
     ``follow_links`` (people gather runs under one folder with links). A folder already visited through
-    another path is not read twice.
+    another path is not read twice. ``listed(n)``: called with the number of files of each folder
+    as it is looked at (a progress count).
     """
     root = Path(root)
     scope = Scope.of(root, follow_links)
@@ -294,6 +296,8 @@ def discover(root: str | Path, follow_links: bool = False, notes: list | None = 
                 found.append(src)
             dirnames[:] = [d for d in dirnames if not _RANK_DIR.match(d)]
         found.extend(sources_in_folder(folder, filenames, scope, here))
+        if listed is not None:
+            listed(len(filenames))
         if found:
             found[0].notes.extend(here)
         else:
@@ -366,3 +370,47 @@ def session_folder(name: str, base: str | Path | None = None) -> Path:
     found = sorted({p.name for folder in bases for p in (folder / "sessions").glob("*") if p.is_dir()})
     raise FileNotFoundError(f"no session folder {name!r} (looked for {', '.join(str(t) for t in tried)})"
                             + (f"; sessions found: {', '.join(found)}" if found else ""))
+
+
+MAX_LISTED = 20  # files the no-sessions message lists (the rest counted)
+
+
+def _why_not_read(path: Path) -> str:
+    """Why a regular file under a folder without sessions was not read: its format, or its first bytes."""
+    from logkit.ingest.readers.sniff import _SKIP, Probe
+
+    fmt = FORMATS.get(_sniff(path))
+    if fmt is not None:
+        return f"a {fmt.name} file ({fmt.name.meaning}): read only with a session its other files make, none here" \
+            if fmt.joins_found else f"a {fmt.name} file, not enough for a session on its own"
+    if _SKIP.search(path.name):
+        return "logkit's summary text or errors log: read with its session, none here"
+    probe = Probe(path, False)
+    head = probe.head[:60]
+    if not head:
+        return "empty (or unreadable)"
+    first = repr(probe.raw[:24]) if probe.binary else repr(head.splitlines()[0][:60] if head.strip() else head)
+    if probe.suffix not in {s for f in FORMATS.values() for s in f.suffixes}:
+        return f"its name ({probe.suffix or 'no suffix'}) is no log's and its first bytes ({first}) none of the formats"
+    return f"its first bytes ({first}) are none of the formats looked for"
+
+
+def nothing_found(root: str | Path, follow_links: bool = False) -> str:
+    """The message for a folder where no session was found: what was looked for (the formats), and each
+    file looked at with why it was not read."""
+    root = Path(root)
+    formats = "; ".join(f"{f.name} ({f.name.meaning.replace('``', '')})" if isinstance(f.name, FileFormat)
+                        else f.name for f in FORMATS.values())
+    lines = [f"no logkit sessions found under {display(root)}", f"  formats looked for: {formats}"]
+    scope = Scope.of(root, follow_links)
+    looked: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=follow_links):
+        dirnames[:] = _subfolders(dirpath, dirnames, scope, [])
+        looked += [Path(dirpath) / n for n in regular_files(Path(dirpath), sorted(filenames), scope)]
+    if not looked:
+        lines.append("  no files in it")
+    for path in looked[:MAX_LISTED]:
+        lines.append(f"  {display(path)}: not read: {_why_not_read(path)}")
+    if len(looked) > MAX_LISTED:
+        lines.append(f"  ... and {len(looked) - MAX_LISTED} more files, none of a format looked for")
+    return "\n".join(lines)

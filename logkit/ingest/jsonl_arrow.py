@@ -118,7 +118,7 @@ _LOCK = threading.Lock()
 _PARSERS: tuple[int, ThreadPoolExecutor] | None = None  # (the process it was made in, the threads)
 
 
-def _parsers() -> ThreadPoolExecutor:
+def parsers() -> ThreadPoolExecutor:
     """The parsing threads, made once per process (a forked child makes its own)."""
     global _PARSERS
     with _LOCK:
@@ -138,7 +138,7 @@ def _line_ends(view: memoryview, step: int = 1 << 20) -> np.ndarray:
                           or [np.zeros(0, np.int64)])
 
 
-def _starts(ends: np.ndarray) -> np.ndarray:
+def line_starts(ends: np.ndarray) -> np.ndarray:
     """The lines' first offsets, of their newlines' ``ends``."""
     return np.concatenate([np.zeros(1, np.int64), ends[:-1] + 1])
 
@@ -148,7 +148,7 @@ def _objects_only(chunk: memoryview, ends: np.ndarray) -> bool:
     (``null`` as a stream's first line) crashes the process inside it, before any line is noted."""
     if not len(ends):
         return False
-    return bool((np.frombuffer(chunk, np.uint8)[_starts(ends)] == ord("{")).all())
+    return bool((np.frombuffer(chunk, np.uint8)[line_starts(ends)] == ord("{")).all())
 
 
 def _release(*views: memoryview) -> None:
@@ -170,10 +170,9 @@ def _chunk(buf: bytearray, size: int, first: bool, kinds: frozenset[str] | None)
     then the rows of other types apart at theirs, unless they are half or more. Runs on the parsing
     threads."""
     schema = RAW_SCHEMA if kinds is None else read_at(kinds)
-    ends, table = _parsed(buf, size, schema)
+    ends, table = parsed_chunk(buf, size, schema)
     n = table.num_rows
-    if n != len(ends) or table.column(TYPE.raw[0]).null_count:
-        raise _Refused  # the parser skips blank lines: those, or records without a type, the per-line engine reports
+    check_rows(table, len(ends))
     counts = dict(zip(*(c.to_pylist() for c in pc.value_counts(table.column(TYPE.raw[0])).flatten()), strict=True))
     rest = None
     if schema is not RAW_SCHEMA:
@@ -181,17 +180,29 @@ def _chunk(buf: bytearray, size: int, first: bool, kinds: frozenset[str] | None)
         rows = pc.indices_nonzero(pc.is_in(table.column(TYPE.raw[0]), pa.array(others, pa.string()))).to_numpy() \
             if others else _NONE
         if 2 * len(rows) > n:
-            ends, table = _parsed(buf, size, RAW_SCHEMA)
+            ends, table = parsed_chunk(buf, size, RAW_SCHEMA)
         elif len(rows):
             rest = (others, _padded(_apart(buf, ends, rows, read_at(others))), rows)
     table = _padded(table)
     for raw in [table, *(rest[1:2] if rest else ())]:
-        if pc.list_flatten(raw.column(_DEVICES)).null_count:
-            raise _Refused  # a device that is not an object: the per-line engine leaves it out
+        check_devices(raw)
     return table, _whole_records(table, buf, ends, first), counts, rest
 
 
-def _parsed(buf: bytearray, size: int, schema: pa.Schema) -> tuple[np.ndarray, pa.Table]:
+def check_rows(table: pa.Table, lines: int) -> None:
+    """Raises ``_Refused`` unless the raw table of ``lines`` whole lines has a row per line, each with a
+    record type."""
+    if table.num_rows != lines or table.column(TYPE.raw[0]).null_count:
+        raise _Refused  # the parser skips blank lines: those, or records without a type, the per-line engine reports
+
+
+def check_devices(table: pa.Table) -> None:
+    """Raises ``_Refused`` where a raw table (at all of ``RAW_SCHEMA``) has a device that is not an object."""
+    if pc.list_flatten(table.column(_DEVICES)).null_count:
+        raise _Refused  # a device that is not an object: the per-line engine leaves it out
+
+
+def parsed_chunk(buf: bytearray, size: int, schema: pa.Schema) -> tuple[np.ndarray, pa.Table]:
     """The newlines' offsets of a chunk, and its raw table at ``schema``."""
     table = None
     whole = memoryview(buf)
@@ -232,7 +243,7 @@ def _padded(table: pa.Table) -> pa.Table:
 
 def _apart(buf: bytearray, ends: np.ndarray, rows: np.ndarray, schema: pa.Schema) -> pa.Table:
     """The chunk's lines ``rows`` parsed again, at ``schema``."""
-    starts = _starts(ends)[rows]
+    starts = line_starts(ends)[rows]
     lines = b"".join(buf[s:e] for s, e in zip(starts.tolist(), (ends[rows] + 1).tolist(), strict=True))
     try:
         parsed = _json(lines, schema)
@@ -243,12 +254,17 @@ def _apart(buf: bytearray, ends: np.ndarray, rows: np.ndarray, schema: pa.Schema
     return parsed
 
 
+def whole_rows(table: pa.Table) -> np.ndarray:
+    """The rows of a raw table whose records are read whole (``WHOLE_TYPES``)."""
+    return pc.indices_nonzero(pc.is_in(table.column(TYPE.raw[0]), _WHOLE)).to_numpy().astype(np.int64)
+
+
 def _whole_records(table: pa.Table, buf: bytearray, ends: np.ndarray, first: bool) -> list[tuple[int, dict]]:
     """The chunk's records of ``WHOLE_TYPES`` (and the stream's first), parsed whole: few per stream."""
-    wanted = pc.indices_nonzero(pc.is_in(table.column(TYPE.raw[0]), _WHOLE)).to_numpy().astype(np.int64)
+    wanted = whole_rows(table)
     if first:
         wanted = np.union1d(wanted, np.zeros(1, np.int64))
-    starts = _starts(ends)
+    starts = line_starts(ends)
     return [(i, orjson.loads(bytes(buf[int(starts[i]):int(ends[i])]))) for i in wanted.tolist()]
 
 
@@ -296,7 +312,7 @@ class _Reading:
         if not self.refused:
             try:
                 self._take(job)
-            except _REFUSALS:
+            except REFUSALS:
                 self.refuse()
         elif isinstance(job, Future):
             wait([job])  # its buffer is free once it is done
@@ -358,7 +374,7 @@ class _Reading:
 
 
 # What makes the fast engine leave a stream to the per-line engine.
-_REFUSALS = (_Refused, OSError, EOFError, zlib.error, gzip.BadGzipFile, orjson.JSONDecodeError)
+REFUSALS = (_Refused, OSError, EOFError, zlib.error, gzip.BadGzipFile, orjson.JSONDecodeError)
 
 
 class _Queue:
@@ -416,7 +432,7 @@ def _feed(reading: _Reading, queue: _Queue, parsers: ThreadPoolExecutor, ring: R
             queue.drain(keep=PARSERS)  # before the next chunk: its buffer is the oldest's, round again
         else:
             clean = True
-    except _REFUSALS:
+    except REFUSALS:
         reading.refuse()
     queue.put(reading, None)
     return clean
@@ -453,12 +469,12 @@ def read_streams(streams, chunk_bytes: int | None = None, fallback=None) -> Iter
     parsed while the last of the one before is mapped. As each stream ends, in order: its ``Stream``,
     or, where it needs the per-line engine, ``fallback(path, file rank, frames)`` (None without one:
     its ``frames`` are then as before)."""
-    parsers, ring, queue = _parsers(), Ring(PARSERS), _Queue()
+    threads, ring, queue = parsers(), Ring(PARSERS), _Queue()
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
         for path, file_rank, frames in streams:
             reading = _Reading(Path(path), file_rank, frames, fallback)
-            if not _feed(reading, queue, parsers, ring, chunk_bytes):
+            if not _feed(reading, queue, threads, ring, chunk_bytes):
                 queue.drain()  # its chunks done: every buffer is free for the next stream's
             while queue.ended:
                 yield queue.ended.popleft()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from logkit.ingest import jsonl_arrow, jsonl_lines, meta
+from logkit.ingest import jsonl_arrow, jsonl_batch, jsonl_lines, meta
 from logkit.ingest.assemble import Frames, rows_table, shift_times
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.readers.formats import READERS, declared
@@ -17,10 +17,15 @@ from logkit.ingest.session import Session, iso_seconds
 FAST_JSONL = True
 
 
-def _read_files(source: SessionSource, skip_text: bool) -> list:
+def _read_files(source: SessionSource, skip_text: bool, read_file=None) -> list:
     """The files of other formats (and our text logs, unless the streams say it all: ``echoes_streams``)."""
-    return [READERS[f.format](f.path, rank=f.rank) for f in source.extra
-            if not (skip_text and declared(f.format).echoes_streams)]
+    reads = []
+    for f in source.extra:
+        if not (skip_text and declared(f.format).echoes_streams):
+            reads.append(READERS[f.format](f.path, rank=f.rank))
+        if read_file is not None:
+            read_file(f.path)
+    return reads
 
 
 def _companions(source: SessionSource) -> list[dict]:
@@ -57,10 +62,11 @@ def _per_line(path: Path, rank: int, frames) -> jsonl_lines.Stream:
 
 
 def read_ranks(streams: list[tuple[str | Path, int]], into: list[RankRead] | None = None,
-               chunk_bytes: int | None = None) -> Iterator[RankRead]:
+               chunk_bytes: int | None = None, together: bool = False) -> Iterator[RankRead]:
     """Each (path, rank)'s tables and stream, as each is read, the streams read as one flow by the fast
     engine (the next one's chunks parsed while the last of the one before is mapped); a stream it
-    refuses, line by line, in its turn."""
+    refuses, line by line, in its turn. ``together``: the reads add to one session's frames (``_Into``):
+    runs of small streams are parsed together (``jsonl_batch``)."""
     reads = into if into is not None else [RankRead(rank) for _, rank in streams]
     paths = [Path(path) for path, _ in streams]
     if not FAST_JSONL:
@@ -68,14 +74,33 @@ def read_ranks(streams: list[tuple[str | Path, int]], into: list[RankRead] | Non
             read.stream = _per_line(path, read.rank, read)
             yield read
         return
-    found = jsonl_arrow.read_streams(zip(paths, [r.rank for r in reads], reads, strict=True), chunk_bytes,
-                                     fallback=_per_line)
-    try:
-        for read in reads:
-            read.stream = next(found)
-            yield read
-    finally:
-        found.close()  # the fast engine's buffers given back, its chunks in flight done
+    runs = _runs(paths) if together else [(False, 0, len(paths))]
+    for small, first, end in runs:
+        group = list(zip(paths[first:end], reads[first:end], strict=True))
+        if small:  # one frames for all: the rows of several streams go to reads[first]'s as one table
+            found = jsonl_batch.read_small([(path, read.rank) for path, read in group], reads[first],
+                                           fallback=_per_line)
+        else:
+            found = jsonl_arrow.read_streams(((path, read.rank, read) for path, read in group), chunk_bytes,
+                                             fallback=_per_line)
+        try:
+            for _, read in group:
+                read.stream = next(found)
+                yield read
+        finally:
+            found.close()  # the fast engine's buffers given back, its chunks in flight done
+
+
+def _runs(paths: list[Path]) -> list[tuple[bool, int, int]]:
+    """(small, first, end): the runs of consecutive streams that are small (``jsonl_batch.small``) or not."""
+    runs: list[tuple[bool, int, int]] = []
+    for i, path in enumerate(paths):
+        small = jsonl_batch.small(path)
+        if runs and runs[-1][0] == small:
+            runs[-1] = (small, runs[-1][1], i + 1)
+        else:
+            runs.append((small, i, i + 1))
+    return runs
 
 
 class _Into(RankRead):
@@ -96,12 +121,16 @@ class _Into(RankRead):
         self.frames.truncate(mark)
 
 
-def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Frames, streams: dict) -> None:
+def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Frames, streams: dict,
+               read_file=None) -> None:
     """The streams' tables added to ``frames`` rank by rank: read here, or given (``ranks``, in rank order)."""
     if ranks is None:
         files = sorted(source.rank_files.items())
-        for read in read_ranks([(path, rank) for rank, path in files], [_Into(rank, frames) for rank, _ in files]):
+        for read in read_ranks([(path, rank) for rank, path in files], [_Into(rank, frames) for rank, _ in files],
+                               together=True):
             streams[read.rank] = read.stream
+            if read_file is not None:
+                read_file(source.rank_files[read.rank])
         return
     for read in ranks:
         for name, table in read.tables:
@@ -110,11 +139,12 @@ def _add_ranks(source: SessionSource, ranks: list[RankRead] | None, frames: Fram
         streams[read.rank] = read.stream
 
 
-def build_session(source: SessionSource, ranks: list[RankRead] | None = None) -> Session:
+def build_session(source: SessionSource, ranks: list[RankRead] | None = None, read_file=None) -> Session:
     """Read the files of ``source`` into a ``Session`` (never raises on content). ``ranks``: the
-    streams already read (``read_ranks``), one per rank file, in rank order."""
+    streams already read (``read_ranks``), one per rank file, in rank order. ``read_file(path)``: called
+    as each rank stream and file of another format is read (a progress bar)."""
     frames, streams, diagnostics = Frames(), {}, list(source.notes)
-    _add_ranks(source, ranks, frames, streams)
+    _add_ranks(source, ranks, frames, streams, read_file)
     for rank in sorted(streams):
         diagnostics += streams[rank].diagnostics
     summary = None
@@ -122,7 +152,7 @@ def build_session(source: SessionSource, ranks: list[RankRead] | None = None) ->
         summary, notes = meta.read_summary(source.summary)
         diagnostics += notes
     found = meta.our_meta(streams, summary, source, _companions(source), diagnostics)
-    reads = _read_files(source, skip_text=bool(source.rank_files))
+    reads = _read_files(source, skip_text=bool(source.rank_files), read_file=read_file)
     shift_times(reads, iso_seconds(found.get("start_time")) if streams else None)
     meta.add_reads(found, reads, streams=bool(streams), notes=diagnostics)
     for read in reads:

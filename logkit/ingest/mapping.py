@@ -40,6 +40,9 @@ from logkit.schema.values import as_float, as_int, as_text
 # The keys every record is routed and placed by, as the specs name them.
 TYPE, TIME, RANK, STEP = EVENT["kind"], EVENT["time_s"], EVENT["rank"], EVENT["step"]
 LINE = "_line"  # the raw table's column of line numbers (1-based, in the file)
+# the raw table's column of each row's "file:line", where its rows come from several files (small streams
+# parsed together, ``jsonl_batch``); without it every row is the one file's given to ``map_records``
+CITED = "_source"
 SOURCE = "source"  # the frames' "file:line" column
 # A loss or gradient norm logged as NaN or Inf is a finding of its own (an event).
 NONFINITE = ("loss", "grad_norm")
@@ -161,7 +164,19 @@ def _explode(rows: pa.Table, key: str) -> tuple[pa.Table, pa.Array]:
     return rows.take(pc.list_parent_indices(lists)), pc.list_flatten(lists)
 
 
-def _project(frame: str, rows: pa.Table, prefix: pa.Scalar) -> pa.Table:
+def _sources(rows: pa.Table, prefix: pa.Scalar | None) -> pa.Array:
+    """Each row's "file:line": its ``CITED`` value (rows of several files), else ``prefix`` and its line."""
+    if prefix is None:
+        return rows.column(CITED)
+    return pc.binary_join_element_wise(prefix, pc.cast(rows.column(LINE), pa.string()), "")
+
+
+def _select(frame: str, table: pa.Table) -> pa.Table:
+    """The raw columns ``frame`` reads of ``table`` (and ``CITED`` where it has it)."""
+    return table.select(_NEEDS[frame] + ([CITED] if CITED in table.column_names else []))
+
+
+def _project(frame: str, rows: pa.Table, prefix: pa.Scalar | None) -> pa.Table:
     """The columns of ``frame`` that our records give, read at their fields' key paths."""
     spec = FRAME_SPECS.get(frame, EVENT)
     items = spec.items
@@ -173,7 +188,7 @@ def _project(frame: str, rows: pa.Table, prefix: pa.Scalar) -> pa.Table:
         if f is not None:
             out[col.name] = column(objects, f.raw) if items is not None and f in items else column(rows, f.raw)
         elif col.name == SOURCE:
-            out[SOURCE] = pc.binary_join_element_wise(prefix, pc.cast(rows.column(LINE), pa.string()), "")
+            out[SOURCE] = _sources(rows, prefix)
     if frame == "gpu":
         out["host"] = pc.fill_null(out["host"], "")  # a snapshot that names no host: the one host there is
     if frame == "events":
@@ -232,16 +247,17 @@ def nonfinite_event(row: dict) -> dict | None:
             "message": ", ".join(f"{k} logged as {v}" for k, v in bad)}
 
 
-def _nonfinite(steps: pa.Table, lines, source: str) -> list[dict]:
-    """The events of NaN/Inf losses and grad norms among ``steps``."""
+def _nonfinite(steps: pa.Table, rows: pa.Table, prefix: pa.Scalar | None) -> list[dict]:
+    """The events of NaN/Inf losses and grad norms among ``steps`` (mapped from the raw ``rows``, cited
+    as ``_sources`` cites them)."""
     bad = None
     for name in NONFINITE:
         is_bad = pc.fill_null(pc.invert(pc.is_finite(steps.column(name))), False)
         bad = is_bad if bad is None else pc.or_(bad, is_bad)
     if bad is None or not pc.any(bad).as_py():
         return []
-    rows = steps.append_column(LINE, lines).filter(bad).to_pylist()
-    return [{**nonfinite_event(r), SOURCE: f"{source}:{r[LINE]}", LINE: r[LINE]} for r in rows]
+    found = steps.append_column(LINE, rows.column(LINE)).append_column(CITED, _sources(rows, prefix))
+    return [{**nonfinite_event(r), SOURCE: r[CITED], LINE: r[LINE]} for r in found.filter(bad).to_pylist()]
 
 
 def _merged(events: list[pa.Table], found: list[dict]) -> pa.Table:
@@ -254,28 +270,33 @@ def _merged(events: list[pa.Table], found: list[dict]) -> pa.Table:
     return both.take(pc.sort_indices(both.column(LINE)))
 
 
-def _ranked(raw: pa.Table, file_rank: int) -> pa.Table:
-    """Records that name no rank are the stream's rank's."""
+def _ranked(raw: pa.Table, file_rank: int | pa.Array) -> pa.Table:
+    """Records that name no rank are the stream's rank's (``file_rank``: one, or each row's)."""
     if not raw.column(RANK.raw[0]).null_count:
         return raw
     i = raw.schema.get_field_index(RANK.raw[0])
     return raw.set_column(i, RANK.raw[0], pc.fill_null(raw.column(i), file_rank))
 
 
-def _events(raw: pa.Table, apart: frozenset[str], prefix: pa.Scalar) -> pa.Table:
+def _events(raw: pa.Table, apart: frozenset[str], prefix: pa.Scalar | None) -> pa.Table:
     """The events frame's rows of ``raw``: its records of types with no frame of their own, but ``apart``."""
     routed = pc.is_in(raw.column(TYPE.raw[0]), pa.array(sorted(_OWN_FRAME | apart), pa.string()))
-    return _project("events", raw.select(_NEEDS["events"]).filter(pc.invert(routed)), prefix)
+    return _project("events", _select("events", raw).filter(pc.invert(routed)), prefix)
 
 
-def map_records(raw: pa.Table, source: str, file_rank: int, checks=None, rest=None) -> dict[str, pa.Table]:
+def map_records(raw: pa.Table, source: str | None, file_rank: int | pa.Array, checks=None,
+                rest=None) -> dict[str, pa.Table]:
     """The frame tables (steps, comm, perf, gpu, events) of a raw table of one stream's records
     (``source``: how its lines are cited, the file's name; ``file_rank``: the rank of records
     that name none). ``checks``: the stream's ``record_checks.StreamChecks`` (a rank's own
     stream); what they set aside or repair becomes events. ``rest``: (record types, raw table): the
     rows of those types parsed apart (the fast engine's rare rows, ``read_at``) are mapped from that
-    table; in ``raw`` they are only checked."""
-    source = display(source)  # a file name that is not UTF-8, as any output takes it
+    table; in ``raw`` they are only checked.
+
+    Rows of several streams one after the other (``jsonl_batch``): ``source`` None, each row's
+    "file:line" in the raw table's ``CITED`` column, ``file_rank`` each row's; no ``checks`` (their
+    streams are ones the checks find nothing in: ``record_checks.noted_streams``), no ``rest``."""
+    source = None if source is None else display(source)  # a file name that is not UTF-8, as any output takes it
     raw = _ranked(raw, file_rank)
     apart, rest_raw = rest if rest is not None else (frozenset(), None)
     if checks is not None:
@@ -284,17 +305,17 @@ def map_records(raw: pa.Table, source: str, file_rank: int, checks=None, rest=No
             rest_raw = rest_raw.filter(pc.is_in(rest_raw.column(LINE), kept.column(LINE)))
         raw = kept
     rest_raw = _ranked(rest_raw, file_rank) if rest_raw is not None else None
-    prefix = pa.scalar(f"{source}:")
+    prefix = None if source is None else pa.scalar(f"{source}:")
     rows = {}
     for frame, spec in FRAME_SPECS.items():
         table = rest_raw if spec.type in apart else raw
-        rows[frame] = table.select(_NEEDS[frame]).filter(pc.equal(table.column(TYPE.raw[0]), spec.type))
+        rows[frame] = _select(frame, table).filter(pc.equal(table.column(TYPE.raw[0]), spec.type))
     out = {frame: _project(frame, part, prefix) if part.num_rows else _empty(frame, part) for frame, part in rows.items()}
     step_lines = rows["steps"].column(LINE)
     if checks is not None:
         out["steps"] = checks.values(out["steps"], step_lines)
     events = [_events(raw, apart, prefix)] + ([_events(rest_raw, frozenset(), prefix)] if rest_raw is not None else [])
-    found = _nonfinite(out["steps"], step_lines, source) + (checks.events(source) if checks is not None else [])
+    found = _nonfinite(out["steps"], rows["steps"], prefix) + (checks.events(source) if checks is not None else [])
     out["events"] = _merged(events, found).drop_columns([LINE])
     return out
 

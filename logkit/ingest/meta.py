@@ -8,14 +8,17 @@ other formats. A later source fills what the earlier ones left unknown; it never
 known value, except a guess (``GUESSES``: a duration taken from the last record, the status
 "incomplete" of a stream without a session_end), which yields to summary.json's real one.
 
-``world_size_from`` says where the world size came from: "session_start", "first record",
-"summary.json", "results.json", a reader's own account ("nccl init (nranks)", "nccl-tests
-device table (ranks)", "the log says (worker N of M)", ...), "highest rank seen (a lower
-bound)", "rank streams found (a lower bound)", or None where nothing says (the world size is
-then None: unknown, never 1). A file that only assumes a rank (trainer_state.json, results.json,
-an earlier logger's summary: rank 0 by convention, its format's declaration says ``assumed_rank``)
-does not count as a rank seen; a reader that does not say where its world size came from gets its
-format's ``world_size_from``.
+The facts of ``schema.meta.FACTS`` (world size, nodes, hosts, network, strategy, GPU count, total batch
+size) carry their provenance (``<fact>_from``: "stated: ...", "derived: ..." or "inferred (lower bound):
+...", ``schema.meta.provenance``) and ``facts_source[fact]`` ("file:line"); between sources they
+follow their basis, not the order the files are read in: a stated value replaces a derived or inferred
+one (``SessionMeta.offer``). Our records and summary.json state theirs; a reader that does not say
+where its world size came from gets its format's ``world_size_from`` (as stated). Where nothing
+states the world size, the highest rank the files show gives a lower bound ("inferred (lower bound):
+highest rank seen + 1"), and no world size is ever left below a rank the files show (a diagnostic
+says so). A file that only assumes a rank (trainer_state.json, results.json, an earlier logger's
+summary: rank 0 by convention, its format's declaration says ``assumed_rank``) does not count as a
+rank seen. Where nothing says, the world size is None (unknown, never 1).
 
 What no file says, the files' modification times do, at each read (``liveness``, applied by
 ``load`` after the cache, so never stored): a session of ours without session_end whose streams
@@ -44,7 +47,7 @@ from logkit.ingest.readers.formats import Role, declared
 from logkit.ingest.safe_io import READ_ERRORS, display, read_whole
 from logkit.ingest.session import iso_seconds
 from logkit.schema.files import SUMMARY
-from logkit.schema.meta import META_KEYS, SessionMeta
+from logkit.schema.meta import FACTS, META_KEYS, SessionMeta, contract_form
 from logkit.schema.records import (
     DATASET_INFO,
     MODEL_INFO,
@@ -66,7 +69,8 @@ RECORD_META: tuple[tuple[str, RecordSpec, str], ...] = (
     ("start_time", SESSION_START, "timestamp"), ("end_time", SESSION_END, "timestamp"),
     *((name, SESSION_END, name) for name in (
         "duration_s", "status", "total_steps", "final_loss", "training_time_s", "samples_seen")),
-    *((name, SESSION_START, name) for name in ("versions", "config", "gpus")),
+    *((name, SESSION_START, name) for name in ("versions", "config", "gpus", "strategy", "strategy_facts",
+                                                         "process_group", "launcher")),
 )
 # Read from the stream's first record where session_start gives none (or 0, or "").
 FROM_FIRST = ("world_size", "start_time")
@@ -91,15 +95,15 @@ def records_meta(streams: dict[int, Stream]) -> SessionMeta:
     found = {SESSION_START.type: _first(main.records, SESSION_START) or {},
              SESSION_END.type: _first(main.records, SESSION_END, last=True) or {}}
     meta = SessionMeta()
+    start_line = next((n for n, r in main.records if TYPE.get(r) == SESSION_START.type), None)
     for name, spec, key in RECORD_META:
-        value = spec[key].read(found[spec.type])
-        if name == SessionMeta.world_size.name:
-            meta.world_size_from = "session_start" if value else None
+        value, line, said = spec[key].read(found[spec.type]), start_line, f"the session_start record's {key}"
         if name in FROM_FIRST and not value:
-            value = spec[key].read(first)
-            if name == SessionMeta.world_size.name and value:
-                meta.world_size_from = "first record"
+            value, line, said = spec[key].read(first), main.records[0][0], f"the first record's {key}"
         meta[name] = DEFAULTS.get(name) if value is None and name in DEFAULTS else value
+        if name in FACTS and value is not None and (value or name != "world_size"):
+            meta[f"{name}_from"] = f"stated: {said}"
+            meta.facts_source = {**(meta.facts_source or {}), name: f":{line}"}  # the file is our_meta's to add
     for spec in WHOLE_META:
         rec = _first(main.records, spec)
         if rec is not None:
@@ -264,10 +268,19 @@ def our_meta(streams: dict[int, Stream], summary: dict | None, source: SessionSo
     values that cannot be right noted in ``notes``."""
     meta = SessionMeta()
     main = min((r for r, s in streams.items() if s.records), default=None)
-    merge(meta, RECORDS, records_meta(streams), notes, (source.rank_files.get(main), None))
+    ours = records_meta(streams)
+    if ours.facts_source and main is not None:
+        name = Path(source.rank_files.get(main) or "").name  # as a line is cited: the file's name
+        ours.facts_source = {fact: f"{name}{where}" for fact, where in ours.facts_source.items()}
+        for fact, where in ours.facts_source.items():
+            ours[f"{fact}_from"] = f"{ours[f'{fact}_from']} ({where})"
+    merge(meta, RECORDS, ours, notes, (source.rank_files.get(main), None))
     if summary is not None:
         merge(meta, SUMMARY_JSON, {name: SUMMARY[name].get(summary) for name in SUMMARY_META}, notes,
               (source.summary, None))
+        if meta.world_size_from == SUMMARY_JSON.stamps["world_size"][1]:
+            meta.world_size_from = f"stated: summary.json's world_size ({Path(source.summary).name})"
+            meta.facts_source = {**(meta.facts_source or {}), "world_size": Path(source.summary).name}
         meta.summary = summary
     if source.run is not None:
         meta.run = source.run
@@ -275,6 +288,9 @@ def our_meta(streams: dict[int, Stream], summary: dict | None, source: SessionSo
         for found, f in zip(companions, [f for f in source.companions if declared(f.format).companion_meta],
                             strict=False):
             merge(meta, RUN_FOLDER, found, notes, (f.path, None))
+    for fact in FACTS:  # a fact a record or summary.json gave without saying how: the file states it
+        if meta.get(fact) is not None and meta.get(f"{fact}_from") is None:
+            meta[f"{fact}_from"] = "stated: our records / summary.json"
     return meta
 
 
@@ -288,26 +304,50 @@ def _ints(reads, frame: str, col: str) -> list[int]:
     return out
 
 
-def _ranks_seen(reads) -> tuple[int | None, str | None]:
-    """World size of a session without our records and without a reader that knows it: NCCL's
-    nranks, else the highest rank its lines name (a lower bound; not the rank a format only assumes,
-    its declaration's ``assumed_rank``)."""
-    nranks = _ints(reads, "events", "nranks")
-    if nranks:
-        return max(nranks), "nccl init (nranks)"
-    named = [read for read in reads if not declared(read.format).assumed_rank]
-    ranks = [r for name in ("steps", "events", "comm") for r in _ints(named, name, "rank") if r >= 0]
-    return (max(ranks) + 1, "highest rank seen (a lower bound)") if ranks else (None, None)
+def _ranks_seen(reads) -> tuple[int, str] | None:
+    """The highest rank the reads' lines name (not the rank a format only assumes, its declaration's
+    ``assumed_rank``), with the file and line of a row that names it; None where no line names one."""
+    best = None
+    for read in reads:
+        if declared(read.format).assumed_rank:
+            continue
+        for name in ("steps", "events", "comm"):
+            table = read.tables.get(name)
+            if table is None or "rank" not in table.column_names or not pa.types.is_integer(table.column("rank").type):
+                continue
+            ranks = table.column("rank")
+            top = pc.max(ranks).as_py()
+            if top is None or top < 0 or (best is not None and top <= best[0]):
+                continue
+            where = Path(read.path).name
+            if "source" in table.column_names:
+                index = pc.index(ranks, top).as_py()
+                where = table.column("source")[index].as_py() or where
+            best = (top, where)
+    return best
 
 
 def _merge_read(meta: SessionMeta, read, notes: list | None = None) -> None:
-    """One file's meta; the world size with where it came from (never one without the other)."""
+    """One file's meta; each fact with where it came from (never one without the other), by its basis."""
     values = read.meta.copy()
-    said = values.pop(SessionMeta.world_size_from.name, None)
-    before = meta.world_size
+    facts = {fact: (values.pop(fact, None), values.pop(f"{fact}_from", None)) for fact in FACTS}
+    sources = values.pop(SessionMeta.facts_source.name, None) or {}
     merge(meta, OTHER_FORMATS, values, notes, (read.path, None))
-    if before is None and meta.world_size is not None:
-        meta.world_size_from = said or declared(read.format).world_size_from or read.format
+    for fact, (value, said) in facts.items():
+        if value is None:
+            continue
+        ok, value = _valid(fact, value, notes, (read.path, None))
+        if not ok:
+            continue
+        if said is None:  # a reader that does not say: its format's declaration, or the file, states it
+            declared_from = declared(read.format).world_size_from if fact == "world_size" else None
+            said = declared_from or f"the {read.format} file"
+        where = sources.get(fact) or Path(read.path).name
+        said = contract_form(said)
+        meta.offer(fact, value, said if where in said else f"{said} ({where})", where)
+    others = {k: v for k, v in sources.items() if k not in FACTS}
+    if others:
+        meta.facts_source = {**others, **(meta.facts_source or {})}
 
 
 def add_reads(meta: SessionMeta, reads: list, streams: bool, notes: list | None = None) -> None:
@@ -320,11 +360,29 @@ def add_reads(meta: SessionMeta, reads: list, streams: bool, notes: list | None 
         if declared(read.format).role is Role.BENCHMARK and meta.nccl_tests is None:
             meta.nccl_tests = []  # a benchmark's tables, even none
     meta.formats = sorted({read.format for read in reads})
-    if not streams and meta.world_size is None:
-        meta.world_size, meta.world_size_from = _ranks_seen(reads)
+    seen = _ranks_seen(reads)
+    if seen is not None:
+        _at_least(meta, seen[0] + 1, seen[1], streams, notes)
     if meta.total_steps is None:
         steps = _ints(reads, "steps", "step")
         meta.total_steps = max(steps) if steps else None
+
+
+def _at_least(meta: SessionMeta, floor: int, where: str, streams: bool, notes: list | None) -> None:
+    """The world size is at least the highest rank seen + 1: the lower bound where nothing states one
+    (a session of ours knows its ranks from its streams: ``finish``), and never less than it."""
+    said = f"inferred (lower bound): highest rank seen + 1 ({where})"
+    if meta.world_size is None:
+        if not streams:
+            meta.offer("world_size", floor, said, where)
+        return
+    if meta.world_size < floor:
+        if notes is not None:
+            notes.append(diagnostic(where.rsplit(":", 1)[0], None,
+                                    f"world_size {meta.world_size} ({meta.world_size_from}) is below rank {floor - 1}, "
+                                    f"which the logs show: raised to {floor}, a lower bound"))
+        meta.world_size, meta.world_size_from = floor, said
+        meta.facts_source = {**(meta.facts_source or {}), "world_size": where}
 
 
 # Keys every session's meta has (None where no source says).
@@ -336,9 +394,11 @@ def finish(meta: SessionMeta, source: SessionSource) -> SessionMeta:
     """The session's own facts: its id, kind, files, folder, ranks found."""
     meta.session_id = source.session_id
     meta.source_kind = source.kind
-    if meta.world_size is None and source.rank_files:
-        meta.world_size = max(source.rank_files) + 1
-        meta.world_size_from = "rank streams found (a lower bound)"
+    if (meta.world_size is None or meta.world_size <= max(source.rank_files, default=-1)) and source.rank_files:
+        top = max(source.rank_files)
+        meta.world_size = top + 1
+        meta.world_size_from = f"inferred (lower bound): rank streams found, the highest rank {top} + 1"
+        meta.facts_source = {**(meta.facts_source or {}), "world_size": Path(source.rank_files[top]).name}
     if meta.world_size is None:
         meta.world_size_from = None  # unknown: no file says, and no rank was seen
     meta.status = meta.status  # always there (None where no source says)

@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from logkit.ingest.mapping import LINE
+from logkit.ingest.mapping import LINE, NONFINITE, column
+from logkit.schema.frames import FRAMES
 from logkit.schema.records import EVENT, RECORD_SPECS, SESSION_ID, TRAINING_STEP
 from logkit.schema.values import to_float
 from logkit.schema.vocab import EventKind
@@ -208,6 +209,53 @@ class StreamChecks:
                 "source": f"{source}:{n[LINE]}", LINE: n[LINE]} for n in self.notes]
         self.notes = []
         return out
+
+
+# --- many small streams at once -------------------------------------------------------------------
+_STEP_FIELDS = {c.name: c.source.raw for c in FRAMES["steps"] if c.source is not None}
+
+
+def _flag(noted: np.ndarray, stream: np.ndarray, rows) -> None:
+    noted[stream[np.flatnonzero(np.asarray(rows))]] = True
+
+
+def noted_streams(raw: pa.Table, stream: np.ndarray, file_rank: np.ndarray, streams: int) -> np.ndarray:
+    """Which of several whole streams, parsed as one raw table (``stream``: each row's stream, rows in
+    stream order; ``file_rank``: each row's stream's rank), a stream's own checks would note anything
+    in, or a NaN/Inf loss or grad norm (an event of the mapping): a record of another rank or session
+    than the stream's first, a step not above the one before it, a negative step time, an absurd batch
+    size. The others are mapped together with no checks (``mapping.map_records``); these one by one,
+    each with its ``StreamChecks``. Errs on the side of noting (a stream noted gives the same rows)."""
+    noted = np.zeros(streams, bool)
+    if not raw.num_rows:
+        return noted
+    rank = raw.column(_RANK).combine_chunks()
+    _flag(noted, stream, pc.fill_null(pc.not_equal(rank, pa.array(file_rank)), False))
+    # a session id other than the stream's first named one
+    codes = pc.dictionary_encode(raw.column(_SESSION).combine_chunks()).indices
+    named = np.asarray(codes.is_valid())
+    codes = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.r_[True, stream[1:] != stream[:-1]])
+    first = np.minimum.reduceat(np.where(named, np.arange(len(codes)), len(codes)), starts)
+    first_code = np.r_[codes, -1][first]  # per stream (-1: it names none)
+    owner = np.repeat(first_code, np.diff(np.r_[starts, len(codes)]))
+    _flag(noted, stream, named & (codes != owner))
+    # steps: each stream's rising, with plausible values
+    steps = raw.filter(pc.equal(raw.column(_TYPE), TRAINING_STEP.type))
+    if steps.num_rows:
+        at = stream[np.flatnonzero(pc.fill_null(pc.equal(raw.column(_TYPE), TRAINING_STEP.type), False)
+                                   .to_numpy(zero_copy_only=False))]
+        number = steps.column(_STEP).combine_chunks()
+        known = np.asarray(number.is_valid())
+        values, owners = pc.fill_null(number, 0).to_numpy(zero_copy_only=False)[known], at[known]
+        same = owners[1:] == owners[:-1]
+        noted[owners[1:][same & (np.diff(values) <= 0)]] = True
+        time, batch = (column(steps, _STEP_FIELDS[n]) for n in ("step_time_s", "total_batch_size"))
+        _flag(noted, at, pc.fill_null(pc.less(time, 0), False))
+        _flag(noted, at, pc.fill_null(pc.or_(pc.less_equal(batch, 0), pc.greater(batch, MAX_BATCH)), False))
+        for name in NONFINITE:
+            _flag(noted, at, pc.fill_null(pc.invert(pc.is_finite(column(steps, _STEP_FIELDS[name]))), False))
+    return noted
 
 
 def _unknown_where(table: pa.Table, name: str, mask) -> pa.Table:

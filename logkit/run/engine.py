@@ -257,11 +257,12 @@ def many_small_ranks(source: SessionSource) -> bool:
     return ranks > MANY_RANKS and sum(size_of(p) for p in source.rank_files.values()) < SMALL_RANK_BYTES * ranks
 
 
-def whole(source: SessionSource, cache: bool) -> Session:
-    """The session of ``source`` read here with every record (through the cache)."""
+def whole(source: SessionSource, cache: bool, read_file=None) -> Session:
+    """The session of ``source`` read here with every record (through the cache); ``read_file(path)`` as
+    ``build_session`` takes it."""
     session = load_cached(source) if cache else None
     if session is None:
-        session = build_session(source)
+        session = build_session(source, read_file=read_file)
         if cache:
             store(source, session)
     return session
@@ -271,8 +272,8 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, bar=Non
                    runner=None, total_bytes: int = 0) -> Loaded:
     """The sessions of ``sources`` through the engine, in the order given. ``cache``: a session whose
     whole frames the cache holds is taken from it, else each rank's partial result from the cache
-    (written where the map ran); ``bar``: a progress bar (``update(bytes)``) or None; ``runner``: an
-    ``executor()`` to use (not closed here)."""
+    (written where the map ran); ``bar``: a progress bar (``file(path)`` as a file is read here,
+    ``update(source)`` as a session is done) or None; ``runner``: an ``executor()`` to use (not closed here)."""
     held = {id(src): load_cached(src) if cache and src.rank_files else None for src in sources}
     mapped = [src for src in sources if held[id(src)] is None and src.rank_files and not many_small_ranks(src)]
     own = runner is None
@@ -290,7 +291,7 @@ def build_sessions(sources: list[SessionSource], *, cache: bool = False, bar=Non
                 session, parts = merge(src, futures.pop(id(src)).result(),
                                        remap=lambda p, r, ws: runner.submit(rank_partial, p, r, ws, cache).result())
             else:
-                session = whole(src, cache)
+                session = whole(src, cache, None if bar is None else bar.file)
             sessions.append(session)
             comm.append(parts)
             if bar is not None:

@@ -24,32 +24,66 @@ from logkit.ingest.safe_io import display, open_file, size_of
 from logkit.ingest.session import Session
 from logkit.run.engine import Loaded, build_sessions, whole
 
-PROGRESS_MIN_BYTES = 64_000_000
+# On a terminal the bars show once reading has taken this long (a quick read prints nothing); --progress
+# shows them at once, wherever stderr goes.
+PROGRESS_DELAY_S = 2.0
 
 
 def source_bytes(src: SessionSource) -> int:
     return sum(size_of(p) for p in src.files)
 
 
-class _Bar:
-    """tqdm over the bytes of the sources read, on stderr."""
+def _delay(progress: bool | None) -> float | None:
+    """How long before a bar shows: None for no bar (``progress`` False, or None off a terminal)."""
+    if progress is None:
+        return PROGRESS_DELAY_S if sys.stderr.isatty() else None
+    return 0.0 if progress else None
 
-    def __init__(self, total: int) -> None:
+
+class _Bar:
+    """tqdm over the bytes of the files read, on stderr: advanced as each file is read here, and as each
+    session is done (what was read elsewhere, or taken from the cache)."""
+
+    def __init__(self, total: int, files: int, sessions: int, delay: float) -> None:
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="reading logs", file=sys.stderr, leave=False)
+        self.bar = tqdm(total=total, unit="B", unit_scale=True, file=sys.stderr, leave=False, delay=delay,
+                        desc=f"reading logs ({files:,} files, {sessions:,} sessions)", mininterval=0.5)
+        self.counted = 0  # bytes of the session being read already counted, file by file
+
+    def file(self, path) -> None:
+        size = size_of(path)
+        self.counted += size
+        self.bar.update(size)
 
     def update(self, src: SessionSource) -> None:
-        self.bar.update(source_bytes(src))
+        self.bar.update(max(0, source_bytes(src) - self.counted))
+        self.counted = 0
 
     def close(self) -> None:
         self.bar.close()
 
 
-def progress_bar(total: int, progress: bool | None) -> _Bar | None:
-    """A progress bar when asked, or on a terminal for a long ingest (``PROGRESS_MIN_BYTES``)."""
-    show = progress if progress is not None else (sys.stderr.isatty() and total > PROGRESS_MIN_BYTES)
-    return _Bar(total) if show else None
+def progress_bar(total: int, progress: bool | None, files: int = 0, sessions: int = 0) -> _Bar | None:
+    """A progress bar when asked (``progress``), or on a terminal once reading takes ``PROGRESS_DELAY_S``."""
+    delay = _delay(progress)
+    return None if delay is None else _Bar(total, files, sessions, delay)
+
+
+class _Finding:
+    """tqdm counting the files looked at while the sessions are found (thousands of files are sniffed)."""
+
+    def __init__(self, delay: float) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(unit=" files", desc="finding logs", file=sys.stderr, leave=False, delay=delay,
+                        mininterval=0.5)
+
+    def __call__(self, files: int) -> None:
+        self.bar.update(files)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def as_of_now(session: Session, source: SessionSource) -> Session:
@@ -75,30 +109,38 @@ def _empty(path: Path, reason: str) -> Session:
     return session
 
 
-def _sources(root: Path, follow_links: bool = False, notes: list | None = None) -> list[SessionSource] | Session:
+def _sources(root: Path, follow_links: bool = False, notes: list | None = None,
+             progress: bool | None = False) -> list[SessionSource] | Session:
     """The sessions under ``root`` (recursively), or, for a file, its session (an empty one with a
     diagnostic when the file cannot be listed with its folder). ``notes``: files not read in folders
-    without a session."""
+    without a session; ``progress``: a count of the files looked at on stderr (as ``progress_bar``)."""
     if not root.exists() and not root.is_symlink():
         raise FileNotFoundError(f"no such file or folder: {display(root)}")
     if not root.is_dir():
         _check_readable(root)
         src = source_for_file(root)
         return [src] if src is not None else _empty(root, "file could not be listed with its folder")
-    return discover(root, follow_links=follow_links, notes=notes)
+    delay = _delay(progress)
+    if delay is None:
+        return discover(root, follow_links=follow_links, notes=notes)
+    finding = _Finding(delay)
+    try:
+        return discover(root, follow_links=follow_links, notes=notes, listed=finding)
+    finally:
+        finding.close()
 
 
 def _read(sources: list[SessionSource], *, cache: bool, progress: bool | None, engine: bool,
           scheduler: str | None = None) -> Loaded:
     total = sum(source_bytes(src) for src in sources)
-    bar = progress_bar(total, progress)
+    bar = progress_bar(total, progress, sum(len(src.files) for src in sources), len(sources))
     try:
         if engine:
             loaded = build_sessions(sources, cache=cache, bar=bar, scheduler=scheduler, total_bytes=total)
         else:
             loaded = Loaded([], [])
             for src in sources:
-                loaded.sessions.append(whole(src, cache))
+                loaded.sessions.append(whole(src, cache, None if bar is None else bar.file))
                 loaded.comm_parts.append(None)
                 if bar is not None:
                     bar.update(src)
@@ -117,12 +159,12 @@ def load_sessions(root: str | Path, *, cache: bool = False, progress: bool | Non
     kept (``session.comm`` holds every communication record).
 
     ``cache``: reuse parsed sessions while their files are unchanged (``logkit.run.cache``).
-    ``progress``: a progress bar on stderr (None: on a terminal, for ingests over 64 MB). A single file
+    ``progress``: progress bars on stderr (None: on a terminal, once reading takes 2 s). A single file
     gives its whole session. Raises ``FileNotFoundError`` only when ``root`` does not exist
     (``PermissionError`` when a file given cannot be read); a folder without sessions gives an empty list.
     ``follow_links``: links that lead out of ``root`` are followed too (``ingest.discover``).
     """
-    found = _sources(Path(root), follow_links)
+    found = _sources(Path(root), follow_links, progress=progress)
     if isinstance(found, Session):
         return [found]
     return _read(found, cache=cache, progress=progress, engine=False).sessions
@@ -137,7 +179,7 @@ def load_for_analysis(root: str | Path, *, cache: bool = False, progress: bool |
     found already (a folder's), and ``notes`` the files it did not read; ``follow_links``: links that
     lead out of ``root`` are followed too."""
     notes = [] if notes is None else notes
-    found = _sources(Path(root), follow_links, notes) if sources is None else sources
+    found = _sources(Path(root), follow_links, notes, progress) if sources is None else sources
     if isinstance(found, Session):
         return Loaded([found], [None], notes)
     loaded = _read(found, cache=cache, progress=progress, engine=True, scheduler=scheduler)

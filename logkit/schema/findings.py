@@ -167,6 +167,10 @@ class FindingKind(Word):
     CONFIG_DEVICE_MAP_AUTO = ("config_device_map_auto", "One process, several GPUs, one busy", Severity.WARNING,
                               "device_map=\"auto\" splits the model across GPUs, which take turns: not data "
                               "parallelism")
+    NO_PROCESS_GROUP = ("no_process_group", "Processes that formed no process group", Severity.ERROR,
+                        "a launcher started several processes but they never formed a process group (no "
+                        "init_process_group, or accelerate fell back to one process): each trained alone on all "
+                        "the data, as separate runs")
     STRAGGLER = "straggler", "Straggler", Severity.WARNING, "a rank holds the others back"
     SLOW_STEPS = ("slow_steps", "Slow steps", None,
                   "steps far above their rank's median (a warning above a share of the steps, else info)")

@@ -93,7 +93,9 @@ FRAMES: dict[str, tuple[Column, ...]] = {
                    ("shapes", "object"), ("dtypes", "object"), ("differs", "object"), ("differences", "object"),
                    # a failed child: the first failure its launcher observed; a peer lost; an NCCL error
                    ("root_cause", "object"), ("peer", "object"), ("error", "object"), ("port", "Int64"),
-                   ("allocated_gib", "float64"), ("reserved_gib", "float64"), ("in_use_gib", "float64")))),
+                   ("allocated_gib", "float64"), ("reserved_gib", "float64"), ("in_use_gib", "float64"),
+                   # why a process failed (a failure_cause event: vocab.FailureCause)
+                   ("cause", "object")))),
     "diagnostics": (Column("file", "object", None, True), Column("line", "Int64", None, True),
                     Column("reason", "object", None, True), Column("text", "object", None, True)),
 }

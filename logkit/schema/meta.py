@@ -25,7 +25,51 @@ from typing import Any
 
 from logkit.schema.values import COUNT, INDEX, NON_NEGATIVE, RANKS, SECONDS, Domain, check
 
-__all__ = ["Key", "SessionMeta", "UndeclaredKey", "META_KEYS"]
+__all__ = ["Key", "SessionMeta", "UndeclaredKey", "META_KEYS", "FACTS", "BASES", "provenance", "basis_of",
+           "contract_form"]
+
+# --- where a fact came from -------------------------------------------------------------------
+# A fact read from a log says how it was known, in its ``<fact>_from``: "stated: <what> (<file:line>)"
+# (the log says the value), "derived: ..." (computed from values the log states) or "inferred: ..."
+# (guessed from what the log shows; "inferred (lower bound): ..." where the truth may be more).
+# ``meta.facts_source[fact]`` is the "file:line" it was read at. A stronger basis replaces a weaker
+# one whatever the order the files are read in (``SessionMeta.state``).
+BASES = ("inferred", "derived", "stated")  # weakest first
+# The facts that carry their provenance: each has a ``<fact>_from`` key.
+FACTS = ("world_size", "nodes", "hosts", "network", "strategy", "gpu_count", "total_batch_size")
+# Between two values on the same basis: the larger count (a sub-communicator's nranks is not the job's,
+# a host list seen by one file may miss hosts); else the first said (our records come first: a GPU
+# capture's count of a host's GPUs is not the run's).
+_LARGER = ("world_size", "nodes", "hosts")
+
+
+def provenance(basis: str, what: str, source: str | None = None) -> str:
+    """A ``<fact>_from`` in the contract's form: ``"stated: nRanks 8 (NCCL init, train.log:12)"``."""
+    if basis not in BASES and not basis.startswith("inferred"):
+        raise ValueError(f"basis {basis!r}: one of {BASES}")
+    return f"{basis}: {what}" + (f" ({source})" if source else "")
+
+
+def basis_of(text) -> int:
+    """How strong a ``<fact>_from`` is: 3 stated, 2 derived, 1 inferred, 0 where it says none."""
+    if not isinstance(text, str):
+        return 0
+    for rank, basis in enumerate(BASES, start=1):
+        if text.startswith(basis):
+            return rank
+    return 0
+
+
+def contract_form(text: str | None) -> str | None:
+    """A ``<fact>_from`` written before the contract (a reader's own words) in its form: a lower
+    bound is inferred, anything else a file says of itself is stated."""
+    if text is None or basis_of(text):
+        return text
+    return f"inferred (lower bound): {text}" if "lower bound" in text else f"stated: {text}"
+
+
+def _size(value) -> float:
+    return len(value) if isinstance(value, (list, dict)) else value if isinstance(value, (int, float)) else 0
 
 
 class UndeclaredKey(KeyError):
@@ -81,13 +125,26 @@ class SessionMeta(dict):
     session_id = Key(str, "the session's id (its files' stem, or the folder or file it was read from)")
     mode = Key(str, "where it ran: vocab.Mode (SINGLE-GPU, MULTI-GPU, CPU, MULTI-CPU)")
     world_size = Key(int, "ranks in the job; None: unknown (never 1 by default)", "ranks", domain=RANKS)
-    world_size_from = Key(str, "where the world size came from: session_start, first record, summary.json, "
-                               "results.json, a reader's account, or a lower bound (highest rank seen)")
+    world_size_from = Key(str, "where the world size came from: 'stated: ...', 'derived: ...' or "
+                               "'inferred (lower bound): ...' (schema.meta.provenance)")
+    facts_source = Key(dict, "{fact: 'file:line'}: where each fact with a '<fact>_from' was read")
     gpu_count = Key(int, "GPUs the run used (0: a CPU run)", "GPUs", domain=INDEX)
+    gpu_count_from = Key(str, "where gpu_count came from (stated / derived / inferred: ...)")
+    total_batch_size_from = Key(str, "where total_batch_size came from (stated / derived / inferred: ...)")
+    framework = Key(str, "what wrote the log, lower case: llamafactory, axolotl, unsloth, trl, transformers, "
+                         "deepspeed, accelerate, megatron, ms-swift, lightning, torchrun")
+    strategy = Key(str, "how the model is spread over the ranks: ddp, fsdp1, fsdp2 (our records), fsdp, deepspeed, none")
+    strategy_from = Key(str, "where the strategy came from (stated / derived / inferred: ...)")
+    zero_stage = Key(int, "DeepSpeed ZeRO stage", domain=INDEX)
     model = Key(str, "the model's name or path")
     backend = Key(str, "the torch.distributed backend (nccl, gloo)")
     hostname = Key(str, "rank 0's host")
     mixed_precision = Key(str, "the autocast dtype (bf16, fp16, no)")
+    process_group = Key(str, "session_start's process_group: formed, none, unused (a process that trained alone)")
+    launcher = Key(dict, "session_start's launcher: {name, world_size, rank, local_rank, master} where a launcher "
+                         "started several processes")
+    strategy_facts = Key(dict, "the wrapping's facts (session_start's strategy_facts: sharding, offload, dtypes, "
+                               "group sizes)")
     total_batch_size = Key(int, "samples per optimizer step, all ranks and accumulation together", "samples",
                            domain=COUNT)
     per_device_batch_size = Key(int, "samples per rank per micro-batch", "samples", domain=COUNT)
@@ -153,14 +210,19 @@ class SessionMeta(dict):
     num_train_epochs = Key(float, "trainer_state.json: the epochs it was set to", "epochs", domain=NON_NEGATIVE)
     epoch = Key(float, "trainer_state.json: the epoch it reached", "epochs", domain=NON_NEGATIVE)
     nodes = Key(int, "hosts in the job", "hosts", domain=RANKS)
-    nodes_from = Key(str, "where the node count came from (nccl init, the hosts named: a lower bound)")
+    nodes_from = Key(str, "where the node count came from (stated: nNodes, --nnodes; inferred (lower bound): "
+                          "the hosts named)")
     hosts = Key(list, "the hosts the NCCL lines (or nccl-tests' table) name")
+    hosts_from = Key(str, "where the hosts came from (stated / derived / inferred: ...)")
     ranks_by_host = Key(dict, "{host: [rank, ...]}")
     devices = Key(dict, "{host: [CUDA device, ...]} the NCCL lines name")
     local_ranks = Key(int, "ranks per host (nccl init's localRanks)", "ranks", domain=RANKS)
     nccl_ranks_seen = Key(list, "the ranks NCCL's channel lines name")
     network = Key(str, "NCCL's network (IB, Socket, or a plugin's name)")
-    network_from = Key(str, "where the network came from, when no 'Using network' line says it")
+    network_from = Key(str, "where the network came from: 'stated: Using network IB (...)', or derived from the "
+                            "NICs or the channels' transport")
+    network_fallback = Key(str, "the network NCCL fell back from, and why ('IB: NET/IB : No device found')")
+    transports = Key(dict, "{transport: connections}: how NCCL's channels connect (P2P/IPC, SHM, NET/IB, NET/Socket)")
     nics = Key(list, "[{name, port, link}]: the NICs NCCL set up")
     nic_provider = Key(str, "the NET plugin's provider (efa, ...)")
     nic_count = Key(int, "NICs per node NCCL names", "NICs", domain=COUNT)
@@ -207,6 +269,30 @@ class SessionMeta(dict):
         items = values.items() if isinstance(values, Mapping) else values
         for key, value in (*items, *more.items()):
             self[key] = value
+
+    def state(self, fact: str, value, basis: str, what: str, source: str | None = None) -> bool:
+        """Set ``fact`` (one of ``FACTS``) to ``value`` with its provenance (``provenance(basis, what,
+        source)``) and ``facts_source[fact] = source``, unless what meta holds is on a stronger basis (or
+        on the same one and larger, or first: ``_LARGER``). Whether it was set."""
+        return self.offer(fact, value, provenance(basis, what, source), source)
+
+    def offer(self, fact: str, value, said: str, source: str | None = None) -> bool:
+        """``state`` with the provenance already written (``said``: a ``<fact>_from`` in the contract's form)."""
+        if value is None or value == [] or value == {}:
+            return False
+        from_key = f"{fact}_from"
+        held, held_from = self.get(fact), self.get(from_key)
+        new_basis, old_basis = basis_of(said), basis_of(held_from)
+        if held is not None and held != [] and held_from is not None:
+            if new_basis < old_basis:
+                return False
+            if new_basis == old_basis and (fact not in _LARGER or _size(value) <= _size(held)):
+                return False
+        self[fact] = value
+        self[from_key] = said
+        if source is not None:
+            self.facts_source = {**(self.facts_source or {}), fact: source}
+        return True
 
     def fill(self, **values) -> None:
         """Set each key given that is not set yet (``setdefault`` of several, by name)."""

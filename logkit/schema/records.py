@@ -227,6 +227,16 @@ SESSION_START = RecordSpec(EventType.SESSION_START, "meta", (
     F("clock_offset_s", unit="s", doc="this host's CLOCK_MONOTONIC minus rank 0's host's, measured at start "
                                       "(0 on rank 0's host): *_clock_s of all ranks are on one job clock"),
     F("clock_offset_uncertainty_s", unit="s", doc="half the spread of the offset over the measuring rounds"),
+    F("strategy", type=str, doc="how the model is wrapped for data parallelism: ddp, fsdp1, fsdp2, deepspeed, none"),
+    F("strategy_facts", type=dict, doc="the wrapping's facts: fsdp units, sharding_strategy or reshard_after_forward, "
+                                       "offload, param_dtype / reduce_dtype, shard_group_size (ddp: group_size, "
+                                       "bucket_cap_mb; deepspeed: zero_stage)"),
+    F("process_group", type=str, doc="formed: the rank is in a process group training uses; none: none was "
+                                     "initialised; unused: one was, but training does not use it (accelerate's "
+                                     "DistributedType.NO): without one the process is rank 0 of a world of 1"),
+    F("launcher", type=dict, doc="where a launcher started several processes: {name (torchrun, accelerate launch, "
+                                 "mpirun, srun, environment), world_size, rank, local_rank, master} as it told "
+                                 "this process"),
 ), "one per rank, first: who, where, with what")
 
 SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (
@@ -274,15 +284,19 @@ TRAINING_STEP = RecordSpec(EventType.TRAINING_STEP, "steps", (
 ), "one per optimizer step")
 
 COMMUNICATION = RecordSpec(EventType.COMMUNICATION, "comm", (
-    F("op", type=str, doc="gradient_sync, allreduce, broadcast, allgather, reduce_scatter, ...", store="str"),
-    F("size_bytes", type=int, unit="bytes"),
+    F("op", type=str, doc="gradient_sync, allreduce, broadcast, all_gather, reduce_scatter, ...", store="str"),
+    F("size_bytes", type=int, unit="bytes", doc="nccl-tests' size: an all-gather's whole output, a reduce-scatter's "
+                                                "whole input (n x the padded shard), an all-reduce's buffer"),
     F("duration_ms", unit="ms"),
     F("algbw_mb_s", unit="MB/s", doc="10^6 bytes/s: bytes moved by one rank / duration"),
     F("busbw_mb_s", unit="MB/s", doc="algbw x the op's bus factor (2(n-1)/n for all-reduce)"),
     F("group_size", type=int, doc="ranks in the collective"),
-    F("bucket", type=int, doc="DDP bucket index"),
+    F("bucket", type=int, doc="DDP bucket index, or the FSDP unit (parameter group) the collective is of"),
     F("timing_source", type=str, doc="cuda_event or wall", store="category"),
     F("local_rank", type=int, **_X),
+    F("phase", type=str, doc="forward or backward: when an FSDP collective ran (all_gather in forward, and in "
+                             "backward where the unit resharded after forward; reduce_scatter in backward)",
+      store="category"),
 ), "one per gradient-sync bucket (or collective)")
 
 PERFORMANCE = RecordSpec(EventType.PERFORMANCE, "perf", (
@@ -295,11 +309,14 @@ PERFORMANCE = RecordSpec(EventType.PERFORMANCE, "perf", (
 STEP_PHASES = RecordSpec(EventType.STEP_PHASES, "phases", (
     F("begin_clock_s", unit="s", doc="the step's start on the job clock (session_start's clock)"),
     F("compute_s", unit="s", doc="step start to the last gradient bucket ready: forward and backward "
-                                 "(device time where timing_source is cuda_event)"),
+                                 "(device time where timing_source is cuda_event); FSDP: to the last "
+                                 "reduce-scatter's launch, less the collectives' time before it"),
     F("first_ready_s", unit="s", doc="step start to the first gradient bucket ready"),
     F("sync_s", unit="s", doc="the last bucket's all-reduce, launch to completion: the gradient sync after "
-                              "backward, its wait for the last rank to arrive included"),
-    F("buckets", type=int, doc="gradient buckets synchronised in the step"),
+                              "backward, its wait for the last rank to arrive included; FSDP: the time in "
+                              "the step's all-gathers and reduce-scatters (their union), where an early rank "
+                              "waits for the last"),
+    F("buckets", type=int, doc="gradient buckets synchronised in the step (FSDP: reduce-scatters)"),
     F("timing_source", type=str, doc="cuda_event or wall", store="category"),
 ), "one per synchronised step, when its timings are read (a GPU's a step or two later)")
 

@@ -94,6 +94,8 @@ class EventKind(Word):
     NCCL_WARN = "nccl_warn", "an NCCL WARN line (transport or network set-up)"
     NCCL_INIT = "nccl_init", "a communicator NCCL set up (host, rank, nranks, network)"
     CHILD_FAILED = "child_failed", "a launcher reports a worker that exited (exit code, signal, root cause)"
+    FAILURE_CAUSE = "failure_cause", ("why a process failed, as a line says it (``cause``: FailureCause; ``message``: "
+                                      "the line; ``rank`` where known)")
     RENDEZVOUS_TIMEOUT = "rendezvous_timeout", "the rendezvous store could not be reached in time"
     ADDRESS_IN_USE = "address_in_use", "the rendezvous port was already in use"
     LOGGER_ERROR = "logger_error", "a line of the logger's own errors log: a problem of the logger, not the run"
@@ -102,6 +104,19 @@ class EventKind(Word):
     TRAINING_START = "training_start", "verbose JSONL (an earlier logger's): the record that starts its session"
     WARNING = "warning", "a warning line of a log"
     ERROR = "error", "an error line of a log (the kind of our ``error`` record too: ``EventType.ERROR``)"
+
+
+class FailureCause(Word):
+    """The ``cause`` of a ``failure_cause`` event: what a line says made a process fail."""
+
+    FILE_NOT_FOUND = "file_not_found", "the launched script cannot be opened (python: can't open file ...)"
+    MODULE_NOT_FOUND = "module_not_found", "an import failed: No module named ..."
+    IMPORT_ERROR = "import_error", "an import failed (ImportError: a name or a shared library)"
+    CUDA_OOM = "cuda_oom", "CUDA out of memory"
+    CUDA_ERROR = "cuda_error", "a CUDA error (an illegal memory access, a device-side assert, ...)"
+    NCCL_ERROR = "nccl_error", "an NCCL call failed (unhandled system error, internal error, remote error, ...)"
+    SIGNAL = "signal", "the process was ended by a signal (SIGKILL, SIGSEGV, ...)"
+    EXCEPTION = "exception", "another exception ended a traceback"
 
 
 class LineSubkind(Word):

@@ -114,11 +114,15 @@ def test_missing_folder_one_line_exit_2(tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == "analyze_logs: no such folder: logs"
 
 
-def test_empty_folder_one_line_exit_2(tmp_path):
+def test_a_folder_of_nothing_readable_says_what_was_looked_for_exit_2(tmp_path):
     (tmp_path / "x.txt").write_text("hello", encoding="utf-8")
     r = run(tmp_path)
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == [f"analyze_logs: no logkit sessions found under {tmp_path}"]
+    said = r.stderr.strip().splitlines()
+    assert said[0] == f"analyze_logs: no logkit sessions found under {tmp_path}"
+    assert said[1].startswith("  formats looked for: logkit_jsonl") and "console" in said[1]
+    assert said[2:] == [f"  {tmp_path / 'x.txt'}: not read: its first bytes ('hello') are none of the formats "
+                        "looked for"]
     assert "Traceback" not in r.stderr
 
 

@@ -19,12 +19,15 @@ from datetime import datetime, timezone
 import orjson
 
 from logkit.schema import SessionFiles
-from tests.support.launch import REPO, analyze_logs, fixture_session
+from tests.support.launch import REPO, analyze_logs, fixture_session, free_port
 
 KILLED_EARLY = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {repo!r})
+    import torch.distributed as dist
     from trainer_hooks import writer
+
+    dist.init_process_group("gloo")  # the ranks of one run (a process outside a group is a run of its own)
     from trainer_hooks.session_logger import SessionLogger
 
     # the writer's first flush never comes before the kill (it flushes every 0.5 s otherwise)
@@ -41,12 +44,14 @@ NO_RECORD = "stopped before its first record"
 
 
 def _kill_early(log_dir, sid: str, world_size: int) -> list[subprocess.CompletedProcess]:
-    """Each rank a process of its own (RANK / WORLD_SIZE, the id from LOGKIT_SESSION_ID), killed
-    right after it started its session."""
+    """Each rank a process of its own in one gloo process group (RANK / WORLD_SIZE, the id from
+    LOGKIT_SESSION_ID), killed right after it started its session."""
     code = KILLED_EARLY.format(repo=str(REPO), log_dir=str(log_dir))
+    port = str(free_port())
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(world_size),
-                                   "LOCAL_RANK": str(r), "LOGKIT_SESSION_ID": sid})
+                                   "LOCAL_RANK": str(r), "LOGKIT_SESSION_ID": sid, "MASTER_ADDR": "127.0.0.1",
+                                   "MASTER_PORT": port, "OMP_NUM_THREADS": "1"})
              for r in range(world_size)]
     out = []
     for p in procs:

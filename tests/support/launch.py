@@ -84,3 +84,16 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def session_dirs(log_dir: Path) -> list[Path]:
     return sorted(p for p in Path(log_dir).iterdir() if p.is_dir())
+
+
+def torchrun(script: str, args: list[str], nprocs: int, cwd: Path, timeout: int = 120,
+             env: dict | None = None) -> subprocess.CompletedProcess:
+    """``torchrun --nproc_per_node nprocs script`` on CPU (the script picks its backend, or none)."""
+    cmd = [str(BIN / "torchrun"), "--nproc_per_node", str(nprocs), "--master_port", str(free_port())]
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(REPO),
+                **(env or {})}
+    proc = subprocess.run(cmd + [str(REPO / script), *args], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"torchrun failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+    return proc

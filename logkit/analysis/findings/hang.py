@@ -77,12 +77,13 @@ def innermost(stack) -> str | None:
     return None
 
 
-def _last_of_each_rank(rows: pd.DataFrame) -> dict[int, pd.Series]:
-    """Each rank's last row of ``rows`` (in record order)."""
+def _last_of_each_rank(rows: pd.DataFrame) -> dict[int, dict]:
+    """Each rank's last row of ``rows`` (in record order), as a dict (a Series per row costs ~0.1 ms:
+    thousands of ranks)."""
     if not len(rows):
         return {}
     last = rows.dropna(subset=["rank"]).groupby("rank", sort=False).tail(1)
-    return {int(row["rank"]): row for _, row in last.iterrows()}
+    return {int(row["rank"]): row for row in last.to_dict("records")}
 
 
 def rank_states(session) -> dict[int, RankState]:

@@ -13,9 +13,14 @@ import pandas as pd
 from logkit.analysis.findings.collective_findings import cell, column, rank_text
 from logkit.analysis.results import Finding
 from logkit.schema.findings import FindingKind
-from logkit.schema.vocab import EventKind, LineSubkind
+from logkit.schema.vocab import EventKind, FailureCause, LineSubkind
 
 _FAILED, _KILLED = FindingKind.CHILD_FAILED, FindingKind.KILLED_BY_SIGNAL
+# Which cause a failed process's lines name first, when they name several (a missing module raises an
+# exception, an NCCL error follows a CUDA error): the most specific.
+CAUSE_ORDER = (FailureCause.FILE_NOT_FOUND, FailureCause.MODULE_NOT_FOUND, FailureCause.IMPORT_ERROR,
+               FailureCause.CUDA_OOM, FailureCause.CUDA_ERROR, FailureCause.NCCL_ERROR, FailureCause.SIGNAL,
+               FailureCause.EXCEPTION)
 
 # What a signal that ended a training process most often means.
 SIGNAL_MEANINGS = {
@@ -46,30 +51,70 @@ def _who(row) -> str:
 
 def failed_children(ev: pd.DataFrame, kind: pd.Series, sid) -> list[Finding]:
     children = ev[kind == EventKind.CHILD_FAILED]
+    causes = ev[kind == EventKind.FAILURE_CAUSE]
     if children.empty:
-        return []
+        return []  # a cause without a failed child: the error lines' findings say it
     sub = column(ev, "subkind").astype("object")
     teardown = ev[(kind == EventKind.WARNING) & (sub == LineSubkind.SIGTERM_SENT)]
-    return _children(children, sid, teardown) + _outside_signals(children, sid)
+    return _children(children, sid, teardown, causes) + _outside_signals(children, sid)
 
 
-def _children(c: pd.DataFrame, sid, teardown: pd.DataFrame | None = None) -> list[Finding]:
+def cause_of(causes: pd.DataFrame, rank) -> dict | None:
+    """Why the process of ``rank`` failed, as the lines say it: a cause its own lines name, else one no
+    rank is named for, else the first any rank names (the ranks of a job mostly fail alike); the most
+    specific first (``CAUSE_ORDER``), then the first in the file."""
+    if causes.empty:
+        return None
+    ranks = column(causes, "rank")
+    pick = causes[ranks == rank] if rank is not None else causes.iloc[:0]
+    if pick.empty:
+        pick = causes[ranks.isna()]
+    if pick.empty:
+        pick = causes
+    order = pick["cause"].map(lambda c: CAUSE_ORDER.index(c) if c in CAUSE_ORDER else len(CAUSE_ORDER))
+    row = pick.loc[order.sort_values(kind="stable").index[0]]
+    return {"cause": str(row["cause"]), "message": cell(row, "message"), "source": row["source"],
+            "rank": cell(row, "rank")}
+
+
+def _cause_sentence(who: str, cause: dict | None) -> str:
+    """``rank 3 failed: ModuleNotFoundError: No module named 'flash_attn' (train.log:12).``; nothing for a
+    signal, which the failure's own exit code already says (the finding's ``cause`` keeps it)."""
+    if cause is None or cause["cause"] == FailureCause.SIGNAL:
+        return ""
+    return f"{who} failed: {cause['message']} ({cause['source']}). "
+
+
+def _evidence(c: pd.DataFrame, cause: dict | None) -> list:
+    """The failures' lines, after the line that says why (where it says more than the exit code)."""
+    said = cause is not None and cause["cause"] != FailureCause.SIGNAL
+    return ([cause["source"]] if said else []) + list(c["source"])
+
+
+def _children(c: pd.DataFrame, sid, teardown: pd.DataFrame | None = None,
+              causes: pd.DataFrame | None = None) -> list[Finding]:
     """torchrun's ChildFailedError entries, as its block gives them; exits reported by a launcher's
     own lines (no block: ``launcher`` set) get the root cause, the signal's meaning and the
-    workers torn down after it."""
+    workers torn down after it. Where lines say why the first failure failed (``failure_cause``
+    events), the detail opens with it."""
     launched = c["launcher"].notna() if "launcher" in c.columns else pd.Series(False, index=c.index)
     signals = _signals(c)
+    root = c[c["root_cause"] == True] if "root_cause" in c.columns else c.iloc[:0]  # noqa: E712
+    first = root.iloc[0] if len(root) else c.iloc[0]
+    cause = cause_of(causes if causes is not None else c.iloc[:0], cell(first, "rank"))
+    opening = _cause_sentence(_who(first), cause)
     if launched.any():
-        return [_launcher_children(c, sid, teardown, signals)]
+        return [_launcher_children(c, sid, teardown, signals, opening, cause)]
     parts = [f"rank {rank_text(r)}" + (f" on {host}" if host else "") + (f" exit code {int(code)}" if pd.notna(code) else "")
              + (f" ({sig})" if sig else "")
              for r, code, sig, host in zip(c["rank"], c["exitcode"], c["signal"], c["host"], strict=True)]
     root = c[c["root_cause"] == True] if "root_cause" in c.columns else c.iloc[:0]  # noqa: E712
-    detail = "Failed child processes: " + "; ".join(parts) + "."
+    detail = opening + "Failed child processes: " + "; ".join(parts) + "."
     if len(root):
         detail += f" Root cause: rank {', '.join(str(int(r)) for r in root['rank'].dropna())}."
-    return [Finding.make(_FAILED.severity, _FAILED, sid, f"{len(c)} child process(es) failed", detail, c["source"],
-                         c["rank"], signals=signals, root_cause=_root(c))]
+    evidence = _evidence(c, cause)
+    return [Finding.make(_FAILED.severity, _FAILED, sid, f"{len(c)} child process(es) failed", detail, evidence,
+                         c["rank"], signals=signals, root_cause=_root(c), cause=cause)]
 
 
 def _signals(c: pd.DataFrame) -> list[dict]:
@@ -91,12 +136,14 @@ def _root(c: pd.DataFrame) -> dict | None:
             "signal": cell(row, "signal"), "source": row["source"]}
 
 
-def _launcher_children(c: pd.DataFrame, sid, teardown: pd.DataFrame | None, signals: list[dict]) -> Finding:
+def _launcher_children(c: pd.DataFrame, sid, teardown: pd.DataFrame | None, signals: list[dict], opening: str = "",
+                       cause: dict | None = None) -> Finding:
     root = c[c["root_cause"] == True] if "root_cause" in c.columns else c.iloc[:0]  # noqa: E712
     first = root.iloc[0] if len(root) else c.iloc[0]
     sig = cell(first, "signal")
     code = cell(first, "exitcode")
-    detail = f"First failure (root cause): {_who(first)}" + (f" on {cell(first, 'host')}" if cell(first, "host") else "")
+    detail = opening + f"First failure (root cause): {_who(first)}" + (
+        f" on {cell(first, 'host')}" if cell(first, "host") else "")
     detail += f", exit code {int(code)}" if code is not None else ""
     detail += f": {SIGNAL_MEANINGS.get(sig, sig)}." if sig else "."
     others = [_who(r) + (f" ({cell(r, 'signal')})" if cell(r, "signal") else "")
@@ -107,8 +154,9 @@ def _launcher_children(c: pd.DataFrame, sid, teardown: pd.DataFrame | None, sign
     if pids:
         detail += (f" Torn down after it by the launcher: {len(pids)} worker(s) (pids {', '.join(map(str, pids))}): "
                    "their exits are a consequence, not a cause.")
-    return Finding.make(_FAILED.severity, _FAILED, sid, f"{len(c)} child process(es) failed", detail, c["source"],
-                        c["rank"], signals=signals, root_cause=_root(c), torn_down_pids=pids)
+    evidence = _evidence(c, cause)
+    return Finding.make(_FAILED.severity, _FAILED, sid, f"{len(c)} child process(es) failed", detail, evidence,
+                        c["rank"], signals=signals, root_cause=_root(c), torn_down_pids=pids, cause=cause)
 
 
 def _outside_signals(c: pd.DataFrame, sid) -> list[Finding]:

@@ -43,12 +43,15 @@ from logkit.analysis.kernels.peaks import (
     COMMUNICATION_PEAKS,
     CPU_LINK,
     GLOO_LINK,
+    folder_network,
     gpu_model,
     half_peak_bytes,
     link_for,
     network_link,
+    spans_hosts,
 )
 from logkit.analysis.thresholds import NEAR_PEAK
+from logkit.schema.meta import SessionMeta
 from logkit.schema.vocab import EventKind, SessionKind, on_cpu
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")
@@ -63,20 +66,27 @@ PEAK_COLUMNS = ["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_b
 RUN_LINK_COLUMNS = ["link", "gpu_model", "peak_busbw_gb_s", "half_peak_bytes", "source", "session_ids"]
 
 
-def session_link(session) -> dict | None:
+def session_link(session, others=()) -> dict | None:
     """The reference link of ``session``: a ``COMMUNICATION_PEAKS`` row, ``CPU_LINK``, ``GLOO_LINK``,
-    an inter-node row without a peak (several hosts in nccl_init events), or None (GPU model unknown)."""
+    the network between hosts where the session spans several (``peaks.spans_hosts``: NCCL's init
+    lines, nccl-tests' device table): its peak where the logs name a rate, else a row without a peak,
+    never the GPUs' link (the network of ``others`` of its folder that share a host, where its own logs
+    name none: ``peaks.folder_network``); or None (GPU model unknown)."""
     ev = session.events
-    if not ev.empty and "host" in ev.columns:
-        hosts = ev.loc[ev["kind"] == EventKind.NCCL_INIT, "host"].dropna().unique()
-        if len(hosts) > 1:
-            named = network_link(session.meta)  # the network the logs name, its peak where they give a rate
-            if named is not None:
-                return named
-            nets = ev.loc[ev["kind"] == EventKind.NCCL_INIT, "network"].dropna().unique()
-            net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
-            return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
-                    "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
+    inits = ev[ev["kind"] == EventKind.NCCL_INIT] if not ev.empty and "host" in ev.columns else ev.iloc[:0]
+    if spans_hosts(session.meta, len(inits["host"].dropna().unique()) if len(inits) else 0):
+        named = network_link(session.meta)  # the network the logs name, its peak where they give a rate
+        if named is not None:
+            return named
+        borrowed = folder_network(session.meta, others)
+        if borrowed is not None:
+            keys, sid = borrowed
+            named = network_link(SessionMeta(keys))
+            return {**named, "source": f"{named['source']} (from session {sid}, the same folder and hosts)"}
+        nets = inits["network"].dropna().unique() if "network" in inits.columns else []
+        net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
+        return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
+                "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
     meta = session.meta
     cpu = bool(on_cpu(meta.mode, meta.gpu_count))
     # gloo without a GPU model is a CPU run too: link_for says so
@@ -209,7 +219,7 @@ def run_links(sessions, judged) -> pd.DataFrame:
     rows: dict[str, dict] = {}
     for session in sessions:
         sid = session.meta.session_id
-        link = session_link(session) if sid in judged else None
+        link = session_link(session, sessions) if sid in judged else None
         if link is None:
             continue
         row = rows.setdefault(link["link"], {

@@ -38,9 +38,10 @@ def run_totals(session) -> dict:
     doc = meta.summary if isinstance(meta.summary, dict) else {}
     formats = set(meta.formats or [])
 
-    def pick(key: Key):  # summary.json's value of the key's name, else meta's
+    def pick(key: Key):  # summary.json's value of the key's name, else meta's; one its domain refuses is unknown
         value = doc.get(key.name)
-        return value if value is not None else getattr(meta, key.name)
+        value = value if value is not None else getattr(meta, key.name)
+        return None if key.why_not(value) else value
 
     # a run's documents credited in the order of their declarations (results.json, trainer_state.json, ...)
     document = next((f.totals for f in FORMATS.values() if f.totals is not None
@@ -104,18 +105,23 @@ def _from_rows(timed: pd.DataFrame, batch: int | None) -> dict:
 
 
 def _most_common(values: pd.Series) -> int | None:
+    """The most common batch of the rows (the smallest of ties); one that is no count is unknown."""
     common = values.astype("Float64").dropna().mode()
-    return to_int(common.min()) if len(common) else None
+    batch = to_int(common.min()) if len(common) else None
+    return None if SessionMeta.total_batch_size.why_not(batch) else batch
 
 
 def _batch(session, timed: pd.DataFrame, run: dict) -> tuple[int | None, str | None]:
     """The global batch and where it comes from (see module doc)."""
     batch = _most_common(timed["total_batch_size"]) if not timed.empty else None
-    batch = batch or run["total_batch_size"] or to_int(session.meta.total_batch_size)
-    if batch is not None:
+    batch = batch or run["total_batch_size"]
+    if batch:
         return batch, "logged"
+    stated = to_int(session.meta.total_batch_size)
+    if stated is not None:  # the run's meta: its provenance says how it was known
+        return stated, (session.meta.total_batch_size_from or "logged") if stated else "logged"
     batch = _most_common(session.perf["total_batch_size"]) if not session.perf.empty else None
-    return (batch, "performance lines") if batch is not None else (None, None)
+    return (batch, "performance lines") if batch else (None, None)  # a batch of 0 samples is none logged
 
 
 def _from_totals(out: dict, run: dict, sampled: bool, logged: int, timed: pd.DataFrame) -> None:
@@ -186,4 +192,19 @@ def session_summary(session) -> SessionSummary:
         gpu_count=to_int(meta.gpu_count), logged_steps=logged, kind=session_kind(session),
         status=meta.status, status_detail=meta.status_detail, model=meta.model,
         start_time=meta.start_time,
-        duration_from=meta.duration_from, **out)
+        duration_from=meta.duration_from, **out, **run_facts(meta))
+
+
+def run_facts(meta) -> dict:
+    """The run's facts as its meta holds them (each with its ``_from`` and ``facts_source``), for the
+    session's summary: the hosts and NICs as names."""
+    nics = [f"{n['name']}:{n['port']}/{n['link']}" if n.get("port") is not None else str(n.get("name"))
+            for n in meta.nics or [] if isinstance(n, dict)]
+    hosts = meta.hosts if isinstance(meta.hosts, list) else None
+    return {"world_size_from": meta.world_size_from, "gpu_count_from": meta.gpu_count_from,
+            "nodes": to_int(meta.nodes), "nodes_from": meta.nodes_from,
+            "hosts": tuple(str(h) for h in hosts) if hosts else None, "hosts_from": meta.hosts_from,
+            "network": meta.network, "network_from": meta.network_from, "network_fallback": meta.network_fallback,
+            "nics": tuple(nics) or None, "nccl_version": meta.nccl_version, "transports": meta.transports or None,
+            "framework": meta.framework, "strategy": meta.strategy, "strategy_from": meta.strategy_from,
+            "zero_stage": to_int(meta.zero_stage), "facts_source": meta.facts_source or None}

@@ -24,6 +24,9 @@ NCCL_TESTS_COLUMNS = ["session_id", "op", "placement", "group_size", "sizes", "m
                       "pct_of_peak", "verdict", "note", "source"]
 
 _PLACEMENTS = ("out-of-place", "in-place")
+# what bounds a run over several hosts: the NICs, not the GPUs' link (peaks.network_link rows say nic_peak_gb_s)
+_NETWORK_CHECK = ("check the network: every NIC in use (NCCL_IB_HCA, 'NET/IB : Using' lines), its rate (ibstat), "
+                  "GPUDirect RDMA (NCCL_NET_GDR_LEVEL) and NCCL settings")
 
 
 def _placement(comm: pd.DataFrame) -> pd.Series:
@@ -50,8 +53,9 @@ def _avg_busbw(meta: dict, op: str, table) -> float | None:
     return None
 
 
-def nccl_tests_table(session) -> pd.DataFrame:
-    """Per op and placement of an nccl-tests session: ``NCCL_TESTS_COLUMNS`` (see module doc)."""
+def nccl_tests_table(session, others=()) -> pd.DataFrame:
+    """Per op and placement of an nccl-tests session: ``NCCL_TESTS_COLUMNS`` (see module doc); ``others``:
+    the sessions analysed with it, whose NCCL lines may name the network of a run over several hosts."""
     comm = session.comm
     if comm.empty or session_kind(session) != SessionKind.NCCL_TESTS:
         return pd.DataFrame(columns=NCCL_TESTS_COLUMNS)
@@ -62,7 +66,7 @@ def nccl_tests_table(session) -> pd.DataFrame:
         "alg": comm["algbw_mb_s"].astype("float64") / 1000.0, "us": comm["duration_ms"].astype("float64") * 1000.0,
         "group": comm["group_size"].astype("float64"), "src": file_line(comm),
     })
-    link = session_link(session)
+    link = session_link(session, others)
     peak = link.get("peak_busbw_gb_s") if link else None
     rows = []
     for (op, table, placement), g in frame.groupby(["op", "table", "placement"], sort=False, dropna=False):
@@ -82,9 +86,10 @@ def nccl_tests_table(session) -> pd.DataFrame:
             v, note = "bandwidth-bound", (f"{pct:.0f}% of the {link['link']} peak of {peak:g} GB/s at "
                                           f"{last['size'] / 1e6:.4g} MB: the link is the limit")
         else:
+            check = (_NETWORK_CHECK if "nic_peak_gb_s" in link else "check the topology (nvidia-smi topo -m), "
+                     "NVLink/PCIe health and NCCL settings")
             v, note = "below peak", (f"below peak at large messages: {pct:.1f}% of the {link['link']} peak of "
-                                     f"{peak:g} GB/s at {last['size'] / 1e6:.4g} MB: check the topology (nvidia-smi "
-                                     "topo -m), NVLink/PCIe health and NCCL settings")
+                                     f"{peak:g} GB/s at {last['size'] / 1e6:.4g} MB: {check}")
         at_top = len(reach) and reach.iloc[0] == last["size"]
         if at_top and len(g) > 1:
             note += "; busbw still rising at the largest size: the sweep may end before the link saturates"

@@ -132,6 +132,38 @@ def network_link(meta: dict) -> dict | None:
             "source": source + ("" if peak is None else f"; x {count} NIC(s) per node" if count else "")}
 
 
+def spans_hosts(meta, init_hosts: int = 0) -> bool:
+    """Whether a session's collectives cross hosts, so the network between them, not the GPUs' link
+    of one host, bounds them: NCCL's init lines name several hosts (``init_hosts``), or the session
+    states several nodes (``meta.nodes``: nccl-tests' device table, NCCL's nNodes). The hosts named
+    count only where no node count is stated: several hosts each running a test of its own (nccl-tests
+    without MPI) name two hosts and one node per collective."""
+    if isinstance(meta.nodes, int):
+        return max(init_hosts, meta.nodes) > 1
+    hosts = len(meta.hosts) if isinstance(meta.hosts, list) else 0
+    return max(init_hosts, hosts) > 1
+
+
+_NETWORK_KEYS = ("network", "nic_provider", "nics", "nic_count", "link_speed_gbps")
+
+
+def folder_network(meta, others) -> tuple[dict, str] | None:
+    """The network another session of the same folder names, for a session spanning hosts whose own
+    logs name none (nccl-tests output beside the NCCL_DEBUG=INFO log of the same job): the first such
+    session that shares a host with it, as (its network keys, its session id); None where none does.
+    Sharing a host keeps a capture of some other cluster out."""
+    hosts = set(meta.hosts or [])
+    if not hosts or not meta.folder:
+        return None
+    for other in others:
+        m = other.meta
+        if m is meta or m.folder != meta.folder or not hosts & set(m.hosts or []):
+            continue
+        if network_link(m) is not None:
+            return {k: m.get(k) for k in _NETWORK_KEYS}, str(m.session_id)
+    return None
+
+
 def link_for(gpu_name: str | None, backend: str | None = None, cpu: bool = False) -> dict | None:
     """The ``COMMUNICATION_PEAKS`` row for a device name; ``CPU_LINK`` for a CPU run; ``GLOO_LINK`` for
     gloo on GPUs (gloo never uses the GPUs' link); else None (model unknown or not in the table)."""

@@ -69,7 +69,12 @@ def step_stats(session) -> pd.DataFrame:
     dg = both.groupby("rank", sort=True)
     out["data_share"] = (dg["d"].sum() / dg["t"].sum()).reindex(out.index)
     out["step_p5_s"], out["step_p25_s"], out["step_p75_s"] = q[0.05], q[0.25], q[0.75]
-    rates = {r: throughput(g["b"], g["t"].to_numpy()) for r, g in frame.groupby("rank", sort=True)}
+    # each rank's rows as groupby gives them (stable), without a frame per rank (thousands of tiny ranks)
+    order = np.argsort(rank, kind="stable")
+    ranks, batch, times = rank[order], frame["b"].to_numpy()[order], t[order]
+    cuts = np.flatnonzero(np.diff(ranks)) + 1
+    rates = {int(ranks[a]): throughput(pd.Series(batch[a:b]), times[a:b])
+             for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(ranks)].tolist(), strict=True)}
     out["samples_per_s"] = pd.Series(rates, dtype="object").reindex(out.index).astype("float64")
     out = out.reset_index()
     out.insert(0, "session_id", session.meta.session_id)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from logkit.analysis.results.values import plain
 from logkit.schema.vocab import SessionKind, on_cpu
 
-__all__ = ["Ratios", "Flag", "SessionSummary", "Comparison", "Group", "NotCompared", "Fit", "GroupAverage", "Scaling"]
+__all__ = ["Ratios", "Flag", "RunFact", "SessionSummary", "Comparison", "Group", "NotCompared", "Fit", "GroupAverage", "Scaling"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,25 @@ class Flag:
     rank_ratio: float
     basis: str
     significant: bool
+
+
+@dataclass(frozen=True)
+class RunFact:
+    """One fact about a run as its logs give it (``SessionSummary.run_facts``): its name, its value, where
+    it came from (``stated: ...``, ``derived: ...``, ``inferred (lower bound): ...``; None where the
+    fact has no basis of its own) and the file:line it was read at."""
+
+    name: str
+    value: Any
+    said: str | None = None
+    source: str | None = None
+
+
+# The run facts the reports show, in this order: (fact, its "_from" field or None).
+RUN_FACTS = (("world_size", "world_size_from"), ("nodes", "nodes_from"), ("hosts", "hosts_from"),
+             ("gpu_count", "gpu_count_from"), ("total_batch_size", "total_batch_size_from"),
+             ("network", "network_from"), ("network_fallback", None), ("nics", None), ("transports", None),
+             ("nccl_version", None), ("framework", None), ("strategy", "strategy_from"), ("zero_stage", None))
 
 
 @dataclass(frozen=True)
@@ -64,6 +83,32 @@ class SessionSummary:
     start_time: str | None = None
     duration_from: str | None = None
     status_detail: str | None = None  # what the status rests on ("still running (last written 4 s ago)")
+    # the run's facts as its logs give them, each with where it came from (schema.meta.provenance) and
+    # ``facts_source`` {fact: "file:line"}
+    world_size_from: str | None = None
+    gpu_count_from: str | None = None
+    nodes: int | None = None
+    nodes_from: str | None = None
+    hosts: tuple[str, ...] | None = None
+    hosts_from: str | None = None
+    network: str | None = None
+    network_from: str | None = None
+    network_fallback: str | None = None
+    nics: tuple[str, ...] | None = None  # "mlx5_0:1/IB", "eth0"
+    nccl_version: str | None = None
+    transports: dict | None = field(default=None, hash=False)  # {transport: connections}
+    framework: str | None = None
+    strategy: str | None = None
+    strategy_from: str | None = None
+    zero_stage: int | None = None
+    facts_source: dict | None = field(default=None, hash=False)
+
+    @property
+    def run_facts(self) -> tuple[RunFact, ...]:
+        """The facts the logs give (``RUN_FACTS``, those known), each with its basis and file:line."""
+        where = self.facts_source or {}
+        return tuple(RunFact(name, getattr(self, name), getattr(self, said) if said else None, where.get(name))
+                     for name, said in RUN_FACTS if getattr(self, name) not in (None, (), {}))
 
     @property
     def is_training(self) -> bool:

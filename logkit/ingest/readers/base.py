@@ -12,6 +12,7 @@ diagnostic per reason (a capture of a million unmatched lines costs a thousand r
 from __future__ import annotations
 
 import gzip
+import io
 import re
 import zlib
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ import pyarrow as pa
 from logkit.ingest.assemble import diagnostic, rows_table
 from logkit.ingest.chunks import numbered_lines
 from logkit.ingest.mapping import nonfinite_event
-from logkit.ingest.safe_io import LIMITS, READ_ERRORS, display, open_file, read_whole
+from logkit.ingest.safe_io import LIMITS, READ_ERRORS, display, is_gzip_name, open_file, read_whole, size_of
 from logkit.schema.meta import SessionMeta
 
 FRAMES = ("steps", "comm", "perf", "gpu", "evals", "events")
@@ -204,6 +205,41 @@ def iter_lines(path: Path, read: Read) -> Iterator[tuple[int, str]]:
         if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]  # a byte-order mark some Windows tools write
         yield number, _clean(raw, number, read)
+
+
+# a file up to this size is read once by a reader that goes over its lines more than once (``Lines``)
+SMALL_FILE_BYTES = 1 << 20
+
+
+class Lines:
+    """``iter_lines`` for a reader that goes over a file's lines more than once (a sample, then the
+    whole): a small file (``SMALL_FILE_BYTES``, not gzipped) is opened and read once, its lines kept as
+    bytes, each pass cleaning them as ``iter_lines`` does (its notes to the pass's ``read``); a larger
+    one, or one that fails to read, is streamed by ``iter_lines`` at each pass. Thousands of tiny
+    captures cost one open each."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.raw: list[tuple[int, bytes]] | None = None
+        size = size_of(path)
+        if is_gzip_name(path) or size > SMALL_FILE_BYTES:
+            return
+        try:
+            with open_file(path, buffering=1 << 12) as fh:
+                data = fh.read(size + 1)  # a byte more: a file that grew is streamed
+        except READ_ERRORS:
+            return  # the streamed passes say what is wrong with it
+        if len(data) <= size:
+            self.raw = [(n, raw) for n, raw, _, _ in numbered_lines(io.BytesIO(data), 4 * MAX_LINE_CHARS, _CHUNK)]
+
+    def __call__(self, read: Read) -> Iterator[tuple[int, str]]:
+        if self.raw is None:
+            yield from iter_lines(self.path, read)
+            return
+        for number, raw in self.raw:
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a byte-order mark some Windows tools write
+            yield number, _clean(raw, number, read)
 
 
 def text_lines(data: bytes, read: Read) -> list[str]:

@@ -1,9 +1,10 @@
 """Console captures of training jobs: whatever a launcher printed, from every rank, as people
 bring them (a log shipper's timestamps, a paste with line numbers, pdsh output, half a log).
 
-Each line loses its prefixes first (``prefixes.py``: launcher rank prefixes, pasted line
-numbers, pdsh hosts, timestamps before a prefix, colour codes), then log prefixes (glog
-``E1122 10:00:00.123 ...cpp:616]``, Python logging, ``LEVEL |``). Then it is read as:
+Its records come through ``normalise`` (what launchers, hosts, log services and pastes put around
+them taken off, wrapped lines joined, glued ones split: ``GRAMMAR`` says how a console line begins
+and which records run on), then lose their log prefixes (glog ``E1122 10:00:00.123 ...cpp:616]``,
+Python logging, ``LEVEL |``). Then each is read as:
 
 - per-GPU step lines (``[GPU 0] Step [3/10] | Loss: ...``) -> ``steps``; their NaN report
   blocks -> ``nan_detected`` events; transformers' printed log dicts (``{'loss': ...}``) and
@@ -15,12 +16,16 @@ numbers, pdsh hosts, timestamps before a prefix, colour codes), then log prefixe
   at), ``watchdog_hang``; collective mismatches -> ``collective_mismatch`` (with what differs);
   CUDA OOM -> ``cuda_oom``; NCCL errors -> ``nccl_error``; the rendezvous or a port failing ->
   ``rendezvous_timeout`` / ``address_in_use``;
+- why a process failed (``torch_lines.failure_cause``: a script python cannot open, a missing
+  module, an import, CUDA OOM or another CUDA error, an NCCL error and its ``Last error:`` detail,
+  a signal, the exception a traceback ends in) -> ``failure_cause`` (once per rank and cause);
 - the launchers: torchrun's ChildFailedError block and its agent's ``failed (exitcode: -9)``
   line, DeepSpeed's and PALS' exit lines -> ``child_failed`` (``signal`` from a negative exit
   code; ``root_cause``: the first failure the launcher observed); ``Sending process P closing
   signal SIGTERM`` -> ``warning`` events (``subkind`` sigterm_sent, ``pid``);
 - other exceptions -> ``error``.
 
+The run facts the lines state become meta with their provenance (``run_facts.py``).
 Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta);
 other lines are diagnostics. The file is streamed: memory follows what is kept.
 """
@@ -32,24 +37,25 @@ from datetime import datetime
 from pathlib import Path
 
 from logkit.ingest.readers import torch_lines as tl
-from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.console_blocks import Blocks, hf_dict
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.framework_lines import FrameworkLines
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
-from logkit.ingest.readers.prefixes import SAMPLE_LINES, Prefixes
+from logkit.ingest.readers.normalise import Grammar, Line, records
+from logkit.ingest.readers.run_facts import stated_facts
 from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
 from logkit.schema.values import RANKS, to_float
-from logkit.schema.vocab import EventKind, LineSubkind
+from logkit.schema.vocab import EventKind, FailureCause, LineSubkind
 
-# The run facts the lines state that become meta as they are (meta keys).
-FACT_META = ("total_batch_size", "max_steps", "gpu_count", "per_device_batch_size", "gradient_accumulation_steps",
-             "num_examples", "nproc_per_node", "data_parallel_size", "link_speed_gbps", "deepspeed_version",
-             "memory_mb")
 # what the stated facts may be (the meta keys', and the parts a world size is made of)
 _FACT_KEYS = {**META_KEYS, "nnodes": Key(int, "torchrun's --nnodes", domain=RANKS),
-              "world_size_stated": Key(int, "worker N of M", domain=RANKS)}
+              "world_size_stated": Key(int, "worker N of M", domain=RANKS),
+              **{name: Key(int, name, domain=RANKS) for name in (
+                  "world_size_said", "num_processes_said", "num_processes", "num_machines", "num_gpus", "num_nodes",
+                  "gpus_said")}}
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
 _GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
@@ -77,6 +83,26 @@ _NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
 _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+/\d+ \[\d+:\d+(?::\d+)?<")
 _DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_gather\w*|reduce_scatter\w*|broadcast"
                         r"|barrier|all_to_all\w*|gather|scatter|reduce|send|recv)\(")
+# How a console line begins (what a learned prefix must leave): a glog or NCCL header, a traceback's
+# lines, an exception, a Python logging date or level, torch's and the launchers' own lines.
+STARTS = re.compile(
+    r"\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] \S+:\d+\]|[^\s:]+:\d+:\d+ \[\d+\] |NCCL version\b"
+    r"|Traceback \(|\s+File \"|\s*what\(\):|terminate called|frame #\d+:|Exception raised from"
+    r"|(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b"
+    r"|\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?\s*(?:[-|]\s*)?"
+    r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
+    r"|\[GPU \d+\]|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
+    r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$")
+
+
+def _cut(text: str) -> bool:
+    """A watchdog record begun and not ended (a terminal or a paste put its tail on the next line)."""
+    if "Watchdog caught" in text and (w := tl.parse_watchdog(text)) is not None:
+        return not w["complete"]
+    return "Rank" in text and tl.WORK_START.search(text) is not None and tl.parse_work(text) is None
+
+
+GRAMMAR = Grammar(STARTS, _cut)
 YEAR_SCAN_BYTES = 8 << 20  # how far to look for a full date (a capture without one is read twice otherwise)
 _GLOG_FIRST = frozenset("[IWEF")
 _LEVEL_FIRST = frozenset("DIWEC")
@@ -96,18 +122,21 @@ def _gib(value: str | None, unit: str | None) -> float | None:
 class _Console(Blocks):
     """Parser state across the lines of one capture."""
 
-    def __init__(self, read: Read, rank: int | None, prefixes: Prefixes) -> None:
+    def __init__(self, read: Read, rank: int | None) -> None:
         super().__init__(read)
-        self.default_rank, self.prefixes = rank, prefixes
+        self.default_rank = rank
         self.timeouts: list[dict] = []
         self.seen_timeouts: set[tuple] = set()
         self.timeouts_events: list[dict] = []
         self.nccl = NcclProcs(read)
         self.year = 1970
         self.hf_step = 0
-        self.pending: tuple | None = None  # (number, text, kind, t): a line the next may continue
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
+        self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
+        self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
+        self.causes: set[tuple] = set()  # (rank, cause) of the failure_cause events so far
+        self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
@@ -132,65 +161,39 @@ class _Console(Blocks):
             return epoch(stamp)
         return None
 
-    # -- one line --------------------------------------------------------------------------
-    def line(self, number: int, raw: str) -> bool:
-        if self.pending is not None and self._continue(number, raw):
-            return True
-        used = False
-        for segment in raw.split("\r") if "\r" in raw else (raw,):
-            if segment.strip():
-                used = self.segment(number, segment) or used
-        return used
-
-    def _continue(self, number: int, raw: str) -> bool:
-        """The line after a watchdog line that stopped short: its continuation (a terminal or a
-        paste wrapped it) when joining the two reads whole, else the held line is read as it is."""
-        held_at, held, kind, t = self.pending
-        self.pending = None
-        if self.prefixes.peel(raw).text == raw:  # a continuation carries no prefix of its own
-            for joined in (held + raw, held.rstrip() + " " + raw.lstrip()):
-                if kind == "watchdog" and (w := tl.parse_watchdog(joined)) is not None and w["complete"]:
-                    self._timeout(held_at, joined, w, t)
-                    return True
-                if kind == "work" and (w := tl.parse_work(joined)) is not None:
-                    self._work(held_at, joined, w, t)
-                    return True
-        self._release(held_at, held, kind, t)
-        return False
-
-    def _release(self, number: int, text: str, kind: str, t: float | None) -> None:
-        """A held line that nothing continued: a cut watchdog line keeps what it holds."""
-        if kind == "watchdog":
-            self._timeout(number, text, tl.parse_watchdog(text), t)
-        else:
-            self.read.used -= 1
-            self.read.unmatched(number, text)
-
-    def segment(self, number: int, raw: str) -> bool:
-        s = self.prefixes.peel(raw)
-        text, rank = s.text, s.rank if s.rank is not None else self.default_rank
+    # -- one record ------------------------------------------------------------------------
+    def line(self, line: Line) -> bool:
+        number, text = line.number, line.text
+        rank = line.rank if line.rank is not None else self.default_rank
         if not text.strip():
             return True  # a prefix alone (a pasted line number before an empty line)
         m = _GLOG_STAMP.search(text) if ":" in text else None
-        t = self._time(m["md"], m["hms"]) if m else (self._full_time(s.stamp) if s.stamp else None)
+        t = self._time(m["md"], m["hms"]) if m else (self._full_time(line.stamp) if line.stamp else None)
         if "<" in text and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
+        if self.last_error is not None and (took := self._last_error(text)) is not None:
+            # "Last error:" is read; the detail it announces is the NCCL error's, and read as any line too
+            return True if took == "header" else (self._read(number, text, rank, t) or True)
+        if any(h in text for h in tl.CAUSE_HINTS) and (c := tl.failure_cause(text)) is not None:
+            in_child = self.block == "child" and self.current is not None  # a failure entry's "traceback :" field
+            self._cause(number, c, self.current.get("rank") if in_child else rank, t)
+            if c["cause"] == FailureCause.FILE_NOT_FOUND:
+                return True  # python's own message: nothing else reads it
+            return self._read(number, text, rank, t) or True  # read as well; never "not understood"
+        return self._read(number, text, rank, t)
+
+    def _read(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
+        """The line (its prefixes off) by what it is: a block's, the watchdog's, NCCL's, or another."""
         if self.block is not None and self.in_block(number, text):
             self._traceback_call(text)
             if text.startswith("Traceback"):
                 self.trace_open = (number, rank, t)
             return True
         if "Watchdog caught" in text and (w := tl.parse_watchdog(text)) is not None:
-            if w["complete"]:
-                self._timeout(number, text, w, t)
-            else:
-                self.pending = (number, text, "watchdog", t)
+            self._timeout(number, text, w, t)  # one the file cuts short keeps what it holds (truncated)
             return True
-        if "Rank" in text and tl.WORK_START.search(text):
-            if (w := tl.parse_work(text)) is not None:
-                self._work(number, text, w, t)
-            else:
-                self.pending = (number, text, "work", t)
+        if "Rank" in text and tl.WORK_START.search(text) and (w := tl.parse_work(text)) is not None:
+            self._work(number, text, w, t)
             return True
         if "Terminating the process" in text and (h := tl.parse_hang(text)) is not None:
             self.read.event(EventKind.WATCHDOG_HANG, number, level="CRITICAL", time_s=t, message=text.strip()[:300], **h)
@@ -230,7 +233,10 @@ class _Console(Blocks):
             return True
         level = None
         first = text[:1]
-        if first in _GLOG_FIRST and (m := _GLOG.match(text)) is not None:
+        if first == "[" and (p := self.frameworks.peel(number, text)) is not None:  # LLaMA-Factory's format
+            level, stamp, text = p
+            t = self._full_time(stamp)
+        elif first in _GLOG_FIRST and (m := _GLOG.match(text)) is not None:
             level = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}[m["lvl"]]
             t, text = self._time(m["md"], m["hms"]), m["msg"]
         elif (first == "[" or first.isdigit()) and (m := _PYLOG.match(text)) is not None:
@@ -291,8 +297,11 @@ class _Console(Blocks):
                 read.note(number, f"{key}: {why}: left unknown", text)  # never an impossible fact
             else:
                 self.facts.setdefault(key, value)
+                self.fact_lines.setdefault(key, number)
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
+            return True
+        if self.frameworks.line(number, text)[0]:
             return True
         if text.startswith("[GPU ") and (m := _GPU_STEP.match(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else int(m["gpu"]), "step": int(m["step"]),
@@ -324,7 +333,38 @@ class _Console(Blocks):
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
 
+    def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
+        """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
+        torch's ``what():`` lines, repeat it). An NCCL error's ``Last error:`` detail, on the lines
+        after it, is added to its message (``_last_error``)."""
+        key = (rank, c["cause"])
+        if key in self.causes:
+            return
+        self.causes.add(key)
+        ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
+                             message=c["message"], error=c["what"])
+        if c["cause"] == FailureCause.NCCL_ERROR:
+            self.last_error = (ev, False)
+
+    def _last_error(self, text: str) -> str | None:
+        """NCCL's ``Last error:`` ("header") and the line after it ("detail": ``socketStartConnect: Connect
+        to ... failed``), the detail of the last NCCL error read, added to its cause's message; else None."""
+        ev, opened = self.last_error
+        if not opened:
+            if text.strip() != "Last error:":
+                return None
+            self.last_error = (ev, True)
+            return "header"
+        self.last_error = (ev, False)
+        ev["message"] = f"{ev['message']} Last error: {text.strip()}"[:500]
+        return "detail"
+
     def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
+        if (self.trace_open is not None or self.block == "trace") and not m["type"].endswith(
+                ("Warning", "ChildFailedError")) and tl.failure_cause(text) is None:
+            # the exception a traceback ends in, of no kind the causes name: the cause is the exception
+            self._cause(number, {"cause": FailureCause.EXCEPTION, "what": m["type"], "message": text.strip()[:300]},
+                        rank, t)
         self.trace_open = None
         if m["type"].endswith("ChildFailedError"):
             self.open_child_block()
@@ -370,9 +410,6 @@ class _Console(Blocks):
 
     # -- the end ---------------------------------------------------------------------------
     def finish(self) -> None:
-        if self.pending is not None:
-            self._release(*self.pending)
-            self.pending = None
         self.nccl.finish()
         if self.trace_open is not None:
             number, rank, t = self.trace_open
@@ -383,6 +420,7 @@ class _Console(Blocks):
                 # the ChildFailedError block says it in full: the agent's line stays a line
                 ev.update(kind=EventKind.ERROR, local_rank=None, pid=None, exitcode=None, signal=None, root_cause=None,
                           launcher=None)
+        self._signal_causes()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])
             self.read.event(EventKind.COLLECTIVE_MISMATCH, line, level="ERROR", rank=None,
@@ -391,31 +429,31 @@ class _Console(Blocks):
         self._facts()
 
     def _facts(self) -> None:
-        """Run facts the lines stated, as meta (never over what NCCL or a header said)."""
-        meta, f = self.read.meta, self.facts
-        for key in FACT_META:
-            if key in f:
-                meta.setdefault(key, f[key])
-        if meta.world_size is not None:
-            return
-        total, per, acc = (f.get(k) for k in ("total_batch_size", "per_device_batch_size",
-                                             "gradient_accumulation_steps"))
-        if "world_size_stated" in f:
-            meta.update(world_size=f["world_size_stated"], world_size_from="the log says (worker N of M)")
-        elif "nproc_per_node" in f and "nnodes" in f:
-            meta.update(world_size=f["nproc_per_node"] * f["nnodes"],
-                        world_size_from="torchrun command line (nnodes x nproc_per_node)")
-        elif total and per and acc and total % (per * acc) == 0:
-            meta.update(world_size=total // (per * acc),
-                        world_size_from="transformers' batch sizes (total / per device / accumulation)")
+        """Run facts the lines stated, as meta: the frameworks' (stated before derived before inferred, each
+        with its line), then the launchers', NCCL's and torch's (``run_facts.stated_facts``)."""
+        self.frameworks.write(self.read.meta)
+        stated_facts(self.read, self.facts, self.fact_lines, self.timeouts)
+
+    def _signal_causes(self) -> None:
+        """A worker a launcher says a signal ended (``exitcode: -9``, ``died from signal 6``) and no line
+        of which said why: the signal is its cause."""
+        for ev in [e for e in self.read.rows["events"] if e["kind"] == EventKind.CHILD_FAILED and e.get("signal")]:
+            if (ev["rank"], FailureCause.SIGNAL) in self.causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
+                continue  # said already; or a worker the launcher tore down after another failed
+            self.causes.add((ev["rank"], FailureCause.SIGNAL))
+            at = re.search(r":(\d+)$", ev["source"])
+            line = int(at[1]) if at else None
+            self.read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),
+                            cause=FailureCause.SIGNAL, message=ev["message"], error=ev["signal"],
+                            local_rank=ev.get("local_rank"), pid=ev.get("pid"))
 
 
-def _year(path: Path) -> int:
+def _year(path: Path, lines: Lines) -> int:
     """glog stamps carry no year: the first full date in the file's first ``YEAR_SCAN_BYTES``,
     else the year the file was last written."""
     scratch = Read(path, FileFormat.CONSOLE)  # a second pass: its notes are the first pass's
     seen = 0
-    for _, line in iter_lines(path, scratch):
+    for _, line in lines(scratch):
         if "-" in line and (m := _YEAR.search(line)) is not None:
             return int(m[1])
         seen += len(line) + 1
@@ -430,20 +468,13 @@ def _year(path: Path) -> int:
 def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
     read = Read(Path(path), FileFormat.CONSOLE)
-    sample: list[str] = []
-    for number, line in iter_lines(read.path, Read(read.path, FileFormat.CONSOLE)):
-        sample += [""] * (min(number, SAMPLE_LINES + 1) - 1 - len(sample)) + [line]  # empty lines as they were
-        if len(sample) >= SAMPLE_LINES:
-            break
-    parser = _Console(read, rank, Prefixes.of(sample[:SAMPLE_LINES]))
-    parser.year = _year(read.path)
-    for number, line in iter_lines(read.path, read):
-        if not line.strip():
-            continue
-        read.lines += 1
-        if parser.line(number, line):
+    parser = _Console(read, rank)
+    lines = Lines(read.path)  # three passes (the layout's sample, the year, the whole): a small file read once
+    parser.year = _year(read.path, lines)
+    for line in records(read, GRAMMAR, lines=lines):
+        if parser.line(line):
             read.used += 1
         else:
-            read.unmatched(number, line)
+            read.unmatched(line.number, line.text)
     parser.finish()
     return read.result()

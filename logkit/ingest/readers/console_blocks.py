@@ -138,7 +138,9 @@ def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | Non
         return None
     if not isinstance(values, dict):
         return None
-    values = {k: float(v[: -len("__nonfinite")]) if isinstance(v, str) and v.endswith("__nonfinite") else v
+    # transformers 4.5x prints the values as text ({'loss': '2.449', ...}): read where they are numbers
+    values = {k: float(v[: -len("__nonfinite")]) if isinstance(v, str) and v.endswith("__nonfinite")
+              else to_float(v) if isinstance(v, str) and to_float(v) is not None else v
               for k, v in values.items()}
     if "loss" in values:
         index += 1
@@ -152,6 +154,8 @@ def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | Non
                 read.rows["evals"].append({"step": None, "name": str(k), "value": as_float(v), "rank": rank,
                                            "time_s": t, "epoch": as_float(values.get("epoch"))})
     elif "train_runtime" in values:
+        if read.meta.duration_s is None and as_float(values.get("train_runtime")) is not None:
+            read.meta.duration_from = f"stated: train_runtime ({read.label}:{number})"
         read.meta.fill(duration_s=as_float(values.get("train_runtime")),
                        samples_per_second=as_float(values.get("train_samples_per_second")),
                        steps_per_second=as_float(values.get("train_steps_per_second")),

@@ -43,9 +43,13 @@ class FileFormat(Word):
     FLIGHT_RECORDER = "flight_recorder", "PyTorch Flight Recorder dumps (pickle or JSON)"
     NVIDIA_SMI_CSV = "nvidia_smi_csv", "``nvidia-smi --query-gpu=... --format=csv``"
     NVIDIA_SMI_DMON = "nvidia_smi_dmon", "``nvidia-smi dmon``"
+    NVIDIA_SMI_TABLE = "nvidia_smi_table", "the plain ``nvidia-smi`` table, alone or in ``watch nvidia-smi`` frames"
     NCCL_TESTS = "nccl_tests", "nccl-tests' output (``all_reduce_perf`` ...)"
     GPUSTAT = "gpustat", "``gpustat`` / ``gpustat -i N``"
     CONSOLE = "console", "a console capture (torchrun, mpirun, accelerate, a training script's stdout)"
+    LLAMAFACTORY_LOG = "llamafactory_log", "LLaMA-Factory's ``trainer_log.jsonl`` (one object per logging step)"
+    TRAINER_RESULTS = "trainer_results", ("transformers' ``all_results.json`` / ``train_results.json`` / "
+                                          "``eval_results.json`` (the run's metrics at its end)")
 
 
 class Role(Word):
@@ -127,15 +131,29 @@ TEXT_SUFFIXES = (".log", ".txt", ".out", ".err", ".csv")
 _GPUSTAT = re.compile(r"^\[\d+\] [^|]+\|\s*(?:\d+|\?\?)\s*(?:°|')C,", re.M)
 # dmon's header, also indented or pasted as a markdown quote (``> \\# gpu pwr ...``)
 _DMON = re.compile(r"^[ \t]*(?:>[ \t]*)?\\?#\s*(?:Date\s+Time\s+)?gpu\s+(?:pwr|sm|fb|mclk)\b", re.M)
-_CSV = re.compile(r"^(?:timestamp|index|name|uuid|pci\.bus_id)(?:\s*\[[^\]]*\])?\s*,\s*[\w.]+", re.M)
-_NCCL_TESTS = re.compile(r"^# nThread \d+|^#\s+size\s+count\s+type|^# Avg bus bandwidth", re.M)
+_CSV = re.compile(r"^[ \t>]*(?:timestamp|index|name|uuid|pci\.bus_id|gpu_name|gpu_uuid|gpu_bus_id)(?:\s*\[[^\]]*\])?"
+                  r"\s*,\s*[\w.]+", re.M)
+# a query's row without its header (noheader): a comma-separated cell only nvidia-smi writes so (a bus id, a GPU
+# UUID, MiB), with a comma beside it; each form is linear in the line's length (no nested repetition)
+_SMI_CELL = r"(?:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|GPU-[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|\d+ MiB)"
+_CSV_ROW = re.compile(rf"^[ \t>]*{_SMI_CELL}[ \t]*,|,[ \t]*{_SMI_CELL}[ \t]*(?:,|$)", re.M)
+# the boxed table's header line (any driver: ``Driver Version`` or, 610+, ``KMD Version``), or a watch header
+_SMI_TABLE = re.compile(r"^[ \t>]*\|\s*NVIDIA-SMI \S+\s+(?:Driver|KMD) Version:|^[ \t>]*Every\s+[\d.]+s:\s+nvidia-smi\b", re.M)
+# nccl-tests' own lines, also behind mpirun's prefix, indented, quoted, or with the '#' markdown ate
+_NCCL_TESTS = re.compile(r"^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*#?[ \t]*(?:nThread \d+ nGpus \d+|size\s+count\s+type\b"
+                         r"|Avg bus bandwidth\s*:|Rank\s+\d+(?: Group\s+\d+)? Pid\s+\d+ on\s+\S+ device\s+\d+)", re.M)
 # Enough to call a text file a console capture when found discovering a folder.
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
                       r"|CUDA out of memory|ChildFailedError|\{'loss': |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
                       r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]"
                       r"|mismatch between collectives|ProcessGroupNCCL|NCCL error|NCCL version|ncclCommInit"
                       r"|closing signal SIG|failed \(exitcode: -?\d+\)|exits with return code|died from signal"
-                      r"|OutOfMemoryError|c10d|what\(\):|Process group watchdog|iteration\s+\d+/\s*\d+ \|", re.M)
+                      r"|OutOfMemoryError|c10d|what\(\):|Process group watchdog|iteration\s+\d+/\s*\d+ \|"
+                      # the fine-tuning frameworks' and launchers' banners (a log of them alone is a run's)
+                      r"|Unsloth - 2x faster|==\(\(====\)\)==|WORLD INFO DICT|dist_world_size=|DeepSpeedEngine configuration"
+                      r"|DeepSpeed info: version|Distributed environment: |\[axolotl[\w.]*:\d+\] \[PID:|compute_environment: "
+                      r"|^\[(?:INFO|WARNING|ERROR)\|[^\]]+\] \S+ >>|\*{5} Running training \*{5}|Process rank: -?\d+"
+                      r"|`--num_processes` was set|zero_optimization_stage|\[launch\.py:\d+:main\]", re.M)
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 
@@ -144,6 +162,22 @@ def _flight_recorder(probe) -> bool:
     head = probe.raw
     opens = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") or head.lstrip()[:1] == b"{"
     return opens and b"entries" in head and any(k in head for k in _FR_KEYS)
+
+
+def _smi_csv(probe) -> bool:
+    """A ``--query-gpu`` capture: its header, or (without one) rows of comma-separated cells only
+    nvidia-smi writes so, in a file that holds nothing of a run."""
+    head = probe.head
+    if _CSV.search(head) is not None:
+        return True
+    return _CSV_ROW.search(head) is not None and _CONSOLE.search(head) is None
+
+
+def _smi_table(probe) -> bool:
+    """The boxed nvidia-smi table, and nothing of a run: a training log that prints the table at its
+    start stays a console capture."""
+    head = probe.head
+    return _SMI_TABLE.search(head) is not None and _CONSOLE.search(head) is None
 
 
 def _trainer_state(probe) -> bool:
@@ -165,6 +199,11 @@ def _results_json(probe) -> bool:
     head = probe.head
     duration, gpus, mode = (f'"{RESULTS_JSON[n].raw[0]}"' for n in ("duration_s", "gpu_count", "mode"))
     return duration in head and (gpus in head or mode in head)
+
+
+def _llamafactory_log(probe) -> bool:
+    head = probe.head[:4096]
+    return '"current_steps"' in head and '"total_steps"' in head
 
 
 def _verbose_jsonl(probe) -> bool:
@@ -197,6 +236,14 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            telltale=_legacy_summary, priority=21, session_names=SUMMARY_JSON_RE, source_kind="legacy",
            assumed_rank=True, world_size_from="an earlier logger's summary (gpu_count)",
            totals="summary.json (first version)"),
+    Format(FileFormat.TRAINER_RESULTS, Role.RUN_DOCUMENT,
+           Reader("logkit.ingest.readers.trainer_results", "read_trainer_results"),
+           names=re.compile(r"^(?:all|train|eval|predict)_results\.json$"), run_document="all_results.json",
+           assumed_rank=True, totals="all_results.json"),
+    Format(FileFormat.LLAMAFACTORY_LOG, Role.TRAINING,
+           Reader("logkit.ingest.readers.llamafactory", "read_trainer_log"), names=re.compile(r"^trainer_log\.jsonl$"),
+           suffixes=(".jsonl",), telltale=_llamafactory_log, priority=29, run_document="trainer_log.jsonl",
+           assumed_rank=True),
     Format(FileFormat.VERBOSE_JSONL, Role.TRAINING,
            Reader("logkit.ingest.readers.verbose_jsonl", "read_verbose_jsonl"), suffixes=(".jsonl",),
            telltale=_verbose_jsonl, priority=30, fallback=True, world_size_from="verbose JSONL"),
@@ -205,10 +252,13 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            suffixes=("", ".pkl", ".pickle", ".json"), telltale=_flight_recorder, priority=10, gathers=True),
     Format(FileFormat.NVIDIA_SMI_CSV, Role.GPU_CAPTURE,
            Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_csv"), suffixes=TEXT_SUFFIXES,
-           telltale=_CSV, priority=40),
+           telltale=_smi_csv, priority=40),
     Format(FileFormat.NVIDIA_SMI_DMON, Role.GPU_CAPTURE,
            Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_dmon"), suffixes=TEXT_SUFFIXES,
            telltale=_DMON, priority=41),
+    Format(FileFormat.NVIDIA_SMI_TABLE, Role.GPU_CAPTURE,
+           Reader("logkit.ingest.readers.nvidia_smi_table", "read_nvidia_smi_table"), suffixes=TEXT_SUFFIXES,
+           telltale=_smi_table, priority=44),
     Format(FileFormat.NCCL_TESTS, Role.BENCHMARK,
            Reader("logkit.ingest.readers.nccl_tests", "read_nccl_tests"), suffixes=TEXT_SUFFIXES,
            telltale=_NCCL_TESTS, priority=42),

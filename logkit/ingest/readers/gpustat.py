@@ -5,7 +5,8 @@ gpustat's "MB" are MiB (it divides by 1024^2): they become MB (10^6 bytes). ``??
 driver does not report) is absent. Snapshots pasted without their header (``gpustat -i`` output
 copied from a terminal, ``# label`` lines between them, a terminal multiplexer's pane border
 after the values) are told apart by ``sample`` (a new one where a GPU index comes again, or
-after a header or comment line), with the comment as the snapshot's ``label``.
+after a header or comment line), with the comment as the snapshot's ``label``. ``meta.gpu_count``:
+the distinct GPUs of each host the capture lists (derived, ``gpu_count_from``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.normalise import Grammar, records
+from logkit.ingest.readers.nvidia_smi import count_gpus
 from logkit.schema.values import to_float
 
 MIB_TO_MB = 2**20 / 1e6
@@ -25,16 +28,15 @@ GPU_LINE = re.compile(
     r"(?P<util>\d+|\?\?) %(?:,\s*(?P<power>\d+|\?\?) / (?P<power_limit>\d+|\?\?) W)?\s*"
     r"\|\s*(?P<used>\d+|\?\?)\s*/\s*(?P<total>\d+|\?\?) MB\b(?:\s*\|(?P<procs>.*))?.*$")
 _COMMENT = re.compile(r"^#\s*(?P<label>.*?)\s*$")
+GRAMMAR = Grammar(re.compile("|".join(p.pattern for p in (HEADER, GPU_LINE, _COMMENT))))
 
 
 def read_gpustat(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.GPUSTAT)
     host, t, label = "", None, None
-    sample, seen = -1, set()
-    for number, line in iter_lines(read.path, read):
-        if not line.strip():
-            continue
-        read.lines += 1
+    sample, seen, first = -1, set(), None
+    for rec in records(read, GRAMMAR):
+        number, line = rec.number, rec.text
         if (h := HEADER.match(line)) is not None:
             host, t, seen = h["host"], _header_time(read, number, h, line), set()
             sample += 1
@@ -64,6 +66,8 @@ def read_gpustat(path: Path, rank: int | None = None) -> ReadResult:
             "fan_pct": to_float(g["fan"]), "power_limit_w": to_float(g["power_limit"]),
             "processes": (g["procs"] or "").strip(), "sample": sample, "label": label,
         })
+        first = number if first is None else first
+    count_gpus(read, first)
     return read.result()
 
 

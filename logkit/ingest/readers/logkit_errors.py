@@ -7,10 +7,13 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, epoch, iter_lines
+from logkit.ingest.readers.base import Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.normalise import Grammar, records
 from logkit.schema.lines import ERRORS_LINE
 from logkit.schema.vocab import EventKind
+
+GRAMMAR = Grammar(ERRORS_LINE.pattern)
 
 
 def _time(stamp: str) -> float | None:
@@ -22,10 +25,8 @@ def _time(stamp: str) -> float | None:
 
 def read_logkit_errors(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.LOGKIT_ERRORS)
-    for number, line in iter_lines(read.path, read):
-        if not line.strip():
-            continue
-        read.lines += 1
+    for rec in records(read, GRAMMAR):
+        number, line = rec.number, rec.text
         v = ERRORS_LINE.parse(line)
         if v is None:
             read.unmatched(number, line)

@@ -6,9 +6,13 @@ line), the network and NICs it uses, its rank where only channel lines name it, 
 its launcher prefix gave. At the end (``finish``) every process becomes one ``nccl_init``
 event per communicator (``init``: complete, start, abort, or None where no init line was seen:
 the log may stop before ``Init COMPLETE``) and the whole capture gives meta: ``world_size``
-(NCCL's nranks, else the ranks a ring lists), ``nodes`` (NCCL's nNodes, else the hosts seen, a
-lower bound), ``hosts``, ``ranks_by_host``, ``devices`` (CUDA devices per host), ``local_ranks``,
-``network``, ``nics``, ``nic_provider``, ``nic_count``, ``cuda_driver_version``.
+(NCCL's nranks: stated; else the ranks a ring lists: derived; else the highest rank a channel line
+names: a lower bound), ``nodes`` (NCCL's nNodes, else the hosts seen, a lower bound), ``hosts``,
+``ranks_by_host``, ``devices`` (CUDA devices per host), ``local_ranks``, ``network`` (``Using network
+X``; where IB was looked for and not found first, ``network_fallback`` says so), ``nics``,
+``transports`` (connections per transport of the channel lines: ``via P2P/IPC/read`` counts as
+``P2P/IPC``, ``via NET/IB/0/GDRDMA`` as ``NET/IB``), ``nic_provider``, ``nic_count``,
+``cuda_driver_version``; each fact with its provenance (``SessionMeta.state``: the file and line).
 
 Lines torn by processes writing without line buffering can lose the head of a host name
 (``5c0s31b0n0:307469`` for ``x3005c0s31b0n0:307469``) or carry another record's tail before it
@@ -24,7 +28,11 @@ from dataclasses import dataclass, field
 from logkit.ingest.readers.base import Read
 from logkit.schema.vocab import EventKind
 
-_VIA_NET = re.compile(r"^NET/(?P<net>.+?)/\d+$")
+_VIA_NET = re.compile(r"^NET/(?P<net>.+?)/\d+(?:/.*)?$")
+# A channel's transport as NCCL names it (transport/*.cc: "P2P/IPC/read", "P2P/direct pointer",
+# "P2P/CUMEM/CE", "SHM/direct/direct", "NET/IB/0/GDRDMA", "NET/Socket/1", "NET/AWS Libfabric/0"):
+# the transport and its mode, without the device index and options that follow.
+_VIA_P2P = re.compile(r"^(?P<t>P2P|SHM|CollNet|NVLS)(?:/(?P<mode>[^/]+))?")
 # The facts of the NCCL lines that become meta as they are (meta keys).
 FACT_META = ("network", "nic_provider", "nic_count", "cuda_driver_version", "ib")
 
@@ -63,6 +71,8 @@ class NcclProcs:
         self.nics: dict[str, dict] = {}
         self.facts: dict = {}
         self.ring = 0
+        self.where: dict[str, int] = {}  # a fact -> the first line that said it
+        self.transports: dict[str, int] = {}
 
     def _proc(self, n: dict, number: int, launcher_rank: int | None) -> _Proc:
         key = (n["host"], n["pid"])
@@ -109,20 +119,15 @@ class NcclProcs:
         if what == "network":
             proc.network = proc.network or n["network"]
             self.facts.setdefault("network", n["network"])
+            self.where.setdefault("network", number)
         elif what == "nics":
-            for nic in n["nics"]:
-                self.nics.setdefault(nic["name"], nic)
-            for key in ("provider", "nic_count", "ib"):
-                if key in n:
-                    self.facts.setdefault({"provider": "nic_provider"}.get(key, key), n[key])
+            self._nics(n, number)
         elif what == "ring":
-            self.ring = max(self.ring, len(n["ring"]))
+            if len(n["ring"]) > self.ring:
+                self.ring, self.where["ring"] = len(n["ring"]), number
             proc.channels = max(proc.channels or 0, n["channels"] or 0) or None
         elif what == "peer":
-            proc.rank = n["rank"] if proc.rank is None else proc.rank
-            self.facts.setdefault("ranks_named", set()).update(n["ranks"])
-            if (net := _VIA_NET.match(n["via"])) is not None:  # "via NET/Socket/0": the network's transport
-                self.facts.setdefault("via", set()).add(net["net"])
+            self._peer(proc, n, number)
         elif what == "version":
             self.read.meta.fill(nccl_version=n["version"])
         elif what == "driver":
@@ -130,6 +135,30 @@ class NcclProcs:
         elif what == "retry":
             self.read.event(EventKind.WARNING, number, host=n["host"], level="WARNING", pid=n["pid"],
                             message=f"NCCL: call to connect returned {n['error']}, retrying")
+
+    def _nics(self, n: dict, number: int) -> None:
+        for nic in n["nics"]:
+            self.nics.setdefault(nic["name"], nic)
+        if n["nics"]:
+            self.where.setdefault("nics", number)
+        for key in ("provider", "nic_count", "ib"):
+            if key in n:
+                self.facts.setdefault({"provider": "nic_provider"}.get(key, key), n[key])
+        if n.get("ib") is False:  # "NET/IB : No device found": what comes next is a fallback
+            self.where.setdefault("no_ib", number)
+            self.facts.setdefault("no_ib", n["message"].strip())
+
+    def _peer(self, proc: _Proc, n: dict, number: int) -> None:
+        """A channel's connection: the process's rank, the ranks named, and the transport it goes by."""
+        proc.rank = n["rank"] if proc.rank is None else proc.rank
+        self.facts.setdefault("ranks_named", set()).update(n["ranks"])
+        if max(n["ranks"]) >= max(self.facts["ranks_named"]):
+            self.where["ranks_named"] = number
+        self.where.setdefault("transports", number)
+        name = transport(n["via"])
+        self.transports[name] = self.transports.get(name, 0) + 1
+        if (net := _VIA_NET.match(n["via"])) is not None:  # "via NET/Socket/0": the network's transport
+            self.facts.setdefault("via", set()).add(net["net"])
 
     def _joined(self) -> list[_Proc]:
         """The processes, torn host names joined to their whole ones."""
@@ -166,23 +195,31 @@ class NcclProcs:
                 channels=proc.channels, nnodes=facts.get("nnodes"), local_ranks=facts.get("local_ranks"),
                 local_rank=facts.get("local_rank"), init=facts.get("state"))
 
+    def _at(self, line: int | None) -> str:
+        return self.read.label if line is None else f"{self.read.label}:{line}"
+
     def _meta(self, procs: list[_Proc]) -> None:
         meta = self.read.meta
         comms = [c for p in procs for c in p.comms.values()]
-        nranks = [c["nranks"] for c in comms if c.get("nranks")]
-        nnodes = [c["nnodes"] for c in comms if c.get("nnodes")]
+        nranks = [c for c in comms if c.get("nranks")]
+        nnodes = [c for c in comms if c.get("nnodes")]
         hosts = sorted({p.host for p in procs})
         if nranks:
-            meta.update(world_size=max(nranks), world_size_from="nccl init (nranks)")
-        elif self.ring:
-            meta.update(world_size=self.ring, world_size_from="nccl ring (every rank listed)")
-        elif "ranks_named" in self.facts:
-            meta.update(world_size=max(self.facts["ranks_named"]) + 1,
-                        world_size_from="ranks the NCCL channel lines name (a lower bound)")
+            top = max(nranks, key=lambda c: (c["nranks"], -c["line"]))
+            meta.state("world_size", top["nranks"], "stated", f"NCCL init: nranks {top['nranks']}", self._at(top["line"]))
+        if self.ring:
+            meta.state("world_size", self.ring, "derived", "the ranks an NCCL ring lists (nccl ring)",
+                       self._at(self.where.get("ring")))
+        if "ranks_named" in self.facts:
+            meta.state("world_size", max(self.facts["ranks_named"]) + 1, "inferred (lower bound)",
+                       "the highest rank the NCCL channel lines name + 1", self._at(self.where.get("ranks_named")))
         if nnodes:
-            meta.update(nodes=max(nnodes), nodes_from="nccl init (nNodes)")
-        else:
-            meta.update(nodes=len(hosts), nodes_from="hosts in the NCCL lines (a lower bound)")
+            top = max(nnodes, key=lambda c: (c["nnodes"], -c["line"]))
+            meta.state("nodes", top["nnodes"], "stated", f"NCCL init: nNodes {top['nnodes']}", self._at(top["line"]))
+        meta.state("nodes", len(hosts), "inferred (lower bound)", "the distinct hosts the NCCL lines name",
+                   self._at(min(p.line for p in procs)))
+        meta.state("hosts", hosts, "stated", "the hosts the NCCL lines name (host:pid:tid)",
+                   self._at(min(p.line for p in procs)))
         local = [c["local_ranks"] for c in comms if c.get("local_ranks")]
         by_host: dict[str, set] = {}
         for p in procs:
@@ -195,23 +232,51 @@ class NcclProcs:
             meta.local_ranks = max(local)
         if self.nics:
             meta.nics = list(self.nics.values())
+            meta.facts_source = {**(meta.facts_source or {}), "nics": self._at(self.where.get("nics"))}
         for key in FACT_META:
-            if key in self.facts:
+            if key in self.facts and key != "network":
                 meta[key] = self.facts[key]
-        links = {nic["link"] for nic in self.nics.values()}
-        via = self.facts.get("via", set())
-        if meta.network is None and len(links) == 1:
-            # no "Using network" line: the transport NCCL set up says it (IB and RoCE are NCCL's "IB")
-            meta.network = "Socket" if links == {"Socket"} else "IB"
-            meta.network_from = "the NICs NCCL set up (no 'Using network' line)"
-        elif meta.network is None and len(via) == 1:
-            meta.network = next(iter(via))
-            meta.network_from = "the channels' transport (via NET/<network>/<n>)"
+        if self.transports:
+            meta.transports = dict(sorted(self.transports.items(), key=lambda kv: -kv[1]))
+            meta.facts_source = {**(meta.facts_source or {}), "transports": self._at(self.where["transports"])}
+        self._network(meta)
         if "ranks_named" in self.facts:
             meta.nccl_ranks_seen = sorted(self.facts["ranks_named"])
+
+    def _network(self, meta) -> None:
+        """The network: ``Using network X`` states it; else the NICs NCCL set up, else the channels'
+        transport derive it. IB looked for and not found (``NET/IB : No device found``) before
+        another network: NCCL fell back, and ``network_fallback`` says from what."""
+        links = {nic["link"] for nic in self.nics.values()}
+        via = self.facts.get("via", set())
+        net = self.facts.get("network")
+        if net is not None:
+            meta.state("network", net, "stated", f"Using network {net}", self._at(self.where["network"]))
+        elif len(links) == 1:
+            # no "Using network" line: the transport NCCL set up says it (IB and RoCE are NCCL's "IB")
+            name = "Socket" if links == {"Socket"} else "IB"
+            meta.state("network", name, "derived", f"the NICs NCCL set up (NET/{name} : Using ...; no 'Using network' "
+                                                  "line)", self._at(self.where.get("nics")))
+        elif len(via) == 1:
+            name = next(iter(via))
+            meta.state("network", name, "derived", f"the channels' transport (via NET/{name}/<n>)",
+                       self._at(self.where.get("transports")))
+        if "no_ib" in self.facts and meta.network is not None and meta.network != "IB":
+            meta.network_fallback = f"IB: {self.facts['no_ib']} ({self._at(self.where['no_ib'])})"
+            meta.network_from = f"{meta.network_from}; fell back from IB ({self.facts['no_ib']})"
 
     @staticmethod
     def _devices(proc: _Proc) -> set:
         """A process's CUDA devices: its init lines' cudaDev, else the ``[dev]`` of its lines."""
         init = {c["device"] for c in proc.comms.values() if c.get("device") is not None}
         return init or proc.devices
+
+
+def transport(via: str) -> str:
+    """The transport a channel line's ``via ...`` names, without device index and options:
+    ``NET/IB/0/GDRDMA`` -> ``NET/IB``, ``P2P/IPC/read`` -> ``P2P/IPC``, ``SHM/direct/direct`` -> ``SHM``."""
+    if (net := _VIA_NET.match(via)) is not None:
+        return f"NET/{net['net']}"
+    if (p := _VIA_P2P.match(via)) is not None:
+        return p["t"] if p["t"] == "SHM" or not p["mode"] else f"{p['t']}/{p['mode']}"
+    return via.split("/")[0]

@@ -7,11 +7,21 @@ Each data row gives two ``comm`` rows, out-of-place and in-place (``placement``)
 names it (a command line, the file name: ``all_reduce_perf``, or ``..._all_gather.log`` where
 no command line was kept and the table's ``redop`` agrees), else from the table's ``redop``.
 The ``# Avg bus bandwidth`` of each table goes to ``meta.nccl_tests``; the ``# Using
-devices`` lines give ``meta.gpus`` (rank, host, GPU name), ``gpu_count``, ``world_size``,
-``hosts``, ``nodes`` and ``ranks_by_host``. A run that fails says so: ``host: Test NCCL failure
-... '<reason>'`` and ``.. host pid P: Test failure`` give an ``nccl_error`` event (with the ranks
-of that pid, from the device table), and the MPI launcher's "first process to exit" a
-``child_failed`` event (``root_cause``).
+devices`` lines (``#  Rank  0 Group  0 Pid 123 on node-a device  0 [0x07] NVIDIA H100 ...``, and
+the older form without ``Group``) give ``meta.gpus`` (rank, host, GPU name), ``gpu_count``,
+``world_size``, ``hosts``, ``nodes`` (the distinct hosts) and ``ranks_by_host``, each stated with
+its ``_from`` and its lines in ``meta.facts_source``. A run that fails says so: ``host: Test
+NCCL failure ... '<reason>'`` and ``.. host pid P: Test failure`` give an ``nccl_error`` event
+(with the ranks of that pid, from the device table), and the MPI launcher's "first process to
+exit" a ``child_failed`` event (``root_cause``).
+
+Output as users paste it is read as it is: behind launcher prefixes (``[1,0]<stdout>:``, taken
+off by ``prefixes``), indented as in a README, in a markdown quote (``> ``), or with its ``#``
+eaten by markdown (`` nThread 1 nGpus 1 ...``, `` Using devices``). NCCL_DEBUG=INFO lines among
+the output say the network between the hosts: ``Using network IB``, the NICs (``NET/IB : Using
+[0]mlx5_0:1/IB``), a NIC's ``speed=`` (Mb/s, NCCL's ``NET/IB: [0] mlx5_0:...`` line) or an
+``ibstat``/``ibstatus`` rate pasted with them (``meta.network``, ``nics``, ``nic_provider``,
+``nic_count``, ``link_speed_gbps``), the reference of a run over several hosts.
 """
 
 from __future__ import annotations
@@ -19,8 +29,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from logkit.ingest.readers.base import Read, ReadResult, iter_lines
+from logkit.ingest.readers.base import Read, ReadResult
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
+from logkit.ingest.readers.normalise import Grammar, records
 from logkit.ingest.readers.torch_lines import parse_prte
 from logkit.schema.values import to_float
 from logkit.schema.vocab import EventKind, Mode
@@ -30,12 +42,22 @@ OPS = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "
        "gather": "gather", "scatter": "scatter", "hypercube": "hypercube"}
 _BINARY = re.compile(r"\b(?P<op>all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv|gather"
                      r"|scatter|hypercube)_perf(?:_mpi)?\b")
-_HEADER = re.compile(r"^#\s+size\s+count\s+type\b")
-_DEVICE = re.compile(r"^#\s+Rank\s+(?P<rank>\d+) Group\s+\d+ Pid\s+\d+ on\s+(?P<host>\S+) device\s+(?P<dev>\d+)"
-                     r"(?:\s+\[[^\]]*\]\s+(?P<name>.+?))?\s*$")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<bw>\S+)")
-_COMMENT = re.compile(r"^#")
-_META_LINE = re.compile(r"^(?:\$ |\s*(?:mpirun|srun|\./|/)\S*.*_perf|nccl-tests|NCCL version)")
+# '#' is optional in front of nccl-tests' own lines: markdown eats it when output is pasted bare
+_NTHREAD = re.compile(r"^#?\s*nThread (?P<threads>\d+) nGpus (?P<gpus>\d+)")
+_HEADER = re.compile(r"^#?\s*size\s+count\s+type\b")
+_DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)(?: Group\s+\d+)? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+"
+                     r"(?P<dev>\d+)(?:\s+\[[^\]]*\]\s+(?P<name>.+?))?\s*$")
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<bw>\S+)")
+_COMMENT = re.compile(r"^#|^(?:Using devices|Out of bounds values|Blocking Enabled|Collective test|nccl-tests version"
+                      r"|out-of-place\s+in-place|\(B\)\s+\(elements\))")
+# NCCL's NIC line with its speed (Mb/s; NCCL_DEBUG_SUBSYS=NET, or INFO in newer versions)
+_NIC_SPEED = re.compile(r"^NET/IB ?: \[\d+\] (?P<name>[\w.-]+):\S*?:?(?P<port>\d+)/(?P<link>IB|RoCE)\b.*?"
+                        r"\bspeed=(?P<speed>\d+)")
+# ibstat's "Rate: 400", ibstatus' "rate: 200 Gb/sec (4X HDR)", pasted beside the run
+_IB_RATE = re.compile(r"^[Rr]ate:\s*(?P<rate>\d+(?:\.\d+)?)(?: Gb/sec\b.*)?\s*$")
+# a command line (behind a shell prompt: "$ ", "user@host:~/dir# ", a conda env's "(base) "), the banner,
+# a markdown fence
+_META_LINE = re.compile(r"^(?:\$ |(?:\(\S+\) )?[\w.-]+@[\w.-]+:\S*[#$] |\s*(?:mpirun|srun|\./|/)\S*.*_perf|nccl-tests|```)")
 # the op in a file's name where no command line was kept (alcf_..._all_gather.log)
 _NAME_OP = re.compile(r"(?:^|[^a-z])(?P<op>all_reduce|all_gather|reduce_scatter|alltoall|broadcast|sendrecv|gather"
                       r"|scatter|reduce)(?:[^a-z]|$)")
@@ -47,6 +69,11 @@ _FAILED_PID = re.compile(r"^\s*\.\. (?P<host>\S+) pid (?P<pid>\d+): Test failure
 _BANNER = re.compile(r"^-{10,}$|^(?:prterun|mpirun|Primary job|a non-zero exit code|thus causing|The first process|"
                      r"   Process name:|\S+ detected that one or more processes)")
 _GB = 1000.0  # GB/s -> MB/s (both SI)
+# How a line of nccl-tests' output begins (what a prefix taken off by ``normalise`` must leave): a comment,
+# a result row, the command line, an NCCL debug line.
+_PASTE = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*")  # indentation, markdown quote marks
+GRAMMAR = Grammar(re.compile(r"#|\s*\d+\s+\d+\s+\w+|\$ |\s*(?:mpirun|srun|\./|/)\S*|[^\s:]+:\d+:\d+ \[\d+\] "
+                             r"|NCCL version|[\w.-]+: Test |.*Process name:"))
 
 
 def _name_op(name: str) -> str | None:
@@ -62,28 +89,32 @@ class _Tests:
         self.op = _name_op(read.path.name)
         self.op_from_name = self.op is not None and _BINARY.search(read.path.name) is None
         self.columns: list[str] | None = None
-        self.group, self.table = 0, 0
+        self.table = 0
+        self.ranks: set[int] = set()  # the ranks of the current table
         self.hosts: set[str] = set()
         self.tables: list[dict] = []
         self.gpus: dict[int, dict] = {}
         self.pids: dict[int, list[int]] = {}  # pid -> its ranks (one process may drive several GPUs)
         self.per_process = 1  # ranks per MPI process: nThread x nGpus
+        self.device_lines: list[int] = []
+        self.placed: dict[int, set[str]] = {}  # rank -> the hosts that list it
+        self.net = _Network(read)
 
     def line(self, number: int, line: str) -> bool:
         if (b := _BINARY.search(line)) is not None and not line.lstrip().startswith("#  "):
             self.op, self.op_from_name = OPS[b["op"]], False  # a command line naming the binary
-        if line.startswith("# nThread"):
-            self.table, self.group, self.hosts, self.columns = self.table + 1, 0, set(), None
-            per = re.match(r"# nThread (\d+) nGpus (\d+)", line)
-            self.per_process = int(per[1]) * int(per[2]) if per else 1
+        if (per := _NTHREAD.match(line)) is not None:
+            self.table, self.ranks, self.hosts, self.columns = self.table + 1, set(), set(), None
+            self.per_process = int(per["threads"]) * int(per["gpus"])
             return True
         if (d := _DEVICE.match(line)) is not None:
-            self.group += 1
+            self.ranks.add(int(d["rank"]))
             self.hosts.add(d["host"])
+            self.placed.setdefault(int(d["rank"]), set()).add(d["host"])
             self.gpus.setdefault(int(d["rank"]), {"index": int(d["rank"]), "host": d["host"],
                                                   "device": int(d["dev"]), "name": d["name"]})
-            if (pid := re.search(r"Pid\s+(\d+)", line)) is not None:
-                self.pids.setdefault(int(pid[1]), []).append(int(d["rank"]))
+            self.pids.setdefault(int(d["pid"]), []).append(int(d["rank"]))
+            self.device_lines.append(number)
             return True
         if _HEADER.match(line):
             self.columns = line.lstrip("#").split()
@@ -92,9 +123,16 @@ class _Tests:
             self.tables.append({"op": self.op, "table": self.table, "avg_busbw_gb_s": to_float(a["bw"]),
                                 "group_size": self.group or None, "hosts": sorted(self.hosts)})
             return True
+        if self.net.line(number, line):
+            return True
         if _COMMENT.match(line) or _META_LINE.match(line):
             return True
         return self._failure(number, line)
+
+    @property
+    def group(self) -> int:
+        """The ranks of the current table's collectives (a rank listed by several hosts counts once)."""
+        return len(self.ranks)
 
     def _failure(self, number: int, line: str) -> bool:
         read = self.read
@@ -130,24 +168,144 @@ class _Tests:
 def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.NCCL_TESTS)
     state = _Tests(read)
-    for number, line in iter_lines(read.path, read):
-        if not line.strip():
-            continue
-        read.lines += 1
-        if state.line(number, line):
+    for rec in records(read, GRAMMAR):
+        number = rec.number
+        line = rec.text[_PASTE.match(rec.text).end():].rstrip()  # a paste's own indentation and quote marks
+        if not line:
+            read.used += 1
+        elif state.line(number, line):
             read.used += 1
         elif (fields := read.table_row(number, line, state.columns)) is not None:
             _row(read, number, state, fields)
     read.meta.nccl_tests = state.tables
-    gpus = state.gpus
-    if gpus:
-        hosts = sorted({g["host"] for g in gpus.values()})
-        read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=len(gpus),
-                         world_size_from="nccl-tests device table (ranks)", backend="nccl",
-                         mode=Mode.MULTI_GPU if len(gpus) > 1 else Mode.SINGLE_GPU, hosts=hosts, nodes=len(hosts),
-                         nodes_from="nccl-tests device table (hosts)",
-                         ranks_by_host={h: sorted(r for r, g in gpus.items() if g["host"] == h) for h in hosts})
+    _device_meta(read, state)
+    state.net.meta(read)
     return read.result()
+
+
+def _device_meta(read: Read, state: _Tests) -> None:
+    """What the device table states: the ranks, their GPUs, their hosts."""
+    gpus = state.gpus
+    if not gpus:
+        return
+    hosts = sorted(set().union(*state.placed.values()))
+    first, last = min(state.device_lines), max(state.device_lines)
+    where = f"{read.label}:{first}" + (f"-{last}" if last > first else "")
+    said = f"nccl-tests' device table ({where})"
+    nodes, nodes_from = len(hosts), f"stated: {len(hosts)} distinct host(s) in {said}"
+    repeated = sorted(r for r, named in state.placed.items() if len(named) > 1)
+    if repeated:
+        # the same ranks on several hosts: each host ran a test of its own (nccl-tests without MPI,
+        # or mpirun starting copies of a non-MPI build); no collective crossed hosts
+        nodes = 1
+        nodes_from = (f"stated: rank(s) {_span(repeated)} listed by each of {len(hosts)} hosts in {said}: each host "
+                      "ran a test of its own (nccl-tests without MPI), so a collective spans 1 host")
+        read.note(first, f"nccl-tests: the same rank(s) ({_span(repeated)}) on {len(hosts)} hosts "
+                         f"({', '.join(hosts)}): independent tests, one per host, not one job over them")
+    world, world_from = len(gpus), f"stated: {len(gpus)} rank(s) in {said}"
+    hosts_from = f"stated: the hosts of {said}"
+    if max(gpus) + 1 > world:  # ranks missing from the table (an excerpt, a cut paste): never below a rank shown
+        world = max(gpus) + 1
+        world_from = f"inferred (lower bound): highest rank in {said} + 1; {world - len(gpus)} rank(s) not listed"
+        more = sorted(state.net.hosts - set(hosts))
+        if more:  # the unlisted ranks' hosts, where NCCL's lines name them
+            hosts = sorted(set(hosts) | set(more))
+            hosts_from += f" and of NCCL's lines ({', '.join(more)})"
+        if not repeated:
+            nodes = len(hosts)
+            nodes_from = (f"inferred (lower bound): {nodes} host(s) named; the device table lists {len(gpus)} of at "
+                          f"least {world} ranks")
+    read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=world,
+                     world_size_from=world_from,
+                     gpu_count_from=f"stated: {len(gpus)} GPU(s) in {said}", backend="nccl",
+                     mode=Mode.MULTI_GPU if len(gpus) > 1 else Mode.SINGLE_GPU, hosts=hosts,
+                     hosts_from=hosts_from, nodes=nodes, nodes_from=nodes_from,
+                     ranks_by_host={h: sorted(r for r, named in state.placed.items() if h in named) for h in hosts},
+                     facts_source={k: f"{read.label}:{first}" for k in ("world_size", "gpu_count", "hosts", "nodes")})
+
+
+def _span(ranks: list[int]) -> str:
+    return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)) \
+        else ", ".join(map(str, ranks))
+
+
+class _Network:
+    """What NCCL_DEBUG=INFO lines (and an ibstat rate) among the output say of the network between
+    the hosts."""
+
+    def __init__(self, read: Read) -> None:
+        self.read = read
+        self.network: tuple[str, int] | None = None  # (name, line)
+        self.nics: dict[str, dict] = {}
+        self.speeds: dict[str, float] = {}  # NIC -> Gb/s
+        self.rates: list[float] = []
+        self.facts: dict = {}
+        self.where: dict[str, int] = {}
+        self.hosts: set[str] = set()  # the hosts NCCL's lines name
+
+    def line(self, number: int, line: str) -> bool:
+        if line.startswith("NCCL version "):  # printed by rank 0 without NCCL's line header
+            self.facts.setdefault("nccl_version", line.split()[2])
+            return True
+        if (r := _IB_RATE.match(line)) is not None:
+            self.rates.append(float(r["rate"]))
+            self.where.setdefault("link_speed_gbps", number)
+            return True
+        found = [n for part in GLUED.split(line) if (n := parse_nccl_debug(part)) is not None]
+        for n in found:
+            self._nccl(number, n)
+        return bool(found)
+
+    def _nccl(self, number: int, n: dict) -> None:
+        what = n["what"]
+        self.hosts.add(n["host"])
+        if what == "warn":  # kept as the console reader keeps it: the run's own account of trouble
+            self.read.event(EventKind.NCCL_WARN, number, host=n["host"], level="WARNING",
+                            message=n["message"].strip()[:300], device=n["dev"], pid=n["pid"], where=n["where"])
+            return
+        if what == "network" and self.network is None:
+            self.network = (n["network"], number)
+        elif what == "nics":
+            for nic in n["nics"]:
+                self.nics.setdefault(nic["name"], nic)
+            self.where.setdefault("nics", number)
+            for key in ("provider", "nic_count", "ib"):
+                if n.get(key) is not None:
+                    self.facts.setdefault(key, n[key])
+        elif what == "version":
+            self.facts.setdefault("nccl_version", n["version"])
+        elif (s := _NIC_SPEED.match(n["message"])) is not None:
+            self.speeds[s["name"]] = int(s["speed"]) / 1000.0  # NCCL's speed is in Mb/s
+            self.where.setdefault("link_speed_gbps", number)
+
+    def meta(self, read: Read) -> None:
+        meta, label = read.meta, read.label
+        sources = dict(meta.facts_source or {})
+        if self.network is not None:
+            meta.update(network=self.network[0],
+                        network_from=f"stated: NCCL 'Using network {self.network[0]}' ({label}:{self.network[1]})")
+            sources["network"] = f"{label}:{self.network[1]}"
+        if self.nics:
+            meta.nics = list(self.nics.values())
+            sources["nics"] = f"{label}:{self.where['nics']}"
+            links = {nic["link"] for nic in self.nics.values()}
+            if meta.network is None and len(links) == 1:
+                meta.network = "Socket" if links == {"Socket"} else "IB"
+                meta.network_from = f"stated: the NICs NCCL set up ({label}:{self.where['nics']})"
+        if "provider" in self.facts:
+            meta.nic_provider = self.facts["provider"]
+        if "nic_count" in self.facts:
+            meta.nic_count = self.facts["nic_count"]
+        if "ib" in self.facts:
+            meta.ib = self.facts["ib"]
+        if "nccl_version" in self.facts:
+            meta.nccl_version = self.facts["nccl_version"]
+        rates = set(self.speeds.values()) | set(self.rates)
+        if len(rates) == 1:  # one rate for every NIC named: the link rate (several: none is the run's)
+            meta.link_speed_gbps = rates.pop()
+            sources["link_speed_gbps"] = f"{label}:{self.where['link_speed_gbps']}"
+        if sources:
+            meta.facts_source = sources
 
 
 def _int(text: str | None) -> int | None:

@@ -1,6 +1,8 @@
 """Name a file's format from its name and its first bytes (``.gz`` looked through), by the formats'
 declarations (``readers.formats``): a name that says a format by itself, else each format's suffixes
-and telltale, in the order of their ``priority``."""
+and telltale, in the order of their ``priority``. A text telltale is looked for in the head as it is,
+then in the head without what the file puts around its lines (``normalise``: a log service's columns,
+a quote, an indentation before every line)."""
 
 from __future__ import annotations
 
@@ -44,9 +46,21 @@ class Probe:
     def raw(self) -> bytes:
         return _read(self.path, False)
 
-    @property
+    @cached_property
     def binary(self) -> bool:
         return "\x00" in self.head[:4096]
+
+    def plain_head(self, telltale: re.Pattern) -> str | None:
+        """The head without what the file puts around the lines ``telltale`` begins (a log service's columns,
+        a quote, an indentation: ``normalise``), or None where it puts nothing; asked only where the
+        telltale is not in the head as it is."""
+        cache = self.__dict__.setdefault("_plain", {})
+        if telltale not in cache:
+            # light, and imported only for a file its telltale did not tell
+            from logkit.ingest.readers.normalise import plain_text
+
+            cache[telltale] = plain_text(self.head.splitlines(), telltale)
+        return cache[telltale]
 
 
 def recognises(fmt: Format, probe: Probe) -> bool:
@@ -55,7 +69,10 @@ def recognises(fmt: Format, probe: Probe) -> bool:
     if isinstance(telltale, re.Pattern):  # a line of a text file
         if not (probe.suffix in fmt.suffixes or (probe.loose and probe.suffix == "")) or probe.binary:
             return False
-        return (probe.loose and fmt.fallback) or telltale.search(probe.head) is not None
+        if (probe.loose and fmt.fallback) or telltale.search(probe.head) is not None:
+            return True
+        plain = probe.plain_head(telltale)
+        return plain is not None and telltale.search(plain) is not None
     if probe.suffix not in fmt.suffixes:
         return False
     return (probe.loose and fmt.fallback) or (telltale is not None and bool(telltale(probe)))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from logkit.schema.values import to_float
-from logkit.schema.vocab import EventKind
+from logkit.schema.vocab import EventKind, FailureCause
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
            11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
@@ -46,9 +46,11 @@ _WORK = re.compile(_PG + r"(?:Exception \(either an error or timeout\) detected 
 _HANG = re.compile(_PG + r".*?Terminating the process after attempting to dump debug info, due to "
                    r"(?P<why>ProcessGroupNCCL watchdog hang|[^.]+)")
 MISMATCH = re.compile(r"Detected mismatch between collectives")
-_FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\("
-                          r"(?:SequenceNumber=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
-                          r"(?:, TensorShape=\[(?P<shape>[^\]]*)\])?(?:, TensorDtypes=(?P<dtype>\w+))?")
+# ProcessGroupWrapper.cpp: 1.9/1.10 name one side ("is running inconsistent collective"); later both sides,
+# with "SequenceNumber=N, OpType=" (and "SequenceNumber=NOpType=", no comma, for a collective of no tensors).
+_FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\("
+                          r"(?:SequenceNumber=(?P<seq>\d+),? ?)?OpType=(?P<op>\w+)"
+                          r"(?:, TensorShape=\[(?P<shape>[^\]]*)\])?(?:, TensorDtypes=\[?(?P<dtype>\w+))?")
 _DIFFERS = re.compile(r"Collectives differ in the following aspects:(?P<rest>.*)$")
 _DIFF = re.compile(r"(?P<field>Sequence number|Op type|(?:Tensor )*(?:shapes|dtypes|device types)):\s*"
                    r"(?P<a>.*?)\s*vs\s*(?P<b>.*?)(?=\s{2,}|\s*$|\s+(?:Tensor |Op type|Sequence number))")
@@ -72,12 +74,6 @@ _TQDM = re.compile(r"(?:^|\||\s)(?P<n>\d+)/(?P<total>\d+) \[\d+:\d+(?::\d+)?<")
 _MEGATRON = re.compile(r"iteration\s+(?P<it>\d+)/\s*(?P<of>\d+) \|(?P<fields>.*)$")
 _MEGATRON_FIELDS = {"elapsed time per iteration (ms)": "step_time_ms", "learning rate": "learning_rate",
                     "global batch size": "total_batch_size", "lm loss": "loss", "grad norm": "grad_norm"}
-_HF_TOTALS = {"Total train batch size (w. parallel, distributed & accumulation)": "total_batch_size",
-              "Instantaneous batch size per device": "per_device_batch_size",
-              "Gradient Accumulation steps": "gradient_accumulation_steps", "Total optimization steps": "max_steps",
-              "Num examples": "num_examples", "Num Epochs": "num_epochs"}
-_HF_TOTAL = re.compile(r"^\s*(?P<key>[A-Z][\w .,&()-]+?) = (?P<value>[\d,]+)\s*$")
-_N_GPU = re.compile(r"Process rank: (?P<rank>-?\d+), device: (?P<device>\S+?), n_gpu: (?P<n>\d+)")
 _DS_VERSION = re.compile(r"DeepSpeed info: version=(?P<v>[^,\s]+)")
 # Megatron: "[Rank 0] (after 1 iterations) memory (MB) | allocated: 17657.19 | max allocated: ..."
 _MEGATRON_MEMORY = re.compile(r"\[Rank (?P<rank>\d+)\] \(after \d+ iterations\) memory \(MB\)(?P<fields>.*)$")
@@ -86,11 +82,63 @@ _DP = re.compile(r"data parallel size: (\d+)")
 _IB_RATE = re.compile(r"^\s*[Rr]ate:\s*(?P<rate>\d+(?:\.\d+)?)(?: Gb/sec\b.*)?\s*$")
 _OF = re.compile(r"\b(?:worker|rank|process) (?P<rank>\d+) of (?P<size>\d+)\b", re.I)
 _TORCHRUN = re.compile(r"\b(?:torchrun|torch\.distributed\.(?:run|launch))\b")
-_NPROC = re.compile(r"--nproc[_-]per[_-]node[= ](?P<n>\d+)(?![\w.])")  # not the 0 of 0x10
-_NNODES = re.compile(r"--nnodes[= ](?P<n>\d+)(?![:\w.])")
+# a launcher's flags, as typed (--nnodes=2, --nnodes 2, --nnodes="2"): not the 0 of 0x10, not an elastic 1:4
+_FLAG = r"[= ]['\"]?(?P<n>\d+)['\"]?(?![:\w.])"
+_NPROC = re.compile(r"--nproc[_-]per[_-]node" + _FLAG)
+_NNODES = re.compile(r"--nnodes" + _FLAG)
+_LAUNCH_FLAGS = {"num_processes": re.compile(r"--num[_-]processes" + _FLAG),  # accelerate launch: all ranks
+                 "num_machines": re.compile(r"--num[_-]machines" + _FLAG),  # accelerate launch: nodes
+                 "num_gpus": re.compile(r"--num[_-]gpus" + _FLAG),  # deepspeed: GPUs per node
+                 "num_nodes": re.compile(r"--num[_-]nodes" + _FLAG)}  # deepspeed: nodes
+# WORLD_SIZE=8, world_size = 2, world_size: 2, 'world_size': 2, "world_size": 2 (not local_world_size)
+_WORLD = re.compile(r"(?<![\w.])world_size['\"]?\s*[:=]\s*['\"]?(?P<n>\d+)\b", re.I)
+# accelerate's state ("Num processes: 8"), a launcher's NNODES=2, "Num GPUs: 8"
+_NUM_PROCESSES = re.compile(r"\bNum processes\s*[:=]\s*(?P<n>\d+)\b")
+_NNODES_ENV = re.compile(r"(?<![\w.])NNODES\s*=\s*['\"]?(?P<n>\d+)\b")
+_NUM_GPUS = re.compile(r"\bNum(?:ber of)? GPUs\s*[:=]\s*(?P<n>\d+)\b", re.I)
+# (words one of its lines holds, the pattern, the fact): cheap tests first, every line comes here
+_SIZE_LINES = ((("orld", "ORLD"), _WORLD, "world_size_said"), (("Num processes",), _NUM_PROCESSES, "num_processes_said"),
+               (("NNODES",), _NNODES_ENV, "nnodes"), (("GPUs",), _NUM_GPUS, "gpus_said"))
 _THROUGHPUT = re.compile(r"Throughput: (?P<rate>\d+(?:\.\d+)?) (?:images|samples)/s"
                          r"(?:, Batch size: (?P<batch>\d+))?(?:, Num of GPUs: (?P<gpus>\d+))?"
                          r"(?:, Total time: (?P<time>[0-9.]+) s)?")
+
+
+# Why a process failed, as the line that says it reads (cause, pattern), tried in this order: a
+# script that cannot be opened (python's own message, exit code 2), an import, CUDA out of memory
+# (torch.OutOfMemoryError / torch.cuda.OutOfMemoryError / "CUDA error: out of memory"), another CUDA
+# error, an NCCL error raised into Python (ncclSystemError, ncclInternalError, ncclRemoteError,
+# ncclUnhandledCudaError, ncclInvalidUsage... and the reason torch prints), a signal named by
+# torchrun's failure entry ("Signal 9 (SIGKILL) received by PID 14750").
+_CAUSES: tuple[tuple[FailureCause, re.Pattern], ...] = (
+    (FailureCause.FILE_NOT_FOUND, re.compile(r"\bcan't open file '(?P<what>[^']*)': \[Errno 2\] No such file or directory")),
+    (FailureCause.MODULE_NOT_FOUND, re.compile(r"\bModuleNotFoundError: No module named '?(?P<what>[\w.]+)'?")),
+    (FailureCause.IMPORT_ERROR, re.compile(r"^(?:[\w.]+\.)?ImportError: (?P<what>.+)$")),
+    (FailureCause.CUDA_OOM, re.compile(r"(?:OutOfMemoryError|RuntimeError|CUDA error): (?:CUDA )?out of memory")),
+    (FailureCause.CUDA_ERROR, re.compile(r"\bCUDA error: (?P<what>.+?)(?:\s*$|\s*CUDA kernel errors)")),
+    (FailureCause.NCCL_ERROR, re.compile(r"\bNCCL error\b.*?, (?P<what>unhandled system error|unhandled cuda error|"
+                                         r"internal error|remote process exited or there was a network error|"
+                                         r"invalid usage|invalid argument)|^(?P<what2>nccl(?:System|Internal|Remote|"
+                                         r"UnhandledCuda|InvalidUsage|InvalidArgument)Error)\b")),
+    (FailureCause.SIGNAL, re.compile(r"\bSignal (?P<num>\d+) \((?P<what>SIG\w+)\) received by PID")),
+)
+# a launcher's stream tag before a child's line ("[stderr]ModuleNotFoundError: ...")
+_STREAM_TAG = re.compile(r"^\[(?:stderr|stdout)\]\s*")
+# The words one of those lines holds: a line without any is not tried.
+CAUSE_HINTS = ("rror", "can't open file", "out of memory", "received by PID")
+
+
+def failure_cause(text: str) -> dict | None:
+    """Why a process failed, where ``text`` (a line without its prefixes) says it: ``cause`` (a
+    ``FailureCause``), ``what`` (the file, module, error or signal named) and ``message`` (the line)."""
+    for cause, pattern in _CAUSES:
+        if (m := pattern.search(text)) is not None:
+            found = m.groupdict()
+            what = found.get("what") or found.get("what2")
+            # a failure entry's "traceback : Signal 9 ..." field: the signal's own words
+            message = text[m.start():].strip() if cause == FailureCause.SIGNAL else _STREAM_TAG.sub("", text.strip())
+            return {"cause": cause, "what": what.strip() if what else None, "message": message[:300]}
+    return None
 
 
 def signal_of(code: int | None) -> str | None:
@@ -128,7 +176,7 @@ def parse_hang(line: str) -> dict | None:
 
 
 def parse_mismatch(line: str) -> dict | None:
-    """seq, ranks, ops, shapes and dtypes (per rank, in the order the ranks are named) of a
+    """seq (the lowest), ranks, ops, seqs, shapes and dtypes (per rank, in the order the ranks are named) of a
     collective mismatch, and ``differs`` / ``differences``: the fields torch says differ, and
     each with both values (``shape 195812480 vs 51123456``), or None."""
     if MISMATCH.search(line) is None:
@@ -136,7 +184,7 @@ def parse_mismatch(line: str) -> dict | None:
     prints = list(_FINGERPRINT.finditer(line))
     seqs = {int(p["seq"]) for p in prints if p["seq"] is not None}
     out = {"seq": min(seqs) if seqs else None, "ranks": ",".join(p["rank"] for p in prints),
-           "ops": ",".join(p["op"] for p in prints),
+           "ops": ",".join(p["op"] for p in prints), "seqs": ",".join(p["seq"] or "?" for p in prints) or None,
            "shapes": ";".join(f"[{p['shape']}]" if p["shape"] is not None else "?" for p in prints) or None,
            "dtypes": ",".join(p["dtype"] or "?" for p in prints) or None, "differs": None, "differences": None}
     if (d := _DIFFERS.search(line)) is not None:
@@ -265,22 +313,16 @@ def parse_throughput(text: str) -> dict | None:
 
 
 def run_facts(text: str) -> dict:
-    """Facts about the run a line states: transformers' totals (``Total train batch size ... = 6``),
-    ``n_gpu``, ``worker N of M``, a torchrun command line's ``--nnodes`` / ``--nproc_per_node``,
+    """Facts about the run a line states (the frameworks' own are ``framework_lines``'): ``worker N of M``,
+    ``WORLD_SIZE=N`` / ``world_size = N`` / ``'world_size': N``, accelerate's ``Num processes: N``,
+    ``Num GPUs: N``, a launcher's flags (torchrun's ``--nnodes`` / ``--nproc_per_node``, accelerate's
+    ``--num_processes`` / ``--num_machines``, DeepSpeed's ``--num_gpus`` / ``--num_nodes``, ``NNODES=N``),
     a ``data parallel size``, an InfiniBand port's rate (``ibstat``'s ``Rate: 200``, ``ibstatus``'
     ``rate: 200 Gb/sec (4X HDR)``). Cheap tests first: every line of a capture comes here."""
     out: dict = {}
-    if " = " in text and (m := _HF_TOTAL.match(text)) is not None and m["key"] in _HF_TOTALS:
-        out[_HF_TOTALS[m["key"]]] = int(m["value"].replace(",", ""))
-    if "n_gpu" in text and (m := _N_GPU.search(text)) is not None:
-        out["gpu_count"] = int(m["n"])
     if " of " in text and (m := _OF.search(text)) is not None and int(m["rank"]) < int(m["size"]):
         out["world_size_stated"] = int(m["size"])
-    if "--nproc" in text and _TORCHRUN.search(text) and (m := _NPROC.search(text)) is not None:
-        out["nproc_per_node"] = int(m["n"])
-        nodes = _NNODES.search(text)
-        if nodes is not None or "--standalone" in text:
-            out["nnodes"] = int(nodes["n"]) if nodes else 1
+    _sizes(text, out)
     if "parallel size" in text and (m := _DP.search(text)) is not None:
         out["data_parallel_size"] = int(m[1])
     if "ate:" in text and (m := _IB_RATE.match(text)) is not None:
@@ -291,3 +333,21 @@ def run_facts(text: str) -> dict:
         values = {k.strip().replace(" ", "_"): to_float(v) for k, v in _MEMORY_FIELD.findall(m["fields"])}
         out["memory_mb"] = {"rank": int(m["rank"]), **values}
     return out
+
+
+def _sizes(text: str, out: dict) -> None:
+    """The sizes of the job a line states: a launcher's flags (processes per node, nodes, processes),
+    a printed world size, accelerate's ``Num processes``, ``NNODES=N``, ``Num GPUs``."""
+    if "--nproc" in text and (m := _NPROC.search(text)) is not None:
+        out["nproc_per_node"] = int(m["n"])
+        if "--standalone" in text and _TORCHRUN.search(text):
+            out["nnodes"] = 1
+    if "--nnodes" in text and (m := _NNODES.search(text)) is not None:
+        out["nnodes"] = int(m["n"])
+    if "--num" in text:
+        for key, pattern in _LAUNCH_FLAGS.items():
+            if (m := pattern.search(text)) is not None:
+                out[key] = int(m["n"])
+    for hints, pattern, key in _SIZE_LINES:
+        if any(h in text for h in hints) and (m := pattern.search(text)) is not None:
+            out[key] = int(m["n"])

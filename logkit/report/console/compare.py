@@ -71,7 +71,28 @@ def _session_block(s: SessionSummary, analysis: Analysis, gpu: bool) -> list[str
                      f"warm-up steps, {fmt(s.steady_steps, 'd')} steady steps)")
     if s.status not in (None, Status.COMPLETED):
         lines.append(f"  Status: {s.status}" + (f": {s.status_detail}" if s.status_detail else ""))
-    return lines + gpu_lines(analysis, s.session_id) + _health_line(analysis, s.session_id)
+    return lines + run_fact_lines(s) + gpu_lines(analysis, s.session_id) + _health_line(analysis, s.session_id)
+
+
+def fact_text(value) -> str:
+    """A run fact's value as a line shows it: lists joined, a count per name as "name n"."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def run_fact_lines(s: SessionSummary) -> list[str]:
+    """The "Run facts" block: each fact the logs give, its value and where it came from."""
+    facts = s.run_facts
+    if not facts:
+        return []
+    lines = ["  Run facts:"]
+    for f in facts:
+        said = f.said or (f"read at {f.source}" if f.source else "")
+        lines.append(f"    {f.name}: {fact_text(f.value)}" + (f"  [{said}]" if said else ""))
+    return lines
 
 
 def _average_block(title: str, avg: GroupAverage, gpu: bool) -> list[str]:
@@ -165,10 +186,78 @@ def _group_lines(analysis: Analysis, mine: list[Comparison], label, several: boo
     base = scaling.session_summary(mine[0].baseline) or _unknown(mine[0].baseline)
     lines.append(f"Baseline: {mine[0].baseline} ({fmt(base.world_size, 'd')} rank(s), "
                  f"{fmt(base.samples_per_second)} samples/s)")
-    for c in mine:
+    shown = _that_matter(mine)
+    for c in shown:
         lines += _comparison_lines(c, scaling.session_summary(c.baseline) or base,
                                    scaling.session_summary(c.candidate) or _unknown(c.candidate), w)
+    if len(shown) < len(mine):
+        lines += ["", f"... and {len(mine) - len(shown)} more comparisons not listed (--json lists every one)"]
     return lines + [""]
+
+
+def _that_matter(comparisons: list[Comparison]) -> list[Comparison]:
+    """All of them up to ``LISTED``; past it, in their order, those flagged and those of the lowest and the
+    highest speedups (``_EACH_END`` each), ``LISTED`` at most."""
+    if len(comparisons) <= LISTED:
+        return comparisons
+    rated = sorted((c for c in comparisons if c.speedup is not None), key=lambda c: c.speedup)
+    keep = {id(c) for c in comparisons if c.flags} | {id(c) for c in rated[:_EACH_END] + rated[-_EACH_END:]}
+    return [c for c in comparisons if id(c) in keep][:LISTED]
+
+
+# Sessions listed one by one in a group up to this many; past it the group is summarised (``_overview``):
+# its counts by status and world size, the sessions that matter listed, the rest counted (--json keeps all).
+LISTED = 20
+_EACH_END = 3  # the slowest and the fastest listed
+
+
+def _stragglers(analysis: Analysis) -> set:
+    return {r.session_id for r in analysis.rows("stragglers") if r.is_straggler}
+
+
+def _counts(values) -> list[tuple]:
+    """(value, how many) of ``values``, most first (ties in order of first appearance)."""
+    counts: dict = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return sorted(counts.items(), key=lambda x: -x[1])
+
+
+def _overview(group: list[SessionSummary], analysis: Analysis, gpu: bool) -> list[str]:
+    """A group of more sessions than ``LISTED``: how many of each status and world size, then the
+    sessions that matter in full (those that did not complete, those with a straggler, the slowest and
+    the fastest by samples/s, up to ``LISTED``), the rest counted."""
+    stragglers = _stragglers(analysis)
+    rated = sorted((s for s in group if s.samples_per_second is not None), key=lambda s: s.samples_per_second)
+    why: dict = {}
+    for s in group:
+        if s.status not in (None, Status.COMPLETED):
+            why.setdefault(s.session_id, []).append(str(s.status))
+        if s.session_id in stragglers:
+            why.setdefault(s.session_id, []).append("a straggler")
+    for s in rated[:_EACH_END]:
+        why.setdefault(s.session_id, []).append("among the slowest")
+    for s in rated[::-1][:_EACH_END]:
+        why.setdefault(s.session_id, []).append("among the fastest")
+    shown = [s for s in group if s.session_id in why][:LISTED]
+    statuses = ", ".join(f"{n} {v or 'status unknown'}" for v, n in _counts(s.status for s in group))
+    sizes = ", ".join(f"{fmt(v, 'd')} ranks ({n} sessions)" for v, n in _counts(s.world_size for s in group))
+    lines = [f"  {len(group)} sessions: {statuses}", f"  World sizes: {sizes}"]
+    if rated:
+        lines.append(f"  Samples/sec: {fmt(rated[0].samples_per_second)} (slowest) to "
+                     f"{fmt(rated[-1].samples_per_second)} (fastest)")
+    for s in shown:
+        lines += ["", f"  [{', '.join(why[s.session_id])}]"] + _session_block(s, analysis, gpu)
+    lines += ["", f"  ... and {len(group) - len(shown)} more sessions not listed (--json lists every one)"]
+    return lines
+
+
+def _not_compared(rows: list) -> list[str]:
+    """The sessions not compared and why: each, or past ``LISTED`` the first few and the rest counted."""
+    lines = [f"Not compared ({len(rows)}):"] + [f"  {r.session_id}: {r.reason}" for r in rows[:LISTED]]
+    if len(rows) > LISTED:
+        lines.append(f"  ... and {len(rows) - LISTED} more (--json lists every one)")
+    return lines
 
 
 def _unknown(sid) -> SessionSummary:
@@ -205,19 +294,23 @@ def render_compare(analysis: Analysis) -> str:
     for icon, label, group in (("📱", w["single"], [s for s in training if not s.is_multi]),
                                ("🔗", w["multi"], [s for s in training if s.is_multi])):
         lines += ["", f"{icon} {label} SESSIONS ({len(group)}):"]
+        if len(group) > LISTED:
+            lines += _overview(group, analysis, gpu)
+            continue
         for i, s in enumerate(group):
             lines += ([""] if i else []) + _session_block(s, analysis, gpu)
     if captures:
         lines += ["", f"🧾 OTHER CAPTURES, NOT TRAINING RUNS ({len(captures)}; never compared):"]
         lines += [f"  {s.session_id}: {KIND_WORDS.get(s.kind, s.kind)} (see --communication / --performance)"
-                  for s in captures]
+                  for s in captures[:LISTED]]
+        lines += [f"  ... and {len(captures) - LISTED} more (--json lists every one)"] if len(captures) > LISTED else []
     lines += ["", "⚡ PERFORMANCE COMPARISON:"]
     block, extra = _comparisons(analysis, training, w, gpu)
     lines += block
     keys = ["speedup", "scaling_efficiency", "regime", "step_rate_ratio", "samples_per_second", "final_loss", *extra]
     not_compared = [r for r in scaling.not_compared if (scaling.session_summary(r.session_id) or _unknown(None)).is_training]
     if not_compared:
-        lines += ["", f"Not compared ({len(not_compared)}):"] + [f"  {r.session_id}: {r.reason}" for r in not_compared]
+        lines += [""] + _not_compared(not_compared)
     for fit in scaling.fits:
         lines += _fit_lines(fit)
     if scaling.fits:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from logkit.analysis.kernels.headline import run_totals, samples_seen, session_summary
@@ -38,6 +39,16 @@ def test_run_totals_that_are_not_finite_are_unknown():
     s = session("s", final_loss=math.nan, steps_per_second=math.inf, samples_per_second=-math.inf)
     t = run_totals(s)
     assert (t["final_loss"], t["steps_per_second"], t["samples_per_second"]) == (None, None, None)
+
+
+@pytest.mark.parametrize("bad", [0, -2, 10**23])
+def test_a_total_batch_that_is_no_count_is_unknown_wherever_it_comes_from(bad):
+    """summary.json's and the performance lines' batch are read through the key's domain (a count >= 1 that
+    fits 64 bits): an impossible one is unknown, never the session's batch (found by the fuzz suite)."""
+    assert run_totals(session("s", summary={"total_batch_size": bad}))["total_batch_size"] is None
+    s = session("s")
+    s.perf = pd.DataFrame({"total_batch_size": [bad, bad, 7]})
+    assert session_summary(s).total_batch_size is None
 
 
 def test_samples_seen_from_the_run_else_steps_times_batch():

@@ -63,21 +63,23 @@ def test_every_reader_is_there_and_lazy():
 
 def test_the_derived_facts_are_the_ones_the_code_had():
     """What discover, meta, groups and headline used to spell, now read off the declarations."""
-    assert with_role(Role.GPU_CAPTURE) == {"nvidia_smi_csv", "nvidia_smi_dmon", "gpustat"}
+    assert with_role(Role.GPU_CAPTURE) == {"nvidia_smi_csv", "nvidia_smi_dmon", "nvidia_smi_table", "gpustat"}
     assert with_role(Role.BENCHMARK) == {"nccl_tests"}
     assumed = {n for n, f in FORMATS.items() if f.assumed_rank}
-    assert assumed == {"trainer_state", "results_json", "legacy_summary"}
+    assert assumed == {"trainer_state", "results_json", "legacy_summary", "trainer_results", "llamafactory_log"}
     assert {n: f.world_size_from for n, f in FORMATS.items() if f.world_size_from} == {
         "results_json": "results.json", "legacy_summary": "an earlier logger's summary (gpu_count)",
         "logkit_text": "our text logs (World size / Processes)", "verbose_jsonl": "verbose JSONL"}
     assert [(n, f.run_document) for n, f in FORMATS.items() if f.run_document] == [
-        ("results_json", "results.json"), ("trainer_state", "trainer_state.json")]
+        ("results_json", "results.json"), ("trainer_state", "trainer_state.json"),
+        ("trainer_results", "all_results.json"), ("llamafactory_log", "trainer_log.jsonl")]
     assert [(n, f.totals) for n, f in FORMATS.items() if f.totals] == [
         ("results_json", "results.json"), ("trainer_state", "trainer_state.json"),
-        ("legacy_summary", "summary.json (first version)")]
+        ("legacy_summary", "summary.json (first version)"), ("trainer_results", "all_results.json")]
     by_priority = sorted(FORMATS.values(), key=lambda f: f.priority)
     text = [f.name for f in by_priority if isinstance(f.telltale, re.Pattern)]
-    assert text == ["nvidia_smi_csv", "nvidia_smi_dmon", "nccl_tests", "gpustat", "console"]
+    # the query CSV and the boxed table are told from a training log that prints them by a function
+    assert text == ["nvidia_smi_dmon", "nccl_tests", "gpustat", "console"]
     assert [n for n, f in FORMATS.items() if f.gathers] == ["flight_recorder"]
     assert [n for n, f in FORMATS.items() if f.echoes_streams] == ["logkit_text"]
 

@@ -24,6 +24,8 @@ from logkit.schema.lines import ERRORS_LINE
 from tests.support.launch import REPO
 
 SAMPLES = REPO / "sample_logs"
+# Real excerpts the readers' own tests use: formats no sample folder holds start from them too.
+TEST_DATA = REPO / "tests" / "data"
 # Files of each format to start from: what sniff names them, and the JSON documents by their name.
 _JSON = {"trainer_state.json": "trainer_state", "results.json": "results_json"}
 _ODD_TEXT = ["\u202e", "\u0000", "\ufeff", "\u0301", "１２３", "١٢٣", "\U0001f525", "\ud800", "\x1b[31m", "\r",
@@ -44,7 +46,7 @@ def _errors_log() -> bytes:
 def _seeds() -> list[tuple[str, str, bytes]]:
     """(format, file name, bytes) of every file to start from."""
     out = [("logkit_errors", "x_errors.log", _errors_log())]
-    for path in sorted(SAMPLES.rglob("*")):
+    for path in sorted([*SAMPLES.rglob("*"), *TEST_DATA.rglob("*")]):
         if not path.is_file() or path.suffix in (".md", ".sh", ".gz", ".parquet") or path.name == "facts.json":
             continue
         if path.stat().st_size > 300_000:

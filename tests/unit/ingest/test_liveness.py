@@ -151,7 +151,7 @@ def test_a_cached_session_is_judged_again_at_each_read(tmp_path, monkeypatch):
     _written(folder, written)
     built = []
     real_build = load_module.build_session
-    monkeypatch.setattr(engine, "build_session", lambda src: built.append(src) or real_build(src))
+    monkeypatch.setattr(engine, "build_session", lambda src, **kw: built.append(src) or real_build(src, **kw))
     (first,) = load_sessions(folder.parent, cache=True)
     assert first.meta["status"] == "in progress" and len(built) == 1
     an_hour_later = time.time() + 3600

@@ -15,7 +15,8 @@ import logkit
 from logkit.analysis import analyze
 from logkit.analysis.kernels.peaks import network_link
 from logkit.ingest.readers.base import KEEP_NOTES, UNMATCHED
-from logkit.ingest.readers.prefixes import Prefixes
+from logkit.ingest.readers.console import GRAMMAR
+from logkit.ingest.readers.normalise import Layout
 from tests.support.launch import REPO
 
 CORPUS = REPO / "sample_logs" / "real_world"
@@ -136,10 +137,10 @@ def test_crlf_capture(tmp_path):
 
 
 def test_prefixes_are_not_taken_from_a_lines_own_text():
-    p = Prefixes.of(["2024-11-22 11:00:00,101 - INFO - train - Starting", "RuntimeError: boom", "  File \"x\""])
-    assert p.peel("2024-11-22 11:00:00,101 - INFO - train - Starting").text.startswith("2024-11-22")
-    assert p.peel("RuntimeError: boom").text == "RuntimeError: boom"
-    assert p.peel("    self.pid = os.fork()").text == "    self.pid = os.fork()"
+    lines = ["2024-11-22 11:00:00,101 - INFO - train - Starting", "RuntimeError: boom", "  File \"x\"",
+             "    self.pid = os.fork()"]
+    got = [r.text for r in Layout.learn(lines, GRAMMAR).records(enumerate(lines, start=1))]
+    assert got == lines
 
 
 def test_wrapped_watchdog_lines_are_joined(tmp_path):
@@ -249,8 +250,10 @@ def test_init_start_and_the_topology_line_before_init_complete(tmp_path):
         [1, 8, 2, 4, 1, "start"], [3, 8, 2, 4, 3, "start"]]
     # pid 21530 (lines 1-5) has said no rank yet: a process with its host and device, rank unknown
     assert inits[inits["rank"].isna()][["pid", "device"]].values.tolist() == [[21530, 0]]
-    assert (s.meta["world_size"], s.meta["world_size_from"]) == (8, "nccl init (nranks)")
-    assert (s.meta["nodes"], s.meta["nodes_from"]) == (2, "nccl init (nNodes)")
+    # line 20: rank 1's "comm 0x55fb9af3cf70 rank 1 nranks 8 ... - Init START", the first to state nranks 8
+    assert (s.meta["world_size"], s.meta["world_size_from"]) == (8, "stated: NCCL init: nranks 8 (capture.log:20)")
+    assert s.meta["facts_source"]["world_size"] == "capture.log:20"
+    assert s.meta["nodes"] == 2 and s.meta["nodes_from"].startswith("stated: NCCL init: nNodes 2")
     assert (s.meta["network"], s.meta["nic_provider"], s.meta["nic_count"]) == ("AWS Libfabric", "cxi", 4)
 
 
@@ -294,10 +297,20 @@ def test_a_trainer_state_alone_does_not_say_how_many_gpus(tmp_path):
     assert len(s.steps) == 435  # facts.json: 435 train log entries
 
 
-def test_the_highest_rank_seen_is_a_lower_bound(tmp_path):
-    # llamafactory_6269: timeouts on ranks 0, 4, 3; the file does not say the world size
+def test_a_reduce_scatter_says_the_world_size(tmp_path):
+    # llamafactory_6269: timeouts on ranks 0, 4, 3 of _REDUCE_SCATTER_BASE, NumelIn=544997376, NumelOut=68124672:
+    # each rank keeps 1/8 of the input, so the world is 8 ranks (544997376 / 68124672 = 8), not 5 (rank 4 + 1)
     s = load(tmp_path, excerpt("console/llamafactory_6269_reduce_scatter_timeout.log"))
-    assert s.meta["world_size"] == 5 and s.meta["world_size_from"] == "highest rank seen (a lower bound)"
+    assert s.meta["world_size"] == 8 and s.meta["world_size_from"].startswith(
+        "derived: NumelIn / NumelOut of a reduce-scatter")
+
+
+def test_the_highest_rank_seen_is_a_lower_bound(tmp_path):
+    # the same timeouts without their element counts: only the ranks (0, 4, 3) are left to go by
+    text = re.sub(r"NumelIn=\d+, NumelOut=\d+, ", "", excerpt("console/llamafactory_6269_reduce_scatter_timeout.log"))
+    s = load(tmp_path, text)
+    assert s.meta["world_size"] == 5 and s.meta["world_size_from"].startswith(
+        "inferred (lower bound): highest rank seen + 1 (capture.log:")
 
 
 # --- 9. nvidia-smi dmon's temp column ------------------------------------------------------------------------

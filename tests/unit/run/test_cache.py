@@ -37,9 +37,9 @@ def count_builds(monkeypatch):
     calls = []
     real = load_module.build_session
 
-    def counting(source):
+    def counting(source, **kwargs):
         calls.append(source.session_id)
-        return real(source)
+        return real(source, **kwargs)
 
     monkeypatch.setattr(engine, "build_session", counting)  # where the run floor calls it
     return calls

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from logkit.ingest import meta as precedence
-from logkit.ingest.readers import console, logkit_lines, nccl_procs
+from logkit.ingest.readers import logkit_lines, nccl_procs, run_facts
 from logkit.ingest.session import Session
 from logkit.ingest.store import read_session, write_session
 from logkit.schema.meta import META_KEYS, Key, SessionMeta, UndeclaredKey
@@ -75,7 +75,7 @@ def test_the_precedence_and_the_readers_name_declared_keys():
     for source in precedence.META_SOURCES:
         named |= set(source.keys) | set(source.renames.values())
         named |= set(source.stamps) | {key for key, _ in source.stamps.values()}
-    named |= {name for name, _ in logkit_lines.HEADER_META.values()} | set(console.FACT_META) | set(
+    named |= {name for name, _ in logkit_lines.HEADER_META.values()} | set(run_facts.FACT_META) | set(
         nccl_procs.FACT_META)
     assert named - set(META_KEYS) == set()
 

@@ -1,0 +1,145 @@
+"""A real 2-rank FSDP2 run (``fully_shard`` on gloo CPU ranks under torchrun, ``TrainingLogger``):
+every all-gather and reduce-scatter is timed with its exact bytes, rank 1's slower data loading is
+named as the straggler with its cause, and the session says how the model was wrapped.
+
+The byte oracles are computed here from the model's parameter shapes and the shard count, padded as
+FSDP2 pads (torch ``fsdp/_fully_shard/_fsdp_param.py``: each parameter is split on dim 0 with
+``torch.chunk`` into ``n`` shards, every shard padded to the first's size, ceil(dim0 / n) rows; the
+all-gather's output and the reduce-scatter's input are ``n`` such shards of every parameter of a unit).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from torch import nn
+
+from logkit.schema import SessionFiles
+from tests.support.fsdp_train import make_model
+from tests.support.launch import analyze_logs, read_jsonl, session_dirs, torchrun
+
+pytestmark = pytest.mark.slow
+
+RANKS, STEPS, SLOW_MS = 2, 30, 50
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fsdp2")
+    torchrun("tests/support/fsdp_train.py", ["--log-dir", str(tmp / "logs"), "--mode", "fsdp2", "--steps", str(STEPS),
+                                             "--slow-rank", "1", "--slow-ms", str(SLOW_MS), "--sleep", "0.1"],
+             RANKS, cwd=tmp)
+    (session,) = session_dirs(tmp / "logs")
+    files = SessionFiles(session.name)
+    return tmp / "logs", {r: read_jsonl(session / files.rank_jsonl(r)) for r in range(RANKS)}
+
+
+def unit_bytes(n: int) -> list[int]:
+    """Per FSDP unit (each Linear of the model, as the script shards them): the padded bytes of its
+    parameters gathered whole, from their shapes and the shard count ``n``."""
+    out = []
+    for layer in make_model():
+        if isinstance(layer, nn.Linear):
+            total = 0
+            for p in layer.parameters():
+                rows = math.ceil(p.shape[0] / n) * n  # every shard padded to ceil(dim0 / n) rows
+                total += rows * math.prod(p.shape[1:]) * p.element_size()
+            out.append(total)
+    return out
+
+
+def test_bytes_per_step_are_the_padded_parameters_of_every_unit(run):
+    _, streams = run
+    units = unit_bytes(RANKS)
+    # the widths are odd: padding changes the figure (an unpadded oracle would differ)
+    assert sum(units) != sum(p.numel() * 4 for p in make_model().parameters())
+    for rank, records in streams.items():
+        comm = [r for r in records if r["type"] == "communication"]
+        assert {r["step"] for r in comm} == set(range(1, STEPS + 1)), rank
+        for step in range(1, STEPS + 1):
+            mine = [r for r in comm if r["step"] == step]
+            gathered = sorted(r["size_bytes"] for r in mine if r["op"] == "all_gather")
+            reduced = sorted(r["size_bytes"] for r in mine if r["op"] == "reduce_scatter")
+            # each unit reshards after forward: gathered in forward and again in backward
+            assert gathered == sorted(units * 2), (rank, step)
+            assert reduced == sorted(units), (rank, step)
+            phases = sorted((r["op"], r["phase"]) for r in mine)
+            assert phases == sorted([("all_gather", "forward")] * len(units) + [("all_gather", "backward")]
+                                    * len(units) + [("reduce_scatter", "backward")] * len(units))
+        for r in comm:
+            algbw = r["size_bytes"] / 1e6 / (r["duration_ms"] / 1e3)
+            assert r["group_size"] == RANKS and r["timing_source"] == "wall"
+            assert r["algbw_mb_s"] == pytest.approx(algbw, rel=1e-5, abs=5.1e-5)
+            # (n-1)/n for all-gather and reduce-scatter: 1/2 on 2 ranks
+            assert r["busbw_mb_s"] == pytest.approx(algbw * (RANKS - 1) / RANKS, rel=1e-5, abs=5.1e-5)
+
+
+def test_the_session_says_fsdp2_with_its_facts(run, tmp_path):
+    logs, streams = run
+    for records in streams.values():
+        (start,) = [r for r in records if r["type"] == "session_start"]
+        assert start["strategy"] == "fsdp2"
+        facts = start["strategy_facts"]
+        assert facts["units"] == len(unit_bytes(RANKS)) and facts["shard_group_size"] == RANKS
+        assert facts["reshard_after_forward"] is True and facts["offload"] == "none"
+    doc = json.loads(analyze_logs(str(logs), "--json", cwd=tmp_path).stdout)
+    (session,) = doc["sessions"]
+    assert session["strategy"] == "fsdp2" and session["strategy_from"].startswith("stated: the session_start record")
+
+
+def test_the_slow_data_rank_is_the_straggler_with_cause_data(run, tmp_path):
+    logs, _ = run
+    proc = analyze_logs(str(logs), "--performance", "--json", cwd=tmp_path)
+    doc = json.loads(proc.stdout)
+    by_rank = {row["rank"]: row for row in doc["stragglers"]}
+    assert by_rank[1]["is_straggler"] and by_rank[1]["cause"] == "data", by_rank
+    assert not by_rank[0]["is_straggler"]
+    parts = {row["rank"]: row for row in doc["step_breakdown"]}
+    assert parts[1]["data_s"] >= SLOW_MS / 1e3 and parts[0]["data_s"] < SLOW_MS / 5e3  # the sleep, on rank 1 only
+    assert parts[0]["wait_s"] >= 0.8 * SLOW_MS / 1e3  # rank 0 waits for it at the first all-gather
+
+
+def test_a_slow_backward_rank_is_the_straggler_with_cause_compute(tmp_path):
+    """Rank 1's backward 50 ms slower (a sleep in its last Linear's backward hook): rank 0 waits in its
+    backward collectives, and the time it spends in collectives, not its compute, says so."""
+    torchrun("tests/support/fsdp_train.py", ["--log-dir", str(tmp_path / "logs"), "--mode", "fsdp2", "--steps",
+                                             str(STEPS), "--slow-rank", "1", "--slow-backward-ms", str(SLOW_MS),
+                                             "--sleep", "0.1"], RANKS, cwd=tmp_path)
+    doc = json.loads(analyze_logs(str(tmp_path / "logs"), "--performance", "--json", cwd=tmp_path).stdout)
+    by_rank = {row["rank"]: row for row in doc["stragglers"]}
+    assert by_rank[1]["is_straggler"] and by_rank[1]["cause"] == "compute", by_rank
+    parts = {row["rank"]: row for row in doc["step_breakdown"]}
+    assert parts[1]["compute_s"] - parts[0]["compute_s"] >= 0.8 * SLOW_MS / 1e3  # the sleep is rank 1's compute
+    assert parts[0]["wait_s"] >= 0.8 * SLOW_MS / 1e3 and parts[1]["data_s"] < SLOW_MS / 5e3
+
+
+def test_the_communication_table_has_a_row_per_op(run, tmp_path):
+    logs, streams = run
+    doc = json.loads(analyze_logs(str(logs), "--communication", "--json", cwd=tmp_path).stdout)
+    rows = {(row["rank"], row["op"]): row for row in doc["communication"]}
+    assert set(rows) == {(r, op) for r in range(RANKS) for op in ("all_gather", "reduce_scatter")}
+    units = unit_bytes(RANKS)
+    for rank in range(RANKS):
+        assert rows[(rank, "all_gather")]["count"] == STEPS * 2 * len(units)
+        assert rows[(rank, "reduce_scatter")]["total_bytes"] == STEPS * sum(units)
+
+
+def test_fsdp1_is_recorded_and_said_not_timed(tmp_path):
+    """FSDP1 trains on gloo CPU ranks too: its strategy and facts are recorded; its collectives, issued by
+    direct torch.distributed calls, are not timed, and the stream says so."""
+    torchrun("tests/support/fsdp_train.py", ["--log-dir", str(tmp_path / "logs"), "--mode", "fsdp1", "--steps", "3"],
+             RANKS, cwd=tmp_path)
+    (session,) = session_dirs(tmp_path / "logs")
+    files = SessionFiles(session.name)
+    for rank in range(RANKS):
+        records = read_jsonl(session / files.rank_jsonl(rank))
+        (start,) = [r for r in records if r["type"] == "session_start"]
+        assert start["strategy"] == "fsdp1"
+        facts = start["strategy_facts"]
+        # FullyShardedDataParallel's defaults: FULL_SHARD over the whole group, one unit (the script wraps once)
+        assert (facts["sharding_strategy"], facts["shard_group_size"], facts["units"]) == ("FULL_SHARD", RANKS, 1)
+        notes = [r for r in records if r.get("kind") == "comm_not_timed"]
+        assert len(notes) == 1 and "FSDP1" in notes[0]["message"]
+        assert not [r for r in records if r["type"] == "communication"]

@@ -1,0 +1,95 @@
+"""A small MLP trained by ranks that shard it (FSDP2 ``fully_shard``) or that never form a group, logged
+with ``TrainingLogger``: what the sharded-run and lone-process tests launch (torchrun, or accelerate).
+
+    torchrun --nproc_per_node 2 tests/support/fsdp_train.py --log-dir logs --mode fsdp2 --steps 30
+    --mode fsdp2     init_process_group("gloo"), each Linear and the whole model fully_shard-ed
+    --mode fsdp1     init_process_group("gloo"), the model wrapped in FullyShardedDataParallel
+    --mode alone     no init_process_group: each process trains alone
+    --mode accelerate  an Accelerator made from the launcher's settings (accelerate launch --use_fsdp)
+--slow-rank R --slow-ms M: rank R (the launcher's RANK) sleeps M ms in its data loading every step
+(--slow-backward-ms M: in the backward of its last Linear);
+--sleep S: every rank sleeps S s after its optimizer step (a busy 2-core host then varies the steps
+by a few ms, not tens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainer_hooks import TrainingLogger
+
+# the MLP's layer widths: the tests compute their byte oracles from the same numbers
+WIDTHS = (37, 129, 65, 3)
+
+
+def make_model(widths=WIDTHS) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        layers.append(nn.Linear(a, b))
+        if i < len(widths) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--log-dir", required=True)
+    p.add_argument("--mode", choices=("fsdp2", "fsdp1", "alone", "accelerate"), default="fsdp2")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--slow-rank", type=int, default=-1)
+    p.add_argument("--slow-ms", type=float, default=0.0)
+    p.add_argument("--slow-backward-ms", type=float, default=0.0, help="rank --slow-rank's backward is slower")
+    p.add_argument("--sleep", type=float, default=0.0, help="seconds every rank sleeps after its optimizer step")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    model, accelerator = make_model(), None
+    if args.mode == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        dist.init_process_group("gloo")
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+    elif args.mode == "fsdp1":
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        dist.init_process_group("gloo")
+        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
+    elif args.mode == "accelerate":
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+    if args.slow_backward_ms and int(os.environ.get("RANK", 0)) == args.slow_rank:
+        last = [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
+        last.register_full_backward_hook(lambda *_: time.sleep(args.slow_backward_ms / 1000))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    if accelerator is not None:
+        model, optimizer = accelerator.prepare(model, optimizer)
+    launcher_rank = int(os.environ.get("RANK", 0))
+    with TrainingLogger(args.log_dir, "high", model=model, accelerator=accelerator, per_device_batch_size=args.batch,
+                        max_steps=args.steps, end_verdict=False, gpu_snapshot_interval=0) as tlog:
+        for _ in range(args.steps):
+            if launcher_rank == args.slow_rank:
+                time.sleep(args.slow_ms / 1000)  # this rank's data loading is slower
+            x = torch.randn(args.batch, WIDTHS[0])
+            with tlog.step() as step:
+                loss = model(x).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                time.sleep(args.sleep)  # host work of a fixed length: steps of a known floor
+                step.log(loss=loss.item(), learning_rate=0.01)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
