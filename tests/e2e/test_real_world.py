@@ -755,10 +755,16 @@ def check_script(s, path, entry):
 
 
 # --- what ran the job: framework, parallelism, batch, runtime, failure causes -------------------------
+# facts a session may hold without a row (a launcher's or a framework's start-up lines alone)
+_FACT_KEYS = ("world_size", "nodes", "hosts", "gpu_count", "framework", "strategy", "zero_stage", "total_batch_size",
+              "duration_s", "train_loss", "network", "nccl_version", "driver_version")
+
+
 def found(s) -> bool:
-    """A session was read: some row in a frame logkit fills from a file (a file of no known format
-    still loads, as an empty console session)."""
-    return any(len(getattr(s, frame)) for frame in ("steps", "events", "gpu", "comm", "perf", "evals"))
+    """A session was read: some row in a frame logkit fills from a file, or a fact it states (a file of
+    no known format still loads, as an empty console session, with neither)."""
+    return (any(len(getattr(s, frame)) for frame in ("steps", "events", "gpu", "comm", "perf", "evals"))
+            or any(s.meta.get(key) not in (None, [], {}) for key in _FACT_KEYS))
 
 
 def check_framework(s, path, entry):
@@ -829,8 +835,12 @@ def check_smi_table_gpus(s, path, entry):
 
 
 def check_cuda_version(s, path, entry):
-    expected = None if entry["cuda_version"] == "N/A" else entry["cuda_version"]
-    assert s.meta["cuda_version"] == expected
+    """The CUDA version a table's header states, kept as NCCL encodes it (12.2 -> 12020)."""
+    if entry["cuda_version"] == "N/A":
+        assert s.meta["cuda_driver_version"] is None
+        return
+    major, _, minor = entry["cuda_version"].partition(".")
+    assert s.meta["cuda_driver_version"] == int(major) * 1000 + int(minor or 0) * 10
 
 
 def _frame_index(path: str, line: int) -> int:
