@@ -1043,13 +1043,28 @@ NOT_CHECKED = {
 }
 
 
+# The facts logkit did not read right when a file joined the corpus (first_sight.json, the record), less
+# those fixed since: each still missed is an expected failure, strict (a fix makes it pass, and it leaves
+# this list); "session" is the file's session not found, "folder" the file not found as a session in a
+# folder (test_a_folder_holding_one_log_is_read_like_the_file).
+KNOWN_MISSES = json.loads((CORPUS / "known_misses.json").read_text(encoding="utf-8"))
+
+
 def _cases():
     out = []
     for path, entry in FACTS.items():
+        missed = set(KNOWN_MISSES.get(path, ()))
         for key in entry:
             if key in CHECKS:
-                out.append(pytest.param(path, key, id=f"{Path(path).stem}:{key}"))
+                marks = [pytest.mark.xfail(strict=True, reason="missed at first sight, not fixed yet")] \
+                    if key in missed or "session" in missed else []
+                out.append(pytest.param(path, key, id=f"{Path(path).stem}:{key}", marks=marks))
     return out
+
+
+def test_the_known_misses_are_facts_of_the_corpus():
+    for path, keys in KNOWN_MISSES.items():
+        assert path in FACTS and set(keys) <= {*FACTS[path], "session", "folder"}, path
 
 
 @pytest.mark.parametrize("path, key", _cases())
@@ -1063,7 +1078,15 @@ def test_every_fact_is_checked_or_said_why_not():
     assert not set(CHECKS) & set(NOT_CHECKED)
 
 
-@pytest.mark.parametrize("path", sorted(FACTS), ids=lambda p: Path(p).stem)
+def _one_file_cases():
+    """The corpus' files (a framework's output folder is a folder already); a file whose session was not
+    found at first sight is an expected failure until it is."""
+    return [pytest.param(p, id=Path(p).stem, marks=[pytest.mark.xfail(strict=True, reason="not found in a folder yet")]
+                         if {"session", "folder"} & set(KNOWN_MISSES.get(p, ())) else [])
+            for p in sorted(FACTS) if (CORPUS / p).is_file()]
+
+
+@pytest.mark.parametrize("path", _one_file_cases())
 def test_a_folder_holding_one_log_is_read_like_the_file(path, tmp_path):
     """A folder with one recognisable log gives the session the file gives (its events, rows, meta)."""
     src = CORPUS / path

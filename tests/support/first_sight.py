@@ -1,6 +1,6 @@
 """How often logkit reads a real log right at first sight: the held-out share of the corpus.
 
-    python -m tests.support.first_sight sample_logs/real_world/incoming_*.json
+    python -m tests.support.first_sight sample_logs/real_world/facts.json     # the entries with "added"
 
 Each argument is a JSON list of ``facts.json``-shaped entries (with ``added``: the order the
 file joined). For every entry the file is loaded and every fact key is checked with the check
@@ -63,9 +63,13 @@ def share(results: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("facts", nargs="+", type=Path, help="JSON lists of facts.json-shaped entries")
-    ap.add_argument("--out", type=Path, default=CORPUS / "first_sight.json")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="write the scores here (the corpus' first_sight.json is the record made when the files "
+                         "joined: never written again)")
     args = ap.parse_args(argv)
-    entries = [e for f in args.facts for e in json.loads(f.read_text(encoding="utf-8"))]
+    if args.out is not None and args.out.resolve() == (CORPUS / "first_sight.json").resolve():
+        ap.error("first_sight.json is the record of first sight: write new scores elsewhere")
+    entries = [e for f in args.facts for e in json.loads(f.read_text(encoding="utf-8")) if "added" in e]
     entries.sort(key=lambda e: e.get("added", 0))
     scored = commit()
     out = {}
@@ -76,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
               + (f"  failed: {', '.join(failed)}" if failed else ""))
     results = list(out.values())
     print(f"right at first sight: {share(results)} of all files; {share(results[-LAST:])} of the last {LAST} added")
-    args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    if args.out is not None:
+        args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
