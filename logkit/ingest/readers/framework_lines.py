@@ -7,8 +7,8 @@ the facts they state gathered in one ``stated_facts.Facts`` and written to meta 
 A traceback says who ran the process too: a frame in a framework's or launcher's own code (``frame``:
 LLaMA-Factory's ``launcher.py``, ``accelerate/commands/launch.py``, ``torch/distributed/run.py``, Megatron's
 ``training.py``) names it; a library the code only calls (transformers' models, torch) names nobody.
-The processes a framework's start-up lines announce (a global rank, with the world size and backend
-where the line gives them) are kept for the reader to make ``dist_init`` events of (``joined``).
+The processes a framework's start-up lines announce (their global ranks) are kept for the reader to make
+``dist_init`` events of (``take_joined``).
 
 A line of a known framework that carries nothing logkit keeps is recognised all the same (it is no "not
 understood" diagnostic), and so are the dumps that span lines (a model's config ``{ ... }``, a
@@ -20,8 +20,14 @@ from __future__ import annotations
 
 import re
 
-from logkit.ingest.readers import (accelerate_lines, axolotl_lines, deepspeed_lines, lightning_lines, megatron_lines,
-                                   unsloth_lines)
+from logkit.ingest.readers import (
+    accelerate_lines,
+    axolotl_lines,
+    deepspeed_lines,
+    lightning_lines,
+    megatron_lines,
+    unsloth_lines,
+)
 from logkit.ingest.readers.hf_trainer_lines import HfTrainer
 from logkit.ingest.readers.llamafactory import peel
 from logkit.ingest.readers.stated_facts import Facts
@@ -34,9 +40,10 @@ _COMMAND = re.compile(r"^(?:\S*[$#] ?)?(?P<tool>llamafactory-cli|axolotl|acceler
 _TOOLS = {"llamafactory-cli": "llamafactory", "axolotl": "axolotl", "accelerate": "accelerate",
           "deepspeed": "deepspeed", "torchrun": "torchrun", "swift": "ms-swift"}
 # the keys a Trainer's printed log dict carries only under one framework (the dict itself is console_blocks')
-_DICT_KEYS = (("'global_step/max_steps'", "ms-swift"), ("'memory/max_mem_active(gib)'", "axolotl"), ("'mean_token_accuracy'", "trl"), ("'rewards/", "trl"),
-              ("'logps/", "trl"), ("'completion_length'", "trl"), ("'loss'", "transformers"),
-              ("'train_runtime'", "transformers"))
+# (ms-swift's own progress key first: its dicts carry TRL's keys where it runs TRL's trainers)
+_DICT_KEYS = (("'global_step/max_steps'", "ms-swift"), ("'memory/max_mem_active(gib)'", "axolotl"),
+              ("'mean_token_accuracy'", "trl"), ("'rewards/", "trl"), ("'logps/", "trl"), ("'completion_length'", "trl"),
+              ("'loss'", "transformers"), ("'train_runtime'", "transformers"))
 # a traceback's frame (``  File "/path/x.py", line 9, in f``) in a framework's or launcher's own code, by its path
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 _FRAME_OWNERS = (

@@ -6,7 +6,8 @@
     sizes: None, tensor-model-parallel size: 1, pipeline-model-parallel size: 1
 
 (one line; before 2024 ``data-parallel-size: 1`` with a hyphen and no context parallelism, in forks
-``model-parallel-size: 1``; some 2025 versions glue ``Nonetensor-model-parallel size``). Then the
+``model-parallel-size: 1``; some 2025 versions glue ``Nonetensor-model-parallel size``), ``using
+torch.float16 for parameters ...``, ``setting global batch size to 128``. Then the
 arguments dump, ``------------------------ arguments ------------------------`` to ``--------------------
 end of arguments ---------------------``, one ``  name ....... value`` a line: recognised as a dump.
 """
@@ -18,6 +19,9 @@ import re
 from logkit.ingest.readers.stated_facts import Facts
 
 _WORLD = re.compile(r"^using world size: (?P<world>\d+), data-parallel[- ]size: (?P<dp>\d+)")
+# validate_args' other start-up lines: Megatron's, nothing kept
+_NOTHING = re.compile(r"^(?:using torch\.\w+ for parameters \.\.\.|Number of virtual stages per pipeline stage: "
+                      r"|setting global batch size to \d+$)")
 DUMP_OPEN = "------------------------ arguments ------------------------"
 DUMP_CLOSE = "-------------------- end of arguments ---------------------"
 
@@ -31,7 +35,10 @@ def line(facts: Facts, number: int, text: str) -> str | bool:
         return DUMP_CLOSE
     m = _WORLD.match(stripped)
     if m is None:
-        return False
+        if _NOTHING.match(stripped) is None:
+            return False
+        facts.saw("megatron", number)
+        return True
     facts.saw("megatron", number)
     facts.state("world_size", int(m["world"]), f"using world size: {m['world']} (Megatron-LM)", number)
     facts.state("data_parallel_size", int(m["dp"]), f"data-parallel size: {m['dp']} (Megatron-LM)", number)
