@@ -202,3 +202,23 @@ def test_vllm_init_line_gives_the_rank_and_backend():
     s = logkit.load_session(DATA / name)
     assert ranks_of(s, "dist_init") == {1}  # lines 1-2: rank=1 (said twice, at DEBUG and INFO)
     assert s.meta.backend == "nccl" and s.meta.world_size == 2
+
+
+# --- LLaMA-Factory's LoRA-in-DDP warning ---------------------------------------------------------------------
+LF_RUN = "llamafactory_deepseek_2gpu_running_log.txt"
+
+
+def test_llamafactorys_lora_ddp_warning_infers_ddp_and_stays_a_warning():
+    s = logkit.load_session(DATA / LF_RUN)
+    line = next(n for n, t in enumerate(text_of(LF_RUN).splitlines(), 1) if "for LoRA in DDP training" in t)
+    assert line == 1  # read by eye
+    assert s.meta.strategy == "ddp" and s.meta.strategy_from.startswith("inferred:")
+    assert s.meta.facts_source["strategy"] == f"{LF_RUN}:{line}"
+    warnings = s.events[s.events["kind"] == "warning"]
+    assert f"{LF_RUN}:{line}" in set(warnings["source"])  # the warning is kept as one
+
+
+def test_llamafactorys_warning_under_deepspeed_leaves_the_stated_strategy(tmp_path):
+    # the warning is logged under DeepSpeed too (ParallelMode.DISTRIBUTED): DeepSpeed's banner states the strategy
+    text = text_of(LF_RUN) + "[2024-11-26 22:08:00,000] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed info: version=0.15.4\n"
+    assert load_text(tmp_path, "running_log.txt", text).meta.strategy == "deepspeed"
