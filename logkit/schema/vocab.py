@@ -93,6 +93,8 @@ class EventKind(Word):
     NCCL_ERROR = "nccl_error", "an NCCL call failed (the error, the NCCL version)"
     NCCL_WARN = "nccl_warn", "an NCCL WARN line (transport or network set-up)"
     NCCL_INIT = "nccl_init", "a communicator NCCL set up (host, rank, nranks, network)"
+    DIST_INIT = "dist_init", ("a process sets up torch.distributed, as a framework's start-up line announces it "
+                              "(Lightning's GLOBAL_RANK, vLLM's world_size=N rank=R): its rank")
     CHILD_FAILED = "child_failed", "a launcher reports a worker that exited (exit code, signal, root cause)"
     FAILURE_CAUSE = "failure_cause", ("why a process failed, as a line says it (``cause``: FailureCause; ``message``: "
                                       "the line; ``rank`` where known)")

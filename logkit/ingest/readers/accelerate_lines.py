@@ -8,6 +8,10 @@
   ``- num_machines: 2``, ``- deepspeed_config: {..., 'zero_stage': 2}``, ``- fsdp_config: {...}``;
 - ``accelerate launch``'s defaults warning: ```--num_processes` was set to a value of `2```.
 
+``transformers env`` (``transformers-cli env``) nests accelerate's config in its own report (``- `transformers`
+version: 4.52.1``, ``- Accelerate config:    - distributed_type: FSDP``): its facts are read the same, and
+the report is transformers' (the tool that wrote it), not accelerate's.
+
 ``num_processes`` is every process of the job (all machines), ``num_machines`` the hosts.
 """
 
@@ -39,6 +43,7 @@ class Accelerate:
         self.facts = facts
         self.in_state = False
         self.in_env = False
+        self.reporter = "accelerate"  # whose env report the items are in: accelerate's, or transformers'
 
     def line(self, number: int, text: str) -> bool:
         stripped = text.strip()
@@ -63,8 +68,8 @@ class Accelerate:
             return True
         return False
 
-    def _type(self, number: int, kind: str, what: str) -> None:
-        self.facts.saw("accelerate", number)
+    def _type(self, number: int, kind: str, what: str, who: str = "accelerate") -> None:
+        self.facts.saw(who, number)
         if kind in _STRATEGY:
             self.facts.state("strategy", _STRATEGY[kind], f"{what}: {kind} (accelerate)", number)
 
@@ -80,11 +85,13 @@ class Accelerate:
             facts.state("zero_stage", int(z["stage"]), f"ds_config zero_stage {z['stage']} (accelerate)", number)
 
     def _item(self, number: int, key: str, value: str) -> bool:
-        if key in ("Accelerate version", "Accelerate default config", "compute_environment"):
+        if key == "transformers version" and not self.in_env:
+            self.in_env, self.reporter = True, "transformers"  # its first item: the report is transformers'
+        elif key in ("Accelerate version", "Accelerate default config", "compute_environment"):
             self.in_env = True
         if not self.in_env:
             return False
-        self.facts.saw("accelerate", number)
+        self.facts.saw(self.reporter, number)
         self._setting(number, key, value, "accelerate config")
         return True
 
@@ -95,7 +102,8 @@ class Accelerate:
         elif key == "num_machines" and value.isdigit():
             facts.state("nodes", int(value), f"num_machines {value} ({what})", number)
         elif key == "distributed_type":
-            self._type(number, value.replace("DistributedType.", ""), "distributed_type")
+            self._type(number, value.replace("DistributedType.", ""), "distributed_type",
+                       self.reporter if what == "accelerate config" else "accelerate")
         elif key == "mixed_precision" and value:
             facts.state("mixed_precision", value, f"mixed_precision {value} ({what})", number)
         elif key in ("deepspeed_config", "zero_stage") and (z := _ZERO.search(value) or re.match(r"^([0-3])$", value)):

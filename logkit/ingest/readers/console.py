@@ -185,7 +185,7 @@ class _Console(Blocks):
     def _read(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         """The line (its prefixes off) by what it is: a block's, the watchdog's, NCCL's, or another."""
         if self.block is not None and self.in_block(number, text):
-            self._traceback_call(text)
+            self._traceback_call(number, text)
             if text.startswith("Traceback"):
                 self.trace_open = (number, rank, t)
             return True
@@ -283,7 +283,9 @@ class _Console(Blocks):
                         **more)
         self.block = "trace"
 
-    def _traceback_call(self, text: str) -> None:
+    def _traceback_call(self, number: int, text: str) -> None:
+        """A traceback's line: the torch.distributed call it shows, the framework whose code it is in."""
+        self.frameworks.frame(number, text)
         if (c := _DIST_CALL.search(text)) is not None:
             self.dist_op = c["op"]
 
@@ -302,6 +304,8 @@ class _Console(Blocks):
             self._agent(number, text, records, level, rank, t)
             return True
         if self.frameworks.line(number, text)[0]:
+            for at, joined in self.frameworks.take_joined():
+                read.event(EventKind.DIST_INIT, at, rank=joined, level=level or "INFO", time_s=t, message=text.strip()[:300])
             return True
         if text.startswith("[GPU ") and (m := _GPU_STEP.match(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else int(m["gpu"]), "step": int(m["step"]),
@@ -327,7 +331,7 @@ class _Console(Blocks):
         if "/" in text and _PROGRESS.search(text):
             return True  # its n/total went to meta (segment)
         if self.trace_line(text):
-            self._traceback_call(text)
+            self._traceback_call(number, text)
             if text.startswith("Traceback"):
                 self.trace_open = (number, rank, t)
             return True
@@ -367,6 +371,7 @@ class _Console(Blocks):
                         rank, t)
         self.trace_open = None
         if m["type"].endswith("ChildFailedError"):
+            self.frameworks.launcher("torchrun", number)  # torch.distributed.elastic's report: torchrun's agent
             self.open_child_block()
         else:
             self.block = "trace"
@@ -402,6 +407,8 @@ class _Console(Blocks):
                 self.read.event(EventKind.WARNING, number, rank=rank, level=level or "WARNING", time_s=t,
                                 message=rec["text"], subkind=LineSubkind.SIGTERM_SENT, pid=rec["pid"], signal=rec["signal"])
                 continue
+            if rec["launcher"] == "torchrun":
+                self.frameworks.launcher("torchrun", number)
             ev = self.read.event(EventKind.CHILD_FAILED, number, rank=None, level="ERROR", time_s=t,
                                  message=text[rec["start"]:].strip()[:300], local_rank=rec["local_rank"],
                                  pid=rec["pid"], exitcode=rec["exitcode"], signal=rec["signal"],

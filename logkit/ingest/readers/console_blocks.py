@@ -142,9 +142,10 @@ def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | Non
     values = {k: float(v[: -len("__nonfinite")]) if isinstance(v, str) and v.endswith("__nonfinite")
               else to_float(v) if isinstance(v, str) and to_float(v) is not None else v
               for k, v in values.items()}
+    step = _swift_progress(read, number, values)
     if "loss" in values:
         index += 1
-        read.step(number, {"rank": rank if rank is not None else 0, "step": None, "time_s": t,
+        read.step(number, {"rank": rank if rank is not None else 0, "step": step, "time_s": t,
                            "loss": as_float(values.get("loss")), "learning_rate": as_float(values.get("learning_rate")),
                            "grad_norm": as_float(values.get("grad_norm")), "epoch": as_float(values.get("epoch")),
                            "log_index": index})
@@ -161,3 +162,14 @@ def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | Non
                        steps_per_second=as_float(values.get("train_steps_per_second")),
                        train_loss=as_float(values.get("train_loss")))
     return index
+
+
+def _swift_progress(read: Read, number: int, values: dict) -> int | None:
+    """ms-swift adds its progress to every log dict, ``'global_step/max_steps': '310/4491'``: the step the
+    dict was logged at (the Trainer's own dict names none), and the run's progress (meta)."""
+    said = values.get("global_step/max_steps")
+    step, _, total = str(said).partition("/") if said is not None else ("", "", "")
+    if not (step.strip().isdigit() and total.strip().isdigit()):
+        return None
+    read.meta.progress = {"step": int(step), "total": int(total), "line": number}
+    return int(step)

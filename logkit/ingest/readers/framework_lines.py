@@ -1,8 +1,14 @@
 """The lines fine-tuning frameworks and their launchers write into a console log, for the console reader:
 each family's grammar in a module of its own (``hf_trainer_lines``: transformers' Trainer, run by
 LLaMA-Factory, TRL, axolotl, unsloth; ``llamafactory``: its log format; ``unsloth_lines``;
-``axolotl_lines``; ``deepspeed_lines``; ``accelerate_lines``), the facts they state gathered in one
-``stated_facts.Facts`` and written to meta at the file's end.
+``axolotl_lines``; ``deepspeed_lines``; ``accelerate_lines``; ``megatron_lines``; ``lightning_lines``),
+the facts they state gathered in one ``stated_facts.Facts`` and written to meta at the file's end.
+
+A traceback says who ran the process too: a frame in a framework's or launcher's own code (``frame``:
+LLaMA-Factory's ``launcher.py``, ``accelerate/commands/launch.py``, ``torch/distributed/run.py``, Megatron's
+``training.py``) names it; a library the code only calls (transformers' models, torch) names nobody.
+The processes a framework's start-up lines announce (their global ranks) are kept for the reader to make
+``dist_init`` events of (``take_joined``).
 
 A line of a known framework that carries nothing logkit keeps is recognised all the same (it is no "not
 understood" diagnostic), and so are the dumps that span lines (a model's config ``{ ... }``, a
@@ -14,7 +20,14 @@ from __future__ import annotations
 
 import re
 
-from logkit.ingest.readers import accelerate_lines, axolotl_lines, deepspeed_lines, unsloth_lines
+from logkit.ingest.readers import (
+    accelerate_lines,
+    axolotl_lines,
+    deepspeed_lines,
+    lightning_lines,
+    megatron_lines,
+    unsloth_lines,
+)
 from logkit.ingest.readers.hf_trainer_lines import HfTrainer
 from logkit.ingest.readers.llamafactory import peel
 from logkit.ingest.readers.stated_facts import Facts
@@ -27,9 +40,30 @@ _COMMAND = re.compile(r"^(?:\S*[$#] ?)?(?P<tool>llamafactory-cli|axolotl|acceler
 _TOOLS = {"llamafactory-cli": "llamafactory", "axolotl": "axolotl", "accelerate": "accelerate",
           "deepspeed": "deepspeed", "torchrun": "torchrun", "swift": "ms-swift"}
 # the keys a Trainer's printed log dict carries only under one framework (the dict itself is console_blocks')
-_DICT_KEYS = (("'memory/max_mem_active(gib)'", "axolotl"), ("'mean_token_accuracy'", "trl"), ("'rewards/", "trl"),
-              ("'logps/", "trl"), ("'completion_length'", "trl"), ("'loss'", "transformers"),
-              ("'train_runtime'", "transformers"))
+# (ms-swift's own progress key first: its dicts carry TRL's keys where it runs TRL's trainers)
+_DICT_KEYS = (("'global_step/max_steps'", "ms-swift"), ("'memory/max_mem_active(gib)'", "axolotl"),
+              ("'mean_token_accuracy'", "trl"), ("'rewards/", "trl"), ("'logps/", "trl"), ("'completion_length'", "trl"),
+              ("'loss'", "transformers"), ("'train_runtime'", "transformers"))
+# a traceback's frame (``  File "/path/x.py", line 9, in f``) in a framework's or launcher's own code, by its path
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+_FRAME_OWNERS = (
+    (re.compile(r"/(?:llamafactory|llmtuner)/"), "llamafactory"), (re.compile(r"/axolotl/"), "axolotl"),
+    (re.compile(r"/unsloth(?:_zoo)?/"), "unsloth"), (re.compile(r"/trl/trainer/"), "trl"),
+    (re.compile(r"/swift/(?:cli|llm|trainers|pipelines|megatron)/"), "ms-swift"), (re.compile(r"/megatron/"), "megatron"),
+    (re.compile(r"/(?:pytorch_lightning|lightning/pytorch|lightning/fabric|lightning_fabric)/"), "lightning"),
+    (re.compile(r"/accelerate/commands/|/bin/accelerate(?:-launch)?$"), "accelerate"),
+    (re.compile(r"/deepspeed/launcher/|/bin/deepspeed$"), "deepspeed"),
+    (re.compile(r"/transformers/trainer\.py$"), "transformers"),
+    (re.compile(r"/torch/distributed/(?:run|launch)\.py$|/torch/distributed/elastic/|/bin/torchrun$"), "torchrun"))
+# vLLM's parallel_state.init_distributed_environment (copied by xDiT, SGLang), logged by every process at DEBUG
+# (after vLLM's own prefix, "DEBUG 02-19 15:14:55 [parallel_state.py:179] ", where the reader leaves it on)
+_DIST_ENV = re.compile(r"(?:^|\] )world_size=(?P<world>\d+) rank=(?P<rank>\d+) local_rank=-?\d+ distributed_init_method=\S+"
+                       r" backend=(?P<backend>\w+)\s*$")
+# LLaMA-Factory's parser warns so when the Trainer runs distributed (ParallelMode.DISTRIBUTED, also under
+# DeepSpeed: so the strategy is inferred, and a line stating DeepSpeed or FSDP wins)
+_LORA_DDP = re.compile(r"`ddp_find_unused_parameters` needs to be set as False for LoRA in DDP training")
+# ms-swift's logger: "[INFO:swift] ..."
+_SWIFT_LOG = re.compile(r"^\[(?:DEBUG|INFO|WARNING|ERROR):swift\] ")
 _LOGGED = re.compile(r"^\[(?:\d{4}-\d\d-\d\d|[A-Z]+\|)|^\d{4}-\d\d-\d\d[ T]\d\d:|^\d\d/\d\d/\d{4} ")
 
 
@@ -41,6 +75,7 @@ class FrameworkLines:
         self.trainer = HfTrainer(self.facts)
         self.accelerate = accelerate_lines.Accelerate(self.facts)
         self.dump: tuple[str, str, int] | None = None  # (closing line, whose, lines so far)
+        self.joined: list[tuple[int, int]] = []  # (line, global rank) of processes a start-up line announced
 
     def peel(self, number: int, text: str) -> tuple[str, str, str] | None:
         """(level, time stamp, message) of a line in LLaMA-Factory's (or transformers' explicit) log format."""
@@ -81,6 +116,9 @@ class FrameworkLines:
             used, rank = axolotl_lines.line(self.facts, number, text)
             if used:
                 return True, rank
+            if _SWIFT_LOG.match(text) is not None:
+                self.facts.saw("ms-swift", number)
+                return True, None
         found = deepspeed_lines.line(self.facts, number, text)
         if found:
             self._open(found, "deepspeed")
@@ -90,6 +128,24 @@ class FrameworkLines:
             return True, None
         if unsloth_lines.line(self.facts, number, text):
             return True, None
+        used, rank = lightning_lines.line(self.facts, number, text)
+        if used:
+            if rank is not None:
+                self.joined.append((number, rank))
+            return True, rank
+        if "LoRA in DDP" in text and _LORA_DDP.search(text) is not None:
+            self.facts.saw("llamafactory", number)
+            self.facts.infer("strategy", "ddp", "LLaMA-Factory: LoRA in DDP training", number)
+            return False, None  # noted; a warning all the same (its event)
+        if "distributed_init_method=" in text and (d := _DIST_ENV.search(text)) is not None:
+            self.facts.state("backend", d["backend"], f"backend={d['backend']} (init_distributed_environment)", number)
+            self.facts.rank_seen(int(d["rank"]), f"rank={d['rank']} (init_distributed_environment)", number)
+            self.joined.append((number, int(d["rank"])))
+            return True, int(d["rank"])
+        found = megatron_lines.line(self.facts, number, text)
+        if found:
+            self._open(found, "megatron")
+            return True, None
         if self.accelerate.line(number, text):
             return True, None
         found = self.trainer.line(number, text)
@@ -97,6 +153,25 @@ class FrameworkLines:
             self._open(found, "transformers")
             return True, None
         return False, None
+
+    def frame(self, number: int, text: str) -> None:
+        """A traceback's frame line: the framework or launcher whose code it is in, if any."""
+        if 'File "' not in text or (m := _FRAME.match(text)) is None:
+            return
+        path = m["path"].replace("\\", "/")
+        for pattern, framework in _FRAME_OWNERS:
+            if pattern.search(path) is not None:
+                self.facts.saw(framework, number)
+                return
+
+    def launcher(self, name: str, number: int) -> None:
+        """A launcher's own report (torchrun's ChildFailedError block, its agent's exit line)."""
+        self.facts.saw(name, number)
+
+    def take_joined(self) -> list[tuple[int, int]]:
+        """The processes announced since the last call, (line, global rank) each."""
+        joined, self.joined = self.joined, []
+        return joined
 
     def _open(self, found, whose: str) -> None:
         if isinstance(found, str):

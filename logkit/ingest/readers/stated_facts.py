@@ -23,9 +23,10 @@ from logkit.schema.meta import META_KEYS, SessionMeta
 STATED, DERIVED, INFERRED = "stated", "derived", "inferred"
 _RANK = {STATED: 0, DERIVED: 1, INFERRED: 2}
 # the frameworks by how much they say of the run: the tool a person ran beats the libraries it drives
-# (LLaMA-Factory runs transformers' Trainer, which DeepSpeed or accelerate run under)
-_SPECIFIC = {"llamafactory": 0, "axolotl": 0, "ms-swift": 0, "unsloth": 1, "trl": 2, "deepspeed": 3,
-             "accelerate": 4, "transformers": 5, "torchrun": 6}
+# (LLaMA-Factory runs transformers' Trainer, which DeepSpeed or accelerate run under; Megatron-LM's and
+# Lightning's own loops run under torchrun or with DeepSpeed)
+_SPECIFIC = {"llamafactory": 0, "axolotl": 0, "ms-swift": 0, "unsloth": 1, "megatron": 1, "lightning": 1, "trl": 2,
+             "deepspeed": 3, "accelerate": 4, "transformers": 5, "torchrun": 6}
 # facts kept while reading that are no meta key: only what derivations need
 _WORKING = ("gpus_per_process", "highest_rank", "distributed")
 
