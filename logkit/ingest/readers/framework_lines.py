@@ -111,14 +111,36 @@ class FrameworkLines:
                     self.facts.saw(framework, number)
                     break
             return False, None
-        first = text[:1]
-        if first == "[":
-            used, rank = axolotl_lines.line(self.facts, number, text)
-            if used:
-                return True, rank
-            if _SWIFT_LOG.match(text) is not None:
-                self.facts.saw("ms-swift", number)
-                return True, None
+        said = self._bracketed(number, text) if text[:1] == "[" else None
+        if said is None:
+            said = self._launch_or_library(number, text)
+        if said is not None:
+            return said
+        found = megatron_lines.line(self.facts, number, text)
+        if found:
+            self._open(found, "megatron")
+            return True, None
+        if self.accelerate.line(number, text):
+            return True, None
+        found = self.trainer.line(number, text)
+        if found:
+            self._open(found, "transformers")
+            return True, None
+        return False, None
+
+    def _bracketed(self, number: int, text: str) -> tuple[bool, int | None] | None:
+        """A line opening with ``[``: axolotl's logger, ms-swift's; None when neither."""
+        used, rank = axolotl_lines.line(self.facts, number, text)
+        if used:
+            return True, rank
+        if _SWIFT_LOG.match(text) is not None:
+            self.facts.saw("ms-swift", number)
+            return True, None
+        return None
+
+    def _launch_or_library(self, number: int, text: str) -> tuple[bool, int | None] | None:
+        """DeepSpeed's, a launcher command's, unsloth's, Lightning's, LLaMA-Factory's DDP warning and vLLM's
+        distributed set-up lines; None when none of them."""
         found = deepspeed_lines.line(self.facts, number, text)
         if found:
             self._open(found, "deepspeed")
@@ -142,17 +164,7 @@ class FrameworkLines:
             self.facts.rank_seen(int(d["rank"]), f"rank={d['rank']} (init_distributed_environment)", number)
             self.joined.append((number, int(d["rank"])))
             return True, int(d["rank"])
-        found = megatron_lines.line(self.facts, number, text)
-        if found:
-            self._open(found, "megatron")
-            return True, None
-        if self.accelerate.line(number, text):
-            return True, None
-        found = self.trainer.line(number, text)
-        if found:
-            self._open(found, "transformers")
-            return True, None
-        return False, None
+        return None
 
     def frame(self, number: int, text: str) -> None:
         """A traceback's frame line: the framework or launcher whose code it is in, if any."""
