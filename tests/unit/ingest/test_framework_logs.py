@@ -266,3 +266,37 @@ def test_a_derived_world_size_below_a_rank_the_log_shows_gives_way(tmp_path):
     assert s.meta.world_size == 6 and s.meta.world_size_from.startswith("inferred") \
         and "lower bound" in s.meta.world_size_from
     assert s.meta.gpu_count is None  # nothing to multiply n_gpu by
+
+
+# --- a plain training loop: PyTorch's MNIST example and its copies -------------------------------------------
+MNIST_LOSSES = [2.3000, 2.2135, 2.1705, 2.0767, 1.8682, 1.4141, 0.0755, 0.1176, 0.1918, 0.2067, 0.0639]  # lines 9-21
+
+
+def test_train_epoch_lines_are_the_runs_losses():
+    s = load("mnist_eks_doc_kubectl_logs_loss_eq.txt")
+    assert s.steps["loss"].tolist() == MNIST_LOSSES  # in the order logged
+    assert set(s.steps["epoch"]) == {1.0}
+    assert not [t for t in unmatched(s) if "Train Epoch" in t]
+
+
+def test_train_epoch_lines_as_the_example_prints_them(tmp_path):
+    # a variation made here: the same lines as pytorch/examples' mnist/main.py prints them ("\tLoss: {:.6f}"),
+    # unindented, the tab turned into spaces as a terminal copy does, and a Slurm .out around them
+    text = (DATA / "mnist_eks_doc_kubectl_logs_loss_eq.txt").read_text(encoding="utf-8")
+    body = "\n".join(re.sub(r"\tloss=(\S+)", lambda m: f"        Loss: {float(m[1]):.6f}", line.strip())
+                     for line in text.splitlines() if "Train Epoch" in line)
+    path = tmp_path / "slurm-20471.out"
+    path.write_text("/home/user\n" + body + "\n\nTest set: Average loss: 0.0468, Accuracy: 9842/10000 (98%)\n",
+                    encoding="utf-8")
+    s = logkit.load_session(path)
+    assert s.steps["loss"].tolist() == MNIST_LOSSES
+    assert s.steps["loss"].min() == 0.0639
+
+
+def test_a_train_epoch_line_with_no_loss_is_no_step(tmp_path):
+    path = tmp_path / "train.log"
+    path.write_text("Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.282550\nTrain Epoch: 1 [640/60000 (1%)]\tLoss:\n",
+                    encoding="utf-8")
+    s = logkit.load_session(path)
+    assert s.steps["loss"].tolist() == [2.282550]
+    assert any("Train Epoch: 1 [640/60000" in t for t in unmatched(s))  # kept as a diagnostic with its line
