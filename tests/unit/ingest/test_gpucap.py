@@ -391,6 +391,29 @@ def test_rows_behind_the_launcher_prefix(tmp_path):
     assert out["duration_ms"].tolist() == pytest.approx([12.90 / 1000, 12.88 / 1000, 22.25 / 1000])
 
 
+@pytest.mark.parametrize("indent", ["", "        "])
+def test_rows_without_their_header_read_as_nccl_tests_prints_them(tmp_path, indent):
+    # a variation made here: the p5 example's three rows (lines 4-6) without the header lines above them, as a
+    # test harness keeps them (and indented, as its log indents them)
+    rows = text("nt_503_p5_mpirun_prefix_rows.txt", 4, 6)
+    s = load(tmp_path, "".join(indent + line for line in rows.splitlines(True)), "rows.log")
+    out, inp = s.comm[s.comm["placement"] == "out-of-place"], s.comm[s.comm["placement"] == "in-place"]
+    assert out["size_bytes"].tolist() == [8, 16, 32] and out["count"].tolist() == [2, 4, 8]
+    assert inp["duration_ms"].tolist() == pytest.approx([12.87 / 1000, 12.83 / 1000, 13.34 / 1000])
+    assert set(s.comm["redop"]) == {"sum"} and set(s.comm["op"]) == {"allreduce"}  # no op named: sum's
+    assert set(s.comm["wrong"]) == {"0"}
+    said = s.diagnostics[s.diagnostics["line"] == 1]["reason"].tolist()
+    assert len(said) == 1 and "without their header" in said[0]  # said once, at the first row
+
+
+def test_a_row_of_another_shape_without_a_header_is_a_diagnostic(tmp_path):
+    # the first row cut after its out-of-place columns (a variation made here): no columns to read it by
+    row = text("nt_503_p5_mpirun_prefix_rows.txt", 4, 4).split("      0    12.87")[0] + "\n"
+    s = load(tmp_path, row + text("nt_503_p5_mpirun_prefix_rows.txt", 5, 6), "rows.log")
+    assert s.comm["size_bytes"].unique().tolist() == [16, 32]
+    assert 1 in set(s.diagnostics["line"])
+
+
 def test_a_cut_device_table_is_a_lower_bound_with_the_hosts_nccl_names(tmp_path):
     # nccl-tests 185: only "#   Rank  1 Pid 2152176 on  dgxh100-3 ..." kept; NCCL's lines name dgxh100-4 too
     s = logkit.load_session(DATA / "nt_185_old_device_lines_roce_nics.txt")
