@@ -27,7 +27,8 @@ Python logging, ``LEVEL |``). Then each is read as:
 - other exceptions -> ``error``.
 
 The run facts the lines state become meta with their provenance (``run_facts.py``).
-Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta);
+Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta, the
+training's: none after the Trainer's final summary, whose later bars are an evaluation's);
 other lines are diagnostics. The file is streamed: memory follows what is kept.
 """
 
@@ -137,6 +138,9 @@ class _Console(Blocks):
         self.nccl = NcclProcs(read)
         self.year = 1970
         self.hf_step = 0
+        # the Trainer printed its final summary ({'train_runtime': ...}): training is over, and a bar after it
+        # is an evaluation's or a prediction's, not the run's progress
+        self.trained = False
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
@@ -175,7 +179,7 @@ class _Console(Blocks):
             return True  # a prefix alone (a pasted line number before an empty line)
         m = _GLOG_STAMP.search(text) if ":" in text else None
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(line.stamp) if line.stamp else None)
-        if "<" in text and (p := tl.parse_progress(text)) is not None:
+        if "<" in text and not self.trained and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
         if self.last_error is not None and (took := self._last_error(text)) is not None:
             # "Last error:" is read; the detail it announces is the NCCL error's, and read as any line too
@@ -330,6 +334,7 @@ class _Console(Blocks):
             if index is None:
                 return False
             self.hf_step = index
+            self.trained = self.trained or "'train_runtime'" in text
             return True
         if "iteration" in text and (it := tl.parse_megatron(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else 0, "time_s": t, **it})

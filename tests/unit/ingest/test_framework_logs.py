@@ -300,3 +300,32 @@ def test_a_train_epoch_line_with_no_loss_is_no_step(tmp_path):
     s = logkit.load_session(path)
     assert s.steps["loss"].tolist() == [2.282550]
     assert any("Train Epoch: 1 [640/60000" in t for t in unmatched(s))  # kept as a diagnostic with its line
+
+
+# --- transformers' Trainer printing into a file: dicts glued to the bar ----------------------------------------
+def test_a_dict_glued_to_the_bar_it_cleared_is_read():
+    s = load("transformers_28683_bar_glued_eval_dicts.log")
+    evals = s.evals[s.evals["name"] == "eval_loss"]
+    # line 1 (after "4.69s/it]") and line 2
+    assert evals["value"].tolist() == [0.6620487570762634, 0.6605485081672668]
+    assert evals["epoch"].tolist() == [49.41, 50.0]
+    assert (s.meta["progress"]["step"], s.meta["progress"]["total"]) == (850, 850)
+    assert not unmatched(s)
+
+
+def test_a_loss_glued_to_a_redrawn_bar_and_the_bars_after_training(tmp_path):
+    # a variation made here: a training bar redrawn with CR, a loss dict glued after "it/s]", the eval dict of the
+    # excerpt, the Trainer's final summary, then trainer.evaluate()'s own bar (0/4 .. 4/4): its n/total is an
+    # evaluation's, not the run's progress, which stays 850/850
+    bar = "\r".join(f"{k * 100 // 850:3d}%|          | {k}/850 [00:0{k % 10}<00:10,  2.79it/s]" for k in (848, 849))
+    evaluate = "\r".join(f"{k * 25:3d}%|          | {k}/4 [00:00<00:00,  7.44it/s]" for k in range(5))
+    body = (bar + "{'loss': 0.1306, 'grad_norm': 6.8, 'learning_rate': 2.1e-08, 'epoch': 49.99}\n"
+            + (DATA / "transformers_28683_bar_glued_eval_dicts.log").read_text(encoding="utf-8")
+            + "{'train_runtime': 6061.2, 'train_samples_per_second': 8.4, 'train_steps_per_second': 0.14, "
+              "'train_loss': 0.29, 'epoch': 50.0}\n" + evaluate + "\n")
+    path = tmp_path / "slurm-1.out"
+    path.write_text(body, encoding="utf-8")
+    s = logkit.load_session(path)
+    assert s.steps["loss"].tolist() == [0.1306]
+    assert len(s.evals[s.evals["name"] == "eval_loss"]) == 2
+    assert (s.meta["progress"]["step"], s.meta["progress"]["total"], s.meta["progress"]["line"]) == (850, 850, 2)
