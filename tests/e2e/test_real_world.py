@@ -791,7 +791,9 @@ def check_train_runtime(s, path, entry):
 
 def check_final_loss(s, path, entry):
     losses = s.steps["loss"].dropna()
-    assert len(losses) and losses.iloc[-1] == pytest.approx(entry["final_loss"])
+    # two processes that wrote the same log each logged a last loss (facts.json lists both): the last is one
+    final = entry["final_loss"] if isinstance(entry["final_loss"], list) else [entry["final_loss"]]
+    assert len(losses) and any(losses.iloc[-1] == pytest.approx(f) for f in final)
 
 
 def check_failure_cause(s, path, entry):

@@ -50,6 +50,7 @@ class FileFormat(Word):
     LLAMAFACTORY_LOG = "llamafactory_log", "LLaMA-Factory's ``trainer_log.jsonl`` (one object per logging step)"
     TRAINER_RESULTS = "trainer_results", ("transformers' ``all_results.json`` / ``train_results.json`` / "
                                           "``eval_results.json`` (the run's metrics at its end)")
+    DEEPSPEED_CONFIG = "deepspeed_json", "a DeepSpeed config (``ds_config.json``, any name: its ``zero_optimization``)"
 
 
 class Role(Word):
@@ -205,6 +206,12 @@ def _results_json(probe) -> bool:
     return duration in head and (gpus in head or mode in head)
 
 
+def _deepspeed_config(probe) -> bool:
+    """A JSON object that configures DeepSpeed's ZeRO (every DeepSpeed config a fine-tune passes names it)."""
+    head = probe.head[:8192]
+    return head.lstrip()[:1] == "{" and '"zero_optimization"' in head
+
+
 def _llamafactory_log(probe) -> bool:
     head = probe.head[:4096]
     return '"current_steps"' in head and '"total_steps"' in head
@@ -244,6 +251,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            Reader("logkit.ingest.readers.trainer_results", "read_trainer_results"),
            names=re.compile(r"^(?:all|train|eval|predict)_results\.json$"), run_document="all_results.json",
            assumed_rank=True, totals="all_results.json"),
+    Format(FileFormat.DEEPSPEED_CONFIG, Role.RUN_DOCUMENT,
+           Reader("logkit.ingest.readers.deepspeed_config", "read_deepspeed_config"), suffixes=(".json",),
+           telltale=_deepspeed_config, priority=24),
     Format(FileFormat.LLAMAFACTORY_LOG, Role.TRAINING,
            Reader("logkit.ingest.readers.llamafactory", "read_trainer_log"), names=re.compile(r"^trainer_log\.jsonl$"),
            suffixes=(".jsonl",), telltale=_llamafactory_log, priority=29, run_document="trainer_log.jsonl",

@@ -329,3 +329,28 @@ def test_a_loss_glued_to_a_redrawn_bar_and_the_bars_after_training(tmp_path):
     assert s.steps["loss"].tolist() == [0.1306]
     assert len(s.evals[s.evals["name"] == "eval_loss"]) == 2
     assert (s.meta["progress"]["step"], s.meta["progress"]["total"], s.meta["progress"]["line"]) == (850, 850, 2)
+
+
+# --- a DeepSpeed config kept beside a run's logs -------------------------------------------------------------
+def test_a_deepspeed_config_in_the_output_folder_states_the_zero_stage(tmp_path):
+    # a variation made here: LLaMA-Factory's ds_z2_config.json, under a name of the run's own, beside the
+    # trainer_log.jsonl of llamafactory_mistral_translator (one session, its losses and the config's stage)
+    folder = tmp_path / "output"
+    folder.mkdir()
+    (folder / "my_z2.json").write_bytes((DATA / "llamafactory_ds_z2_config.json").read_bytes())
+    (folder / "trainer_log.jsonl").write_bytes((DATA / "llamafactory_mistral_translator" / "trainer_log.jsonl")
+                                              .read_bytes())
+    sessions = logkit.load_sessions(folder)
+    assert len(sessions) == 1
+    s = sessions[0]
+    assert s.meta["zero_stage"] == 2 and s.meta["facts_source"]["zero_stage"] == "my_z2.json:19"  # line 19
+    assert len(s.steps) > 0 and s.diagnostics.empty
+
+
+def test_a_stage_that_is_no_zero_stage_is_a_diagnostic(tmp_path):
+    path = tmp_path / "ds_config.json"
+    path.write_text((DATA / "llamafactory_ds_z2_config.json").read_text(encoding="utf-8")
+                    .replace('"stage": 2', '"stage": 5'), encoding="utf-8")
+    s = logkit.load_session(path)
+    assert s.meta.get("zero_stage") is None
+    assert s.diagnostics["line"].tolist() == [19] and "no ZeRO stage" in s.diagnostics["reason"].iloc[0]
