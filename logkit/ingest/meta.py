@@ -191,8 +191,9 @@ class MetaSource:
     """One source of meta. ``keys``: what it fills where meta knows nothing yet (None, [] or {});
     ``new_keys``: it also adds any other key meta does not have; ``blank``: which of its
     values say nothing (they fill nothing); ``over_guesses``: its real values replace
-    ``GUESSES``; ``renames``: its names for meta's keys; ``stamps``: a key it fills, and the
-    key and value that then say where the value came from."""
+    ``GUESSES``; ``none_stated``: keys whose None it gives is a value (the file says there is
+    none); ``renames``: its names for meta's keys; ``stamps``: a key it fills, and the key and
+    value that then say where the value came from."""
 
     name: str
     keys: tuple[str, ...] = ()
@@ -201,6 +202,7 @@ class MetaSource:
     over_guesses: bool = False
     renames: dict = field(default_factory=dict)
     stamps: dict = field(default_factory=dict)
+    none_stated: tuple[str, ...] = ()
 
 
 # Meta keys a file of another format may fill (never overriding what an earlier source said).
@@ -215,7 +217,9 @@ SUMMARY_JSON = MetaSource("summary.json", SUMMARY_META, blank=_none, over_guesse
 # results.json's "config" is a name ("small"), not our config dict
 RUN_FOLDER = MetaSource("run folder", ("config_name", "session", "optimizations"), blank=_none,
                         renames={"config": "config_name"})
-OTHER_FORMATS = MetaSource("other formats", OTHER_META, new_keys=True)
+# a None a reader of another format states for one of these keys is kept: the file says there is none
+# (nvidia-smi's "CUDA Version: N/A": a driver without CUDA), which is not a file that does not say
+OTHER_FORMATS = MetaSource("other formats", OTHER_META, new_keys=True, none_stated=("cuda_driver_version",))
 META_SOURCES = (RECORDS, SUMMARY_JSON, RUN_FOLDER, OTHER_FORMATS)
 
 
@@ -251,7 +255,7 @@ def merge(meta: SessionMeta, source: MetaSource, values: dict, notes: list | Non
                 continue
         elif not (source.new_keys and key not in meta):
             continue
-        if source.blank(value):
+        if source.blank(value) and not (value is None and key in source.none_stated):
             continue
         ok, value = _valid(key, value, notes, where)
         if not ok:

@@ -7,8 +7,9 @@ and which records run on), then lose their log prefixes (glog ``E1122 10:00:00.1
 Python logging, ``LEVEL |``). Then each is read as:
 
 - per-GPU step lines (``[GPU 0] Step [3/10] | Loss: ...``) -> ``steps``; their NaN report
-  blocks -> ``nan_detected`` events; transformers' printed log dicts (``{'loss': ...}``) and
-  Megatron's iteration lines -> ``steps`` / ``evals`` / meta;
+  blocks -> ``nan_detected`` events; transformers' printed log dicts (``{'loss': ...}``),
+  Megatron's iteration lines and a plain loop's ``Train Epoch: 3 [16000/60000 (27%)]  Loss: 0.04``
+  (PyTorch's MNIST example and its copies) -> ``steps`` / ``evals`` / meta;
 - NCCL INFO/WARN (``nccl_procs.py``) -> ``nccl_init`` / ``nccl_warn`` events and meta (world
   size, nodes, hosts, network, NICs);
 - the watchdog (``torch_lines.py``) -> ``nccl_timeout`` (a line wrapped onto the next one is
@@ -26,7 +27,8 @@ Python logging, ``LEVEL |``). Then each is read as:
 - other exceptions -> ``error``.
 
 The run facts the lines state become meta with their provenance (``run_facts.py``).
-Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta);
+Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta, the
+training's: none after the Trainer's final summary, whose later bars are an evaluation's);
 other lines are diagnostics. The file is streamed: memory follows what is kept.
 """
 
@@ -65,6 +67,11 @@ _PYLOG = re.compile(r"^\[?(?P<date>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?
 _LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?:\||:)\s*(?P<msg>.*)$")
 _GPU_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+)\] \| Loss: (?P<loss>{_F})"
                        rf" \| LR: (?P<lr>{_F})(?: \| Grad Norm: (?P<gn>{_F}))?(?: \| ETA: (?P<eta>\S+))?\s*$")
+# a plain training loop's line, PyTorch's MNIST example's and its many copies (pytorch/examples mnist/main.py:
+# 'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'; Kubeflow's copy prints '\tloss={:.4f}'): the epoch, the
+# samples done of the epoch's, the loss; no step (the loop numbers none)
+_TRAIN_EPOCH = re.compile(rf"^Train Epoch: (?P<epoch>\d+) \[(?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+(?:\.\d+)?)%\)\]"
+                          rf"\s+(?:Loss: |loss=)(?P<loss>{_F})\s*$")
 _NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
 _OOM = re.compile(rf"CUDA out of memory\. Tried to allocate (?P<req>{_F}) ?(?P<ru>[KMGT]?i?B)")
 _OOM_NEW = re.compile(rf"GPU (?P<gpu>\d+) has a total capac\w* of (?P<cap>{_F}) ?(?P<cu>[KMGT]?i?B) of which "
@@ -91,7 +98,7 @@ STARTS = re.compile(
     r"|(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b"
     r"|\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?\s*(?:[-|]\s*)?"
     r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
-    r"|\[GPU \d+\]|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
+    r"|\[GPU \d+\]|Train Epoch: \d+ \[|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
     r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$")
 
 
@@ -131,6 +138,9 @@ class _Console(Blocks):
         self.nccl = NcclProcs(read)
         self.year = 1970
         self.hf_step = 0
+        # the Trainer printed its final summary ({'train_runtime': ...}): training is over, and a bar after it
+        # is an evaluation's or a prediction's, not the run's progress
+        self.trained = False
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
@@ -169,7 +179,7 @@ class _Console(Blocks):
             return True  # a prefix alone (a pasted line number before an empty line)
         m = _GLOG_STAMP.search(text) if ":" in text else None
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(line.stamp) if line.stamp else None)
-        if "<" in text and (p := tl.parse_progress(text)) is not None:
+        if "<" in text and not self.trained and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
         if self.last_error is not None and (took := self._last_error(text)) is not None:
             # "Last error:" is read; the detail it announces is the NCCL error's, and read as any line too
@@ -312,6 +322,12 @@ class _Console(Blocks):
                                "time_s": t, "loss": to_float(m["loss"]), "learning_rate": to_float(m["lr"]),
                                "grad_norm": to_float(m["gn"]), "max_steps": int(m["max"]), "eta": m["eta"]})
             return True
+        if text.startswith("Train Epoch: ") and (m := _TRAIN_EPOCH.match(text)) is not None:
+            # numbered in the order logged, as transformers' printed dicts are (the line has no step)
+            self.hf_step += 1
+            read.step(number, {"rank": rank if rank is not None else 0, "step": None, "time_s": t,
+                               "loss": to_float(m["loss"]), "epoch": float(m["epoch"]), "log_index": self.hf_step})
+            return True
         if "DETECTED" in text and (m := _NAN_HEAD.match(text)) is not None:
             self.block = "nan"
             self.current = read.event(EventType.NAN_DETECTED, number, rank=rank if rank is not None else int(m["gpu"]),
@@ -322,6 +338,7 @@ class _Console(Blocks):
             if index is None:
                 return False
             self.hf_step = index
+            self.trained = self.trained or "'train_runtime'" in text
             return True
         if "iteration" in text and (it := tl.parse_megatron(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else 0, "time_s": t, **it})

@@ -50,6 +50,7 @@ class FileFormat(Word):
     LLAMAFACTORY_LOG = "llamafactory_log", "LLaMA-Factory's ``trainer_log.jsonl`` (one object per logging step)"
     TRAINER_RESULTS = "trainer_results", ("transformers' ``all_results.json`` / ``train_results.json`` / "
                                           "``eval_results.json`` (the run's metrics at its end)")
+    DEEPSPEED_CONFIG = "deepspeed_json", "a DeepSpeed config (``ds_config.json``, any name: its ``zero_optimization``)"
 
 
 class Role(Word):
@@ -141,11 +142,15 @@ _CSV_ROW = re.compile(rf"^[ \t>]*{_SMI_CELL}[ \t]*,|,[ \t]*{_SMI_CELL}[ \t]*(?:,
 _SMI_TABLE = re.compile(r"^[ \t>]*\|\s*NVIDIA-SMI \S+\s+(?:Driver|KMD) Version:|^[ \t>]*Every\s+[\d.]+s:\s+nvidia-smi\b", re.M)
 # nccl-tests' own lines, also behind mpirun's prefix, indented, quoted, or with the '#' markdown ate
 _NCCL_TESTS = re.compile(r"^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*#?[ \t]*(?:nThread \d+ nGpus \d+|size\s+count\s+type\b"
-                         r"|Avg bus bandwidth\s*:|Rank\s+\d+(?: Group\s+\d+)? Pid\s+\d+ on\s+\S+ device\s+\d+)", re.M)
+                         r"|Avg bus bandwidth\s*:|Rank\s+\d+(?: Group\s+\d+)? Pid\s+\d+ on\s+\S+ device\s+\d+)"
+                         # or its result rows alone (readers.nccl_tests.ROW: 13 columns, a redop word)
+                         r"|^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*\d+\s+\d+\s+[a-z]\w*\s+"
+                         r"(?:sum|prod|max|min|avg|none|premulsum|mulsum)\s+-?\d+(?:\s+(?:[\d.]+|N/A)){3}"
+                         r"\s+(?:\d+|N/A)(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)[ \t]*$", re.M)
 # Enough to call a text file a console capture when found discovering a folder.
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
                       r"|CUDA out of memory|ChildFailedError|\{'loss': |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
-                      r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]"
+                      r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]|Train Epoch: \d+ \[\d+/\d+ \("
                       r"|mismatch between collectives|ProcessGroupNCCL|NCCL error|NCCL version|ncclCommInit"
                       r"|closing signal SIG|failed \(exitcode: -?\d+\)|exits with return code|died from signal"
                       r"|OutOfMemoryError|c10d|what\(\):|Process group watchdog|iteration\s+\d+/\s*\d+ \|"
@@ -203,6 +208,12 @@ def _results_json(probe) -> bool:
     return duration in head and (gpus in head or mode in head)
 
 
+def _deepspeed_config(probe) -> bool:
+    """A JSON object that configures DeepSpeed's ZeRO (every DeepSpeed config a fine-tune passes names it)."""
+    head = probe.head[:8192]
+    return head.lstrip()[:1] == "{" and '"zero_optimization"' in head
+
+
 def _llamafactory_log(probe) -> bool:
     head = probe.head[:4096]
     return '"current_steps"' in head and '"total_steps"' in head
@@ -242,6 +253,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            Reader("logkit.ingest.readers.trainer_results", "read_trainer_results"),
            names=re.compile(r"^(?:all|train|eval|predict)_results\.json$"), run_document="all_results.json",
            assumed_rank=True, totals="all_results.json"),
+    Format(FileFormat.DEEPSPEED_CONFIG, Role.RUN_DOCUMENT,
+           Reader("logkit.ingest.readers.deepspeed_config", "read_deepspeed_config"), suffixes=(".json",),
+           telltale=_deepspeed_config, priority=24),
     Format(FileFormat.LLAMAFACTORY_LOG, Role.TRAINING,
            Reader("logkit.ingest.readers.llamafactory", "read_trainer_log"), names=re.compile(r"^trainer_log\.jsonl$"),
            suffixes=(".jsonl",), telltale=_llamafactory_log, priority=29, run_document="trainer_log.jsonl",

@@ -7,6 +7,11 @@ copied from a terminal, ``# label`` lines between them, a terminal multiplexer's
 after the values) are told apart by ``sample`` (a new one where a GPU index comes again, or
 after a header or comment line), with the comment as the snapshot's ``label``. ``meta.gpu_count``:
 the distinct GPUs of each host the capture lists (derived, ``gpu_count_from``).
+
+A capture often runs both tools in turn (``gpustat``, then ``nvidia-smi``): the boxed table's lines
+are read by the table's reader into the same frame, each of its frames a snapshot of its own after
+gpustat's (its header gives ``meta.driver_version`` and ``meta.cuda_driver_version`` too), and the
+shell prompts typed between them name the host.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from logkit.ingest.readers.base import Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.normalise import Grammar, records
 from logkit.ingest.readers.nvidia_smi import count_gpus
+from logkit.ingest.readers.nvidia_smi_table import TABLE_LINE, Table
 from logkit.schema.values import to_float
 
 MIB_TO_MB = 2**20 / 1e6
@@ -28,15 +34,24 @@ GPU_LINE = re.compile(
     r"(?P<util>\d+|\?\?) %(?:,\s*(?P<power>\d+|\?\?) / (?P<power_limit>\d+|\?\?) W)?\s*"
     r"\|\s*(?P<used>\d+|\?\?)\s*/\s*(?P<total>\d+|\?\?) MB\b(?:\s*\|(?P<procs>.*))?.*$")
 _COMMENT = re.compile(r"^#\s*(?P<label>.*?)\s*$")
-GRAMMAR = Grammar(re.compile("|".join(p.pattern for p in (HEADER, GPU_LINE, _COMMENT))))
+GRAMMAR = Grammar(re.compile("|".join(p.pattern for p in (HEADER, GPU_LINE, _COMMENT, TABLE_LINE))))
 
 
 def read_gpustat(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.GPUSTAT)
     host, t, label = "", None, None
     sample, seen, first = -1, set(), None
+    table = Table(read)  # nvidia-smi's boxed table, where the capture runs it too
     for rec in records(read, GRAMMAR):
         number, line = rec.number, rec.text
+        if GPU_LINE.match(line) is None and HEADER.match(line) is None:
+            table.sample = max(table.sample, sample)  # its frames come after gpustat's snapshots
+            if table.line(number, line.strip()):
+                read.used += 1
+                sample = max(sample, table.sample)
+                if table.host:
+                    host = table.host
+                continue
         if (h := HEADER.match(line)) is not None:
             host, t, seen = h["host"], _header_time(read, number, h, line), set()
             sample += 1
@@ -67,6 +82,7 @@ def read_gpustat(path: Path, rank: int | None = None) -> ReadResult:
             "processes": (g["procs"] or "").strip(), "sample": sample, "label": label,
         })
         first = number if first is None else first
+    table.name_listed()
     count_gpus(read, first)
     return read.result()
 

@@ -15,7 +15,9 @@ NCCL failure ... '<reason>'`` and ``.. host pid P: Test failure`` give an ``nccl
 (with the ranks of that pid, from the device table), and the MPI launcher's "first process to
 exit" a ``child_failed`` event (``root_cause``).
 
-Output as users paste it is read as it is: behind launcher prefixes (``[1,0]<stdout>:``, taken
+Rows kept without the header above them (a log cut short, a test harness's excerpt) are read with
+nccl-tests' own columns (``src/common.cu``: size count type redop root, then time algbw busbw #wrong
+out-of-place and in-place), and a diagnostic says so. Output as users paste it is read as it is: behind launcher prefixes (``[1,0]<stdout>:``, taken
 off by ``prefixes``), indented as in a README, in a markdown quote (``> ``), or with its ``#``
 eaten by markdown (`` nThread 1 nGpus 1 ...``, `` Using devices``). NCCL_DEBUG=INFO lines among
 the output say the network between the hosts: ``Using network IB``, the NICs (``NET/IB : Using
@@ -47,6 +49,12 @@ _NTHREAD = re.compile(r"^#?\s*nThread (?P<threads>\d+) nGpus (?P<gpus>\d+)")
 _HEADER = re.compile(r"^#?\s*size\s+count\s+type\b")
 _DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)(?: Group\s+\d+)? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+"
                      r"(?P<dev>\d+)(?:\s+\[[^\]]*\]\s+(?P<name>.+?))?\s*$")
+# a result row as nccl-tests prints it (src/common.cu: size, count, type, redop, root, then time, algbw, busbw,
+# #wrong out-of-place and in-place), for rows kept without the header above them (a log cut, a harness's excerpt)
+COLUMNS = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+           "#wrong"]
+ROW = re.compile(r"^\s*\d+\s+\d+\s+[a-z]\w*\s+(?:sum|prod|max|min|avg|none|premulsum|mulsum)\s+-?\d+"
+                 r"(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)\s*$")
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<bw>\S+)")
 _COMMENT = re.compile(r"^#|^(?:Using devices|Out of bounds values|Blocking Enabled|Collective test|nccl-tests version"
                       r"|out-of-place\s+in-place|\(B\)\s+\(elements\))")
@@ -175,6 +183,12 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
             read.used += 1
         elif state.line(number, line):
             read.used += 1
+        elif state.columns is None and ROW.match(line) is not None:
+            # rows without their header: nccl-tests' own columns, said once
+            state.columns = list(COLUMNS)
+            read.note(number, "nccl-tests rows without their header: read as nccl-tests prints its columns "
+                              f"({' '.join(COLUMNS)})", line)
+            _row(read, number, state, line.split())
         elif (fields := read.table_row(number, line, state.columns)) is not None:
             _row(read, number, state, fields)
     read.meta.nccl_tests = state.tables

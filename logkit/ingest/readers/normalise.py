@@ -23,7 +23,8 @@ What is done, in order:
    of its own and does not begin as a line of the grammar; a record the grammar says is cut
    (``Grammar.cut``: a watchdog message whose tail a paste put on the next line) is joined with the
    next such line where the join reads whole.
-4. **split**: records glued onto one line (a progress bar before a ``[rankN]:`` line, a torchrun
+4. **split**: records glued onto one line (a progress bar before a ``[rankN]:`` line or a printed
+   log dict ``{'loss': ...}``, a torchrun
    teardown flattened onto one line, a log service's row holding a multi-line event as literal
    ``\\n``) become records of their own, each citing the line.
 """
@@ -55,6 +56,8 @@ _NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit|Failure)$|^(?
 # Where records glued onto one line part: a launcher prefix, a glog header or an NCCL debug header after
 # other text (processes writing without line buffering), or a log service's literal "\n".
 _GLUED = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)"
+                    # a tqdm bar ("... 2.79it/s]", "... 1.20s/it]") with the Trainer's printed dict right after it
+                    r"|(?<=it/s\])(?=\{')|(?<=s/it\])(?=\{')"
                     r"|(?<=\s)(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] )"
                     r"|(?<=\S )(?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) )")
 _ESCAPED_NL = re.compile(r"\\r?\\n")

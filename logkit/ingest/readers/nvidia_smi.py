@@ -16,7 +16,8 @@ time, a P-state, a GPU's name, the first column counting GPUs from 0, the MiB co
 changes and tops the others: ``memory.total``, the W column that never changes and tops the
 other: ``power.limit``, the one W column that changes: ``power.draw``); the others keep their place
 and unit (``column_3_mb``), and a diagnostic says which. ``meta.gpu_count`` is the number of GPUs the capture lists, with ``gpu_count_from``. A query under
-``watch`` takes each frame's time from watch's header where its rows carry none.
+``watch`` takes each frame's time from watch's header where its rows carry none. The command line
+pasted above a capture (``$ nvidia-smi --query-gpu=... --format=csv``) is no row.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ _PSTATE = re.compile(r"^P\d{1,2}$")
 # watch's header over a query's output: "Every 2.0s: nvidia-smi --query-gpu=...   host: Mon Nov 25 10:00:00 2024"
 _WATCH = re.compile(r"^Every\s+\d+(?:\.\d+)?s:\s+\S*nvidia-smi\b")
 _WATCH_STAMP = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3}\s+\d{1,2} \d\d:\d\d:\d\d \d{4}")
+# the command typed before the capture (behind a shell prompt, watch's or not): the query, no row of it
+_COMMAND = re.compile(r"(?:^|[\s$#>:/])nvidia-smi\s+(?:\S+\s+)*?--query-gpu[= ]")
 _UNIT = re.compile(r"^[-+]?\d+(?:\.\d+)?\s*(?P<unit>%|MiB|W|MHz)$")
 _TEXT_COLUMNS = {"gpu_name", "uuid", "bus_id", "pstate"}
 _ABSENT = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", "-", ""}
@@ -138,6 +141,9 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
         if _WATCH.match(line) is not None:  # a watch frame: its time for rows that carry none
             w = _WATCH_STAMP.search(line)
             watch_time = _stamp(" ".join(w[0].split())) if w else None
+            read.used += 1
+            continue
+        if _COMMAND.search(line) is not None:
             read.used += 1
             continue
         cells = [c.strip() for c in line.split(",")]

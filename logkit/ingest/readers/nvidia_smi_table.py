@@ -20,8 +20,15 @@ used / total MB, SMs" joined by "; ", ``mig_device_count``), and the frame's pro
 frames; ``time_s`` is the frame's own time line (``Mon Nov 25 10:00:00 2024``) or its ``watch``
 header's, else unknown. The header gives ``meta.driver_version`` and ``meta.cuda_driver_version``;
 ``meta.gpu_count`` is the number of GPUs the table lists, with ``gpu_count_from`` and the lines in
-``meta.facts_source``. ``N/A``, ``[N/A]``, ``ERR!`` and ``Unknown Error`` are absent values. A
-capture pasted indented, or as a markdown quote, is read as it is.
+``meta.facts_source``. ``N/A``, ``[N/A]``, ``ERR!`` and ``Unknown Error`` are absent values (a
+header's ``CUDA Version: N/A``, a host whose driver has no CUDA, leaves the version stated as
+none). A capture pasted indented, or as a markdown quote, is read as it is.
+
+What a capture holds around the table: the shell prompt the command was typed at names the host
+(``root@node1:~# nvidia-smi``, ``[user@host dir]$ ...``: ``host`` of the rows below it), and
+``nvidia-smi -L``'s list (``GPU 0: <name> (UUID: GPU-...)``, its MIG lines under it) gives each
+GPU its ``uuid`` (and its whole name where the table cuts it); a GPU listed and not in the table is
+a row of the first snapshot with its name and UUID alone.
 """
 
 from __future__ import annotations
@@ -60,9 +67,18 @@ _SMS = re.compile(r"^\s*(?P<sm>\d+)\b")
 _PROCESS = re.compile(r"^\s*(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+"
                       r"(?:(?P<type>C\+G|M\+C|C|G|M)\s+)?(?P<name>\S.*?)\s+"
                       r"(?P<mem>\d+\s*(?:MiB|MB)|N/A|Not Supported)\s*$")
+# a shell prompt before a command: "user@host:dir# ", "[user@host dir]$ " (a conda env's "(base) " before it)
+PROMPT = re.compile(r"^(?:\([\w.-]+\)\s+)?(?:\[[\w.-]+@(?P<h1>[\w.-]+)(?:[ :][^\]]*)?\]|[\w.-]+@(?P<h2>[\w.-]+):\S*)\s?[#$%](?:\s|$)")
+# nvidia-smi -L: "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-...)", and a MIG device's line under its GPU
+_LISTED = re.compile(r"^GPU (?P<gpu>\d+): (?P<name>\S.*?) \(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)\s*$")
+_LISTED_MIG = re.compile(r"^MIG \S+\s+Device\s+\d+: \(UUID: MIG-[0-9a-fA-F-]+\)\s*$")
 # lines of the table that hold no value: rules, column titles, the processes' header
 # how the table's lines begin: its rules and cells, a frame's date or watch header, the command typed
-GRAMMAR = Grammar(re.compile(r"[+|]|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) |Every\s|\S*nvidia-smi\b"))
+GRAMMAR = Grammar(re.compile(r"[+|]|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) |Every\s|\S*nvidia-smi\b|GPU \d+: |MIG "))
+# how a line of the table begins, told from a log service's "| <time> |" column (a reader of another tool that
+# meets the table inside its capture, gpustat's, says so in its own grammar and still learns such a prefix)
+TABLE_LINE = re.compile(r"\+-|\|(?=[\s=-]*(?:[|+]|$|NVIDIA-SMI|GPU\b|Fan\b|N/A|\d+%|\d+\s+\S|Processes:|No running|ID\b))"
+                        r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} |GPU \d+: |MIG \S+\s+Device")
 _FURNITURE = re.compile(r"^[+|][-=+|\s]*$|Persistence-M|TCC/WDDM|Pwr:Usage/Cap|MIG M\.\s*\|\s*$|Processes:|"
                         r"Process name|^\|\s+ID\s+ID\b|Usage\s*\|\s*$|No running (?:compute )?processes found|"
                         r"MIG devices:|Memory-Usage|BAR1-Usage|\bECC\|")
@@ -90,7 +106,7 @@ def _time(text: str) -> float | None:
         return None
 
 
-class _Table:
+class Table:
     """The state of one capture: the frame being read, the GPU whose rows come next, the
     processes table."""
 
@@ -102,6 +118,8 @@ class _Table:
         self.expect = 0  # which row of self.gpu comes next: 2, 3, or 0 (none)
         self.in_processes = False
         self.listed: dict[int, int] = {}  # gpu index -> first line it was listed at
+        self.host = ""  # the host the last shell prompt named
+        self.inventory: dict[int, tuple[str, str]] = {}  # nvidia-smi -L: gpu index -> (name, uuid)
 
     def start_frame(self, time_s: float | None = None) -> None:
         """A frame's marker (its time line, ``watch`` header, NVIDIA-SMI header): the next GPU
@@ -121,13 +139,23 @@ class _Table:
             return True
         if (h := _HEADER.search(line)) is not None:
             read.meta.fill(driver_version=h["driver"])
-            if h["cuda"] and h["cuda"] != "N/A":
+            if h["cuda"] == "N/A":  # stated: the driver has no CUDA (a hypervisor's host)
+                read.meta.fill(cuda_driver_version=None)
+            elif h["cuda"]:
                 major, _, minor = h["cuda"].partition(".")
                 read.meta.fill(cuda_driver_version=int(major) * 1000 + int(minor or 0) * 10)
             self.start_frame()
             return True
+        if (g := _LISTED.match(line)) is not None:
+            self.inventory.setdefault(int(g["gpu"]), (g["name"], g["uuid"]))
+            return True
+        if _LISTED_MIG.match(line) is not None:
+            return True
         cells = _cells(line)
         if cells is None:  # a rule (``+---+``, ``|---+---+``), the command, or no line of the table
+            if (p := PROMPT.match(line)) is not None:
+                self.host = p["h1"] or p["h2"]
+                return True
             return bool(_FURNITURE.search(line) or ("|" not in line and _COMMAND.search(line)))
         if "Processes:" in line:
             self.in_processes, self.gpu, self.expect = True, None, 0
@@ -155,7 +183,7 @@ class _Table:
             self.sample, self.frame, self.new_frame = self.sample + 1, {}, False
         name = r1["name"].strip()
         truncated = name.endswith("...")
-        row = {"time_s": self.time_s, "host": "", "gpu": gpu, "gpu_name": name[:-3].rstrip() if truncated else name,
+        row = {"time_s": self.time_s, "host": self.host, "gpu": gpu, "gpu_name": name[:-3].rstrip() if truncated else name,
                "name_truncated": truncated, "bus_id": b["bus"], "persistence": r1["persist"],
                "display_active": b["disp"], "ecc": None if ecc.strip() in _ABSENT else ecc.strip(),
                "sample": self.sample, "processes": "", "process_count": 0, "process_memory_mb": 0.0}
@@ -163,6 +191,23 @@ class _Table:
         self.frame[gpu] = row
         self.gpu, self.expect = row, 2
         self.listed.setdefault(gpu, number)
+
+    def name_listed(self) -> None:
+        """The ``nvidia-smi -L`` inventory onto the table's rows: each GPU's UUID, its whole name where the
+        table cut it; a GPU listed and not in the table, a row of the first snapshot."""
+        rows = self.read.rows["gpu"]
+        seen = {r["gpu"] for r in rows}
+        for gpu, (name, uuid) in self.inventory.items():
+            if gpu not in seen:
+                rows.append({"time_s": None, "host": self.host, "gpu": gpu, "gpu_name": name,
+                             "name_truncated": False, "sample": max(self.sample, 0), "processes": "",
+                             "process_count": 0, "process_memory_mb": 0.0})
+        for row in rows:
+            if (listed := self.inventory.get(row["gpu"])) is None:
+                continue
+            row["uuid"] = listed[1]
+            if row["name_truncated"] and listed[0].startswith(row["gpu_name"]):
+                row["gpu_name"], row["name_truncated"] = listed[0], False
 
     def _row2(self, number: int, line: str, r2: re.Match, cells: list[str]) -> bool:
         row, read = self.gpu, self.read
@@ -214,7 +259,7 @@ class _Table:
 
 def read_nvidia_smi_table(path: Path, rank: int | None = None) -> ReadResult:
     read = Read(Path(path), FileFormat.NVIDIA_SMI_TABLE)
-    table = _Table(read)
+    table = Table(read)
     for rec in records(read, GRAMMAR):
         number, raw = rec.number, rec.text
         line = raw[_PASTE.match(raw).end():].rstrip()  # a paste's own indentation and quote marks
@@ -224,6 +269,7 @@ def read_nvidia_smi_table(path: Path, rank: int | None = None) -> ReadResult:
             read.used += 1
         else:
             read.unmatched(number, raw)
+    table.name_listed()
     if table.listed:
         # the lines that first list each GPU (its first row, and its second below it)
         where = f"{read.label}:{min(table.listed.values())}-{max(table.listed.values()) + 1}"

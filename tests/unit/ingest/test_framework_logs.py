@@ -266,3 +266,91 @@ def test_a_derived_world_size_below_a_rank_the_log_shows_gives_way(tmp_path):
     assert s.meta.world_size == 6 and s.meta.world_size_from.startswith("inferred") \
         and "lower bound" in s.meta.world_size_from
     assert s.meta.gpu_count is None  # nothing to multiply n_gpu by
+
+
+# --- a plain training loop: PyTorch's MNIST example and its copies -------------------------------------------
+MNIST_LOSSES = [2.3000, 2.2135, 2.1705, 2.0767, 1.8682, 1.4141, 0.0755, 0.1176, 0.1918, 0.2067, 0.0639]  # lines 9-21
+
+
+def test_train_epoch_lines_are_the_runs_losses():
+    s = load("mnist_eks_doc_kubectl_logs_loss_eq.txt")
+    assert s.steps["loss"].tolist() == MNIST_LOSSES  # in the order logged
+    assert set(s.steps["epoch"]) == {1.0}
+    assert not [t for t in unmatched(s) if "Train Epoch" in t]
+
+
+def test_train_epoch_lines_as_the_example_prints_them(tmp_path):
+    # a variation made here: the same lines as pytorch/examples' mnist/main.py prints them ("\tLoss: {:.6f}"),
+    # unindented, the tab turned into spaces as a terminal copy does, and a Slurm .out around them
+    text = (DATA / "mnist_eks_doc_kubectl_logs_loss_eq.txt").read_text(encoding="utf-8")
+    body = "\n".join(re.sub(r"\tloss=(\S+)", lambda m: f"        Loss: {float(m[1]):.6f}", line.strip())
+                     for line in text.splitlines() if "Train Epoch" in line)
+    path = tmp_path / "slurm-20471.out"
+    path.write_text("/home/user\n" + body + "\n\nTest set: Average loss: 0.0468, Accuracy: 9842/10000 (98%)\n",
+                    encoding="utf-8")
+    s = logkit.load_session(path)
+    assert s.steps["loss"].tolist() == MNIST_LOSSES
+    assert s.steps["loss"].min() == 0.0639
+
+
+def test_a_train_epoch_line_with_no_loss_is_no_step(tmp_path):
+    path = tmp_path / "train.log"
+    path.write_text("Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.282550\nTrain Epoch: 1 [640/60000 (1%)]\tLoss:\n",
+                    encoding="utf-8")
+    s = logkit.load_session(path)
+    assert s.steps["loss"].tolist() == [2.282550]
+    assert any("Train Epoch: 1 [640/60000" in t for t in unmatched(s))  # kept as a diagnostic with its line
+
+
+# --- transformers' Trainer printing into a file: dicts glued to the bar ----------------------------------------
+def test_a_dict_glued_to_the_bar_it_cleared_is_read():
+    s = load("transformers_28683_bar_glued_eval_dicts.log")
+    evals = s.evals[s.evals["name"] == "eval_loss"]
+    # line 1 (after "4.69s/it]") and line 2
+    assert evals["value"].tolist() == [0.6620487570762634, 0.6605485081672668]
+    assert evals["epoch"].tolist() == [49.41, 50.0]
+    assert (s.meta["progress"]["step"], s.meta["progress"]["total"]) == (850, 850)
+    assert not unmatched(s)
+
+
+def test_a_loss_glued_to_a_redrawn_bar_and_the_bars_after_training(tmp_path):
+    # a variation made here: a training bar redrawn with CR, a loss dict glued after "it/s]", the eval dict of the
+    # excerpt, the Trainer's final summary, then trainer.evaluate()'s own bar (0/4 .. 4/4): its n/total is an
+    # evaluation's, not the run's progress, which stays 850/850
+    bar = "\r".join(f"{k * 100 // 850:3d}%|          | {k}/850 [00:0{k % 10}<00:10,  2.79it/s]" for k in (848, 849))
+    evaluate = "\r".join(f"{k * 25:3d}%|          | {k}/4 [00:00<00:00,  7.44it/s]" for k in range(5))
+    body = (bar + "{'loss': 0.1306, 'grad_norm': 6.8, 'learning_rate': 2.1e-08, 'epoch': 49.99}\n"
+            + (DATA / "transformers_28683_bar_glued_eval_dicts.log").read_text(encoding="utf-8")
+            + "{'train_runtime': 6061.2, 'train_samples_per_second': 8.4, 'train_steps_per_second': 0.14, "
+              "'train_loss': 0.29, 'epoch': 50.0}\n" + evaluate + "\n")
+    path = tmp_path / "slurm-1.out"
+    path.write_text(body, encoding="utf-8")
+    s = logkit.load_session(path)
+    assert s.steps["loss"].tolist() == [0.1306]
+    assert len(s.evals[s.evals["name"] == "eval_loss"]) == 2
+    assert (s.meta["progress"]["step"], s.meta["progress"]["total"], s.meta["progress"]["line"]) == (850, 850, 2)
+
+
+# --- a DeepSpeed config kept beside a run's logs -------------------------------------------------------------
+def test_a_deepspeed_config_in_the_output_folder_states_the_zero_stage(tmp_path):
+    # a variation made here: LLaMA-Factory's ds_z2_config.json, under a name of the run's own, beside the
+    # trainer_log.jsonl of llamafactory_mistral_translator (one session, its losses and the config's stage)
+    folder = tmp_path / "output"
+    folder.mkdir()
+    (folder / "my_z2.json").write_bytes((DATA / "llamafactory_ds_z2_config.json").read_bytes())
+    (folder / "trainer_log.jsonl").write_bytes((DATA / "llamafactory_mistral_translator" / "trainer_log.jsonl")
+                                              .read_bytes())
+    sessions = logkit.load_sessions(folder)
+    assert len(sessions) == 1
+    s = sessions[0]
+    assert s.meta["zero_stage"] == 2 and s.meta["facts_source"]["zero_stage"] == "my_z2.json:19"  # line 19
+    assert len(s.steps) > 0 and s.diagnostics.empty
+
+
+def test_a_stage_that_is_no_zero_stage_is_a_diagnostic(tmp_path):
+    path = tmp_path / "ds_config.json"
+    path.write_text((DATA / "llamafactory_ds_z2_config.json").read_text(encoding="utf-8")
+                    .replace('"stage": 2', '"stage": 5'), encoding="utf-8")
+    s = logkit.load_session(path)
+    assert s.meta.get("zero_stage") is None
+    assert s.diagnostics["line"].tolist() == [19] and "no ZeRO stage" in s.diagnostics["reason"].iloc[0]

@@ -179,6 +179,80 @@ def test_a_row_that_does_not_read_is_a_diagnostic_with_its_line(tmp_path):
 
 
 # --- --query-gpu CSV ----------------------------------------------------------------------------------------
+def test_a_header_whose_cuda_version_is_na_states_none():
+    # "CUDA Version: N/A" (line 4): the driver has no CUDA; the version is stated as none, not left unsaid
+    s = logkit.load_session(DATA / "smi_470_ros_docker_gui_12_cuda_na.txt")
+    assert "cuda_driver_version" in s.meta and s.meta["cuda_driver_version"] is None
+    assert s.meta["driver_version"] == "470.57.02"
+    row = s.gpu.iloc[0]  # line 11: "523MiB /  4042MiB", power "N/A /  N/A"
+    assert row["memory_used_mb"] == pytest.approx(523 * MIB) and row["power_w"] != row["power_w"]
+    assert s.diagnostics.empty  # the "❯ nvidia-smi" line is the command
+
+
+def test_a_stated_cuda_version_where_na_was(tmp_path):
+    # the same table with a version (a variation made here): 11.4 -> 11040, as NCCL encodes it
+    body = text("smi_470_ros_docker_gui_12_cuda_na.txt").replace("CUDA Version: N/A     ", "CUDA Version: 11.4    ")
+    assert load(tmp_path, body).meta["cuda_driver_version"] == 11040
+
+
+def test_nvidia_smi_list_gives_uuids_and_the_prompt_the_host():
+    s = logkit.load_session(DATA / "smi_535_datadog_33120_list_mig_then_header.txt")
+    # line 2: "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-7fdaf0a5-...)"; the table is cut before its rows
+    row = s.gpu[s.gpu["gpu"] == 0].iloc[0]
+    assert (row["gpu_name"], row["uuid"]) == ("NVIDIA A100-SXM4-80GB", "GPU-7fdaf0a5-179b-f636-d15d-daf243e3ff16")
+    assert set(s.gpu["host"]) == {"datadog-agent-linux-zb5fm"}  # line 1: "root@datadog-agent-linux-zb5fm:/#"
+    assert s.meta["cuda_driver_version"] == 12020 and s.meta["driver_version"] == "535.216.01"  # line 14
+    assert s.diagnostics.empty  # the seven MIG lines (3-9) are the list's
+
+
+def test_the_list_names_the_table_rows_and_completes_a_cut_name(tmp_path):
+    # a variation made here: the list of smi_515_chtc (two A100-SXM4-40GB, names cut to "NVIDIA A100-SXM...")
+    # before its table, and GPU 2 listed beyond the excerpt's two GPUs
+    listed = ("user@gpu-node:~$ nvidia-smi -L\n"
+              "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-1111-2222-3333-444444444444)\n"
+              "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-55555555-6666-7777-8888-999999999999)\n"
+              "GPU 2: NVIDIA A100-SXM4-40GB (UUID: GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee)\n")
+    s = load(tmp_path, listed + text("smi_515_chtc_24_a100_sxm_truncated.txt"))
+    assert sorted(s.gpu["gpu"].unique()) == [0, 1, 2]
+    first = s.gpu[s.gpu["gpu"] == 1].iloc[0]
+    assert first["gpu_name"] == "NVIDIA A100-SXM4-40GB" and not first["name_truncated"]
+    assert first["uuid"] == "GPU-55555555-6666-7777-8888-999999999999"
+    assert first["bus_id"] == first["bus_id"]  # the table's own row, not one made of the list
+    only_listed = s.gpu[s.gpu["gpu"] == 2].iloc[0]
+    assert only_listed["memory_used_mb"] != only_listed["memory_used_mb"]  # listed, not measured
+    assert set(s.gpu["host"]) == {"gpu-node"}
+
+
+def test_the_query_command_above_a_capture_is_no_row():
+    s = logkit.load_session(DATA / "csv_gpustat_5_command_noheader_titan_x.csv")
+    assert len(s.gpu) == 8 and sorted(s.gpu["gpu"]) == list(range(8))  # lines 2-9
+    assert s.gpu[s.gpu["gpu"] == 1].iloc[0]["uuid"] == "GPU-86fe97db-bf54-a056-4e8d-9b07e1a298e7"  # line 3
+    assert 1 not in set(s.diagnostics["line"].dropna())  # line 1 is the command, read as such
+
+
+def test_the_query_command_above_a_header(tmp_path):
+    # a variation made here: the same rows under the header the query prints without noheader
+    body = text("csv_gpustat_5_command_noheader_titan_x.csv").splitlines(keepends=True)
+    header = "index, uuid, name, temperature.gpu, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n"
+    s = load(tmp_path, body[0].replace(",noheader,nounits", "") + header + "".join(
+        line.replace(", 0, 802, ", ", 0 %, 802 MiB, ") for line in body[1:2]), "q.csv")
+    assert len(s.gpu) == 1 and s.gpu.iloc[0]["memory_used_mb"] == pytest.approx(802 * MIB)
+    assert s.diagnostics.empty
+
+
+def test_gpustat_then_the_nvidia_smi_table_in_one_capture(tmp_path):
+    # a variation made here: gpustat's block (gpustat#157) then, typed at a prompt, the table of smi_450_nvgpu_15
+    body = text("gpustat_157_eight_4090.txt") + "me@box:~$ nvidia-smi\n" + text("smi_450_nvgpu_15_titan_xp.txt")
+    s = load(tmp_path, body)
+    gpustat, table = s.gpu[s.gpu["sample"] == 0], s.gpu[s.gpu["sample"] == 1]
+    assert len(gpustat) == 8 and len(table) == 1
+    assert gpustat.iloc[2]["memory_used_mb"] == pytest.approx(15202 * MIB)  # gpustat line 4: "15202 / 24564 MB"
+    assert table.iloc[0]["gpu_name"] == "TITAN Xp" and table.iloc[0]["bus_id"] == "00000000:17:00.0"
+    # the table's header (its line 3, "CUDA Version: 11.0"); the driver is gpustat's, the first said (line 1)
+    assert s.meta["cuda_driver_version"] == 11000 and s.meta["driver_version"] == "535.54.03"
+    assert s.diagnostics.empty
+
+
 def test_a_query_without_index_numbers_gpus_by_their_place(tmp_path):
     # bpytop_26: name, fan, memory total/used, util, temp, power, clocks; two GPUs, no index column
     s = logkit.load_session(DATA / "csv_bpytop_26_no_index_two_gpus.csv")
@@ -315,6 +389,29 @@ def test_rows_behind_the_launcher_prefix(tmp_path):
     out = s.comm[s.comm["placement"] == "out-of-place"]
     assert out["size_bytes"].tolist() == [8, 16, 32]
     assert out["duration_ms"].tolist() == pytest.approx([12.90 / 1000, 12.88 / 1000, 22.25 / 1000])
+
+
+@pytest.mark.parametrize("indent", ["", "        "])
+def test_rows_without_their_header_read_as_nccl_tests_prints_them(tmp_path, indent):
+    # a variation made here: the p5 example's three rows (lines 4-6) without the header lines above them, as a
+    # test harness keeps them (and indented, as its log indents them)
+    rows = text("nt_503_p5_mpirun_prefix_rows.txt", 4, 6)
+    s = load(tmp_path, "".join(indent + line for line in rows.splitlines(True)), "rows.log")
+    out, inp = s.comm[s.comm["placement"] == "out-of-place"], s.comm[s.comm["placement"] == "in-place"]
+    assert out["size_bytes"].tolist() == [8, 16, 32] and out["count"].tolist() == [2, 4, 8]
+    assert inp["duration_ms"].tolist() == pytest.approx([12.87 / 1000, 12.83 / 1000, 13.34 / 1000])
+    assert set(s.comm["redop"]) == {"sum"} and set(s.comm["op"]) == {"allreduce"}  # no op named: sum's
+    assert set(s.comm["wrong"]) == {"0"}
+    said = s.diagnostics[s.diagnostics["line"] == 1]["reason"].tolist()
+    assert len(said) == 1 and "without their header" in said[0]  # said once, at the first row
+
+
+def test_a_row_of_another_shape_without_a_header_is_a_diagnostic(tmp_path):
+    # the first row cut after its out-of-place columns (a variation made here): no columns to read it by
+    row = text("nt_503_p5_mpirun_prefix_rows.txt", 4, 4).split("      0    12.87")[0] + "\n"
+    s = load(tmp_path, row + text("nt_503_p5_mpirun_prefix_rows.txt", 5, 6), "rows.log")
+    assert s.comm["size_bytes"].unique().tolist() == [16, 32]
+    assert 1 in set(s.diagnostics["line"])
 
 
 def test_a_cut_device_table_is_a_lower_bound_with_the_hosts_nccl_names(tmp_path):
