@@ -135,7 +135,7 @@ class _Console(Blocks):
         self.facts: dict = {}
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
         self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
-        self.causes: set[tuple] = set()  # (rank, cause) of the failure_cause events so far
+        self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
@@ -335,9 +335,11 @@ class _Console(Blocks):
 
     def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
         """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
-        torch's ``what():`` lines, repeat it). An NCCL error's ``Last error:`` detail, on the lines
-        after it, is added to its message (``_last_error``)."""
-        key = (rank, c["cause"])
+        torch's ``what():`` lines, repeat it). Python's ``can't open file`` is the one exception: the
+        interpreter prints it once and exits 2, so each such line is one process (a launcher's workers
+        print it once each, all unranked). An NCCL error's ``Last error:`` detail, on the lines after it,
+        is added to its message (``_last_error``)."""
+        key = (rank, c["cause"], number if c["cause"] == FailureCause.FILE_NOT_FOUND else None)
         if key in self.causes:
             return
         self.causes.add(key)
@@ -438,9 +440,9 @@ class _Console(Blocks):
         """A worker a launcher says a signal ended (``exitcode: -9``, ``died from signal 6``) and no line
         of which said why: the signal is its cause."""
         for ev in [e for e in self.read.rows["events"] if e["kind"] == EventKind.CHILD_FAILED and e.get("signal")]:
-            if (ev["rank"], FailureCause.SIGNAL) in self.causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
+            if (ev["rank"], FailureCause.SIGNAL, None) in self.causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
                 continue  # said already; or a worker the launcher tore down after another failed
-            self.causes.add((ev["rank"], FailureCause.SIGNAL))
+            self.causes.add((ev["rank"], FailureCause.SIGNAL, None))
             at = re.search(r":(\d+)$", ev["source"])
             line = int(at[1]) if at else None
             self.read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),
