@@ -72,6 +72,9 @@ def ranks_seen(s) -> set[int]:
     for frame in (s.events, s.steps):
         if len(frame):
             out |= {int(r) for r in frame["rank"].dropna()}
+    # a collective mismatch names both sides ("Rank 1 is running ..., but Rank 2 is running ...") in one row
+    out |= {int(r) for ranks in events(s, "collective_mismatch").get("ranks", pd.Series(dtype=object)).dropna()
+            for r in str(ranks).split(",") if r.isdigit()}
     return out
 
 

@@ -208,7 +208,7 @@ class _Console(Blocks):
             read.meta.fill(nccl_version=v["version"])
             return True
         if "mismatch between collectives" in text and (mm := tl.parse_mismatch(text)) is not None:
-            read.event(EventKind.COLLECTIVE_MISMATCH, number, rank=rank, level="ERROR", message=text.strip()[:300], **mm)
+            self._mismatch(number, text, mm, rank, t)
             return True
         if "CUDA out of memory" in text and (o := _OOM.search(text)) is not None:
             self._oom(number, text, rank, o)
@@ -244,6 +244,17 @@ class _Console(Blocks):
         elif first in _LEVEL_FIRST and (m := _LEVEL_BAR.match(text)) is not None:
             level, text = m["level"], m["msg"]
         return self._message(number, text, level, rank, t)
+
+    def _mismatch(self, number: int, text: str, mm: dict, rank: int | None, t: float | None) -> None:
+        """A collective mismatch: torch raises it (``TORCH_CHECK`` in ProcessGroupWrapper), so it is the
+        failure's cause, an exception, of the rank the line's prefix names (the ranks it names are ranks
+        of the run: ``ingest.meta`` counts them among the ranks seen)."""
+        read = self.read
+        read.event(EventKind.COLLECTIVE_MISMATCH, number, rank=rank, level="ERROR", message=text.strip()[:300], **mm)
+        raised = _EXCEPTION.match(text.strip())
+        self._cause(number, {"cause": FailureCause.EXCEPTION, "what": raised["type"] if raised else None,
+                             "message": text.strip()[:300]}, rank, t)
+        self.trace_open = None
 
     def _nccl(self, number: int, text: str, rank: int | None) -> bool:
         parts = GLUED.split(text)

@@ -185,7 +185,8 @@ def parse_mismatch(line: str) -> dict | None:
     seqs = {int(p["seq"]) for p in prints if p["seq"] is not None}
     out = {"seq": min(seqs) if seqs else None, "ranks": ",".join(p["rank"] for p in prints),
            "ops": ",".join(p["op"] for p in prints), "seqs": ",".join(p["seq"] or "?" for p in prints) or None,
-           "shapes": ";".join(f"[{p['shape']}]" if p["shape"] is not None else "?" for p in prints) or None,
+           "shapes": ";".join(f"[{p['shape'].replace(' ', '')}]" if p["shape"] is not None else "?" for p in prints)
+           or None,  # "[359, 1, 1435, 16]" kept as "[359,1,1435,16]": ";" and "," alone separate
            "dtypes": ",".join(p["dtype"] or "?" for p in prints) or None, "differs": None, "differences": None}
     if (d := _DIFFERS.search(line)) is not None:
         found = []

@@ -50,3 +50,43 @@ def test_a_missing_module_said_twice_by_one_rank_is_one_cause(tmp_path):
     line = "[rank1]: ModuleNotFoundError: No module named 'flash_attn'\n"
     (c,) = kind(load(tmp_path, line * 2), "failure_cause")
     assert (c["rank"], c["cause"], c["source"]) == (1, "module_not_found", "capture.log:1")
+
+
+# --- a collective mismatch: the exception a process ends in, and two ranks of the run -------------------------
+def test_a_collective_mismatch_is_the_cause_and_names_two_ranks(tmp_path):
+    # lightning_19680 line 3: "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running
+    # collective: CollectiveFingerPrint(OpType=ALLGATHER, TensorShape=[6], ...), but Rank 0 is running collective:
+    # CollectiveFingerPrint(OpType=_ALLGATHER_BASE)."
+    s = load(tmp_path, text("lightning_19680_mismatch_allgather.log"))
+    (mm,) = kind(s, "collective_mismatch")
+    assert (mm["ranks"], mm["ops"], mm["shapes"], mm["source"]) == ("1,0", "ALLGATHER,_ALLGATHER_BASE", "[6];?",
+                                                                     "capture.log:3")
+    (c,) = kind(s, "failure_cause")
+    assert (c["cause"], c["error"], c["source"]) == ("exception", "RuntimeError", "capture.log:3")
+    assert pd.isna(c["rank"])  # no prefix names the rank that printed it
+    # ranks 1 and 0 named, nothing states the world size: at least 2, said to be a lower bound
+    assert s.meta["world_size"] == 2 and s.meta["world_size_from"].startswith("inferred (lower bound)")
+
+
+def test_a_mismatch_of_many_dimensions_keeps_each_shape_whole(tmp_path):
+    # made here: lightning_19680's line with rank 1's shape of four dimensions (as opendde_23 prints one,
+    # "TensorShape=[359, 1, 1435, 16]"), rank 0's fingerprint given the same shape but 1436, under a "[rank5]:" prefix
+    line = text("lightning_19680_mismatch_allgather.log").splitlines()[2]
+    line = line.replace("TensorShape=[6]", "TensorShape=[359, 1, 1435, 16]").replace(
+        "CollectiveFingerPrint(OpType=_ALLGATHER_BASE)", "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape=[359, 1, "
+        "1436, 16], TensorDtypes=Double)").replace("Rank 1 is", "Rank 5 is")
+    s = load(tmp_path, f"[rank5]: {line}\n")
+    (mm,) = kind(s, "collective_mismatch")
+    assert (mm["ranks"], mm["shapes"], mm["dtypes"]) == ("5,0", "[359,1,1435,16];[359,1,1436,16]", "Double,Double")
+    (c,) = kind(s, "failure_cause")
+    assert (c["cause"], c["rank"]) == ("exception", 5)
+    assert s.meta["world_size"] == 6 and "lower bound" in s.meta["world_size_from"]
+
+
+def test_a_script_s_own_rank_prefix_gives_the_line_its_rank(tmp_path):
+    # made here: simpletuner_2712's "[RANK 1] <date> [ERROR] ..." prefix (a training script's own) before
+    # lightning_19680's exception line; torch's watchdog tag "[Rank 1]" (mixed case) is no prefix of this kind
+    line = text("lightning_19680_mismatch_allgather.log").splitlines()[2]
+    s = load(tmp_path, f"[RANK 1] 2026-05-19 10:10:29,701 [ERROR] GPU circuit breaker OPEN: cuda_error - {line}\n")
+    (c,) = kind(s, "failure_cause")
+    assert (c["cause"], c["rank"], c["source"]) == ("exception", 1, "capture.log:1")
