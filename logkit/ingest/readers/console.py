@@ -67,14 +67,17 @@ _GPU_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+
                        rf" \| LR: (?P<lr>{_F})(?: \| Grad Norm: (?P<gn>{_F}))?(?: \| ETA: (?P<eta>\S+))?\s*$")
 _NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
 _OOM = re.compile(rf"CUDA out of memory\. Tried to allocate (?P<req>{_F}) ?(?P<ru>[KMGT]?i?B)")
-_OOM_NEW = re.compile(rf"GPU (?P<gpu>\d+) has a total capac\w* of (?P<cap>{_F}) ?(?P<cu>[KMGT]?i?B) of which "
-                      rf"(?P<free>{_F}) ?(?P<fu>[KMGT]?i?B) is free")
-_OOM_OLD = re.compile(rf"\(GPU (?P<gpu>\d+); (?P<cap>{_F}) ?(?P<cu>[KMGT]?i?B) total capac\w*;.*?"
-                      rf"(?P<free>{_F}) ?(?P<fu>[KMGT]?i?B) free")
-_OOM_MORE = {"allocated_gib": re.compile(rf"(?:Of the allocated memory (?P<v>{_F}) ?(?P<u>[KMGT]?i?B) is allocated"
-                                         rf"|(?P<v2>{_F}) ?(?P<u2>[KMGT]?i?B) already allocated)"),
-             "reserved_gib": re.compile(rf"(?P<v>{_F}) ?(?P<u>[KMGT]?i?B) reserved in total by PyTorch"),
-             "in_use_gib": re.compile(rf"(?:this process|Process \d+) has (?P<v>{_F}) ?(?P<u>[KMGT]?i?B) memory in use")}
+# a size as torch's format_size writes it: "N bytes" up to 1 KiB ("this process has 0 bytes memory in use"), else
+# KiB / MiB / GiB (older releases: KB / MB / GB)
+_SIZE = r"[KMGT]?i?B|bytes"
+_OOM_NEW = re.compile(rf"GPU (?P<gpu>\d+) has a total capac\w* of (?P<cap>{_F}) ?(?P<cu>{_SIZE}) of which "
+                      rf"(?P<free>{_F}) ?(?P<fu>{_SIZE}) is free")
+_OOM_OLD = re.compile(rf"\(GPU (?P<gpu>\d+); (?P<cap>{_F}) ?(?P<cu>{_SIZE}) total capac\w*;.*?"
+                      rf"(?P<free>{_F}) ?(?P<fu>{_SIZE}) free")
+_OOM_MORE = {"allocated_gib": re.compile(rf"(?:Of the allocated memory (?P<v>{_F}) ?(?P<u>{_SIZE}) is allocated"
+                                         rf"|(?P<v2>{_F}) ?(?P<u2>{_SIZE}) already allocated)"),
+             "reserved_gib": re.compile(rf"(?P<v>{_F}) ?(?P<u>{_SIZE}) reserved in total by PyTorch"),
+             "in_use_gib": re.compile(rf"(?:this process|Process \d+) has (?P<v>{_F}) ?(?P<u>{_SIZE}) memory in use")}
 _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
                         r"(?::\s*(?P<msg>.*))?$")
 _GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
@@ -108,7 +111,7 @@ _GLOG_FIRST = frozenset("[IWEF")
 _LEVEL_FIRST = frozenset("DIWEC")
 _EXCEPTION_WORDS = ("Error", "Exception", "Interrupt", "Exit", "Failure", "Warning")
 _AGENT_HINT = ("closing signal", "exitcode", "Killing subprocess", "return code")
-_UNITS = {"B": 1 / 2**30, "KB": 1e3 / 2**30, "KiB": 1 / 2**20, "MB": 1e6 / 2**30, "MiB": 1 / 2**10,
+_UNITS = {"B": 1 / 2**30, "bytes": 1 / 2**30, "KB": 1e3 / 2**30, "KiB": 1 / 2**20, "MB": 1e6 / 2**30, "MiB": 1 / 2**10,
           "GB": 1e9 / 2**30, "GiB": 1.0, "TB": 1e12 / 2**30, "TiB": 2.0**10}
 
 

@@ -90,3 +90,25 @@ def test_a_script_s_own_rank_prefix_gives_the_line_its_rank(tmp_path):
     s = load(tmp_path, f"[RANK 1] 2026-05-19 10:10:29,701 [ERROR] GPU circuit breaker OPEN: cuda_error - {line}\n")
     (c,) = kind(s, "failure_cause")
     assert (c["cause"], c["rank"], c["source"]) == ("exception", 1, "capture.log:1")
+
+
+# --- CUDA out of memory: sizes in bytes ---------------------------------------------------------------------
+def test_an_oom_s_sizes_written_in_bytes_are_read(tmp_path):
+    # ootdiffusion_167: "Tried to allocate 2.00 GiB. GPU 0 has a total capacty of 4.00 GiB of which 2.80 GiB is free.
+    # Of the allocated memory 0 bytes is allocated by PyTorch"
+    s = load(tmp_path, text("ootdiffusion_167_oom_zero_bytes.log"))
+    (oom,) = kind(s, "cuda_oom")
+    assert (oom["gpu"], oom["requested_gib"], oom["capacity_gib"], oom["free_gib"]) == (0, 2.0, 4.0, 2.8)
+    assert oom["allocated_gib"] == 0.0
+
+
+def test_a_rank_s_oom_with_no_memory_in_use_of_its_own(tmp_path):
+    # made here: ootdiffusion_167's message in the newer wording ms_swift_5943 prints, under a "[rank15]:" prefix:
+    # "Including non-PyTorch memory, this process has 0 bytes memory in use" and 512 bytes allocated
+    line = ("[rank15]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+            "of 4.00 GiB of which 2.80 GiB is free. Including non-PyTorch memory, this process has 0 bytes memory in "
+            "use. Of the allocated memory 512 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but "
+            "unallocated.\n")
+    (oom,) = kind(load(tmp_path, line), "cuda_oom")
+    assert (oom["rank"], oom["in_use_gib"]) == (15, 0.0)
+    assert oom["allocated_gib"] == 512 / 2**30
