@@ -14,7 +14,8 @@ size) carry their provenance (``<fact>_from``: "stated: ...", "derived: ..." or 
 follow their basis, not the order the files are read in: a stated value replaces a derived or inferred
 one (``SessionMeta.offer``). Our records and summary.json state theirs; a reader that does not say
 where its world size came from gets its format's ``world_size_from`` (as stated). Where nothing
-states the world size, the highest rank the files show (a collective mismatch's two sides included) gives a lower bound ("inferred (lower bound):
+states the world size, the highest rank the files show (a collective mismatch's two sides and a launcher's
+local ranks included) gives a lower bound ("inferred (lower bound):
 highest rank seen + 1"), and no world size is ever left below a rank the files show (a diagnostic
 says so). A file that only assumes a rank (trainer_state.json, results.json, an earlier logger's
 summary: rank 0 by convention, its format's declaration says ``assumed_rank``) does not count as a
@@ -324,25 +325,40 @@ def _ranks_seen(reads) -> tuple[int, str] | None:
                 index = pc.index(ranks, top).as_py()
                 where = table.column("source")[index].as_py() or where
             best = (top, where)
-        named = _mismatch_ranks(read)
-        if named is not None and (best is None or named[0] > best[0]):
-            best = named
+        for named in (_mismatch_ranks(read), _local_ranks(read)):
+            if named is not None and (best is None or named[0] > best[0]):
+                best = named
     return best
+
+
+def _rows_of(read, kind: EventKind, column: str):
+    """The ``column`` and ``source`` of the read's events of ``kind`` (None where it has neither)."""
+    table = read.tables.get("events")
+    if table is None or not {"kind", column, "source"} <= set(table.column_names):
+        return None
+    rows = table.filter(pc.equal(table.column("kind").cast(pa.string()), str(kind)))
+    return zip(rows.column(column).to_pylist(), rows.column("source").to_pylist(), strict=True)
 
 
 def _mismatch_ranks(read) -> tuple[int, str] | None:
     """The highest rank a collective mismatch names ("Rank 1 is running ..., but Rank 2 is running ...": both
     sides are ranks of the run, in its ``ranks``), with its ``file:line``; None where none names one."""
-    table = read.tables.get("events")
-    if table is None or not {"kind", "ranks", "source"} <= set(table.column_names):
-        return None
-    rows = table.filter(pc.equal(table.column("kind").cast(pa.string()), str(EventKind.COLLECTIVE_MISMATCH)))
     best = None
-    for ranks, source in zip(rows.column("ranks").to_pylist(), rows.column("source").to_pylist(), strict=True):
+    for ranks, source in _rows_of(read, EventKind.COLLECTIVE_MISMATCH, "ranks") or ():
         named = [int(r) for r in str(ranks).split(",") if r.isdigit()]
         if named and (best is None or max(named) > best[0]):
             best = (max(named), source or Path(read.path).name)
     return best
+
+
+def _local_ranks(read) -> tuple[int, str] | None:
+    """The highest local rank a launcher says failed (``failed (exitcode: 1) local_rank: 3``): a node runs local
+    ranks 0..L, so the run has at least L + 1 ranks; with its ``file:line``, or None."""
+    found = [(int(r), s) for r, s in _rows_of(read, EventKind.CHILD_FAILED, "local_rank") or () if r is not None and r >= 0]
+    if not found:
+        return None
+    top, source = max(found, key=lambda f: f[0])
+    return top, source or Path(read.path).name
 
 
 def _merge_read(meta: SessionMeta, read, notes: list | None = None) -> None:

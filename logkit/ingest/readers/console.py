@@ -436,6 +436,8 @@ class _Console(Blocks):
                 # the ChildFailedError block says it in full: the agent's line stays a line
                 ev.update(kind=EventKind.ERROR, local_rank=None, pid=None, exitcode=None, signal=None, root_cause=None,
                           launcher=None)
+            elif ev.get("script") is None and self.script is not None and ev["launcher"] == "torchrun":
+                ev["script"] = self.script  # a block cut before its entries still names the script ("test.py FAILED")
         self._signal_causes()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])

@@ -112,3 +112,20 @@ def test_a_rank_s_oom_with_no_memory_in_use_of_its_own(tmp_path):
     (oom,) = kind(load(tmp_path, line), "cuda_oom")
     assert (oom["rank"], oom["in_use_gib"]) == (15, 0.0)
     assert oom["allocated_gib"] == 512 / 2**30
+
+
+# --- torchrun's agent: a local rank bounds the world, a cut block still names the script ----------------------
+def test_a_failed_local_rank_gives_a_lower_bound_of_the_world(tmp_path):
+    # egovlp_21 line 1: "failed (exitcode: -9) local_rank: 3 (pid: 407727)": local ranks 0..3 ran, so at least 4
+    s = load(tmp_path, text("egovlp_21_local_rank3_sigkill.log"))
+    (child,) = kind(s, "child_failed")
+    assert (child["local_rank"], child["pid"], child["signal"]) == (3, 407727, "SIGKILL")
+    assert s.meta["world_size"] == 4 and s.meta["world_size_from"].startswith("inferred (lower bound)")
+
+
+def test_a_block_cut_after_its_header_still_names_the_script(tmp_path):
+    # made here: egovlp_21 followed by the head of the block torchrun prints (robomamba_10's shape), cut before its
+    # entries: "train.py FAILED" names the script the failed worker ran
+    body = text("egovlp_21_local_rank3_sigkill.log") + "=" * 53 + "\ntrain.py FAILED\n" + "-" * 53 + "\nFailures:\n"
+    (child,) = kind(load(tmp_path, body), "child_failed")
+    assert (child["script"], child["local_rank"]) == ("train.py", 3)
