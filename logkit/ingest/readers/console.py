@@ -36,6 +36,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from logkit.ingest.readers import rank_lines
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.console_blocks import Blocks, hf_dict
@@ -95,7 +96,8 @@ STARTS = re.compile(
     r"|\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?\s*(?:[-|]\s*)?"
     r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
     r"|\[GPU \d+\]|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
-    r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$")
+    r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$"
+    r"|[Ii]nitialized [Hh]ost \S+ as|\|? ?distributed init \(rank \d+\)")
 
 
 def _cut(text: str) -> bool:
@@ -136,6 +138,8 @@ class _Console(Blocks):
         self.hf_step = 0
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
+        self.joined_hosts: dict[str, set] = {}  # host -> the ranks its processes said they are
+        self.joined_where: int | None = None  # the first line that named a host
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
         self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
         self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
@@ -259,6 +263,28 @@ class _Console(Blocks):
                              "message": text.strip()[:300]}, rank, t)
         self.trace_open = None
 
+    def _joined(self, number: int, text: str, joined: dict, t: float | None) -> None:
+        """A process said which rank it is (and on which host): a ``rank_joined`` event; the hosts such lines
+        name are the run's (``_joined_hosts``, at the end)."""
+        self.read.event(EventKind.RANK_JOINED, number, rank=joined["rank"], host=joined["host"], level="INFO",
+                        time_s=t, message=text.strip()[:300])
+        if joined["host"] is not None:
+            self.joined_hosts.setdefault(joined["host"], set()).add(joined["rank"])
+            self.joined_where = self.joined_where or number
+
+    def _joined_hosts(self) -> None:
+        """The hosts ``initialized host H as rank R`` lines name: stated; their count a lower bound of the nodes
+        (a host with no line of its own may run ranks too); the ranks each runs, where NCCL's lines said none."""
+        if not self.joined_hosts:
+            return
+        meta, where = self.read.meta, f"{self.read.label}:{self.joined_where}"
+        hosts = sorted(self.joined_hosts)
+        meta.state("hosts", hosts, "stated", "the hosts the processes' 'initialized host H as rank R' lines name", where)
+        meta.state("nodes", len(hosts), "inferred (lower bound)",
+                   "the distinct hosts the processes' 'initialized host' lines name", where)
+        if meta.ranks_by_host is None:
+            meta.ranks_by_host = {h: sorted(r) for h, r in sorted(self.joined_hosts.items())}
+
     def _nccl(self, number: int, text: str, rank: int | None) -> bool:
         parts = GLUED.split(text)
         found = [(p, n) for p in parts if (n := parse_nccl_debug(p)) is not None]
@@ -312,6 +338,9 @@ class _Console(Blocks):
             else:
                 self.facts.setdefault(key, value)
                 self.fact_lines.setdefault(key, number)
+        if any(h in text for h in rank_lines.HINTS) and (joined := rank_lines.parse_rank_line(text)) is not None:
+            self._joined(number, text, joined, t)
+            return True
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
             return True
@@ -439,6 +468,7 @@ class _Console(Blocks):
             elif ev.get("script") is None and self.script is not None and ev["launcher"] == "torchrun":
                 ev["script"] = self.script  # a block cut before its entries still names the script ("test.py FAILED")
         self._signal_causes()
+        self._joined_hosts()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])
             self.read.event(EventKind.COLLECTIVE_MISMATCH, line, level="ERROR", rank=None,

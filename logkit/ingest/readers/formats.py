@@ -153,7 +153,9 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|Unsloth - 2x faster|==\(\(====\)\)==|WORLD INFO DICT|dist_world_size=|DeepSpeedEngine configuration"
                       r"|DeepSpeed info: version|Distributed environment: |\[axolotl[\w.]*:\d+\] \[PID:|compute_environment: "
                       r"|^\[(?:INFO|WARNING|ERROR)\|[^\]]+\] \S+ >>|\*{5} Running training \*{5}|Process rank: -?\d+"
-                      r"|`--num_processes` was set|zero_optimization_stage|\[launch\.py:\d+:main\]", re.M)
+                      r"|`--num_processes` was set|zero_optimization_stage|\[launch\.py:\d+:main\]"
+                      # a process saying its rank as it joins (fairseq / metaseq; the vision codebases' init_distributed_mode)
+                      r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)", re.M)
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 
