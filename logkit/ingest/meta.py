@@ -44,6 +44,7 @@ from logkit.ingest.assemble import diagnostic
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.jsonl_lines import Stream
 from logkit.ingest.mapping import TYPE
+from logkit.ingest.ranks_seen import ranks_seen
 from logkit.ingest.readers.formats import Role, declared
 from logkit.ingest.safe_io import READ_ERRORS, display, read_whole
 from logkit.ingest.session import iso_seconds
@@ -59,7 +60,7 @@ from logkit.schema.records import (
     RecordSpec,
 )
 from logkit.schema.values import INDEX, as_int, as_text, check, plain_json
-from logkit.schema.vocab import EventKind, Status
+from logkit.schema.vocab import Status
 
 # --- our records ---------------------------------------------------------------------------
 # meta key <- (the record of rank 0 it is read from, that record's field): in this order.
@@ -305,62 +306,6 @@ def _ints(reads, frame: str, col: str) -> list[int]:
     return out
 
 
-def _ranks_seen(reads) -> tuple[int, str] | None:
-    """The highest rank the reads' lines name (not the rank a format only assumes, its declaration's
-    ``assumed_rank``), with the file and line of a row that names it; None where no line names one."""
-    best = None
-    for read in reads:
-        if declared(read.format).assumed_rank:
-            continue
-        for name in ("steps", "events", "comm"):
-            table = read.tables.get(name)
-            if table is None or "rank" not in table.column_names or not pa.types.is_integer(table.column("rank").type):
-                continue
-            ranks = table.column("rank")
-            top = pc.max(ranks).as_py()
-            if top is None or top < 0 or (best is not None and top <= best[0]):
-                continue
-            where = Path(read.path).name
-            if "source" in table.column_names:
-                index = pc.index(ranks, top).as_py()
-                where = table.column("source")[index].as_py() or where
-            best = (top, where)
-        for named in (_mismatch_ranks(read), _local_ranks(read)):
-            if named is not None and (best is None or named[0] > best[0]):
-                best = named
-    return best
-
-
-def _rows_of(read, kind: EventKind, column: str):
-    """The ``column`` and ``source`` of the read's events of ``kind`` (None where it has neither)."""
-    table = read.tables.get("events")
-    if table is None or not {"kind", column, "source"} <= set(table.column_names):
-        return None
-    rows = table.filter(pc.equal(table.column("kind").cast(pa.string()), str(kind)))
-    return zip(rows.column(column).to_pylist(), rows.column("source").to_pylist(), strict=True)
-
-
-def _mismatch_ranks(read) -> tuple[int, str] | None:
-    """The highest rank a collective mismatch names ("Rank 1 is running ..., but Rank 2 is running ...": both
-    sides are ranks of the run, in its ``ranks``), with its ``file:line``; None where none names one."""
-    best = None
-    for ranks, source in _rows_of(read, EventKind.COLLECTIVE_MISMATCH, "ranks") or ():
-        named = [int(r) for r in str(ranks).split(",") if r.isdigit()]
-        if named and (best is None or max(named) > best[0]):
-            best = (max(named), source or Path(read.path).name)
-    return best
-
-
-def _local_ranks(read) -> tuple[int, str] | None:
-    """The highest local rank a launcher says failed (``failed (exitcode: 1) local_rank: 3``): a node runs local
-    ranks 0..L, so the run has at least L + 1 ranks; with its ``file:line``, or None."""
-    found = [(int(r), s) for r, s in _rows_of(read, EventKind.CHILD_FAILED, "local_rank") or () if r is not None and r >= 0]
-    if not found:
-        return None
-    top, source = max(found, key=lambda f: f[0])
-    return top, source or Path(read.path).name
-
-
 def _merge_read(meta: SessionMeta, read, notes: list | None = None) -> None:
     """One file's meta; each fact with where it came from (never one without the other), by its basis."""
     values = read.meta.copy()
@@ -394,7 +339,7 @@ def add_reads(meta: SessionMeta, reads: list, streams: bool, notes: list | None 
         if declared(read.format).role is Role.BENCHMARK and meta.nccl_tests is None:
             meta.nccl_tests = []  # a benchmark's tables, even none
     meta.formats = sorted({read.format for read in reads})
-    seen = _ranks_seen(reads)
+    seen = ranks_seen(reads)
     if seen is not None:
         _at_least(meta, seen[0] + 1, seen[1], streams, notes)
     if meta.total_steps is None:

@@ -67,18 +67,6 @@ _LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(
 _GPU_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+)\] \| Loss: (?P<loss>{_F})"
                        rf" \| LR: (?P<lr>{_F})(?: \| Grad Norm: (?P<gn>{_F}))?(?: \| ETA: (?P<eta>\S+))?\s*$")
 _NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
-_OOM = re.compile(rf"CUDA out of memory\. Tried to allocate (?P<req>{_F}) ?(?P<ru>[KMGT]?i?B)")
-# a size as torch's format_size writes it: "N bytes" up to 1 KiB ("this process has 0 bytes memory in use"), else
-# KiB / MiB / GiB (older releases: KB / MB / GB)
-_SIZE = r"[KMGT]?i?B|bytes"
-_OOM_NEW = re.compile(rf"GPU (?P<gpu>\d+) has a total capac\w* of (?P<cap>{_F}) ?(?P<cu>{_SIZE}) of which "
-                      rf"(?P<free>{_F}) ?(?P<fu>{_SIZE}) is free")
-_OOM_OLD = re.compile(rf"\(GPU (?P<gpu>\d+); (?P<cap>{_F}) ?(?P<cu>{_SIZE}) total capac\w*;.*?"
-                      rf"(?P<free>{_F}) ?(?P<fu>{_SIZE}) free")
-_OOM_MORE = {"allocated_gib": re.compile(rf"(?:Of the allocated memory (?P<v>{_F}) ?(?P<u>{_SIZE}) is allocated"
-                                         rf"|(?P<v2>{_F}) ?(?P<u2>{_SIZE}) already allocated)"),
-             "reserved_gib": re.compile(rf"(?P<v>{_F}) ?(?P<u>{_SIZE}) reserved in total by PyTorch"),
-             "in_use_gib": re.compile(rf"(?:this process|Process \d+) has (?P<v>{_F}) ?(?P<u>{_SIZE}) memory in use")}
 _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
                         r"(?::\s*(?P<msg>.*))?$")
 _GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
@@ -113,17 +101,6 @@ _GLOG_FIRST = frozenset("[IWEF")
 _LEVEL_FIRST = frozenset("DIWEC")
 _EXCEPTION_WORDS = ("Error", "Exception", "Interrupt", "Exit", "Failure", "Warning")
 _AGENT_HINT = ("closing signal", "exitcode", "Killing subprocess", "return code")
-_UNITS = {"B": 1 / 2**30, "bytes": 1 / 2**30, "KB": 1e3 / 2**30, "KiB": 1 / 2**20, "MB": 1e6 / 2**30, "MiB": 1 / 2**10,
-          "GB": 1e9 / 2**30, "GiB": 1.0, "TB": 1e12 / 2**30, "TiB": 2.0**10}
-
-
-def _gib(value: str | None, unit: str | None) -> float | None:
-    try:
-        return float(value) * _UNITS[unit]
-    except (KeyError, ValueError, TypeError):
-        return None
-
-
 class _Console(Blocks):
     """Parser state across the lines of one capture."""
 
@@ -138,8 +115,7 @@ class _Console(Blocks):
         self.hf_step = 0
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
-        self.joined_hosts: dict[str, set] = {}  # host -> the ranks its processes said they are
-        self.joined_where: int | None = None  # the first line that named a host
+        self.joined = rank_lines.Joined(read)  # the processes that said their rank as they joined
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
         self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
         self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
@@ -217,8 +193,9 @@ class _Console(Blocks):
         if "mismatch between collectives" in text and (mm := tl.parse_mismatch(text)) is not None:
             self._mismatch(number, text, mm, rank, t)
             return True
-        if "CUDA out of memory" in text and (o := _OOM.search(text)) is not None:
-            self._oom(number, text, rank, o)
+        if "CUDA out of memory" in text and (o := tl.parse_oom(text)) is not None:
+            self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300], **o)
+            self.block = "trace"
             self.trace_open = None
             return True
         if "NCCL error" in text and (e := tl.parse_nccl_error(text)) is not None:
@@ -263,28 +240,6 @@ class _Console(Blocks):
                              "message": text.strip()[:300]}, rank, t)
         self.trace_open = None
 
-    def _joined(self, number: int, text: str, joined: dict, t: float | None) -> None:
-        """A process said which rank it is (and on which host): a ``rank_joined`` event; the hosts such lines
-        name are the run's (``_joined_hosts``, at the end)."""
-        self.read.event(EventKind.RANK_JOINED, number, rank=joined["rank"], host=joined["host"], level="INFO",
-                        time_s=t, message=text.strip()[:300])
-        if joined["host"] is not None:
-            self.joined_hosts.setdefault(joined["host"], set()).add(joined["rank"])
-            self.joined_where = self.joined_where or number
-
-    def _joined_hosts(self) -> None:
-        """The hosts ``initialized host H as rank R`` lines name: stated; their count a lower bound of the nodes
-        (a host with no line of its own may run ranks too); the ranks each runs, where NCCL's lines said none."""
-        if not self.joined_hosts:
-            return
-        meta, where = self.read.meta, f"{self.read.label}:{self.joined_where}"
-        hosts = sorted(self.joined_hosts)
-        meta.state("hosts", hosts, "stated", "the hosts the processes' 'initialized host H as rank R' lines name", where)
-        meta.state("nodes", len(hosts), "inferred (lower bound)",
-                   "the distinct hosts the processes' 'initialized host' lines name", where)
-        if meta.ranks_by_host is None:
-            meta.ranks_by_host = {h: sorted(r) for h, r in sorted(self.joined_hosts.items())}
-
     def _nccl(self, number: int, text: str, rank: int | None) -> bool:
         parts = GLUED.split(text)
         found = [(p, n) for p in parts if (n := parse_nccl_debug(p)) is not None]
@@ -311,18 +266,6 @@ class _Console(Blocks):
                 ev.update(last_enqueued=w["last_enqueued"], last_completed=w["last_completed"])
                 break
 
-    def _oom(self, number: int, text: str, rank: int | None, o: re.Match) -> None:
-        cap = _OOM_NEW.search(text) or _OOM_OLD.search(text)
-        more = {}
-        for name, pattern in _OOM_MORE.items():
-            v = pattern.search(text)
-            more[name] = _gib(v["v"] or v.groupdict().get("v2"), v["u"] or v.groupdict().get("u2")) if v else None
-        self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300],
-                        requested_gib=_gib(o["req"], o["ru"]), capacity_gib=_gib(cap["cap"], cap["cu"]) if cap else None,
-                        free_gib=_gib(cap["free"], cap["fu"]) if cap else None, gpu=int(cap["gpu"]) if cap else None,
-                        **more)
-        self.block = "trace"
-
     def _traceback_call(self, text: str) -> None:
         if (c := _DIST_CALL.search(text)) is not None:
             self.dist_op = c["op"]
@@ -339,7 +282,7 @@ class _Console(Blocks):
                 self.facts.setdefault(key, value)
                 self.fact_lines.setdefault(key, number)
         if any(h in text for h in rank_lines.HINTS) and (joined := rank_lines.parse_rank_line(text)) is not None:
-            self._joined(number, text, joined, t)
+            self.joined.line(number, text, joined, t)
             return True
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
@@ -468,7 +411,7 @@ class _Console(Blocks):
             elif ev.get("script") is None and self.script is not None and ev["launcher"] == "torchrun":
                 ev["script"] = self.script  # a block cut before its entries still names the script ("test.py FAILED")
         self._signal_causes()
-        self._joined_hosts()
+        self.joined.write()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])
             self.read.event(EventKind.COLLECTIVE_MISMATCH, line, level="ERROR", rank=None,
