@@ -14,7 +14,8 @@ size) carry their provenance (``<fact>_from``: "stated: ...", "derived: ..." or 
 follow their basis, not the order the files are read in: a stated value replaces a derived or inferred
 one (``SessionMeta.offer``). Our records and summary.json state theirs; a reader that does not say
 where its world size came from gets its format's ``world_size_from`` (as stated). Where nothing
-states the world size, the highest rank the files show gives a lower bound ("inferred (lower bound):
+states the world size, the highest rank the files show (a collective mismatch's two sides and a launcher's
+local ranks included) gives a lower bound ("inferred (lower bound):
 highest rank seen + 1"), and no world size is ever left below a rank the files show (a diagnostic
 says so). A file that only assumes a rank (trainer_state.json, results.json, an earlier logger's
 summary: rank 0 by convention, its format's declaration says ``assumed_rank``) does not count as a
@@ -43,6 +44,7 @@ from logkit.ingest.assemble import diagnostic
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.jsonl_lines import Stream
 from logkit.ingest.mapping import TYPE
+from logkit.ingest.ranks_seen import ranks_seen
 from logkit.ingest.readers.formats import Role, declared
 from logkit.ingest.safe_io import READ_ERRORS, display, read_whole
 from logkit.ingest.session import iso_seconds
@@ -308,29 +310,6 @@ def _ints(reads, frame: str, col: str) -> list[int]:
     return out
 
 
-def _ranks_seen(reads) -> tuple[int, str] | None:
-    """The highest rank the reads' lines name (not the rank a format only assumes, its declaration's
-    ``assumed_rank``), with the file and line of a row that names it; None where no line names one."""
-    best = None
-    for read in reads:
-        if declared(read.format).assumed_rank:
-            continue
-        for name in ("steps", "events", "comm"):
-            table = read.tables.get(name)
-            if table is None or "rank" not in table.column_names or not pa.types.is_integer(table.column("rank").type):
-                continue
-            ranks = table.column("rank")
-            top = pc.max(ranks).as_py()
-            if top is None or top < 0 or (best is not None and top <= best[0]):
-                continue
-            where = Path(read.path).name
-            if "source" in table.column_names:
-                index = pc.index(ranks, top).as_py()
-                where = table.column("source")[index].as_py() or where
-            best = (top, where)
-    return best
-
-
 def _merge_read(meta: SessionMeta, read, notes: list | None = None) -> None:
     """One file's meta; each fact with where it came from (never one without the other), by its basis."""
     values = read.meta.copy()
@@ -364,7 +343,7 @@ def add_reads(meta: SessionMeta, reads: list, streams: bool, notes: list | None 
         if declared(read.format).role is Role.BENCHMARK and meta.nccl_tests is None:
             meta.nccl_tests = []  # a benchmark's tables, even none
     meta.formats = sorted({read.format for read in reads})
-    seen = _ranks_seen(reads)
+    seen = ranks_seen(reads)
     if seen is not None:
         _at_least(meta, seen[0] + 1, seen[1], streams, notes)
     if meta.total_steps is None:

@@ -217,7 +217,7 @@ class SessionMeta(dict):
     ranks_by_host = Key(dict, "{host: [rank, ...]}")
     devices = Key(dict, "{host: [CUDA device, ...]} the NCCL lines name")
     local_ranks = Key(int, "ranks per host (nccl init's localRanks)", "ranks", domain=RANKS)
-    nccl_ranks_seen = Key(list, "the ranks NCCL's channel lines name")
+    nccl_ranks_seen = Key(list, "the ranks NCCL's channel and tree lines name")
     network = Key(str, "NCCL's network (IB, Socket, or a plugin's name)")
     network_from = Key(str, "where the network came from: 'stated: Using network IB (...)', or derived from the "
                             "NICs or the channels' transport")

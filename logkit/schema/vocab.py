@@ -98,6 +98,8 @@ class EventKind(Word):
     CHILD_FAILED = "child_failed", "a launcher reports a worker that exited (exit code, signal, root cause)"
     FAILURE_CAUSE = "failure_cause", ("why a process failed, as a line says it (``cause``: FailureCause; ``message``: "
                                       "the line; ``rank`` where known)")
+    RANK_JOINED = "rank_joined", ("a process said which rank it is as it joined the run (``rank``; ``host`` where the "
+                                  "line names one)")
     RENDEZVOUS_TIMEOUT = "rendezvous_timeout", "the rendezvous store could not be reached in time"
     ADDRESS_IN_USE = "address_in_use", "the rendezvous port was already in use"
     LOGGER_ERROR = "logger_error", "a line of the logger's own errors log: a problem of the logger, not the run"

@@ -72,6 +72,9 @@ def ranks_seen(s) -> set[int]:
     for frame in (s.events, s.steps):
         if len(frame):
             out |= {int(r) for r in frame["rank"].dropna()}
+    # a collective mismatch names both sides ("Rank 1 is running ..., but Rank 2 is running ...") in one row
+    out |= {int(r) for ranks in events(s, "collective_mismatch").get("ranks", pd.Series(dtype=object)).dropna()
+            for r in str(ranks).split(",") if r.isdigit()}
     return out
 
 
@@ -379,7 +382,10 @@ def check_comm_topology(s, path, entry):
 
 
 def check_init_start(s, path, entry):
-    assert sorted(int(r) for r in events(s, "nccl_init")["rank"]) == sorted(f["rank"] for f in entry["init_start"])
+    # the communicators' ranks (a process whose lines name no communicator and no rank, only its NICs, is a
+    # row of no rank: it set NCCL up, and the file does not say as which rank)
+    ranks = events(s, "nccl_init")["rank"].dropna()
+    assert sorted(int(r) for r in ranks) == sorted(f["rank"] for f in entry["init_start"])
 
 
 def check_init_complete(s, path, entry):
@@ -930,7 +936,15 @@ def check_backend(s, path, entry):
 
 
 def check_channel_ranks(s, path, entry):
-    assert set(entry["nccl_ranks_in_channel_lines"]) <= ranks_seen(s)
+    # a rank whose own lines are in the file is a row's; one that only another process's line names as its
+    # peer (the receiver of a P2P send) has no line, and is kept among the ranks NCCL's lines name
+    named = set(entry["nccl_ranks_in_channel_lines"])
+    assert named <= ranks_seen(s) | set(s.meta["nccl_ranks_seen"] or [])
+    assert set(s.meta["nccl_ranks_seen"] or []) == named
+    writers = {int(m[1]) for line in lines_of(path) if (m := re.search(
+        r"NCCL INFO Channel \d+ : (\d+)\[\w+\] -> \d+\[\w+\] (?!\[receive\])", line))}
+    writers |= {int(m[1]) for line in lines_of(path) if (m := re.search(r" -> (\d+)\[\w+\] \[receive\]", line))}
+    assert writers <= ranks_seen(s)  # each rank that wrote a channel line (read here, off the file) is a row's
 
 
 def check_nccl_info_host(s, path, entry):

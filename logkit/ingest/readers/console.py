@@ -38,6 +38,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from logkit.ingest.readers import rank_lines
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.console_blocks import Blocks, hf_dict
@@ -73,15 +74,6 @@ _GPU_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+
 _TRAIN_EPOCH = re.compile(rf"^Train Epoch: (?P<epoch>\d+) \[(?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+(?:\.\d+)?)%\)\]"
                           rf"\s+(?:Loss: |loss=)(?P<loss>{_F})\s*$")
 _NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
-_OOM = re.compile(rf"CUDA out of memory\. Tried to allocate (?P<req>{_F}) ?(?P<ru>[KMGT]?i?B)")
-_OOM_NEW = re.compile(rf"GPU (?P<gpu>\d+) has a total capac\w* of (?P<cap>{_F}) ?(?P<cu>[KMGT]?i?B) of which "
-                      rf"(?P<free>{_F}) ?(?P<fu>[KMGT]?i?B) is free")
-_OOM_OLD = re.compile(rf"\(GPU (?P<gpu>\d+); (?P<cap>{_F}) ?(?P<cu>[KMGT]?i?B) total capac\w*;.*?"
-                      rf"(?P<free>{_F}) ?(?P<fu>[KMGT]?i?B) free")
-_OOM_MORE = {"allocated_gib": re.compile(rf"(?:Of the allocated memory (?P<v>{_F}) ?(?P<u>[KMGT]?i?B) is allocated"
-                                         rf"|(?P<v2>{_F}) ?(?P<u2>[KMGT]?i?B) already allocated)"),
-             "reserved_gib": re.compile(rf"(?P<v>{_F}) ?(?P<u>[KMGT]?i?B) reserved in total by PyTorch"),
-             "in_use_gib": re.compile(rf"(?:this process|Process \d+) has (?P<v>{_F}) ?(?P<u>[KMGT]?i?B) memory in use")}
 _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
                         r"(?::\s*(?P<msg>.*))?$")
 _GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
@@ -99,7 +91,8 @@ STARTS = re.compile(
     r"|\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?\s*(?:[-|]\s*)?"
     r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
     r"|\[GPU \d+\]|Train Epoch: \d+ \[|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
-    r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$")
+    r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$"
+    r"|[Ii]nitialized [Hh]ost \S+ as|\|? ?distributed init \(rank \d+\)")
 
 
 def _cut(text: str) -> bool:
@@ -115,17 +108,6 @@ _GLOG_FIRST = frozenset("[IWEF")
 _LEVEL_FIRST = frozenset("DIWEC")
 _EXCEPTION_WORDS = ("Error", "Exception", "Interrupt", "Exit", "Failure", "Warning")
 _AGENT_HINT = ("closing signal", "exitcode", "Killing subprocess", "return code")
-_UNITS = {"B": 1 / 2**30, "KB": 1e3 / 2**30, "KiB": 1 / 2**20, "MB": 1e6 / 2**30, "MiB": 1 / 2**10,
-          "GB": 1e9 / 2**30, "GiB": 1.0, "TB": 1e12 / 2**30, "TiB": 2.0**10}
-
-
-def _gib(value: str | None, unit: str | None) -> float | None:
-    try:
-        return float(value) * _UNITS[unit]
-    except (KeyError, ValueError, TypeError):
-        return None
-
-
 class _Console(Blocks):
     """Parser state across the lines of one capture."""
 
@@ -143,9 +125,10 @@ class _Console(Blocks):
         self.trained = False
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
+        self.joined = rank_lines.Joined(read)  # the processes that said their rank as they joined
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
         self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
-        self.causes: set[tuple] = set()  # (rank, cause) of the failure_cause events so far
+        self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
@@ -218,10 +201,11 @@ class _Console(Blocks):
             read.meta.fill(nccl_version=v["version"])
             return True
         if "mismatch between collectives" in text and (mm := tl.parse_mismatch(text)) is not None:
-            read.event(EventKind.COLLECTIVE_MISMATCH, number, rank=rank, level="ERROR", message=text.strip()[:300], **mm)
+            self._mismatch(number, text, mm, rank, t)
             return True
-        if "CUDA out of memory" in text and (o := _OOM.search(text)) is not None:
-            self._oom(number, text, rank, o)
+        if "CUDA out of memory" in text and (o := tl.parse_oom(text)) is not None:
+            self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300], **o)
+            self.block = "trace"
             self.trace_open = None
             return True
         if "NCCL error" in text and (e := tl.parse_nccl_error(text)) is not None:
@@ -255,6 +239,17 @@ class _Console(Blocks):
             level, text = m["level"], m["msg"]
         return self._message(number, text, level, rank, t)
 
+    def _mismatch(self, number: int, text: str, mm: dict, rank: int | None, t: float | None) -> None:
+        """A collective mismatch: torch raises it (``TORCH_CHECK`` in ProcessGroupWrapper), so it is the
+        failure's cause, an exception, of the rank the line's prefix names (the ranks it names are ranks
+        of the run: ``ingest.meta`` counts them among the ranks seen)."""
+        read = self.read
+        read.event(EventKind.COLLECTIVE_MISMATCH, number, rank=rank, level="ERROR", message=text.strip()[:300], **mm)
+        raised = _EXCEPTION.match(text.strip())
+        self._cause(number, {"cause": FailureCause.EXCEPTION, "what": raised["type"] if raised else None,
+                             "message": text.strip()[:300]}, rank, t)
+        self.trace_open = None
+
     def _nccl(self, number: int, text: str, rank: int | None) -> bool:
         parts = GLUED.split(text)
         found = [(p, n) for p in parts if (n := parse_nccl_debug(p)) is not None]
@@ -281,18 +276,6 @@ class _Console(Blocks):
                 ev.update(last_enqueued=w["last_enqueued"], last_completed=w["last_completed"])
                 break
 
-    def _oom(self, number: int, text: str, rank: int | None, o: re.Match) -> None:
-        cap = _OOM_NEW.search(text) or _OOM_OLD.search(text)
-        more = {}
-        for name, pattern in _OOM_MORE.items():
-            v = pattern.search(text)
-            more[name] = _gib(v["v"] or v.groupdict().get("v2"), v["u"] or v.groupdict().get("u2")) if v else None
-        self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300],
-                        requested_gib=_gib(o["req"], o["ru"]), capacity_gib=_gib(cap["cap"], cap["cu"]) if cap else None,
-                        free_gib=_gib(cap["free"], cap["fu"]) if cap else None, gpu=int(cap["gpu"]) if cap else None,
-                        **more)
-        self.block = "trace"
-
     def _traceback_call(self, number: int, text: str) -> None:
         """A traceback's line: the torch.distributed call it shows, the framework whose code it is in."""
         self.frameworks.frame(number, text)
@@ -310,6 +293,9 @@ class _Console(Blocks):
             else:
                 self.facts.setdefault(key, value)
                 self.fact_lines.setdefault(key, number)
+        if any(h in text for h in rank_lines.HINTS) and (joined := rank_lines.parse_rank_line(text)) is not None:
+            self.joined.line(number, text, joined, t)
+            return True
         if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
             return True
@@ -356,9 +342,11 @@ class _Console(Blocks):
 
     def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
         """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
-        torch's ``what():`` lines, repeat it). An NCCL error's ``Last error:`` detail, on the lines
-        after it, is added to its message (``_last_error``)."""
-        key = (rank, c["cause"])
+        torch's ``what():`` lines, repeat it). Python's ``can't open file`` is the one exception: the
+        interpreter prints it once and exits 2, so each such line is one process (a launcher's workers
+        print it once each, all unranked). An NCCL error's ``Last error:`` detail, on the lines after it,
+        is added to its message (``_last_error``)."""
+        key = (rank, c["cause"], number if c["cause"] == FailureCause.FILE_NOT_FOUND else None)
         if key in self.causes:
             return
         self.causes.add(key)
@@ -444,7 +432,10 @@ class _Console(Blocks):
                 # the ChildFailedError block says it in full: the agent's line stays a line
                 ev.update(kind=EventKind.ERROR, local_rank=None, pid=None, exitcode=None, signal=None, root_cause=None,
                           launcher=None)
+            elif ev.get("script") is None and self.script is not None and ev["launcher"] == "torchrun":
+                ev["script"] = self.script  # a block cut before its entries still names the script ("test.py FAILED")
         self._signal_causes()
+        self.joined.write()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])
             self.read.event(EventKind.COLLECTIVE_MISMATCH, line, level="ERROR", rank=None,
@@ -462,9 +453,9 @@ class _Console(Blocks):
         """A worker a launcher says a signal ended (``exitcode: -9``, ``died from signal 6``) and no line
         of which said why: the signal is its cause."""
         for ev in [e for e in self.read.rows["events"] if e["kind"] == EventKind.CHILD_FAILED and e.get("signal")]:
-            if (ev["rank"], FailureCause.SIGNAL) in self.causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
+            if (ev["rank"], FailureCause.SIGNAL, None) in self.causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
                 continue  # said already; or a worker the launcher tore down after another failed
-            self.causes.add((ev["rank"], FailureCause.SIGNAL))
+            self.causes.add((ev["rank"], FailureCause.SIGNAL, None))
             at = re.search(r":(\d+)$", ev["source"])
             line = int(at[1]) if at else None
             self.read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),

@@ -160,7 +160,9 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|^\[(?:INFO|WARNING|ERROR)\|[^\]]+\] \S+ >>|\*{5} Running training \*{5}|Process rank: -?\d+"
                       r"|`--num_processes` was set|zero_optimization_stage|\[launch\.py:\d+:main\]"
                       r"|using world size: \d+, data-parallel[- ]size|GLOBAL_RANK: \d+, MEMBER: \d+/\d+"
-                      r"|All (?:DDP|distributed) processes registered", re.M)
+                      r"|All (?:DDP|distributed) processes registered"
+                      # a process saying its rank as it joins (fairseq / metaseq; the vision codebases' init_distributed_mode)
+                      r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)", re.M)
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 

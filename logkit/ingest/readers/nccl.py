@@ -14,7 +14,11 @@ CUDA device, not the global rank) and says what it tells (``what``):
   ``Ring 00 : 1 -> 0 [receive] via NET/Socket/0`` (``rank``: the rank of the writing process:
   the receiver of a ``[receive]`` line, else the sender; ``ranks``: both);
 - ``channels``: ``4 coll channels, ...``; ``retry``: ``Call to connect returned X, retrying``;
-- ``chain``: a WARN's ``file:line -> N``; ``version``, ``driver``, ``warn``, ``info`` (the rest).
+- ``trees``: ``Trees [0] 154/-1/-1->155->153|...`` (``rank``: the writing process's, the middle one;
+  ``ranks``: every rank a tree names);
+- ``timings``: ``Init timings: rank R nranks N total ...`` (printed on the communicator's device);
+- ``chain``: an error's return trace ``file:line -> N`` (after a WARN, or alone); ``version``, ``driver``,
+  ``warn``, ``info`` (the rest).
 """
 
 from __future__ import annotations
@@ -43,6 +47,16 @@ _RING = re.compile(r"^Channel (?P<ch>\d+)(?:/(?P<n>\d+))? :(?P<ranks>(?:\s+\d+)+
 _PEER = re.compile(r"^(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? : (?P<a>\d+)(?:\[[0-9a-fA-F]+\])? -> "
                    r"(?P<b>\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>\S.*?)\s*$")
 _CHANNELS = re.compile(r"^(?P<n>\d+) coll channels")
+# "Trees [0] 154/-1/-1->155->153|153->155->154/-1/-1 [1] ...": per channel, a rank's tree children, itself
+# and its parent (-1: none); the ranks it names are ranks of the run
+# and its parent (-1: none), and in 2.4-2.6 the same from the parent's side after "|"; only whole trees are
+# read (a torn line's last one is not)
+_TREES = re.compile(r"^Trees \[\d+\] ")
+_TREE = re.compile(r"(?<![\d/>-])(?:(-?\d+)/(-?\d+)/(-?\d+)->(\d+)->(-?\d+)|(-?\d+)->(\d+)->(-?\d+)/(-?\d+)/(-?\d+))"
+                   r"(?=[|\s]|$)")
+# NCCL 2.19+ after an init completes, on the communicator's device: "Init timings: rank 2 nranks 16 total
+# 1.08 (...)", later "Init timings - ncclCommInitRank: rank 2 nranks 16 total ..."
+_TIMINGS = re.compile(r"^Init timings(?: - \w+)?: rank (?P<rank>\d+) nranks (?P<nranks>\d+) ")
 _RETRY = re.compile(r"^Call to connect returned (?P<error>.+?), retrying")
 _CHAIN = re.compile(r"^(?P<where>\S+:\d+) -> (?P<code>\d+)")
 _VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
@@ -86,6 +100,11 @@ def _channel(msg: str) -> dict | None:
         return {"what": "peer", "rank": b if p["dir"] == "receive" else a, "ranks": (a, b), "via": p["via"]}
     if (c := _CHANNELS.match(msg)) is not None:
         return {"what": "channels", "channels": int(c["n"])}
+    if _TREES.match(msg) is not None:
+        trees = _TREE.findall(msg)
+        ranks = {int(x) for tree in trees for x in tree if x and x != "-1"}
+        own = trees[0][3] or trees[0][6] if trees else None  # the rank in the middle: the one writing
+        return {"what": "trees", "rank": int(own), "ranks": sorted(ranks)} if ranks else None
     return None
 
 
@@ -98,6 +117,8 @@ def _other(msg: str) -> dict | None:
         return {"what": "driver", "driver": int(d["driver"])}
     if (r := _RETRY.match(msg)) is not None:
         return {"what": "retry", "error": r["error"]}
+    if (t := _TIMINGS.match(msg)) is not None:
+        return {"what": "timings", "rank": int(t["rank"]), "nranks": int(t["nranks"])}
     return None
 
 

@@ -2,13 +2,15 @@
 
 Each process (host and pid of its lines) gathers what its lines tell: its communicators
 (``Init START`` / ``Init COMPLETE`` lines and the newer ``nRanks .. nNodes .. localRanks ..``
-line), the network and NICs it uses, its rank where only channel lines name it, and the rank
-its launcher prefix gave. At the end (``finish``) every process becomes one ``nccl_init``
-event per communicator (``init``: complete, start, abort, or None where no init line was seen:
+line), the network and NICs it uses, its rank where only channel or tree lines name it (a rank per
+device where one process drives several GPUs, nccl-tests' ``-g 8``), and the rank its launcher
+prefix gave. At the end (``finish``) every process becomes one ``nccl_init`` event per communicator
+(per device, for such a process) (``init``: complete, start, abort, or None where no init line was seen:
 the log may stop before ``Init COMPLETE``) and the whole capture gives meta: ``world_size``
-(NCCL's nranks: stated; else the ranks a ring lists: derived; else the highest rank a channel line
-names: a lower bound), ``nodes`` (NCCL's nNodes, else the hosts seen, a lower bound), ``hosts``,
-``ranks_by_host``, ``devices`` (CUDA devices per host), ``local_ranks``, ``network`` (``Using network
+(NCCL's nranks: stated; else the ranks a ring lists: derived; else the highest rank a channel or
+tree line names: a lower bound), ``nodes`` (NCCL's nNodes, else the hosts seen, a lower bound), ``hosts``,
+``ranks_by_host``, ``devices`` (CUDA devices per host: its init lines' and ``Init timings`` lines' cudaDev, else
+every ``[dev]`` its lines carry), ``local_ranks``, ``network`` (``Using network
 X``; where IB was looked for and not found first, ``network_fallback`` says so), ``nics``,
 ``transports`` (connections per transport of the channel lines: ``via P2P/IPC/read`` counts as
 ``P2P/IPC``, ``via NET/IB/0/GDRDMA`` as ``NET/IB``), ``nic_provider``, ``nic_count``,
@@ -45,6 +47,8 @@ class _Proc:
     devices: set = field(default_factory=set)
     comms: dict = field(default_factory=dict)  # comm address -> what its lines said
     rank: int | None = None  # from channel lines
+    dev_ranks: dict = field(default_factory=dict)  # device -> the own rank its channel / tree lines name
+    comm_devices: set = field(default_factory=set)  # devices a communicator's lines (Init timings) were written on
     launcher_rank: int | None = None
     network: str | None = None
     channels: int | None = None
@@ -54,6 +58,8 @@ class _Proc:
     def merge(self, other: _Proc) -> None:
         self.line, self.count = min(self.line, other.line), self.count + other.count
         self.devices |= other.devices
+        self.comm_devices |= other.comm_devices
+        self.dev_ranks = {**other.dev_ranks, **self.dev_ranks}
         for comm, facts in other.comms.items():
             self.comms.setdefault(comm, {}).update({k: v for k, v in facts.items() if v is not None})
         for name in ("rank", "launcher_rank", "network", "channels"):
@@ -96,12 +102,26 @@ class NcclProcs:
             self.warns[(n["host"], n["pid"])] = self.read.event(
                 EventKind.NCCL_WARN, number, host=n["host"], rank=launcher_rank, level="WARNING",
                 message=n["message"].strip(), device=n["dev"], pid=n["pid"], where=n["where"], chain=None)
-        elif what == "chain" and (ev := self.warns.get((n["host"], n["pid"]))) is not None:
-            link = f"{n['where']} -> {n['code']}"
-            ev["chain"] = link if ev["chain"] is None else f"{ev['chain']}; {link}"
+        elif what == "chain":
+            self._chain(n, number, launcher_rank)
         else:
             self._fact(proc, n, number)
         proc.devices.add(n["dev"])
+
+    def _chain(self, n: dict, number: int, launcher_rank: int | None) -> None:
+        """An error's return trace (NCCLCHECK's ``INFO(NCCL_ALL, "%s:%d -> %d", ...)``, one line per frame it
+        unwinds): added to the process's last WARN; where no WARN opened it (an internal check that fails
+        without one), its first line opens an ``nccl_warn`` of its own, so that the chain is kept."""
+        key = (n["host"], n["pid"])
+        link = f"{n['where']} -> {n['code']}"
+        ev = self.warns.get(key)
+        if ev is None:
+            self.warns[key] = self.read.event(
+                EventKind.NCCL_WARN, number, host=n["host"], rank=launcher_rank, level="WARNING",
+                message=f"NCCL error return trace (no WARN before it): {link}", device=n["dev"], pid=n["pid"],
+                where=n["where"], chain=link)
+            return
+        ev["chain"] = link if ev["chain"] is None else f"{ev['chain']}; {link}"
 
     def _comm(self, comm: dict, n: dict, number: int) -> None:
         for key in ("rank", "nranks", "nnodes", "local_ranks", "local_rank", "comm_id", "bus_id"):
@@ -128,6 +148,13 @@ class NcclProcs:
             proc.channels = max(proc.channels or 0, n["channels"] or 0) or None
         elif what == "peer":
             self._peer(proc, n, number)
+            proc.dev_ranks.setdefault(n["dev"], n["rank"])
+        elif what == "trees":
+            self._named(n["ranks"], number)
+            proc.rank = n["rank"] if proc.rank is None else proc.rank
+            proc.dev_ranks.setdefault(n["dev"], n["rank"])
+        elif what == "timings":
+            proc.comm_devices.add(n["dev"])
         elif what == "version":
             self.read.meta.fill(nccl_version=n["version"])
         elif what == "driver":
@@ -151,14 +178,18 @@ class NcclProcs:
     def _peer(self, proc: _Proc, n: dict, number: int) -> None:
         """A channel's connection: the process's rank, the ranks named, and the transport it goes by."""
         proc.rank = n["rank"] if proc.rank is None else proc.rank
-        self.facts.setdefault("ranks_named", set()).update(n["ranks"])
-        if max(n["ranks"]) >= max(self.facts["ranks_named"]):
-            self.where["ranks_named"] = number
+        self._named(n["ranks"], number)
         self.where.setdefault("transports", number)
         name = transport(n["via"])
         self.transports[name] = self.transports.get(name, 0) + 1
         if (net := _VIA_NET.match(n["via"])) is not None:  # "via NET/Socket/0": the network's transport
             self.facts.setdefault("via", set()).add(net["net"])
+
+    def _named(self, ranks, number: int) -> None:
+        """Ranks a channel or tree line names: ranks of the run (the highest gives a lower bound)."""
+        self.facts.setdefault("ranks_named", set()).update(ranks)
+        if max(ranks) >= max(self.facts["ranks_named"]):
+            self.where["ranks_named"] = number
 
     def _joined(self) -> list[_Proc]:
         """The processes, torn host names joined to their whole ones."""
@@ -183,6 +214,10 @@ class NcclProcs:
 
     def _events(self, proc: _Proc, network: str | None) -> None:
         comms = sorted(proc.comms.items(), key=lambda kv: kv[1]["line"])
+        if not comms and len(proc.dev_ranks) > 1:
+            # one process driving several GPUs (nccl-tests -g 8): each device's channel lines name its own rank
+            comms = [(None, {"line": proc.line, "rank": rank, "device": dev})
+                     for dev, rank in sorted(proc.dev_ranks.items())]
         if not comms:
             comms = [(None, {"line": proc.line, "rank": proc.rank if proc.rank is not None else proc.launcher_rank})]
         for comm, facts in comms:
@@ -212,7 +247,7 @@ class NcclProcs:
                        self._at(self.where.get("ring")))
         if "ranks_named" in self.facts:
             meta.state("world_size", max(self.facts["ranks_named"]) + 1, "inferred (lower bound)",
-                       "the highest rank the NCCL channel lines name + 1", self._at(self.where.get("ranks_named")))
+                       "the highest rank the NCCL channel and tree lines name + 1", self._at(self.where.get("ranks_named")))
         if nnodes:
             top = max(nnodes, key=lambda c: (c["nnodes"], -c["line"]))
             meta.state("nodes", top["nnodes"], "stated", f"NCCL init: nNodes {top['nnodes']}", self._at(top["line"]))
@@ -268,7 +303,7 @@ class NcclProcs:
     @staticmethod
     def _devices(proc: _Proc) -> set:
         """A process's CUDA devices: its init lines' cudaDev, else the ``[dev]`` of its lines."""
-        init = {c["device"] for c in proc.comms.values() if c.get("device") is not None}
+        init = {c["device"] for c in proc.comms.values() if c.get("device") is not None} | proc.comm_devices
         return init or proc.devices
 
 
