@@ -50,7 +50,7 @@ from logkit.ingest.readers.normalise import Grammar, Line, records
 from logkit.ingest.readers.run_facts import stated_facts
 from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
-from logkit.schema.values import RANKS, to_float
+from logkit.schema.values import RANKS
 from logkit.schema.vocab import EventKind, FailureCause, LineSubkind
 
 # what the stated facts may be (the meta keys', and the parts a world size is made of)
@@ -66,13 +66,6 @@ _PYLOG = re.compile(r"^\[?(?P<date>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?
                     r"\s*(?:[-|]\s*)?(?:(?P<name>[\w.]+)\s*-\s*)?\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
                     r"\s*[-|:]?\s*(?P<msg>.*)$")
 _LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?:\||:)\s*(?P<msg>.*)$")
-_GPU_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+)\] \| Loss: (?P<loss>{_F})"
-                       rf" \| LR: (?P<lr>{_F})(?: \| Grad Norm: (?P<gn>{_F}))?(?: \| ETA: (?P<eta>\S+))?\s*$")
-# a plain training loop's line, PyTorch's MNIST example's and its many copies (pytorch/examples mnist/main.py:
-# 'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'; Kubeflow's copy prints '\tloss={:.4f}'): the epoch, the
-# samples done of the epoch's, the loss; no step (the loop numbers none)
-_TRAIN_EPOCH = re.compile(rf"^Train Epoch: (?P<epoch>\d+) \[(?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+(?:\.\d+)?)%\)\]"
-                          rf"\s+(?:Loss: |loss=)(?P<loss>{_F})\s*$")
 _NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
 _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
                         r"(?::\s*(?P<msg>.*))?$")
@@ -283,16 +276,35 @@ class _Console(Blocks):
             self.dist_op = c["op"]
 
     # -- a message without its log prefix --------------------------------------------------
-    def _message(self, number: int, text: str, level: str | None, rank: int | None, t: float | None) -> bool:
-        read = self.read
+    def _stated(self, number: int, text: str) -> dict:
+        """The run facts the line states (``torch_lines.run_facts``), kept with their line; a value that
+        cannot be right is a note, never a fact."""
         stated = tl.run_facts(text)
         for key, value in stated.items():
             why = _FACT_KEYS[key].why_not(value) if key in _FACT_KEYS else None
             if why is not None:
-                read.note(number, f"{key}: {why}: left unknown", text)  # never an impossible fact
+                self.read.note(number, f"{key}: {why}: left unknown", text)
             else:
                 self.facts.setdefault(key, value)
                 self.fact_lines.setdefault(key, number)
+        return stated
+
+    def _step_line(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
+        """A per-GPU step line or a plain loop's ``Train Epoch`` line (``torch_lines.parse_step_line``) as
+        a step row (a line without its rank: the GPU it names, else 0); else False."""
+        if (row := tl.parse_step_line(text)) is None:
+            return False
+        gpu = row.pop("gpu")
+        if row["step"] is None:  # numbered in the order logged, as transformers' printed dicts are
+            self.hf_step += 1
+            row["log_index"] = self.hf_step
+        self.read.step(number, {"rank": rank if rank is not None else (gpu if gpu is not None else 0), "time_s": t,
+                                **row})
+        return True
+
+    def _message(self, number: int, text: str, level: str | None, rank: int | None, t: float | None) -> bool:
+        read = self.read
+        stated = self._stated(number, text)
         if any(h in text for h in rank_lines.HINTS) and (joined := rank_lines.parse_rank_line(text)) is not None:
             self.joined.line(number, text, joined, t)
             return True
@@ -303,16 +315,7 @@ class _Console(Blocks):
             for at, joined in self.frameworks.take_joined():
                 read.event(EventKind.DIST_INIT, at, rank=joined, level=level or "INFO", time_s=t, message=text.strip()[:300])
             return True
-        if text.startswith("[GPU ") and (m := _GPU_STEP.match(text)) is not None:
-            read.step(number, {"rank": rank if rank is not None else int(m["gpu"]), "step": int(m["step"]),
-                               "time_s": t, "loss": to_float(m["loss"]), "learning_rate": to_float(m["lr"]),
-                               "grad_norm": to_float(m["gn"]), "max_steps": int(m["max"]), "eta": m["eta"]})
-            return True
-        if text.startswith("Train Epoch: ") and (m := _TRAIN_EPOCH.match(text)) is not None:
-            # numbered in the order logged, as transformers' printed dicts are (the line has no step)
-            self.hf_step += 1
-            read.step(number, {"rank": rank if rank is not None else 0, "step": None, "time_s": t,
-                               "loss": to_float(m["loss"]), "epoch": float(m["epoch"]), "log_index": self.hf_step})
+        if text.startswith(("[GPU ", "Train Epoch: ")) and self._step_line(number, text, rank, t):
             return True
         if "DETECTED" in text and (m := _NAN_HEAD.match(text)) is not None:
             self.block = "nan"

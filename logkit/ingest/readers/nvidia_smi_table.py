@@ -128,8 +128,9 @@ class Table:
             self.time_s = time_s
         self.new_frame, self.in_processes, self.gpu, self.expect = True, False, None, 0
 
-    def line(self, number: int, line: str) -> bool:
-        read = self.read
+    def _marker(self, line: str) -> bool:
+        """A frame's marker (watch's header, the time line, the NVIDIA-SMI header) or an ``nvidia-smi -L``
+        line: taken; else False."""
         if _WATCH.match(line) is not None:  # watch's header: its time, until the frame's own time line
             s = _STAMP.search(line)
             self.start_frame(_time(s["stamp"]) if s else None)
@@ -138,18 +139,21 @@ class Table:
             self.start_frame(_time(s["stamp"]))
             return True
         if (h := _HEADER.search(line)) is not None:
-            read.meta.fill(driver_version=h["driver"])
+            self.read.meta.fill(driver_version=h["driver"])
             if h["cuda"] == "N/A":  # stated: the driver has no CUDA (a hypervisor's host)
-                read.meta.fill(cuda_driver_version=None)
+                self.read.meta.fill(cuda_driver_version=None)
             elif h["cuda"]:
                 major, _, minor = h["cuda"].partition(".")
-                read.meta.fill(cuda_driver_version=int(major) * 1000 + int(minor or 0) * 10)
+                self.read.meta.fill(cuda_driver_version=int(major) * 1000 + int(minor or 0) * 10)
             self.start_frame()
             return True
         if (g := _LISTED.match(line)) is not None:
             self.inventory.setdefault(int(g["gpu"]), (g["name"], g["uuid"]))
             return True
-        if _LISTED_MIG.match(line) is not None:
+        return _LISTED_MIG.match(line) is not None
+
+    def line(self, number: int, line: str) -> bool:
+        if self._marker(line):
             return True
         cells = _cells(line)
         if cells is None:  # a rule (``+---+``, ``|---+---+``), the command, or no line of the table
@@ -197,7 +201,7 @@ class Table:
         table cut it; a GPU listed and not in the table, a row of the first snapshot."""
         rows = self.read.rows["gpu"]
         seen = {r["gpu"] for r in rows}
-        for gpu, (name, uuid) in self.inventory.items():
+        for gpu, (name, _uuid) in self.inventory.items():
             if gpu not in seen:
                 rows.append({"time_s": None, "host": self.host, "gpu": gpu, "gpu_name": name,
                              "name_truncated": False, "sample": max(self.sample, 0), "processes": "",

@@ -394,3 +394,26 @@ def _sizes(text: str, out: dict) -> None:
     for hints, pattern, key in _SIZE_LINES:
         if any(h in text for h in hints) and (m := pattern.search(text)) is not None:
             out[key] = int(m["n"])
+
+# --- step lines of plain loops -------------------------------------------------------------------------
+_F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf|Infinity"
+# a per-GPU loop's step line: [GPU 0] Step [3/100] | Loss: ... | LR: ... (| Grad Norm: ...)(| ETA: ...)
+_GPU_STEP = re.compile(rf"^\[GPU (?P<gpu>\d+)\] Step \[(?P<step>\d+)/(?P<max>\d+)\] \| Loss: (?P<loss>{_F})"
+                       rf" \| LR: (?P<lr>{_F})(?: \| Grad Norm: (?P<gn>{_F}))?(?: \| ETA: (?P<eta>\S+))?\s*$")
+# a plain training loop's line, PyTorch's MNIST example's and its many copies (pytorch/examples mnist/main.py:
+# 'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'; Kubeflow's copy prints '\tloss={:.4f}'): the epoch, the
+# samples done of the epoch's, the loss; no step (the loop numbers none)
+_TRAIN_EPOCH = re.compile(rf"^Train Epoch: (?P<epoch>\d+) \[(?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+(?:\.\d+)?)%\)\]"
+                          rf"\s+(?:Loss: |loss=)(?P<loss>{_F})\s*$")
+
+
+def parse_step_line(text: str) -> dict | None:
+    """A per-GPU step line or a plain loop's ``Train Epoch`` line: its step row's fields (``gpu``: the GPU
+    it names, else None; ``step`` None where the loop numbers none); else None."""
+    if text.startswith("[GPU ") and (m := _GPU_STEP.match(text)) is not None:
+        return {"gpu": int(m["gpu"]), "step": int(m["step"]), "loss": to_float(m["loss"]),
+                "learning_rate": to_float(m["lr"]), "grad_norm": to_float(m["gn"]), "max_steps": int(m["max"]),
+                "eta": m["eta"]}
+    if text.startswith("Train Epoch: ") and (m := _TRAIN_EPOCH.match(text)) is not None:
+        return {"gpu": None, "step": None, "loss": to_float(m["loss"]), "epoch": float(m["epoch"])}
+    return None
