@@ -32,7 +32,7 @@ def test_the_report_and_its_file(tmp_path, capsys):
     assert first_sight.main([str(facts), "--out", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].split()[:2] == ["1", "right"] and printed[1].split()[:2] == ["2", "wrong"]
-    assert printed[-1].startswith("right at first sight: 1/2 (50%) of all files")
+    assert printed[-1].startswith("right: 1/2 (50%) of all files")
     scored = json.loads(out.read_text())
     assert scored[WATCHDOG]["failed"] == ["framework"] and scored[CRLF]["right"] is True
     assert {r["added"] for r in scored.values()} == {1, 2} and all(r["commit"] for r in scored.values())
