@@ -6,20 +6,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-import logkit
-from tests.support.launch import REPO
+from tests.support.excerpts import load, reader
 
-DATA = REPO / "tests" / "data" / "failures"
-
-
-def text(name: str) -> str:
-    return (DATA / name).read_text(encoding="utf-8")
+text = reader("failures")
 
 
-def load(tmp_path, body: str, name: str = "capture.log"):
-    path = tmp_path / name
-    path.write_text(body, encoding="utf-8")
-    return logkit.load_session(path)
 
 
 def kind(s, name: str) -> list[dict]:

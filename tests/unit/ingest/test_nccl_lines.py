@@ -5,21 +5,12 @@ them said to be made here. Expected values are read off the excerpts by eye; eac
 
 from __future__ import annotations
 
-import logkit
 from logkit.ingest.readers.nccl import parse_nccl_debug
-from tests.support.launch import REPO
+from tests.support.excerpts import load, reader
 
-DATA = REPO / "tests" / "data" / "nccl_lines"
-
-
-def text(name: str) -> str:
-    return (DATA / name).read_text(encoding="utf-8")
+text = reader("nccl_lines")
 
 
-def load(tmp_path, body: str, name: str = "capture.log"):
-    path = tmp_path / name
-    path.write_text(body, encoding="utf-8")
-    return logkit.load_session(path)
 
 
 def kind(s, name: str) -> list[dict]:

@@ -7,22 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-import logkit
 from logkit.analysis import analyze
 from logkit.schema.meta import SessionMeta, basis_of, contract_form, provenance
-from tests.support.launch import REPO
+from tests.support.excerpts import load, reader
 
-DATA = REPO / "tests" / "data" / "ncclfacts"
-
-
-def text(name: str) -> str:
-    return (DATA / name).read_text(encoding="utf-8")
+text = reader("ncclfacts")
 
 
-def load(tmp_path, body: str, name: str = "capture.log"):
-    path = tmp_path / name
-    path.write_text(body, encoding="utf-8")
-    return logkit.load_session(path)
 
 
 def causes(s) -> list[dict]:

@@ -5,19 +5,11 @@ Expected values are read off the excerpts by eye; each says where."""
 from __future__ import annotations
 
 import logkit
-from tests.support.launch import REPO
+from tests.support.excerpts import load, reader
 
-DATA = REPO / "tests" / "data" / "rank_lines"
-
-
-def text(name: str) -> str:
-    return (DATA / name).read_text(encoding="utf-8")
+text = reader("rank_lines")
 
 
-def load(tmp_path, body: str, name: str = "capture.log"):
-    path = tmp_path / name
-    path.write_text(body, encoding="utf-8")
-    return logkit.load_session(path)
 
 
 def joined(s) -> list[dict]:
