@@ -35,6 +35,16 @@ _NO_METRICS = MappingProxyType({})
 _USAGE, _TRENDS, _LAYER_NORMS = (top_key(TRAINING_STEP, n) for n in ("resource_usage", "trends", "layer_grad_norms"))
 
 
+
+def _measured(stats: CommStats, size: int, seconds: float, factor: float | None) -> tuple[float | None, float | None]:
+    """A collective's algbw and busbw (MB/s; None where not finite or no bus factor), added to ``stats``:
+    one computation for DDP buckets and sharded models' collectives alike."""
+    algbw = bandwidth_mb_s(size, seconds)
+    algbw = algbw if math.isfinite(algbw) else None
+    busbw = algbw * factor if algbw is not None and factor is not None else None
+    stats.add(size, seconds, algbw, busbw)
+    return algbw, busbw
+
 def _rounded(value, digits: int):
     return None if value is None else round(value, digits)
 
@@ -207,10 +217,7 @@ class RecordBuilder:
         records = self.settings.communication_records
         time_s = round(elapsed, 6)
         for step, bucket, size, seconds in items:
-            algbw = bandwidth_mb_s(size, seconds)
-            algbw = algbw if math.isfinite(algbw) else None
-            busbw = algbw * factor if algbw is not None and factor is not None else None
-            stats.add(size, seconds, algbw, busbw)
+            algbw, busbw = _measured(stats, size, seconds, factor)
             if records:
                 out.append(self._comm_record(
                     timestamp=wall, time_s=time_s, step=step,
@@ -231,10 +238,7 @@ class RecordBuilder:
                 factors[op] = busbw_factor(op, group_size)
                 self.comm_stats.setdefault(op, CommStats())
             factor, stats = factors[op], self.comm_stats[op]
-            algbw = bandwidth_mb_s(size, seconds)
-            algbw = algbw if math.isfinite(algbw) else None
-            busbw = algbw * factor if algbw is not None and factor is not None else None
-            stats.add(size, seconds, algbw, busbw)
+            algbw, busbw = _measured(stats, size, seconds, factor)
             if records:
                 out.append(self._collective_record(
                     timestamp=wall, time_s=time_s, step=step,
