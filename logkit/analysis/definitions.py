@@ -97,7 +97,7 @@ COMMUNICATION: dict[str, str] = {
 
 PERFORMANCE: dict[str, str] = {
     "step_p50_s / p95 / max": "median / 95th percentile / max of step_time_s over the rank's steps",
-    "slow_steps": f"steps with step_time_s > {SLOW_FACTOR:g} x the rank's median step time",
+    "slow_steps": f"steps after the rank's warm-up with step_time_s > {SLOW_FACTOR:g} x the rank's median step time",
     "data_share": "sum of data_time_s / sum of step_time_s over the rank's steps that logged both",
     "rank samples_per_s": "the rank's samples / its time: sum over its timed steps of total_batch_size (a step "
                           "without one: its logged samples/s x step_time_s) / sum of their step_time_s",

@@ -189,7 +189,7 @@ def _step_findings(s, sid, perf: pd.DataFrame, strag: pd.DataFrame, worst: list[
                     for f in _files_of(s, [w["rank"]] if w["rank"] is not None else None)[:1]]
         out.append(Finding.make(Severity.WARNING if total > SLOW_STEPS_WARNING * n else Severity.INFO, FindingKind.SLOW_STEPS, sid,
                                 f"{total} slow step(s)",
-                                f"{total} of {n} steps took more than {SLOW_FACTOR:g}x their rank's median; the "
+                                f"{total} of {n} steps took more than {SLOW_FACTOR:g}x their rank's median (warm-up left out); the "
                                 "worst: " + ", ".join(f"step {w['step']} on rank {w['rank']} ({w['x_median']:.1f}x)"
                                                       for w in worst[:5]),
                                 evidence or _rank_evidence(s, list(slow["rank"])), slow["rank"]))

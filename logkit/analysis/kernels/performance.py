@@ -4,7 +4,9 @@ Definitions (``definitions.PERFORMANCE``):
 
 - ``step_p50_s / step_p95_s / step_max_s / step_mean_s`` (and the quartiles and 5th percentile
   the box plots draw): over the rank's steps with a positive step_time_s (warm-up included).
-- ``slow_steps``: steps whose step_time_s exceeds ``SLOW_FACTOR`` x the rank's median.
+- ``slow_steps``: steps after the rank's warm-up (``throughput.warmup_count`` over its step times in
+  step order) whose step_time_s exceeds ``SLOW_FACTOR`` x the rank's median. First steps are slow on
+  every healthy run (allocator, kernels' first launch, autotuning); counting them warned on healthy runs.
 - ``data_share``: sum(data_time_s) / sum(step_time_s) over the rank's steps that logged both.
 - ``samples_per_s``: the rank's samples / its time (``throughput.throughput``: sum of the steps'
   total_batch_size, a step without one counting its logged samples/s x its time, / sum of their
@@ -29,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from logkit.analysis.kernels.straggler import detect
-from logkit.analysis.kernels.throughput import throughput
+from logkit.analysis.kernels.throughput import throughput, warmup_count
 from logkit.analysis.thresholds import (
     BUSY_UTIL,
     IDLE_UTIL,
@@ -62,7 +64,7 @@ def step_stats(session) -> pd.DataFrame:
     out = pd.DataFrame({"steps": g.size(), "step_p50_s": g.median(), "step_p95_s": g.quantile(0.95),
                         "step_max_s": g.max(), "step_mean_s": g.mean()})
     med = g.transform("median").to_numpy()
-    frame["slow"] = t > SLOW_FACTOR * med
+    frame["slow"] = (t > SLOW_FACTOR * med) & past_warmup(rows).to_numpy()
     out["slow_steps"] = frame.groupby("rank", sort=True)["slow"].sum().astype("int64")
     out["slow_threshold_s"] = SLOW_FACTOR * out["step_p50_s"]
     both = frame[frame["d"].notna()]
@@ -92,15 +94,25 @@ def recent_slowdown(step_times, recent: int = SLOWDOWN_RECENT,
     return float(np.median(t[-recent:])), float(np.median(t[:-recent]))
 
 
+def past_warmup(rows: pd.DataFrame) -> pd.Series:
+    """For each of ``rows`` (timed steps), whether it comes after its rank's warm-up steps."""
+    rank = rows["rank"].fillna(0)
+    order = rows.assign(_r=rank).sort_values(["_r", "step"], kind="stable")
+    position = order.groupby("_r", sort=False).cumcount()
+    warm = order.groupby("_r", sort=False)["step_time_s"].transform(
+        lambda t: warmup_count(t.to_numpy(dtype="float64")))
+    return (position >= warm).reindex(rows.index)
+
+
 def slow_step_list(session, limit: int = 10) -> list[dict]:
-    """The slowest steps above the slow-step threshold: [{rank, step, step_time_s, x_median}]."""
+    """The slowest steps after warm-up above the slow-step threshold: [{rank, step, step_time_s, x_median}]."""
     rows = session.timed_steps()
     if rows.empty:
         return []
     rank = rows["rank"].fillna(0)
     med = rows["step_time_s"].groupby(rank).transform("median")
     ratio = rows["step_time_s"] / med
-    hit = rows.assign(x_median=ratio)[ratio > SLOW_FACTOR].nlargest(limit, "x_median")
+    hit = rows.assign(x_median=ratio)[(ratio > SLOW_FACTOR) & past_warmup(rows)].nlargest(limit, "x_median")
     return [{"rank": int(r) if pd.notna(r) else None, "step": int(s) if pd.notna(s) else None,
              "step_time_s": float(t), "x_median": float(x)}
             for r, s, t, x in zip(hit["rank"], hit["step"], hit["step_time_s"], hit["x_median"], strict=True)]

@@ -184,7 +184,7 @@ def test_a_slow_step_detail_names_the_worst_five():
     worst = [{"rank": 0, "step": k, "x_median": 10.0 - k} for k in range(1, 7)]
     perf = pd.DataFrame({"session_id": ["s"], "rank": [0], "slow_steps": [6], "steps": [100]})
     (f,) = found([two_ranks()], performance=perf, slow_steps={"s": worst})
-    assert f["detail"] == ("6 of 100 steps took more than 3x their rank's median; the worst: step 1 on rank 0 (9.0x), "
+    assert f["detail"] == ("6 of 100 steps took more than 3x their rank's median (warm-up left out); the worst: step 1 on rank 0 (9.0x), "
                            "step 2 on rank 0 (8.0x), step 3 on rank 0 (7.0x), step 4 on rank 0 (6.0x), step 5 on "
                            "rank 0 (5.0x)")
 

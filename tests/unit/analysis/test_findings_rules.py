@@ -169,7 +169,7 @@ WORST = [{"rank": 1, "step": 7, "step_time_s": 2.0, "x_median": 4.04}, {"rank": 
 def test_slow_steps_are_a_warning_above_one_percent():
     f = only([run()], "slow_steps", performance=perf([2, 0], [100, 100], ranks=(0, 1)), slow_steps={"s": WORST})
     assert (f["severity"], f["title"]) == ("info", "2 slow step(s)")  # 2 of 200: exactly 1%
-    assert f["detail"] == ("2 of 200 steps took more than 3x their rank's median; the worst: step 7 on rank 1 "
+    assert f["detail"] == ("2 of 200 steps took more than 3x their rank's median (warm-up left out); the worst: step 7 on rank 1 "
                            "(4.0x), step 3 on rank 0 (3.5x)")
     assert f["evidence"] == ["s_rank1.jsonl (step 7)", "s_rank0.jsonl (step 3)"] and f["ranks"] == [0]
     f = only([run()], "slow_steps", performance=perf([3, 0], [100, 100], ranks=(0, 1)), slow_steps={"s": WORST})
