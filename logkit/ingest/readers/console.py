@@ -71,6 +71,8 @@ _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Ex
 _GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
 _YEAR = re.compile(r"\b((?:19|20)\d\d)-\d\d-\d\d[ _T]\d\d:")
 _NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
+# the head of torchrun's ChildFailedError block: the script (a path or a module), then FAILED
+_FAILED_HEAD = re.compile(r"^(?P<script>[^\s:]+(?:\.py)?) FAILED\s*$")
 _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+/\d+ \[\d+:\d+(?::\d+)?<")
 _DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_gather\w*|reduce_scatter\w*|broadcast"
                         r"|barrier|all_to_all\w*|gather|scatter|reduce|send|recv)\(")
@@ -156,6 +158,21 @@ class _Console(Blocks):
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(line.stamp) if line.stamp else None)
         if "<" in text and not self.trained and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
+        if self.entry_traceback(text):
+            # a worker's own traceback under its failure entry (error_file set): its frames are the entry's,
+            # its exception line is that rank's cause; the block goes on to the next entry
+            if _EXCEPTION.match(text.strip()) is None:
+                self._traceback_call(number, text)
+                return True
+            block, rank, text = self.block, self.current["rank"], text.strip()
+            self.block, self.trace_open = None, (number, rank, t)
+            try:
+                return self._line(number, text, rank, t)
+            finally:
+                self.block, self.trace_open = block, None
+        return self._line(number, text, rank, t)
+
+    def _line(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         if self.last_error is not None and (took := self._last_error(text)) is not None:
             # "Last error:" is read; the detail it announces is the NCCL error's, and read as any line too
             return True if took == "header" else (self._read(number, text, rank, t) or True)
@@ -216,6 +233,13 @@ class _Console(Blocks):
             read.event(f.pop("kind"), number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300], **f)
             if _EXCEPTION.match(text):  # raised: its traceback follows
                 self.block, self.trace_open = "trace", None
+            return True
+        if text.endswith("FAILED") and (f := _FAILED_HEAD.match(text)) is not None:
+            # torchrun's ChildFailedError block without its exception line (a paste that starts at the
+            # block's rule): "<script> FAILED" opens it all the same
+            self.frameworks.launcher("torchrun", number)
+            self.open_child_block()
+            self.script = f["script"]
             return True
         level = None
         first = text[:1]

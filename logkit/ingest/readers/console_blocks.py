@@ -41,10 +41,17 @@ class Blocks:
         self.current: dict | None = None  # the event a block is filling
         self.root_cause = False
         self.block_pids: set[int] = set()  # the pids a ChildFailedError block names
+        self.entry_trace = False  # the current failure entry's traceback field opened a traceback
         self.script: str | None = None
 
     def open_child_block(self) -> None:
-        self.block, self.current, self.root_cause = "child", None, False
+        self.block, self.current, self.root_cause, self.entry_trace = "child", None, False, False
+
+    def entry_traceback(self, text: str) -> bool:
+        """A line of the traceback a failure entry's ``traceback :`` field opens (torch prints the worker's
+        traceback there, indented under the entry, when its error_file was written)."""
+        return (self.block == "child" and self.entry_trace and self.current is not None and text.startswith("  ")
+                and _CHILD_FIELD.match(text) is None)
 
     def trace_line(self, text: str) -> bool:
         """A traceback's own line (a ``Traceback`` header opens a block)."""
@@ -87,12 +94,13 @@ class Blocks:
 
     def _child_line(self, number: int, text: str) -> bool:
         if _CHILD_ENTRY.match(text) is not None:
+            self.entry_trace = False
             self.current = self.read.event(EventKind.CHILD_FAILED, number, rank=None, level="ERROR",
                                            message="torchrun child process failed", root_cause=self.root_cause,
                                            script=self.script)
             return True
         if text.startswith("Root Cause"):
-            self.root_cause = True
+            self.root_cause, self.entry_trace = True, False
             return True
         if _CHILD_TEXT.match(text):
             if text.endswith(" FAILED"):
@@ -118,6 +126,7 @@ class Blocks:
             ev["time_s"] = self._full_time(value)
             ev["failed_at"] = value
         elif key == "traceback":
+            self.entry_trace = value.startswith("Traceback")
             if (m := _SIGNAL.search(value)) is not None:
                 ev["signal"] = m["name"]
             ev["message"] = f"torchrun child process failed: {value}"

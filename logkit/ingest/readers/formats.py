@@ -162,7 +162,9 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|using world size: \d+, data-parallel[- ]size|GLOBAL_RANK: \d+, MEMBER: \d+/\d+"
                       r"|All (?:DDP|distributed) processes registered"
                       # a process saying its rank as it joins (fairseq / metaseq; the vision codebases' init_distributed_mode)
-                      r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)", re.M)
+                      r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)"
+                      # torchrun's ChildFailedError block pasted from its rule on (its exception line not in the file)
+                      r"|^={20,}[ \t]*\r?\n\S+ FAILED[ \t]*\r?\n-{20,}", re.M)
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 
