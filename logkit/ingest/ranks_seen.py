@@ -1,5 +1,6 @@
 """The highest rank a session's files show (for ``ingest.meta``: the world size is at least that rank + 1,
-a lower bound where nothing states one): the ranks of their rows (not the rank a format only assumes, its
+a lower bound where nothing states one): the ranks of their rows (a rank's own throughput or training-time
+summary among them; not the rank a format only assumes, its
 declaration's ``assumed_rank``), both sides of a collective mismatch ("Rank 1 is running ..., but Rank 2 is
 running ...": one row names two ranks of the run), and the local ranks a launcher says failed (a node runs
 local ranks 0..L, so L + 1 ranks at least).
@@ -23,7 +24,7 @@ def ranks_seen(reads) -> tuple[int, str] | None:
     for read in reads:
         if declared(read.format).assumed_rank:
             continue
-        for name in ("steps", "events", "comm"):
+        for name in ("steps", "events", "comm", "perf"):
             table = read.tables.get(name)
             if table is None or "rank" not in table.column_names or not pa.types.is_integer(table.column("rank").type):
                 continue

@@ -69,7 +69,7 @@ def na(value) -> bool:
 
 def ranks_seen(s) -> set[int]:
     out = set()
-    for frame in (s.events, s.steps):
+    for frame in (s.events, s.steps, s.perf):  # a rank's own summary line (throughput, training time) is that rank's
         if len(frame):
             out |= {int(r) for r in frame["rank"].dropna()}
     # a collective mismatch names both sides ("Rank 1 is running ..., but Rank 2 is running ...") in one row

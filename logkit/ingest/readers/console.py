@@ -71,8 +71,9 @@ _EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Ex
 _GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
 _YEAR = re.compile(r"\b((?:19|20)\d\d)-\d\d-\d\d[ _T]\d\d:")
 _NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
-# the head of torchrun's ChildFailedError block: the script (a path or a module), then FAILED
-_FAILED_HEAD = re.compile(r"^(?P<script>[^\s:]+(?:\.py)?) FAILED\s*$")
+# the head of torchrun's ChildFailedError block: the script (a path or a dotted module: "BUILD FAILED" is
+# no script), then FAILED
+_FAILED_HEAD = re.compile(r"^(?P<script>[^\s:]*[./][^\s:]*) FAILED\s*$")
 _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+/\d+ \[\d+:\d+(?::\d+)?<")
 _DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_gather\w*|reduce_scatter\w*|broadcast"
                         r"|barrier|all_to_all\w*|gather|scatter|reduce|send|recv)\(")
@@ -86,7 +87,10 @@ STARTS = re.compile(
     r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
     r"|\[GPU \d+\]|Train Epoch: \d+ \[|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
     r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$"
-    r"|[Ii]nitialized [Hh]ost \S+ as|\|? ?distributed init \(rank \d+\)")
+    r"|[Ii]nitialized [Hh]ost \S+ as|\|? ?distributed init \(rank \d+\)"
+    # a printed table's aligned "key:   value" rows (DeepSpeed's flops profiler pads each to one width: no wrap)
+    r"|-+ DeepSpeed Flops Profiler|[a-z][\w ()=*/.-]*:\s{2,}\S"
+    r"|(?:initializing ddp|Initializing distributed): GLOBAL_RANK: \d")
 
 
 def _cut(text: str) -> bool:
@@ -125,6 +129,7 @@ class _Console(Blocks):
         self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
+        self.prefix_hosts: dict[str, int] = {}  # a host a line's prefix names (Ray's ip=, a host tag) -> its first line
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
     # -- time ------------------------------------------------------------------------------
@@ -152,6 +157,8 @@ class _Console(Blocks):
     def line(self, line: Line) -> bool:
         number, text = line.number, line.text
         rank = line.rank if line.rank is not None else self.default_rank
+        if line.host is not None and line.host not in self.prefix_hosts:
+            self.prefix_hosts[line.host] = number
         if not text.strip():
             return True  # a prefix alone (a pasted line number before an empty line)
         m = _GLOG_STAMP.search(text) if ":" in text else None
@@ -361,7 +368,9 @@ class _Console(Blocks):
             return True  # its n/total went to meta (segment)
         if self.trace_line(text):
             self._traceback_call(number, text)
-            if text.startswith("Traceback"):
+            if text.startswith("Traceback") or (self.trace_open is None and text.lstrip().startswith('File "')):
+                # a frame with no traceback open: one whose header the paste cut, open all the same (its
+                # exception line is the cause)
                 self.trace_open = (number, rank, t)
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
@@ -412,7 +421,17 @@ class _Console(Blocks):
 
     def _other(self, number: int, text: str, level: str | None, rank: int | None, t: float | None) -> bool:
         read = self.read
+        if "Training time:" in text and (secs := tl.parse_training_time(text)) is not None:
+            # a rank's own summary: its training time, a row of that rank (its throughput line, next, joins it)
+            read.rows["perf"].append({"rank": rank, "step": None, "time_s": t, "source": f"{read.label}:{number}",
+                                      "duration_s": secs})
+            return True
         if "Throughput:" in text and (p := tl.parse_throughput(text)) is not None:
+            last = read.rows["perf"][-1] if read.rows["perf"] else None
+            if last is not None and last["rank"] == rank and last.get("throughput_samples_s") is None \
+                    and p["duration_s"] is None:
+                last.update({k: v for k, v in p.items() if k != "duration_s"})  # the same rank's summary, one row
+                return True
             read.rows["perf"].append({"rank": rank, "step": None, "time_s": t, "source": f"{read.label}:{number}", **p})
             return True
         if level is not None:
@@ -474,6 +493,15 @@ class _Console(Blocks):
         with its line), then the launchers', NCCL's and torch's (``run_facts.stated_facts``)."""
         self.frameworks.write(self.read.meta)
         stated_facts(self.read, self.facts, self.fact_lines, self.timeouts)
+        if self.prefix_hosts and self.read.meta.hosts is None:
+            # the hosts the lines' prefixes name, where no other line named hosts (a prefix may name a machine by
+            # its address where NCCL names it by its hostname): stated; their count a lower bound of the nodes (a
+            # host that printed nothing in the file may run processes too)
+            meta, hosts = self.read.meta, sorted(self.prefix_hosts)
+            where = f"{self.read.label}:{min(self.prefix_hosts.values())}"
+            meta.state("hosts", hosts, "stated", "the hosts the lines' prefixes name (Ray's ip=, a host tag)", where)
+            meta.state("nodes", len(hosts), "inferred (lower bound)", "the distinct hosts the lines' prefixes name",
+                       where)
 
     def _signal_causes(self) -> None:
         """A worker a launcher says a signal ended (``exitcode: -9``, ``died from signal 6``) and no line

@@ -13,6 +13,11 @@ here).
   ``gradient_accumulation_steps``, ``world_size`` (its data-parallel ranks); a value ``{`` opens JSON that
   runs to a ``}`` line, as the user's ``json = {`` does).
 
+- the multi-node runner (``launcher/multinode_runner.py``, before pdsh starts each node's launcher):
+  ``Running on the following workers: host1,host2`` (the hosts, so the node count);
+- the flops profiler's summary (``profiling/flops_profiler/profiler.py``, printed bare, each row padded to
+  60 columns): ``world size:   4``, ``data parallel size:   4`` (``model paralel size`` in old versions).
+
 Every line with DeepSpeed's ``[file:line:function]`` prefix is recognised; those above give facts.
 """
 
@@ -40,6 +45,11 @@ _ENGINE = {"train_batch_size": "total_batch_size", "train_micro_batch_size_per_g
 _USER = {"train_batch_size": "total_batch_size", "train_micro_batch_size_per_gpu": "per_device_batch_size",
          "gradient_accumulation_steps": "gradient_accumulation_steps", "stage": "zero_stage"}
 _BARE = ("Setting ds_accelerator to ", "DeepSpeed info: version=")
+_WORKERS = re.compile(r"^Running on the following workers: (?P<hosts>[^\s,]+(?:,[^\s,]+)*)\s*$")
+# the flops profiler's summary rows ("{:<60}  {:<8}"): the sizes it states, and its headings (nothing kept)
+_PROFILER = re.compile(r"^(?P<key>world size|data parallel size|model parall?el size|batch size per GPU):\s+(?P<n>\d+)\s*$")
+_PROFILER_KEYS = {"world size": "world_size", "data parallel size": "data_parallel_size"}
+_PROFILER_HEAD = re.compile(r"^-+ DeepSpeed Flops Profiler -+\s*$|^Profile Summary at step \d+:\s*$")
 # torch's C++ extension builder, run by DeepSpeed to build its ops (torch's lines: no framework of their own)
 _OPS = re.compile(r"^(?:Using \S+ as PyTorch extensions root|No modifications detected for re-loaded extension module"
                   r"|Loading extension module \w+|Time to load \w+ op:|Detected CUDA files, patching ldflags"
@@ -55,11 +65,23 @@ def line(facts: Facts, number: int, text: str) -> str | bool:
             facts.saw("deepspeed", number)
             _engine(facts, number, text)
             return True
+        if (p := _PROFILER.match(text)) is not None:
+            _profiler(facts, number, p)
+            return True
+        if _PROFILER_HEAD.match(text) is not None:
+            facts.saw("deepspeed", number)
+            return True
         return bool(_OPS.match(text))
     facts.saw("deepspeed", number)
     body = text[m.end():]
     if m["file"] == "launch.py":
         _launcher(facts, number, body)
+    elif m["file"] == "multinode_runner.py" and (w := _WORKERS.match(body)) is not None:
+        hosts = w["hosts"].split(",")
+        facts.state("hosts", sorted(set(hosts)), "Running on the following workers (DeepSpeed's multi-node runner)",
+                    number)
+        facts.state("nodes", len(set(hosts)), f"{len(set(hosts))} worker(s) named (DeepSpeed's multi-node runner)",
+                    number)
     elif m["file"] == "config.py":
         if (c := _CONFIG.match(body)) is not None and c["key"] in _ENGINE and c["value"].isdigit():
             key = _ENGINE[c["key"]]
@@ -118,3 +140,10 @@ def _engine(facts: Facts, number: int, body: str) -> None:
         stage = z["stage"] or z["stage2"]
         facts.state("zero_stage", int(stage), f"ZeRO stage {stage} (DeepSpeed)", number)
         facts.state("strategy", "deepspeed", f"ZeRO stage {stage} (DeepSpeed)", number)
+
+
+def _profiler(facts: Facts, number: int, p: re.Match) -> None:
+    """A size row of the flops profiler's summary: the engine's world size and data-parallel size, stated."""
+    facts.saw("deepspeed", number)
+    if (key := _PROFILER_KEYS.get(p["key"])) is not None:
+        facts.state(key, int(p["n"]), f"{p['key']}: {p['n']} (DeepSpeed's flops profiler)", number)

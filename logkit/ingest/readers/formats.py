@@ -161,10 +161,13 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|`--num_processes` was set|zero_optimization_stage|\[launch\.py:\d+:main\]"
                       r"|using world size: \d+, data-parallel[- ]size|GLOBAL_RANK: \d+, MEMBER: \d+/\d+"
                       r"|All (?:DDP|distributed) processes registered"
+                      # DeepSpeed's flops profiler summary and multi-node runner; GPT-NeoX's world size line
+                      r"|DeepSpeed Flops Profiler|^world size:[ \t]{2,}\d+[ \t]*$|Running on the following workers: "
+                      r"|configure_distributed_args\(\) using world size"
                       # a process saying its rank as it joins (fairseq / metaseq; the vision codebases' init_distributed_mode)
                       r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)"
                       # torchrun's ChildFailedError block pasted from its rule on (its exception line not in the file)
-                      r"|^={20,}[ \t]*\r?\n\S+ FAILED[ \t]*\r?\n-{20,}", re.M)
+                      r"|^\S+ FAILED[ \t]*\r?\n-{20,}", re.M)
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 

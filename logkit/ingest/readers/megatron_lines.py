@@ -10,6 +10,7 @@
 torch.float16 for parameters ...``, ``setting global batch size to 128``. Then the
 arguments dump, ``------------------------ arguments ------------------------`` to ``--------------------
 end of arguments ---------------------``, one ``  name ....... value`` a line: recognised as a dump.
+GPT-NeoX's ``configure_distributed_args`` line states the world size too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ import re
 from logkit.ingest.readers.stated_facts import Facts
 
 _WORLD = re.compile(r"^using world size: (?P<world>\d+), data-parallel[- ]size: (?P<dp>\d+)")
+# GPT-NeoX (a Megatron fork run by DeepSpeed's launcher: no framework of its own here), on rank 0:
+# "NeoXArgs.configure_distributed_args() using world size: 1 and model-parallel size: 1 " (later versions
+# name the pipe- and context-parallel sizes before the model-parallel one)
+_NEOX = re.compile(r"^NeoXArgs\.configure_distributed_args\(\) using world size: (?P<world>\d+)[, ]")
 # validate_args' other start-up lines: Megatron's, nothing kept
 _NOTHING = re.compile(r"^(?:using torch\.\w+ for parameters \.\.\.|Number of virtual stages per pipeline stage: "
                       r"|setting global batch size to \d+$)")
@@ -33,6 +38,10 @@ def line(facts: Facts, number: int, text: str) -> str | bool:
     if stripped == DUMP_OPEN:
         facts.saw("megatron", number)
         return DUMP_CLOSE
+    if (n := _NEOX.match(stripped)) is not None:
+        facts.state("world_size", int(n["world"]), f"using world size: {n['world']} (GPT-NeoX's "
+                                                   "configure_distributed_args)", number)
+        return True
     m = _WORLD.match(stripped)
     if m is None:
         if _NOTHING.match(stripped) is None:

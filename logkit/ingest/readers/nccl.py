@@ -32,8 +32,9 @@ NCCL_DEBUG = re.compile(
 )
 # a second NCCL record glued to the end of a line (processes writing without line buffering)
 GLUED = re.compile(r"(?<=\S) (?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) )")
+# (NCCL 2.4 wrote no busId: "comm 0x.. rank 15 nranks 32 cudaDev 7 nvmlDev 7 - Init COMPLETE")
 _INIT = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
-                   r"(?: nvmlDev \d+)? busId (?P<bus>[0-9a-fA-F]+)(?: commId (?P<comm_id>0x[0-9a-fA-F]+))?"
+                   r"(?: nvmlDev \d+)?(?: busId (?P<bus>[0-9a-fA-F]+))?(?: commId (?P<comm_id>0x[0-9a-fA-F]+))?"
                    r"(?: localSize \d+)?.*? - (?P<state>Init START|Init COMPLETE|Abort COMPLETE|Destroy COMPLETE)")
 _TOPOLOGY = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+)"
                        r" localRanks (?P<local_ranks>\d+) localRank (?P<local_rank>\d+)")

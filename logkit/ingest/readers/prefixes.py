@@ -3,7 +3,7 @@ from the file because they say something (a launcher's rank, a stream, a host), 
 
 Always known: launcher rank prefixes (``[rank3]:``, torchrun's ``[default3]:``, mpirun's
 ``[1,3]<stdout>:``, a per-GPU logger's ``GPU3:``, a script's own ``[RANK 3] ``, ``stdout:``/``stderr:``),
-which give the line its rank; Ray's actor prefix ``(RayWorkerWrapper pid=4009)``; a host and stream tag ``<host> [stderr]``
+which give the line its rank; Ray's actor prefix ``(RayWorkerWrapper pid=4009)`` (its ``ip=`` kept as the host); a host and stream tag ``<host> [stderr]``
 (its host kept); a Kubernetes (CRI) container-log prefix ``<RFC 3339 time> stdout F``; colour codes
 whose ESC byte a paste lost (``[36m``, ``[0m``). A timestamp (ISO 8601, syslog ``Jan 12 10:00:01
 host prog[pid]:``, a clock ``18:19:06.687``) or indentation is taken off only where another prefix or
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 # watchdog's "[Rank 1]" / "[PG 0 Rank 1]" tag, mixed case, is the line's own and stays)
 _LAUNCHER = re.compile(r"\[(?:rank|default)(?P<r1>\d+)\]:|\[\d+,(?P<r2>\d+)\]<(?:stdout|stderr)>:"
                        r"|GPU(?P<r3>\d+):(?=[A-Z])|(?:stdout|stderr):|\[(?:RANK|rank) (?P<r4>\d+)\](?= )")
-_RAY = re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\) ")
+_RAY = re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=(?P<ip>[\d.]+))?\) ")
 _CRI = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] ")
 _COLOUR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 _STAMP = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
@@ -52,7 +52,7 @@ def _once(line: str) -> tuple[str, int | None, str | None, str | None] | None:
     if first == "[" and (m := _COLOUR.match(line)) is not None:
         return line[m.end():].lstrip(" "), None, None, None
     if first == "(" and (m := _RAY.match(line)) is not None:
-        return line[m.end():], None, None, None
+        return line[m.end():], None, None, m["ip"]  # the actor's node, where Ray names it
     if first in "[Gs" and (m := _LAUNCHER.match(line)) is not None:
         r = m["r1"] or m["r2"] or m["r3"] or m["r4"]
         rest = line[m.end():]

@@ -347,6 +347,16 @@ def parse_megatron(text: str) -> dict | None:
             "total_batch_size": int(batch) if batch is not None else None, **values}
 
 
+# a script's own per-rank summary, "Process 31 - Training time: 10.09 seconds" (behind mpirun's rank prefix)
+_TRAINING_TIME = re.compile(r"(?:^|[\s-])Training time: (?P<s>\d+(?:\.\d+)?) s(?:ec(?:ond)?s?)?\s*$")
+
+
+def parse_training_time(text: str) -> float | None:
+    """The seconds a ``Training time: N seconds`` line states, or None."""
+    m = _TRAINING_TIME.search(text)
+    return to_float(m["s"]) if m is not None else None
+
+
 def parse_throughput(text: str) -> dict | None:
     m = _THROUGHPUT.search(text)
     if m is None:
