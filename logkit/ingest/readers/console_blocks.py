@@ -42,6 +42,7 @@ class Blocks:
         self.root_cause = False
         self.block_pids: set[int] = set()  # the pids a ChildFailedError block names
         self.script: str | None = None
+        self.script_line: int | None = None  # the line of "<script> FAILED"
 
     def open_child_block(self) -> None:
         self.block, self.current, self.root_cause = "child", None, False
@@ -97,6 +98,7 @@ class Blocks:
         if _CHILD_TEXT.match(text):
             if text.endswith(" FAILED"):
                 self.script = text[: -len(" FAILED")].strip()  # the script whose children failed
+                self.script_line = number
             return True
         if (m := _CHILD_FIELD.match(text)) is not None and self.current is not None:
             self._child_field(m["key"], m["value"].strip())
