@@ -38,7 +38,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers import rank_lines
+from logkit.ingest.readers import rank_lines, verl_lines
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.console_blocks import Blocks, hf_dict
@@ -87,7 +87,7 @@ STARTS = re.compile(
     r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
     r"|\[GPU \d+\]|Train Epoch: \d+ \[|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
     r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$"
-    r"|[Ii]nitialized [Hh]ost \S+ as|\|? ?distributed init \(rank \d+\)"
+    r"|[Ii]nitialized [Hh]ost \S+ as|\|? ?distributed init \(rank \d+\)|[Ee]poch\s*[:=]?\s*\d+\s*[,|]"
     # a printed table's aligned "key:   value" rows (DeepSpeed's flops profiler pads each to one width: no wrap)
     r"|-+ DeepSpeed Flops Profiler|[a-z][\w ()=*/.-]*:\s{2,}\S"
     r"|(?:initializing ddp|Initializing distributed): GLOBAL_RANK: \d")
@@ -126,6 +126,7 @@ class _Console(Blocks):
         self.joined = rank_lines.Joined(read)  # the processes that said their rank as they joined
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
         self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
+        self.verl_row: dict | None = None  # verl's last record, while the next line may be its rest
         self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
@@ -359,8 +360,20 @@ class _Console(Blocks):
             self.hf_step = index
             self.trained = self.trained or "'train_runtime'" in text
             return True
+        if text.startswith("step:") and (v := verl_lines.record(text)) is not None:
+            self.frameworks.facts.saw("verl", number)
+            self.verl_row = read.step(number, {"rank": rank if rank is not None else 0, "time_s": t, **v})
+            return True
+        if self.verl_row is not None and (v := verl_lines.rest(text)) is not None:
+            self.verl_row.update(v)  # the rest of the record the line before broke
+            return True
+        self.verl_row = None
+        if "oss" in text and (e := tl.parse_epoch_summary(text)) is not None:
+            self._epoch_summary(number, e, rank, t)
+            return True
         if "iteration" in text and (it := tl.parse_megatron(text)) is not None:
             read.step(number, {"rank": rank if rank is not None else 0, "time_s": t, **it})
+            self._megatron_iteration(number, it)
             return True
         if any(w in text for w in _EXCEPTION_WORDS) and (m := _EXCEPTION.match(text)) is not None:
             return self._exception(number, text, m, rank, t)
@@ -374,6 +387,25 @@ class _Console(Blocks):
                 self.trace_open = (number, rank, t)
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
+
+    def _epoch_summary(self, number: int, e: dict, rank: int | None, t: float | None) -> None:
+        """A script's own epoch summary: its training loss a steps row of the epoch (no step: the line names
+        none), its evaluation loss an ``eval_loss`` evals row."""
+        rank = rank if rank is not None else 0
+        self.read.step(number, {"rank": rank, "step": None, "time_s": t, "loss": e["loss"], "epoch": e["epoch"]})
+        if e["eval_loss"] is not None:
+            self.read.rows["evals"].append({"step": None, "name": "eval_loss", "value": e["eval_loss"], "rank": rank,
+                                            "time_s": t, "epoch": e["epoch"]})
+
+    def _megatron_iteration(self, number: int, it: dict) -> None:
+        """What Megatron's iteration line says of the run: Megatron wrote it, its global batch (the last line's:
+        a batch ramp-up ends at the run's), how far the run got (``iteration N/ M``)."""
+        facts = self.frameworks.facts
+        facts.saw("megatron", number)
+        if it.get("total_batch_size"):
+            facts.restate("total_batch_size", it["total_batch_size"],
+                          f"global batch size: {it['total_batch_size']} (Megatron's iteration line)", number)
+        self.read.meta.progress = {"step": it["step"], "total": it["max_steps"], "line": number}
 
     def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
         """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
@@ -491,6 +523,8 @@ class _Console(Blocks):
     def _facts(self) -> None:
         """Run facts the lines stated, as meta: the frameworks' (stated before derived before inferred, each
         with its line), then the launchers', NCCL's and torch's (``run_facts.stated_facts``)."""
+        if self.script is not None:  # the script a ChildFailedError names: a framework's own (llamafactory/launcher.py)
+            self.frameworks.code(self.script_line, self.script)
         self.frameworks.write(self.read.meta)
         stated_facts(self.read, self.facts, self.fact_lines, self.timeouts)
         if self.prefix_hosts and self.read.meta.hosts is None:

@@ -43,6 +43,7 @@ class Blocks:
         self.block_pids: set[int] = set()  # the pids a ChildFailedError block names
         self.entry_trace = False  # the current failure entry's traceback field opened a traceback
         self.script: str | None = None
+        self.script_line: int | None = None  # the line of "<script> FAILED"
 
     def open_child_block(self) -> None:
         self.block, self.current, self.root_cause, self.entry_trace = "child", None, False, False
@@ -105,6 +106,7 @@ class Blocks:
         if _CHILD_TEXT.match(text):
             if text.endswith(" FAILED"):
                 self.script = text[: -len(" FAILED")].strip()  # the script whose children failed
+                self.script_line = number
             return True
         if (m := _CHILD_FIELD.match(text)) is not None and self.current is not None:
             self._child_field(m["key"], m["value"].strip())

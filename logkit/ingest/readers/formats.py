@@ -44,12 +44,14 @@ class FileFormat(Word):
     NVIDIA_SMI_CSV = "nvidia_smi_csv", "``nvidia-smi --query-gpu=... --format=csv``"
     NVIDIA_SMI_DMON = "nvidia_smi_dmon", "``nvidia-smi dmon``"
     NVIDIA_SMI_TABLE = "nvidia_smi_table", "the plain ``nvidia-smi`` table, alone or in ``watch nvidia-smi`` frames"
+    NVIDIA_SMI_QUERY = "nvidia_smi_query", "``nvidia-smi -q``'s full query report (``==NVSMI LOG==``)"
     NCCL_TESTS = "nccl_tests", "nccl-tests' output (``all_reduce_perf`` ...)"
     GPUSTAT = "gpustat", "``gpustat`` / ``gpustat -i N``"
     CONSOLE = "console", "a console capture (torchrun, mpirun, accelerate, a training script's stdout)"
     LLAMAFACTORY_LOG = "llamafactory_log", "LLaMA-Factory's ``trainer_log.jsonl`` (one object per logging step)"
     TRAINER_RESULTS = "trainer_results", ("transformers' ``all_results.json`` / ``train_results.json`` / "
                                           "``eval_results.json`` (the run's metrics at its end)")
+    MODEL_CARD = "model_card", "the model card (``README.md``) transformers' Trainer writes: its hyperparameter list"
     DEEPSPEED_CONFIG = "deepspeed_json", "a DeepSpeed config (``ds_config.json``, any name: its ``zero_optimization``)"
 
 
@@ -129,6 +131,8 @@ class Format:
 
 # --- how files are recognised ------------------------------------------------------------------------
 TEXT_SUFFIXES = (".log", ".txt", ".out", ".err", ".csv")
+# nvidia-smi -q's banner, or its "Attached GPUs" line where a paste starts below the banner
+_SMI_QUERY = re.compile(r"^[ \t>]*=+\s*NVSMI LOG\s*=+\s*$|^Attached GPUs\s+:\s*\d+\s*$", re.M)
 _GPUSTAT = re.compile(r"^\[\d+\] [^|]+\|\s*(?:\d+|\?\?)\s*(?:°|')C,", re.M)
 # dmon's header, also indented or pasted as a markdown quote (``> \\# gpu pwr ...``)
 _DMON = re.compile(r"^[ \t]*(?:>[ \t]*)?\\?#\s*(?:Date\s+Time\s+)?gpu\s+(?:pwr|sm|fb|mclk)\b", re.M)
@@ -167,7 +171,9 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       # a process saying its rank as it joins (fairseq / metaseq; the vision codebases' init_distributed_mode)
                       r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)"
                       # torchrun's ChildFailedError block pasted from its rule on (its exception line not in the file)
-                      r"|^\S+ FAILED[ \t]*\r?\n-{20,}", re.M)
+                      r"|^\S+ FAILED[ \t]*\r?\n-{20,}"
+                      # verl's trainer record ("step:2 - global_seqlen/min:538646.000 - ...")
+                      r"|\bstep:\d+ - [\w/@.-]+:[-\d]", re.M)
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 
@@ -221,6 +227,11 @@ def _deepspeed_config(probe) -> bool:
     return head.lstrip()[:1] == "{" and '"zero_optimization"' in head
 
 
+def _model_card(probe) -> bool:
+    """A Markdown file with the Trainer's hyperparameter list (``Trainer.create_model_card``)."""
+    return "The following hyperparameters were used during training:" in probe.head
+
+
 def _llamafactory_log(probe) -> bool:
     head = probe.head[:4096]
     return '"current_steps"' in head and '"total_steps"' in head
@@ -263,6 +274,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format(FileFormat.DEEPSPEED_CONFIG, Role.RUN_DOCUMENT,
            Reader("logkit.ingest.readers.deepspeed_config", "read_deepspeed_config"), suffixes=(".json",),
            telltale=_deepspeed_config, priority=24),
+    Format(FileFormat.MODEL_CARD, Role.RUN_DOCUMENT, Reader("logkit.ingest.readers.model_card", "read_model_card"),
+           suffixes=(".md",), telltale=_model_card, priority=25),
     Format(FileFormat.LLAMAFACTORY_LOG, Role.TRAINING,
            Reader("logkit.ingest.readers.llamafactory", "read_trainer_log"), names=re.compile(r"^trainer_log\.jsonl$"),
            suffixes=(".jsonl",), telltale=_llamafactory_log, priority=29, run_document="trainer_log.jsonl",
@@ -282,6 +295,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format(FileFormat.NVIDIA_SMI_TABLE, Role.GPU_CAPTURE,
            Reader("logkit.ingest.readers.nvidia_smi_table", "read_nvidia_smi_table"), suffixes=TEXT_SUFFIXES,
            telltale=_smi_table, priority=44),
+    Format(FileFormat.NVIDIA_SMI_QUERY, Role.GPU_CAPTURE,
+           Reader("logkit.ingest.readers.nvidia_smi_query", "read_nvidia_smi_query"), suffixes=TEXT_SUFFIXES,
+           telltale=_SMI_QUERY, priority=45),
     Format(FileFormat.NCCL_TESTS, Role.BENCHMARK,
            Reader("logkit.ingest.readers.nccl_tests", "read_nccl_tests"), suffixes=TEXT_SUFFIXES,
            telltale=_NCCL_TESTS, priority=42),

@@ -51,7 +51,7 @@ _FRAME_OWNERS = (
     (re.compile(r"/unsloth(?:_zoo)?/"), "unsloth"), (re.compile(r"/trl/trainer/"), "trl"),
     (re.compile(r"/swift/(?:cli|llm|trainers|pipelines|megatron)/"), "ms-swift"), (re.compile(r"/megatron/"), "megatron"),
     (re.compile(r"/(?:pytorch_lightning|lightning/pytorch|lightning/fabric|lightning_fabric)/"), "lightning"),
-    (re.compile(r"/accelerate/commands/|/bin/accelerate(?:-launch)?$"), "accelerate"),
+    (re.compile(r"/accelerate/(?:commands|test_utils/scripts)/|/bin/accelerate(?:-launch)?$"), "accelerate"),
     (re.compile(r"/deepspeed/launcher/|/bin/deepspeed$"), "deepspeed"),
     (re.compile(r"/transformers/trainer\.py$"), "transformers"),
     (re.compile(r"/torch/distributed/(?:run|launch)\.py$|/torch/distributed/elastic/|/bin/torchrun$"), "torchrun"))
@@ -170,7 +170,12 @@ class FrameworkLines:
         """A traceback's frame line: the framework or launcher whose code it is in, if any."""
         if 'File "' not in text or (m := _FRAME.match(text)) is None:
             return
-        path = m["path"].replace("\\", "/")
+        self.code(number, m["path"])
+
+    def code(self, number: int, path: str) -> None:
+        """A path of code that ran (a frame's file, the script a ChildFailedError names as FAILED): the
+        framework or launcher it belongs to, if any."""
+        path = path.replace("\\", "/")
         for pattern, framework in _FRAME_OWNERS:
             if pattern.search(path) is not None:
                 self.facts.saw(framework, number)

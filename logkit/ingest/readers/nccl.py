@@ -5,10 +5,11 @@ CUDA device, not the global rank) and says what it tells (``what``):
 
 - ``init``: ``comm 0x.. rank R nranks N cudaDev D ... - Init START|Init COMPLETE|Abort COMPLETE``;
 - ``topology``: the newer ``comm 0x.. rank R nRanks N nNodes M localRanks L localRank l``;
-- ``network``: ``Using network X`` (X may hold spaces: ``AWS Libfabric``);
+- ``network``: ``Using network X`` (X may hold spaces: ``AWS Libfabric``; NCCL 2.3: ``Using internal Network X``);
 - ``nics``: ``NET/IB : Using [0]mlx5_0:1/IB ...`` or ``NET/Socket : Using [0]eth0:10.0.0.1<0>``
   (``nics``: name, port, link), ``NET/IB : No device found`` / ``NCCL_IB_DISABLE set ... to 1``
-  (``ib``: False), ``NET/OFI Selected Provider is cxi (found 4 nics)`` (``provider``, ``nic_count``);
+  (``ib``: False; so does a WARN ``Failed to open libibverbs.so[.1]``, kept as a ``warn``), NCCL 2.3's
+  one ``NET/IB: [0] mlx5_3:1/IB`` line per port, ``NET/OFI Selected Provider is cxi (found 4 nics)`` (``provider``, ``nic_count``);
 - ``ring``: ``Channel 00/04 :    0   1 ...`` (every rank, in ring order);
 - ``peer``: ``Channel 00/0 : 1[1c0] -> 2[1d0] [send] via NET/Socket/0`` and the older
   ``Ring 00 : 1 -> 0 [receive] via NET/Socket/0`` (``rank``: the rank of the writing process:
@@ -38,11 +39,16 @@ _INIT = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P
                    r"(?: localSize \d+)?.*? - (?P<state>Init START|Init COMPLETE|Abort COMPLETE|Destroy COMPLETE)")
 _TOPOLOGY = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+)"
                        r" localRanks (?P<local_ranks>\d+) localRank (?P<local_rank>\d+)")
-_NETWORK = re.compile(r"^Using network (?P<net>\S.*?)\s*$")
-_NET_USING = re.compile(r"^NET/(?P<kind>IB|Socket) ?: Using (?P<list>\[.*)$")
-_IB_NIC = re.compile(r"\[\d+\](?P<name>[\w.-]+):(?P<port>\d+)/(?P<link>IB|RoCE)")
+# NCCL 2.3 wrote "Using internal Network IB" (the plugin era's "internal" and a capital N)
+_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<net>\S.*?)\s*$")
+# "NET/IB : Using [0]mlx5_0:1/IB [1]..." on one line; NCCL 2.3 wrote one "NET/IB: [0] mlx5_3:1/IB" per port
+_NET_USING = re.compile(r"^NET/(?P<kind>IB|Socket) ?: (?:Using )?(?P<list>\[.*)$")
+_IB_NIC = re.compile(r"\[\d+\] ?(?P<name>[\w.-]+):(?P<port>\d+)/(?P<link>IB|RoCE)")
 _SOCKET_NIC = re.compile(r"\[\d+\](?P<name>[^:\s\[\]]+):")
-_NO_IB = re.compile(r"^NET/IB ?: No device found|^NCCL_IB_DISABLE set by environment to 1")
+# newer NCCL says a missing verbs library as an INFO ("Failed to open libibverbs.so[.1]"), older as a WARN
+_NO_IB = re.compile(r"^NET/IB ?: No device found|^NCCL_IB_DISABLE set by environment to 1|^Failed to open libibverbs")
+# a WARN that says the IB verbs library is not there (no IB: NCCL goes on over sockets)
+_IB_ABSENT = re.compile(r"Failed to open libibverbs")
 _PROVIDER = re.compile(r"^NET/OFI Selected Provider is (?P<provider>\S+) \(found (?P<n>\d+) nics?\)")
 _RING = re.compile(r"^Channel (?P<ch>\d+)(?:/(?P<n>\d+))? :(?P<ranks>(?:\s+\d+)+)\s*$")
 _PEER = re.compile(r"^(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? : (?P<a>\d+)(?:\[[0-9a-fA-F]+\])? -> "
@@ -132,6 +138,8 @@ def parse_nccl_debug(line: str) -> dict | None:
     out["pid"], out["dev"] = int(out["pid"]), int(out["dev"])
     out["what"] = "warn" if out["level"] == "WARN" else "info"
     if out["level"] != "INFO":
+        if _IB_ABSENT.search(out["message"]):  # still a WARN, that also says IB is absent
+            out.update(nics=[], ib=False)
         return out
     msg = out["message"]
     for grammar in (_init, _network, _channel, _other):

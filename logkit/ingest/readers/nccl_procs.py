@@ -74,7 +74,7 @@ class NcclProcs:
         self.read = read
         self.procs: dict[tuple[str, int], _Proc] = {}
         self.warns: dict[tuple[str, int], dict] = {}  # the last WARN of a process, for its chain
-        self.nics: dict[str, dict] = {}
+        self.nics: dict[tuple, dict] = {}  # (name, port) -> the NIC
         self.facts: dict = {}
         self.ring = 0
         self.where: dict[str, int] = {}  # a fact -> the first line that said it
@@ -102,6 +102,8 @@ class NcclProcs:
             self.warns[(n["host"], n["pid"])] = self.read.event(
                 EventKind.NCCL_WARN, number, host=n["host"], rank=launcher_rank, level="WARNING",
                 message=n["message"].strip(), device=n["dev"], pid=n["pid"], where=n["where"], chain=None)
+            if n.get("ib") is False:  # "Failed to open libibverbs": the WARN also says there is no IB
+                self._nics(n, number)
         elif what == "chain":
             self._chain(n, number, launcher_rank)
         else:
@@ -165,7 +167,7 @@ class NcclProcs:
 
     def _nics(self, n: dict, number: int) -> None:
         for nic in n["nics"]:
-            self.nics.setdefault(nic["name"], nic)
+            self.nics.setdefault((nic["name"], nic["port"]), nic)  # a device's two ports are two NICs
         if n["nics"]:
             self.where.setdefault("nics", number)
         for key in ("provider", "nic_count", "ib"):

@@ -250,7 +250,7 @@ class _Network:
     def __init__(self, read: Read) -> None:
         self.read = read
         self.network: tuple[str, int] | None = None  # (name, line)
-        self.nics: dict[str, dict] = {}
+        self.nics: dict[tuple, dict] = {}  # (name, port) -> the NIC
         self.speeds: dict[str, float] = {}  # NIC -> Gb/s
         self.rates: list[float] = []
         self.facts: dict = {}
@@ -276,18 +276,23 @@ class _Network:
         if what == "warn":  # kept as the console reader keeps it: the run's own account of trouble
             self.read.event(EventKind.NCCL_WARN, number, host=n["host"], level="WARNING",
                             message=n["message"].strip()[:300], device=n["dev"], pid=n["pid"], where=n["where"])
+            if n.get("ib") is False:  # "Failed to open libibverbs": no IB
+                self.facts.setdefault("ib", False)
             return
         if what == "network" and self.network is None:
             self.network = (n["network"], number)
         elif what == "nics":
             for nic in n["nics"]:
-                self.nics.setdefault(nic["name"], nic)
+                self.nics.setdefault((nic["name"], nic["port"]), nic)  # a device's two ports are two NICs
             self.where.setdefault("nics", number)
             for key in ("provider", "nic_count", "ib"):
                 if n.get(key) is not None:
                     self.facts.setdefault(key, n[key])
         elif what == "version":
             self.facts.setdefault("nccl_version", n["version"])
+        elif what == "driver":  # "cudaDriverVersion 12040": the CUDA version the driver supports
+            self.facts.setdefault("cuda_driver_version", n["driver"])
+            self.where.setdefault("cuda_driver_version", number)
         elif (s := _NIC_SPEED.match(n["message"])) is not None:
             self.speeds[s["name"]] = int(s["speed"]) / 1000.0  # NCCL's speed is in Mb/s
             self.where.setdefault("link_speed_gbps", number)
@@ -314,6 +319,9 @@ class _Network:
             meta.ib = self.facts["ib"]
         if "nccl_version" in self.facts:
             meta.nccl_version = self.facts["nccl_version"]
+        if "cuda_driver_version" in self.facts:
+            meta.cuda_driver_version = self.facts["cuda_driver_version"]
+            sources["cuda_driver_version"] = f"{label}:{self.where['cuda_driver_version']}"
         rates = set(self.speeds.values()) | set(self.rates)
         if len(rates) == 1:  # one rate for every NIC named: the link rate (several: none is the run's)
             meta.link_speed_gbps = rates.pop()

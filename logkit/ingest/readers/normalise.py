@@ -52,6 +52,14 @@ MIN_WIDTH = 60  # a narrower "terminal width" is a file's own short lines, not a
 _TOKEN = re.compile(r"(?P<ws>[ \t]+)|(?P<word>[A-Za-z0-9_][\w.-]*)|(?P<punct>[^\sA-Za-z0-9_])")
 _CLOSE = frozenset("]|:>│)")  # what a prefix may end with (before a space)
 _ISO = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
+# a learned prefix that is a bare tag ("[0] "): a writer that tags each write, not each line, also glues it
+# inside the line where a line was printed in pieces (nccl-tests' row: "... -1[0]    1626.5 ... 0[0]    2302.3")
+_TAG = re.compile(r"\[[\w.-]+\]")
+# a tqdm bar after "word: ": the word is the bar's label ("Training: 100%|..."), not a host pdsh put there
+_BAR = re.compile(r"\s*\d{1,3}%\|")
+# a tqdm bar with its label ("Map: 100%|...", "Evaluating: 100%|..."): tqdm writes each from the line's start, so
+# it is a record of its own, never the tail of a wrapped line (bars of one width look like a terminal's wraps)
+_LABELLED_BAR = re.compile(r"[\w .-]{1,40}:\s*\d{1,3}%\|")
 _NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit|Failure)$|^(?:stdout|stderr)$")
 # Where records glued onto one line part: a launcher prefix, a glog header or an NCCL debug header after
 # other text (processes writing without line buffering), or a log service's literal "\n".
@@ -152,7 +160,7 @@ class Layout:
     def own_start(self, text: str) -> bool:
         """Whether ``text`` (a line without its learned prefixes) begins a record of its own: a prefix
         logkit always knows, or a line of the grammar."""
-        return has_prefix(text) or self.grammar.starts.match(text) is not None
+        return has_prefix(text) or self.grammar.starts.match(text) is not None or _LABELLED_BAR.match(text) is not None
 
     # -- the records --------------------------------------------------------------------------
     def records(self, numbered: Iterable[tuple[int, str]]) -> Iterator[Line]:
@@ -193,8 +201,9 @@ class Layout:
 
     def _emit(self, held: list) -> Iterator[Line]:
         number, last, text, rank, host, stamp, _ = held
-        if last != number:
-            text = text.rstrip()  # the padding a terminal put after a wrapped record's last piece
+        # the padding a terminal put after a record: a wrapped record's last piece, a line tqdm's write padded
+        # to the terminal's width (the Trainer's log dict printed under a progress bar)
+        text = text.rstrip()
         for piece in _pieces(text, self.grammar):
             s = peel(piece)
             yield Line(number, s.text, s.rank if s.rank is not None else rank, s.host or host, s.stamp or stamp, last)
@@ -292,9 +301,13 @@ def _compile(tokens: list[re.Match], sample_words: list[str]) -> re.Pattern:
 
 def _strip(pattern: re.Pattern, line: str) -> tuple[str, re.Match | None]:
     m = pattern.match(line)
-    if m is None or (m.groupdict().get("host") is not None and _NOT_HOST.search(m["host"])):
+    if m is None or (m.groupdict().get("host") is not None
+                     and (_NOT_HOST.search(m["host"]) or _BAR.match(line, m.end()) is not None)):
         return line, None
-    return line[m.end():], m
+    rest = line[m.end():]
+    if _TAG.fullmatch(tag := m[0].strip()) and tag in rest:  # the same tag glued inside: taken off too
+        rest = re.sub(rf"(?<=\S){re.escape(tag)}(?=\s)", " ", rest)
+    return rest, m
 
 
 def _learn_one(lines: list[str], grammar: Grammar, share: float) -> Learned | None:

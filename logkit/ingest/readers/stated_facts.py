@@ -25,7 +25,7 @@ _RANK = {STATED: 0, DERIVED: 1, INFERRED: 2}
 # the frameworks by how much they say of the run: the tool a person ran beats the libraries it drives
 # (LLaMA-Factory runs transformers' Trainer, which DeepSpeed or accelerate run under; Megatron-LM's and
 # Lightning's own loops run under torchrun or with DeepSpeed)
-_SPECIFIC = {"llamafactory": 0, "axolotl": 0, "ms-swift": 0, "unsloth": 1, "megatron": 1, "lightning": 1, "trl": 2,
+_SPECIFIC = {"llamafactory": 0, "axolotl": 0, "ms-swift": 0, "unsloth": 1, "megatron": 1, "lightning": 1, "verl": 1, "trl": 2,
              "deepspeed": 3, "accelerate": 4, "transformers": 5, "torchrun": 6}
 # facts kept while reading that are no meta key: only what derivations need
 _WORKING = ("gpus_per_process", "highest_rank", "distributed")
@@ -63,6 +63,12 @@ class Facts:
 
     def state(self, key: str, value, what: str, line: int | None) -> None:
         self._add(key, value, STATED, what, line)
+
+    def restate(self, key: str, value, what: str, line: int | None) -> None:
+        """``state``, replacing what was stated before: a block printed again later (a framework's banner
+        after a retry) says what the run went on with."""
+        self.found.pop(key, None)
+        self.state(key, value, what, line)
 
     def derive(self, key: str, value, what: str, line: int | None) -> None:
         self._add(key, value, DERIVED, what, line)

@@ -74,7 +74,8 @@ _PEER_CLOSED = re.compile(r"Connection closed by remote peer (?P<peer>\S+)")
 _TQDM = re.compile(r"(?:^|\||\s)(?P<n>\d+)/(?P<total>\d+) \[\d+:\d+(?::\d+)?<")
 _MEGATRON = re.compile(r"iteration\s+(?P<it>\d+)/\s*(?P<of>\d+) \|(?P<fields>.*)$")
 _MEGATRON_FIELDS = {"elapsed time per iteration (ms)": "step_time_ms", "learning rate": "learning_rate",
-                    "global batch size": "total_batch_size", "lm loss": "loss", "grad norm": "grad_norm"}
+                    "global batch size": "total_batch_size", "lm loss": "loss", "grad norm": "grad_norm",
+                    "lm_loss": "loss"}  # Megatron-DeepSpeed writes "lm_loss"
 _DS_VERSION = re.compile(r"DeepSpeed info: version=(?P<v>[^,\s]+)")
 # Megatron: "[Rank 0] (after 1 iterations) memory (MB) | allocated: 17657.19 | max allocated: ..."
 _MEGATRON_MEMORY = re.compile(r"\[Rank (?P<rank>\d+)\] \(after \d+ iterations\) memory \(MB\)(?P<fields>.*)$")
@@ -323,10 +324,37 @@ def parse_peer(text: str) -> dict | None:
     return None
 
 
+# a bar whose label names another phase than training (datasets' "Map", an evaluation, a download): its
+# n/total is not the run's progress
+_OTHER_PHASE_BAR = re.compile(r"^\s*(?:Map|Filter|Tokeniz\w*|Running tokenizer|Download\w*|Load\w*|Fetching|Extract\w*|"
+                              r"Generat\w*|Sav\w*|Eval\w*|Validat\w*|Test\w*|Predict\w*|Inference)\b[^|]*?:\s*\d+%\|",
+                              re.I)
+
+
 def parse_progress(text: str) -> dict | None:
-    """The last ``n/total`` of a tqdm bar in ``text`` (a bar may be glued to the next record)."""
+    """The last ``n/total`` of a tqdm bar in ``text`` (a bar may be glued to the next record); None for a bar
+    of another phase than training (``Map:``, ``Evaluating:``)."""
     found = list(_TQDM.finditer(text))
-    return None if not found else {"step": int(found[-1]["n"]), "total": int(found[-1]["total"])}
+    if not found or _OTHER_PHASE_BAR.match(text) is not None:
+        return None
+    return {"step": int(found[-1]["n"]), "total": int(found[-1]["total"])}
+
+
+# a training script's own epoch summary: "Epoch: 0, Average Training Loss: 4.85, Average Evaluation Loss: 2.55"
+# (also "epoch 3 | train loss 0.41 | val loss 0.52"): the training loss a steps row, the evaluation's an evals row
+_SUMMARY_NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|NaN|inf"
+_EPOCH_SUMMARY = re.compile(rf"^\s*Epoch\s*[:=]?\s*(?P<epoch>\d+)\s*[,|]\s*(?:Average |Avg\.? |Mean )?"
+                            rf"(?:Training|Train) Loss\s*[:=]?\s*(?P<loss>{_SUMMARY_NUM})(?:\s*[,|]\s*(?:Average |Avg\.? |Mean )?"
+                            rf"(?:Evaluation|Eval|Validation|Val) Loss\s*[:=]?\s*(?P<eval>{_SUMMARY_NUM}))?\s*$", re.I)
+
+
+def parse_epoch_summary(text: str) -> dict | None:
+    """A script's epoch summary line: ``epoch``, ``loss`` and, where it says one, ``eval_loss``."""
+    m = _EPOCH_SUMMARY.match(text)
+    if m is None:
+        return None
+    return {"epoch": float(m["epoch"]), "loss": to_float(m["loss"]),
+            "eval_loss": to_float(m["eval"]) if m["eval"] else None}
 
 
 def parse_megatron(text: str) -> dict | None:

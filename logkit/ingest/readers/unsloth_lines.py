@@ -11,7 +11,8 @@ The training banner (unsloth-zoo's patched ``_inner_training_loop``)::
 
 ``Num GPUs used`` counts the devices the model's parameters lie on in one process; ``Data Parallel GPUs``
 is the Trainer's ``world_size``. Before 2024.x the banner said ``Num GPUs = 8`` (``args.world_size``),
-``Total batch size = 64 | Total steps = 99,486`` and ``Number of trainable parameters``. The model
+``Total batch size = 64 | Total steps = 99,486`` and ``Number of trainable parameters``. A banner printed
+again (unsloth retrying with a smaller batch after running out of memory) replaces the one before it. The model
 loading banner (``Unsloth 2025.3.14: Fast Llama patching ...``, ``NVIDIA A100. Num GPUs = 1. Max memory``:
 the GPUs visible to the process, not those the run used) and ``Unsloth: ...`` notes carry nothing kept.
 """
@@ -24,7 +25,8 @@ from logkit.ingest.readers.stated_facts import Facts
 
 _SLOTH = re.compile(r'^\s*(?:==\(\(====\)\)==|\\\\ +/\||O\^O/ \\_/ \\|\\ +/|"-____-")\s*')
 _PAIR = re.compile(r"^(?P<key>[A-Z][\w ]*?)(?: \([\dx ]+\))? = (?P<value>[\d,]+)\b")
-_KEYS = {"Num GPUs used": "gpus_per_process", "Num GPUs": "world_size", "Data Parallel GPUs": "world_size",
+# "Data Parallel GPUs" is the Trainer's world size, which under unsloth (no model parallel) is the data-parallel size
+_KEYS = {"Num GPUs used": "gpus_per_process", "Num GPUs": "world_size", "Data Parallel GPUs": ("world_size", "data_parallel_size"),
          "Num examples": "num_examples", "Num Epochs": "num_train_epochs", "Total steps": "max_steps",
          "Batch size per device": "per_device_batch_size", "Gradient accumulation steps": "gradient_accumulation_steps",
          "Gradient Accumulation steps": "gradient_accumulation_steps", "Total batch size": "total_batch_size"}
@@ -44,9 +46,11 @@ def line(facts: Facts, number: int, text: str) -> bool:
         p = _PAIR.match(part.strip())
         if p is None or p["key"] not in _KEYS or (p["key"] == "Num GPUs" and "finetuning" not in body):
             continue
-        key, value = _KEYS[p["key"]], int(p["value"].replace(",", ""))
+        keys, value = _KEYS[p["key"]], int(p["value"].replace(",", ""))
         what = f"{p['key']} = {p['value']} (unsloth's banner)"
-        facts.state(key, float(value) if key == "num_train_epochs" else value, what, number)
+        for key in (keys,) if isinstance(keys, str) else keys:
+            # a banner printed again (unsloth retrying with a batch that fits): the later one is what the run went on with
+            facts.restate(key, float(value) if key == "num_train_epochs" else value, what, number)
     return True
 
 

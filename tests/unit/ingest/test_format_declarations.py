@@ -63,7 +63,8 @@ def test_every_reader_is_there_and_lazy():
 
 def test_the_derived_facts_are_the_ones_the_code_had():
     """What discover, meta, groups and headline used to spell, now read off the declarations."""
-    assert with_role(Role.GPU_CAPTURE) == {"nvidia_smi_csv", "nvidia_smi_dmon", "nvidia_smi_table", "gpustat"}
+    assert with_role(Role.GPU_CAPTURE) == {"nvidia_smi_csv", "nvidia_smi_dmon", "nvidia_smi_table", "nvidia_smi_query",
+                                           "gpustat"}
     assert with_role(Role.BENCHMARK) == {"nccl_tests"}
     assumed = {n for n, f in FORMATS.items() if f.assumed_rank}
     assert assumed == {"trainer_state", "results_json", "legacy_summary", "trainer_results", "llamafactory_log"}
@@ -79,7 +80,7 @@ def test_the_derived_facts_are_the_ones_the_code_had():
     by_priority = sorted(FORMATS.values(), key=lambda f: f.priority)
     text = [f.name for f in by_priority if isinstance(f.telltale, re.Pattern)]
     # the query CSV and the boxed table are told from a training log that prints them by a function
-    assert text == ["nvidia_smi_dmon", "nccl_tests", "gpustat", "console"]
+    assert text == ["nvidia_smi_dmon", "nccl_tests", "gpustat", "nvidia_smi_query", "console"]
     assert [n for n, f in FORMATS.items() if f.gathers] == ["flight_recorder"]
     assert [n for n, f in FORMATS.items() if f.echoes_streams] == ["logkit_text"]
 

@@ -17,8 +17,8 @@ def test_each_file_looked_at_says_why_it_was_not_read(tmp_path):
     assert lines[1].startswith("  formats looked for: ") and all(
         f in lines[1] for f in ("console", "nccl_tests", "nvidia_smi_csv", "gpustat", "trainer_state"))
     why = dict(ln.strip().split(": not read: ") for ln in lines[2:])
-    assert why[str(tmp_path / "notes.md")] == "its name (.md) is no log's and its first bytes ('# my run') none of " \
-                                               "the formats"
+    # a .md file may be the Trainer's model card: looked at by its first bytes, as a .txt is
+    assert why[str(tmp_path / "notes.md")] == "its first bytes ('# my run') are none of the formats looked for"
     assert why[str(tmp_path / "out.txt")] == "its first bytes ('epoch 1 done') are none of the formats looked for"
     assert why[str(tmp_path / "sub" / "blob.log")].startswith("its first bytes (b'\\x00\\x01\\x02binary')")
     assert "errors log" in why[str(tmp_path / "s_errors.log")]
