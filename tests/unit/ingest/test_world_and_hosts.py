@@ -22,7 +22,8 @@ def test_a_block_pasted_without_its_exception_line_is_read(tmp_path):
                                                                                     "iZl4v544jr5cejwaqci3xvZ")
     assert ev["root_cause"] and ev["source"] == "capture.log:7"
     assert ev["script"] == "llama_fc/lib/python3.10/site-packages/llamafactory/launcher.py"
-    assert s.meta["framework"] == "torchrun" and s.diagnostics.empty
+    # the FAILED script is llamafactory/launcher.py (line 1 of the excerpt): the framework that ran
+    assert s.meta["framework"] == "llamafactory" and s.diagnostics.empty
 
 
 def test_a_folder_holding_only_such_a_block_is_a_session(tmp_path):
