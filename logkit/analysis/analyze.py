@@ -34,6 +34,7 @@ from logkit.analysis.kernels.communication import (
 from logkit.analysis.kernels.curves import curves
 from logkit.analysis.kernels.diagnostics import diagnostics_table
 from logkit.analysis.kernels.health import loss_parity, session_health
+from logkit.analysis.kernels.ledger import ledger
 from logkit.analysis.kernels.mfu import mfu
 from logkit.analysis.kernels.nccl_sweep import NCCL_TESTS_COLUMNS, nccl_tests_table
 from logkit.analysis.kernels.performance import (
@@ -157,4 +158,4 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
         findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling, parts),
         verdict=verdict(scaling, breakdown, strag, findings),
-        diagnostics=diagnostics_table(sessions), straggler_calls=straggler_calls(strag))
+        diagnostics=diagnostics_table(sessions), straggler_calls=straggler_calls(strag), ledger=ledger(sessions))
