@@ -171,6 +171,7 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
         self.session_id = agree_session_id(self.log_dir, info, self.requested_session_id)
         # the second collective of the start, right after the first (nothing between can fail)
         self.clock_offset, self._clock_uncertainty = measure_clock_offset(info)
+        gathered = time.perf_counter()  # the two collectives wait for the last rank to start
         self.folder = self.log_dir / self.session_id
         self._open_files()
         if total_batch_size is None and per_device_batch_size is not None:
@@ -214,7 +215,7 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
         self._builder = RecordBuilder(self.settings, dict(session_id=self.session_id, rank=info.rank,
                                                           world_size=info.world_size, local_rank=info.local_rank),
                                       max_steps, total_batch_size, self._sampler)
-        self._startup_phases(began)
+        self._startup_phases(began, gathered if info.world_size > 1 else None)
         self._last_step_end = time.perf_counter()
         if self.settings.stall_min_s > 0:
             self._stall_watch = StallWatch(self, self.settings.stall_factor, self.settings.stall_min_s)

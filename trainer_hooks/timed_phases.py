@@ -6,6 +6,8 @@
   time before the logger existed; ``trainer_hooks.process_start``), written once at ``start``;
 - ``eval`` / ``save``: an evaluation, a checkpoint (the callback times them between the Trainer's
   events; a loop times them with ``phase("eval")``), or any name of the training code's own;
+- ``waiting_for_ranks``: in the logger's start on several ranks, its collectives' wait for the last
+  rank to start;
 - ``logging``: the logger's own time on the training thread: its ``start`` and its ``end`` (each one
   stretch), and the many short calls of the steps, summed (``phase_detail`` says where they lie:
   ``between_steps``, the step hooks and records, in the data windows; ``within_steps``, the gradient
@@ -20,10 +22,12 @@ from contextlib import contextmanager
 
 from logkit.schema.records import TIMED_PHASE
 from trainer_hooks.guard import guarded
-from trainer_hooks.process_start import process_start
+from trainer_hooks.process_start import process_age
 
 # phase_detail of the summed logging records: where in a step their calls lie
 BETWEEN_STEPS, WITHIN_STEPS = "between_steps", "within_steps"
+# the phase of the logger's start where the ranks wait for the last one to start
+WAITING_FOR_RANKS = "waiting_for_ranks"
 
 
 class TimedPhases:
@@ -61,13 +65,19 @@ class TimedPhases:
         finally:
             self.timed_phase(name, begin)
 
-    def _startup_phases(self, start_began: float) -> None:
-        """At the end of ``start``: the time before the logger existed, and ``start``'s own."""
-        started, source = process_start()
-        if started is not None:
-            age = self._wall0 - started
-            if age >= 0:  # a clock stepped backwards between the two readings says nothing
+    def _startup_phases(self, start_began: float, gathered: float | None = None) -> None:
+        """At the end of ``start``: the time before the logger existed, and ``start``'s own; where the ranks
+        met in ``start`` (``gathered``: when its collectives returned), the time until then is the wait
+        for the last rank to arrive (``waiting_for_ranks``)."""
+        age, source = process_age()
+        if age is not None:
+            age -= time.perf_counter() - self._t0  # the process's age at the logger's origin
+            if age >= 0:
                 self._emit(self._phase_record("startup", self._t0 - age, self._t0, f"process start from {source}"))
+        if gathered is not None:
+            self._emit(self._phase_record(WAITING_FOR_RANKS, start_began, gathered, "start: the ranks agree on the "
+                                          "session id and measure their clocks"))
+            start_began = gathered
         self._emit(self._phase_record("logging", start_began, time.perf_counter(), "start"))
 
     def _end_phases(self, end_began: float) -> None:

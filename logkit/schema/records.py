@@ -386,9 +386,10 @@ TRAINER_LOG = RecordSpec(EventType.TRAINER_LOG, None, (F("logs", type=dict, **_X
 TIMED_PHASE = RecordSpec(EventType.TIMED_PHASE, None, (
     F("phase", type=str, doc="what the rank did: eval (an evaluation), save (a checkpoint), logging (the logger's "
                              "own time on the training thread), startup (the process's start to the logger's "
-                             "origin: imports, model load, quantisation), or a name of the training code's own"),
-    F("phase_detail", type=str, doc="startup: where the process start was read; logging: 'steps' where the time "
-                                    "is the sum of many short calls spread over the steps (not one stretch)"),
+                             "origin: imports, model load, quantisation), waiting_for_ranks (the logger's start "
+                             "waiting for the last rank), or a name of the training code's own"),
+    F("phase_detail", type=str, doc="startup: where the process start was read; logging: start or end (one "
+                                    "stretch), between_steps or within_steps (the sum of many short calls there)"),
     F("duration_s", unit="s", doc="how long it took; it ended at time_s"),
     F("clock_s", unit="s", doc="when it ended, on the job clock"),
 ), "a timed stretch of a rank's time outside the steps (evaluation, checkpoint saving, start-up, logging)")

@@ -27,7 +27,8 @@ they are rank-hours: GPU-hours on a GPU per rank).
 
 Logs of other formats give what they state: ``train_runtime`` is the wall (the Trainer's ``train()``:
 start-up before it is not in it), the evaluations' ``eval_runtime`` in trainer_state.json's
-log_history the evaluation; the rest of the wall is not split, said in ``unknown``.
+log_history the evaluation; the rest of the wall is not split, said in ``unknown`` (a checkpoint's
+trainer_state.json has no ``train_runtime``: its evaluations are given, the wall is None).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ C = LedgerCategory
 CATEGORIES: tuple[str, ...] = tuple(c.value for c in C)
 # a timed phase's name -> its category (any other name: the rest, named in the notes)
 PHASE_CATEGORY = {"eval": C.EVALUATION, "evaluate": C.EVALUATION, "evaluation": C.EVALUATION,
-                  "save": C.CHECKPOINT_SAVING, "checkpoint": C.CHECKPOINT_SAVING, "logging": C.LOGGING}
+                  "save": C.CHECKPOINT_SAVING, "checkpoint": C.CHECKPOINT_SAVING, "logging": C.LOGGING,
+                  "waiting_for_ranks": C.WAITING_FOR_RANKS}
 # the logging records that sum many short calls: where in the steps those calls lie
 SPREAD = {"between_steps": C.DATA_WAIT, "within_steps": C.COMPUTE}
 STARTUP_PHASE = "startup"
@@ -206,38 +208,45 @@ def _rest_notes(per: list[_Rank], n: int) -> list[str]:
 
 
 def _foreign(session) -> LedgerRow | None:
-    """A log of another format: the wall from ``train_runtime``, evaluation from ``eval_runtime``."""
+    """A log of another format: the wall from ``train_runtime``, evaluation from the ``eval_runtime`` of the
+    evaluations during training (those with a step); a row where either is known."""
     m = session.meta
-    wall, basis = None, None
+    wall, basis = None, "no train_runtime in these logs: the wall is unknown"
     if m.duration_s is not None and str(m.duration_from or "").startswith(_TRAIN_RUNTIME):
         wall, basis = m.duration_s, m.duration_from
     elif m.training_time_s is not None and "trainer_state" in [str(f) for f in (m.formats or [])]:
         wall, basis = m.training_time_s, "stated: train_runtime (trainer_state.json's log_history)"
-    if wall is None or not wall > 0:
-        return None
+    wall = wall if wall is not None and wall > 0 else None
     ev = session.evals
     runs = ev[(ev["name"] == "eval_runtime") & ev["step"].notna()]["value"].dropna() if len(ev) else []
+    if wall is None and not len(runs):
+        return None
     seconds: dict = dict.fromkeys(CATEGORIES)
     if len(runs):
         seconds[C.EVALUATION] = float(runs.sum())
-    seconds[C.REST] = wall - (seconds[C.EVALUATION] or 0.0)
+    if wall is not None:
+        seconds[C.REST] = wall - (seconds[C.EVALUATION] or 0.0)
     unknown = tuple(c for c in CATEGORIES if seconds[c] is None)
-    notes = ("train_runtime is the Trainer's train() call: the start-up before it (imports, model load) is not in it",
-             "the log does not split the rest: " + ", ".join(unknown) + " are in it"
-             + ("" if len(runs) else " (and evaluation: no eval_runtime during training)"))
-    return LedgerRow(session.session_id, float(wall), seconds, _shares(seconds, wall), 1, basis, unknown, notes)
+    notes = [f"evaluation: {len(runs)} evaluation(s) during training, by their eval_runtime"] if len(runs) else \
+        ["evaluation: no eval_runtime during training in these logs"]
+    if wall is not None:
+        notes += ["train_runtime is the Trainer's train() call: the start-up before it (imports, model load) is not "
+                  "in it", "the rest is not split by these logs: it holds " + ", ".join(
+                      c for c in unknown if c != C.STARTUP) + " (and the evaluations that were not timed)"]
+    return LedgerRow(session.session_id, None if wall is None else float(wall), seconds, _shares(seconds, wall),
+                     int(m.world_size or 1), basis, unknown, tuple(notes))
 
 
-def _shares(seconds: dict, wall: float) -> dict:
-    return {c: (v / wall if v is not None and wall > 0 else None) for c, v in seconds.items()}
+def _shares(seconds: dict, wall: float | None) -> dict:
+    return {c: (v / wall if v is not None and wall else None) for c, v in seconds.items()}
 
 
 def ledger(sessions: list) -> tuple[LedgerRow, ...]:
-    """A ``LedgerRow`` per session whose wall-clock its logs give (module doc)."""
+    """A ``LedgerRow`` per session whose logs give its wall-clock or a part of it (module doc)."""
     rows = []
     for s in sessions:
         row = _own(s)
         row = row if row is not None else _foreign(s)
-        if row is not None and row.wall_s > 0:
+        if row is not None and (row.wall_s is None or row.wall_s > 0):
             rows.append(row)
     return tuple(rows)

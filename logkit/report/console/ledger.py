@@ -25,14 +25,14 @@ def _duration(seconds: float) -> str:
 
 
 def _session_lines(row: LedgerRow) -> list[str]:
-    lines = ["", f"⌛ Session: {row.session_id}: {_duration(row.wall_s)} wall ({fmt(row.wall_s, '.1f', 's')}; "
-                 f"{row.basis})"]
+    wall = "wall unknown (" if row.wall_s is None else f"{_duration(row.wall_s)} wall ({fmt(row.wall_s, '.1f', 's')}"
+    lines = ["", f"⌛ Session: {row.session_id}: {wall}; {row.basis})"]
     width = max(len(label) for label in _LABELS.values())
     for cat in LedgerCategory:
         seconds, share = row.seconds.get(cat.value), row.shares.get(cat.value)
         if seconds is None:
             continue
-        bar = "█" * int(round((share or 0) * _BAR))
+        bar = "█" * int(round((share or 0) * _BAR))  # no share where the wall is unknown
         lines.append(f"  {_LABELS[cat.value]:<{width}}  {fmt(seconds, '10.1f', 's')}  {pct(share):>6}  {bar}")
     if row.unknown:
         lines.append("  not in these logs: " + ", ".join(_LABELS[c] for c in row.unknown))
@@ -41,7 +41,7 @@ def _session_lines(row: LedgerRow) -> list[str]:
 
 
 def render_ledger(analysis: Analysis) -> str:
-    """Per session with a known wall: its ledger."""
+    """Per session whose logs give its wall, or a part of it: its ledger."""
     lines = ["WHERE THE HOURS WENT (LEDGER)", RULE]
     if not analysis.ledger:
         lines.append("No session gives its wall-clock: no ledger.")
