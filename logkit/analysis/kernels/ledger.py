@@ -38,6 +38,7 @@ import pandas as pd
 
 from logkit.analysis.kernels.breakdown import synced_steps
 from logkit.analysis.results.ledger import LedgerRow
+from logkit.ingest.readers.formats import FileFormat
 from logkit.schema.records import EventType
 from logkit.schema.vocab import LedgerCategory
 
@@ -214,7 +215,7 @@ def _foreign(session) -> LedgerRow | None:
     wall, basis = None, "no train_runtime in these logs: the wall is unknown"
     if m.duration_s is not None and str(m.duration_from or "").startswith(_TRAIN_RUNTIME):
         wall, basis = m.duration_s, m.duration_from
-    elif m.training_time_s is not None and "trainer_state" in [str(f) for f in (m.formats or [])]:
+    elif m.training_time_s is not None and FileFormat.TRAINER_STATE in (m.formats or []):
         wall, basis = m.training_time_s, "stated: train_runtime (trainer_state.json's log_history)"
     wall = wall if wall is not None and wall > 0 else None
     ev = session.evals
