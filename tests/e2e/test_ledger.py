@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -163,3 +164,28 @@ def test_a_llamafactory_folder_gives_train_runtime_and_no_evaluation():
     assert row["wall_s"] == pytest.approx(5980.6912)  # train_results.json's train_runtime
     assert row["seconds"]["evaluation"] is None and "evaluation" in row["unknown"]
     assert any("no eval_runtime" in n for n in row["notes"])
+
+
+def test_a_stream_cut_before_its_end_still_adds_up_and_says_so(loop_run, tmp_path):
+    """The loop's stream cut after its last step record (a killed run): its span ends at its last record."""
+    src, _, _, _, _ = loop_run
+    (session,) = [p for p in (src / "logs").iterdir() if p.is_dir()]
+    cut = tmp_path / "logs" / session.name
+    shutil.copytree(session, cut)
+    (cut / "summary.json").unlink(missing_ok=True)
+    stream = next(cut.glob("*rank0.jsonl"))
+    records = [json.loads(line) for line in stream.read_bytes().splitlines()]
+    last = max(i for i, r in enumerate(records) if r["type"] == "training_step_complete")
+    kept = records[:last + 1]
+    stream.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in kept))
+    (row,) = _ledger(tmp_path / "logs")
+    _adds_up(row)
+    assert any("no session_end" in n for n in row["notes"])
+    phases = [r for r in kept if r["type"] == "timed_phase"]
+    age = next(r["duration_s"] for r in phases if r["phase"] == "startup")
+    # from the process start (its age at the logger's origin) to the last record left
+    assert row["wall_s"] == pytest.approx(age + kept[-1]["elapsed_s"], abs=1e-3)
+    # the evaluations before the cut (the last one came after the last step)
+    evals = [r["duration_s"] for r in phases if r["phase"] == "eval"]
+    assert len(evals) == known.STEPS // known.EVAL_EVERY - 1
+    assert row["seconds"]["evaluation"] == pytest.approx(sum(evals), abs=1e-3)
