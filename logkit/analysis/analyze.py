@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -108,6 +108,7 @@ class SessionFigures:
     busy_gpu: dict
     context: dict
     slow_steps: dict
+    synced: dict = field(default_factory=dict)  # each session's synced steps (breakdown.synced_steps), by id
 
     def parts(self, **more) -> dict:
         """The results ``diagnose`` reads."""
@@ -129,7 +130,7 @@ def session_figures(sessions: list, comm_parts: list) -> SessionFigures:
     comm = _concat([communication_table(s, p) for s, p in zip(sessions, parts, strict=True)], COMM_COLUMNS)
     busy, context = _context(sessions, gpus, comm, strag, breakdown)
     return SessionFigures(perf, strag, breakdown, gpus, comm, busy, context,
-                          {s.session_id: slow_step_list(s) for s in sessions})
+                          {s.session_id: slow_step_list(s) for s in sessions}, synced)
 
 
 def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
@@ -158,4 +159,5 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
         findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling, parts),
         verdict=verdict(scaling, breakdown, strag, findings),
-        diagnostics=diagnostics_table(sessions), straggler_calls=straggler_calls(strag), ledger=ledger(sessions))
+        diagnostics=diagnostics_table(sessions), straggler_calls=straggler_calls(strag),
+        ledger=ledger(sessions, figs.synced))

@@ -73,6 +73,7 @@ class _Rank:
     """One rank's split of its own span ``[begin, end]`` (``time_s``; begin <= 0 is its process start)."""
 
     def __init__(self, rank, steps: pd.DataFrame, events: pd.DataFrame, synced: pd.DataFrame) -> None:
+        """``steps``, ``events``, ``synced``: the rank's own rows."""
         self.rank = rank
         self.notes: list[str] = []
         self.others: dict[str, float] = {}
@@ -112,7 +113,7 @@ class _Rank:
         # the stretches no window covers (steps not logged) are the rest too
         self.gap = max(0.0, (self.end - self.begin) - sum(sec.values()))
         sec[C.REST] += self.gap
-        mine = synced[synced["rank"] == self.rank] if len(synced) else synced
+        mine = synced  # the rank's own synced steps
         if len(mine):
             mine = mine[mine["step"].isin(s["step"])]
             comm, wait = float(mine["comm_exposed_s"].sum()), float(mine["wait_s"].sum())
@@ -163,16 +164,20 @@ class _Rank:
                 self.others[name] = self.others.get(name, 0.0) + amount
 
 
-def _own(session) -> LedgerRow | None:
+def _own(session, synced: pd.DataFrame | None = None) -> LedgerRow | None:
     ev = session.events
     if not len(ev) or not (ev["kind"] == EventType.SESSION_START).any():
         return None
     ranks = sorted(int(r) for r in ev.loc[ev["kind"] == EventType.SESSION_START, "rank"].dropna().unique())
     if not ranks:
         return None
-    synced = synced_steps(session)
-    steps = session.steps
-    per = [_Rank(r, steps[steps["rank"] == r], ev[ev["rank"] == r], synced) for r in ranks]
+    synced = synced_steps(session) if synced is None else synced
+    steps = dict(tuple(session.steps.groupby("rank", sort=False)))
+    events = dict(tuple(ev.groupby("rank", sort=False)))
+    by_rank = dict(tuple(synced.groupby("rank", sort=False))) if len(synced) else {}
+    none = session.steps.iloc[:0]
+    per = [_Rank(r, steps.get(r, none), events.get(r, ev.iloc[:0]), by_rank.get(r, synced.iloc[:0]))
+           for r in ranks]
     notes = [n for p in per for n in p.notes]
     aligned = all(p.origin is not None for p in per)
     shift = {p.rank: p.origin if aligned else 0.0 for p in per}
@@ -242,11 +247,12 @@ def _shares(seconds: dict, wall: float | None) -> dict:
     return {c: (v / wall if v is not None and wall else None) for c, v in seconds.items()}
 
 
-def ledger(sessions: list) -> tuple[LedgerRow, ...]:
-    """A ``LedgerRow`` per session whose logs give its wall-clock or a part of it (module doc)."""
+def ledger(sessions: list, synced: dict | None = None) -> tuple[LedgerRow, ...]:
+    """A ``LedgerRow`` per session whose logs give its wall-clock or a part of it (module doc); ``synced``:
+    each session's ``breakdown.synced_steps`` by id where already made."""
     rows = []
     for s in sessions:
-        row = _own(s)
+        row = _own(s, (synced or {}).get(s.session_id))
         row = row if row is not None else _foreign(s)
         if row is not None and (row.wall_s is None or row.wall_s > 0):
             rows.append(row)
