@@ -143,7 +143,9 @@ class LogkitCallback(TrainerCallback):
         # the Trainer checks the flag after logging, so it still stops after this very step
         if self.logger.stop_requested:
             control.should_training_stop = True
-        if self._mark is not None and not self._predicting:  # a training log: an evaluation starts after it
+        # a training log: an evaluation may start after it (an evaluation's own log, inside it, has a
+        # *_runtime key, and comes after its prediction steps)
+        if self._mark is not None and not self._predicting and not any(str(k).endswith("_runtime") for k in logs):
             self._mark = time.perf_counter()
 
     @guarded
