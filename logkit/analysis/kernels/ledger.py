@@ -224,17 +224,22 @@ def _foreign(session) -> LedgerRow | None:
         wall, basis = m.training_time_s, "stated: train_runtime (trainer_state.json's log_history)"
     wall = wall if wall is not None and wall > 0 else None
     ev = session.evals
-    runs = ev[(ev["name"] == "eval_runtime") & ev["step"].notna()]["value"].dropna() if len(ev) else []
+    # an evaluation the training loop logged has its step or epoch (a results file's final one has neither)
+    during = ev["step"].notna() | (ev["epoch"].notna() if "epoch" in ev else False) if len(ev) else None
+    runs = ev[(ev["name"] == "eval_runtime") & during]["value"].dropna() if len(ev) else []
     if wall is None and not len(runs):
         return None
     seconds: dict = dict.fromkeys(CATEGORIES)
     if len(runs):
         seconds[C.EVALUATION] = float(runs.sum())
-    if wall is not None:
-        seconds[C.REST] = wall - (seconds[C.EVALUATION] or 0.0)
-    unknown = tuple(c for c in CATEGORIES if seconds[c] is None)
-    notes = [f"evaluation: {len(runs)} evaluation(s) during training, by their eval_runtime"] if len(runs) else \
+    notes = [f"evaluation: the eval_runtime of the {len(runs)} evaluation(s) logged with a step or epoch (an "
+             "evaluate() after training logged the same way counts too)"] if len(runs) else \
         ["evaluation: no eval_runtime during training in these logs"]
+    if wall is not None:
+        seconds[C.REST] = max(0.0, wall - (seconds[C.EVALUATION] or 0.0))
+        if (seconds[C.EVALUATION] or 0.0) > wall:
+            notes.append("the evaluations logged took longer than train_runtime: some ran outside train()")
+    unknown = tuple(c for c in CATEGORIES if seconds[c] is None)
     if wall is not None:
         notes += ["train_runtime is the Trainer's train() call: the start-up before it (imports, model load) is not "
                   "in it", "the rest is not split by these logs: it holds " + ", ".join(
