@@ -117,7 +117,8 @@ def _print(analysis, sections, *, as_json, verdict_only, say) -> None:
         say(render_json(analysis_document(analysis, sections or ["compare"])))
     elif sections:
         renderers = {"compare": console.render_compare, "communication": console.render_communication,
-                     "performance": console.render_performance, "diagnose": console.render_diagnose}
+                     "performance": console.render_performance, "diagnose": console.render_diagnose,
+                     "ledger": console.render_ledger}
         blocks = [console.render_verdict(analysis), *(renderers[name](analysis) for name in sections)]
         say("\n\n".join(b for b in blocks if b))
 
@@ -249,6 +250,10 @@ def _only(loaded, wanted: set, log_dir: Path):
               help="Step-time spread per rank, stragglers, per-GPU utilization and memory, MFU.")
 @click.option("--diagnose", "do_diagnose", is_flag=True,
               help="Findings ranked by severity, each with its evidence (file:line).")
+@click.option("--ledger", "do_ledger", is_flag=True,
+              help="Where each session's hours went: its wall-clock (first process start to last session end) split "
+                   "into start-up, data wait, compute, exposed communication, waiting for other ranks, evaluation, "
+                   "checkpoint saving, logging and the rest.")
 @click.option("--verdict", "verdict_only", is_flag=True,
               help="Print only the verdict (the sentences every report opens with): what a run logged with "
                    "trainer_hooks prints when it ends.")
@@ -289,7 +294,7 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
                  do_communication=False, do_performance=False, do_diagnose=False, plot_dir=None,
                  session_name=None, export=None, fail_under_efficiency=None, fail_on=None, follow=False,
                  follow_timeout=None, refresh=1.0, dask_address=None, verdict_only=False, alert_cmd=None,
-                 follow_links=False):
+                 follow_links=False, do_ledger=False):
     """Compare the logkit training sessions under LOG_DIR: throughput, speedup, scaling efficiency.
 
     Speedup is the ratio of training throughput (samples/s); scaling efficiency is speedup
@@ -315,11 +320,12 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
                 alert_cmd=alert_cmd,
                 others={"--compare": do_compare, "--report": report_path, "--plot": plot_dir, "--export": export,
                         "--communication": do_communication, "--performance": do_performance,
-                        "--diagnose": do_diagnose, "--fail-under-efficiency": fail_under_efficiency,
+                        "--diagnose": do_diagnose, "--ledger": do_ledger, "--fail-under-efficiency": fail_under_efficiency,
                         "--fail-on": fail_on, "--verdict": verdict_only})
 
     sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
-                                      ("performance", do_performance), ("diagnose", do_diagnose)) if on]
+                                      ("performance", do_performance), ("diagnose", do_diagnose),
+                                      ("ledger", do_ledger)) if on]
     if verdict_only:
         _verdict_alone(as_json=as_json, sections=sections, report=report_path, plot=plot_dir, export=export)
     question = None if no_cache else _question(

@@ -5,11 +5,16 @@
 Every rank runs it: rank 0 picks the session id and writes the text logs and the summary,
 every rank writes its own JSONL stream, and gradient synchronisation is timed by a DDP
 communication hook installed on the Trainer's DDP wrapper (nothing else to write).
+Evaluation and checkpoint saving are timed for the ledger between the Trainer's events: an
+evaluation from the event before it (the step's end, its training log, the epoch's end, an earlier
+evaluation or save) to ``on_evaluate``, a save likewise to ``on_save`` (the Trainer gives no event at
+their beginning; what runs between that event and theirs is theirs: ``_maybe_log_save_evaluate``).
 ``VerboseLoggingCallback`` keeps its earlier name and arguments.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -48,6 +53,8 @@ class LogkitCallback(TrainerCallback):
         self._tokens_seen = 0
         self._model = None
         self._loss_hook = None
+        self._mark: float | None = None  # the Trainer's last event an evaluation or a save may follow
+        self._predicting = False  # an evaluation's batches are running (its own log is part of it)
 
     @property
     def session_dir(self):
@@ -83,6 +90,7 @@ class LogkitCallback(TrainerCallback):
         if self.time_communication and model is not None:
             self.logger.attach_model(model)
         self._tokens_seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
+        self._mark = time.perf_counter()  # eval_on_start evaluates before the first step
 
     def _note_loss(self, module, args, output) -> None:
         # a forward hook: it must never raise into the model's forward
@@ -96,6 +104,7 @@ class LogkitCallback(TrainerCallback):
 
     @guarded
     def on_step_begin(self, args, state, control, **kwargs):
+        self._mark = None
         self.logger.step_begin()
 
     @guarded
@@ -119,6 +128,7 @@ class LogkitCallback(TrainerCallback):
         self.logger.step_end(state.global_step, epoch=state.epoch, tokens=tokens or None, flush=False)
         if self.logger.stop_requested:
             control.should_training_stop = True
+        self._mark = time.perf_counter()
 
     @guarded
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -133,22 +143,43 @@ class LogkitCallback(TrainerCallback):
         # the Trainer checks the flag after logging, so it still stops after this very step
         if self.logger.stop_requested:
             control.should_training_stop = True
+        # a training log: an evaluation may start after it (an evaluation's own log, inside it, has a
+        # *_runtime key, and comes after its prediction steps)
+        if self._mark is not None and not self._predicting and not any(str(k).endswith("_runtime") for k in logs):
+            self._mark = time.perf_counter()
+
+    @guarded
+    def on_prediction_step(self, args, state, control, **kwargs):
+        self._predicting = True
 
     @guarded
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        self._timed("eval")
+        self._predicting = False
         if metrics:
             self.logger.evaluation(state.global_step, metrics)
+        self._mark = time.perf_counter()
 
     @guarded
     def on_save(self, args, state, control, **kwargs):
+        self._timed("save")
         self.logger.checkpoint(state.global_step, Path(args.output_dir) / f"checkpoint-{state.global_step}")
+        self._mark = time.perf_counter()
+
+    def _timed(self, phase: str) -> None:
+        """``phase`` ran from the last event (``_mark``) to now; unknown outside the training loop (a
+        ``trainer.evaluate()`` of the user's, before or after ``train``)."""
+        if self._mark is not None:
+            self.logger.timed_phase(phase, self._mark)
 
     @guarded
     def on_epoch_end(self, args, state, control, **kwargs):
         self.logger.epoch_end(state.global_step, state.epoch)
+        self._mark = time.perf_counter()
 
     @guarded
     def on_train_end(self, args, state, control, **kwargs):
+        self._mark = None
         hook, self._loss_hook = self._loss_hook, None
         if hook is not None:
             hook.remove()

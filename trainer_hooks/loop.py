@@ -12,7 +12,9 @@
                 optimizer.step(); optimizer.zero_grad()
                 step.log(loss=loss.item(), learning_rate=scheduler.get_last_lr()[0])
 
-The time between two ``step()`` blocks is the data time; an exception inside the ``with
+The time between two ``step()`` blocks is the data time, except what ``tlog.phase("eval")`` /
+``tlog.phase("save")`` blocks time (evaluation, checkpoint saving: the ledger counts them apart,
+``analyze_logs DIR --ledger``); an exception inside the ``with
 TrainingLogger`` block ends the session as ``failed`` and is re-raised untouched.
 """
 
@@ -124,6 +126,11 @@ class TrainingLogger:
     @property
     def should_stop(self) -> bool:
         return self.logger.stop_requested
+
+    def phase(self, name: str):
+        """Time a block that is not a step: ``with tlog.phase("eval"): ...`` (``eval``, ``save``, or a
+        name of your own), a ``timed_phase`` record when it ends."""
+        return self.logger.phase(name)
 
     def evaluate(self, metrics: dict, step: int | None = None) -> None:
         self.logger.evaluation(self.global_step if step is None else step, metrics)

@@ -17,6 +17,7 @@ from logkit.schema.findings import FindingKind
 from logkit.schema.records import ANOMALY, NAN_DETECTED
 from trainer_hooks.findings import GradNormWatch
 from trainer_hooks.guard import guarded
+from trainer_hooks.timed_phases import within_steps
 
 # NaN/Inf reports with tensor dumps: the first few only.
 MAX_NAN_REPORTS = 3
@@ -42,6 +43,7 @@ class NonFiniteChecks:
             self._step_losses.append(loss.detach())
 
     @guarded
+    @within_steps
     def check_gradients(self, model, step: int | None = None, losses: list | None = None) -> bool:
         """Before ``optimizer.step()``: NaN/Inf in any gradient (one device sync), and the
         per-layer norms at ``ultra``. Returns False when a gradient is not finite.

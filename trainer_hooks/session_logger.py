@@ -58,6 +58,7 @@ from trainer_hooks.steps import StepLogging
 from trainer_hooks.strategy import describe
 from trainer_hooks.summary import GpuStats, build_summary, summary_text, write_whole
 from trainer_hooks.textlog import TextRenderer
+from trainer_hooks.timed_phases import TimedPhases, between_steps
 from trainer_hooks.writer import RecordWriter
 
 # Why a wrapper's collectives are not timed (the others' are: ddp by its comm hook, fsdp2 at its comm objects)
@@ -70,7 +71,7 @@ _NOT_TIMED = {
 _CLOCK = time.get_clock_info("perf_counter").implementation
 
 
-class SessionLogger(StepLogging, NonFiniteChecks):
+class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
     """One rank's view of a logged training session.
 
     Typical use (what the callback and ``TrainingLogger`` do)::
@@ -118,6 +119,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         self._summary_written = False
         self._init_steps()
         self._init_nonfinite()
+        self._init_timed()
 
     # -- plumbing ------------------------------------------------------------------------
     def _fault(self, what: str, exc: BaseException) -> None:
@@ -126,9 +128,11 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         else:
             print(f"logkit: {what}: {exc!r} (logging degraded, training goes on)", file=sys.stderr)
 
-    def _record(self, spec: RecordSpec, message: str, level: str = "INFO", step: int | None = None, **fields) -> dict:
-        """A record of ``spec``: the keys every record has, then ``fields`` (by field name)."""
-        elapsed = time.perf_counter() - self._t0
+    def _record(self, spec: RecordSpec, message: str, level: str = "INFO", step: int | None = None,
+                at: float | None = None, **fields) -> dict:
+        """A record of ``spec``: the keys every record has, then ``fields`` (by field name); ``at``: the
+        ``time.perf_counter`` reading it is of (now where None)."""
+        elapsed = (time.perf_counter() if at is None else at) - self._t0
         info = self.info
         common = dict(timestamp=self._wall0 + elapsed, time_s=round(elapsed, 6), type=spec.type, level=level,
                       message=message, session_id=self.session_id, rank=info.rank if info else 0,
@@ -161,11 +165,13 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         the loop trains it (a DDP / FSDP wrapper), where ``model`` is the module it wraps."""
         if self._started:
             return
+        began = time.perf_counter()
         self._started = True
         self.info = info = rank_info()
         self.session_id = agree_session_id(self.log_dir, info, self.requested_session_id)
         # the second collective of the start, right after the first (nothing between can fail)
         self.clock_offset, self._clock_uncertainty = measure_clock_offset(info)
+        gathered = time.perf_counter()  # the two collectives wait for the last rank to start
         self.folder = self.log_dir / self.session_id
         self._open_files()
         if total_batch_size is None and per_device_batch_size is not None:
@@ -209,6 +215,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         self._builder = RecordBuilder(self.settings, dict(session_id=self.session_id, rank=info.rank,
                                                           world_size=info.world_size, local_rank=info.local_rank),
                                       max_steps, total_batch_size, self._sampler)
+        self._startup_phases(began, gathered if info.world_size > 1 else None)
         self._last_step_end = time.perf_counter()
         if self.settings.stall_min_s > 0:
             self._stall_watch = StallWatch(self, self.settings.stall_factor, self.settings.stall_min_s)
@@ -341,6 +348,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
 
     # -- other events --------------------------------------------------------------------------
     @guarded
+    @between_steps
     def evaluation(self, step: int, metrics: dict) -> None:
         values = {k: v for k, v in ((k, to_float(v)) for k, v in metrics.items()) if v is not None}
         if "eval_loss" in values and "eval_perplexity" not in values:
@@ -350,6 +358,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         self._emit(self._record(EVALUATION, f"Evaluation at step {step}", step=step, metrics=values))
 
     @guarded
+    @between_steps
     def trainer_log(self, step: int, logs: dict) -> None:
         """Every trainer log, as it came (``ultra``)."""
         if self.settings.trainer_logs:
@@ -357,6 +366,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             self._emit(self._record(TRAINER_LOG, f"Trainer log at step {step}", "DEBUG", step, logs=clean))
 
     @guarded
+    @between_steps
     def checkpoint(self, step: int, path: str | Path) -> None:
         size = sysinfo.folder_size(Path(path)) if self.is_main else None
         self._emit(self._record(CHECKPOINT_SAVED, f"Checkpoint saved at step {step}: {path}", step=step,
@@ -428,6 +438,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
                     SESSION_START["model"].get(self._start_record), self.settings.end_verdict_timeout_s, summary_txt)
 
     def _end(self, status: str, reason: str | None, from_signal: bool) -> None:
+        began = time.perf_counter()
         where = self._where_fields() if status != Status.COMPLETED else {}
         watch, self._stall_watch = self._stall_watch, None
         if watch is not None:
@@ -453,6 +464,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         if where:
             message += f" in {where['phase']} of step {where['step']}"
             fields.update(where)
+        self._end_phases(began)
         end = self._record(
             SESSION_END, message, "INFO" if status == Status.COMPLETED else "ERROR",
             status=status, duration_s=round(duration, 6), total_steps=self._last_step, steps_logged=self._steps_done,

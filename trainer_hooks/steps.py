@@ -18,6 +18,7 @@ from logkit.schema.findings import FindingKind
 from logkit.schema.records import BATCH_COMPLETE, RESOURCE_WARNING, TRAINING_STEP
 from logkit.schema.values import to_float
 from trainer_hooks.guard import guarded
+from trainer_hooks.timed_phases import between_steps, within_steps
 
 
 class PendingStep(NamedTuple):
@@ -67,6 +68,7 @@ class StepLogging:
         self.clock_offset = 0.0  # this host's monotonic clock minus rank 0's host's
 
     @guarded
+    @between_steps
     def step_begin(self) -> None:
         self.flush_step()
         self._train_thread = threading.get_ident()
@@ -78,6 +80,7 @@ class StepLogging:
         self._step_losses = []  # after flush_step: the report of the step before may need them
 
     @guarded
+    @within_steps
     def micro_batch_end(self) -> None:
         """A micro-batch (forward and backward) of the current step is done (a ``batch_complete``
         record at ``ultra``: its index in the step and its duration)."""
@@ -91,6 +94,7 @@ class StepLogging:
                                     duration_s=round(now - since, 6) if since is not None else None))
 
     @guarded
+    @between_steps
     def step_end(self, step: int, *, epoch: float | None = None, loss=None, learning_rate=None, grad_norm=None,
                  tokens: int | None = None, total_batch_size: int | None = None, flush: bool = True) -> None:
         """One optimizer step is done. ``flush=False`` keeps the record open for
@@ -122,6 +126,7 @@ class StepLogging:
             self.flush_step()
 
     @guarded
+    @between_steps
     def add_metrics(self, step: int, logs: dict) -> None:
         """Merge a trainer log (loss, learning_rate, grad_norm, ...) into step ``step``'s record."""
         pending = self._pending

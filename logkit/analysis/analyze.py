@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,7 @@ from logkit.analysis.kernels.communication import (
 from logkit.analysis.kernels.curves import curves
 from logkit.analysis.kernels.diagnostics import diagnostics_table
 from logkit.analysis.kernels.health import loss_parity, session_health
+from logkit.analysis.kernels.ledger import ledger
 from logkit.analysis.kernels.mfu import mfu
 from logkit.analysis.kernels.nccl_sweep import NCCL_TESTS_COLUMNS, nccl_tests_table
 from logkit.analysis.kernels.performance import (
@@ -107,6 +108,7 @@ class SessionFigures:
     busy_gpu: dict
     context: dict
     slow_steps: dict
+    synced: dict = field(default_factory=dict)  # each session's synced steps (breakdown.synced_steps), by id
 
     def parts(self, **more) -> dict:
         """The results ``diagnose`` reads."""
@@ -128,7 +130,7 @@ def session_figures(sessions: list, comm_parts: list) -> SessionFigures:
     comm = _concat([communication_table(s, p) for s, p in zip(sessions, parts, strict=True)], COMM_COLUMNS)
     busy, context = _context(sessions, gpus, comm, strag, breakdown)
     return SessionFigures(perf, strag, breakdown, gpus, comm, busy, context,
-                          {s.session_id: slow_step_list(s) for s in sessions})
+                          {s.session_id: slow_step_list(s) for s in sessions}, synced)
 
 
 def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
@@ -157,4 +159,5 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
         findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling, parts),
         verdict=verdict(scaling, breakdown, strag, findings),
-        diagnostics=diagnostics_table(sessions), straggler_calls=straggler_calls(strag))
+        diagnostics=diagnostics_table(sessions), straggler_calls=straggler_calls(strag),
+        ledger=ledger(sessions, figs.synced))

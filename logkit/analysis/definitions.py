@@ -180,4 +180,17 @@ HANG: dict[str, str] = {
             "of a run that did not complete ends waiting in a sync (error)",
 }
 
-DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **BREAKDOWN, **HEALTH, **FINDINGS, **HANG}
+# the ledger of where a session's hours went (issue 27; kernels/ledger.py)
+LEDGER: dict[str, str] = {
+    "ledger_wall_s": "the first process start of the session's ranks to the last session_end (job clock); a log of "
+                     "another format: its train_runtime",
+    "ledger_seconds": "the wall split by category, the mean over ranks of each rank's split of the session's span "
+                      "(before a rank's own start: its start-up; after its own end: waiting for the ranks); the "
+                      "categories add up to the wall; times the rank count they are rank-hours",
+    "ledger_startup": "the process's start to its first step (imports, model load, quantisation, the first batch)",
+    "ledger_rest": "what no record explains: after the last step not taken by a timed phase, stretches no step "
+                   "record covers, and phases of other names",
+}
+
+DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **BREAKDOWN, **HEALTH, **FINDINGS, **HANG,
+                               **LEDGER}

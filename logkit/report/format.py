@@ -41,3 +41,13 @@ def size_text(nbytes) -> str:
     if nbytes < 1e6:
         return f"{nbytes / 1e3:.3g} kB"
     return f"{nbytes / 1e6:.4g} MB"
+
+
+# how the ledger's categories are named in the reports (console, HTML), and the HTML bar's colours
+LEDGER_LABELS: dict[str, tuple[str, str]] = {
+    "startup": ("start-up", "#8c6d31"), "data_wait": ("data wait", "#e6a23c"), "compute": ("compute", "#2f7ed8"),
+    "exposed_communication": ("exposed communication", "#c0392b"),
+    "waiting_for_ranks": ("waiting for other ranks", "#9b59b6"), "evaluation": ("evaluation", "#27ae60"),
+    "checkpoint_saving": ("checkpoint saving", "#16a085"), "logging": ("logging", "#7f8c8d"),
+    "rest": ("rest (no record explains it)", "#d0d7de"),
+}

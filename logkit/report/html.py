@@ -4,7 +4,7 @@
     >>> write_html(analyze(sessions), "report.html")                    # doctest: +SKIP
 
 Sections: overview, comparison, communication, performance and stragglers, GPUs, training
-curves, diagnosis, parse diagnostics (``logkit/templates/report.html.j2`` and its includes
+curves, where the hours went (the ledger: a stacked bar per session), diagnosis, parse diagnostics (``logkit/templates/report.html.j2`` and its includes
 under ``report/``). Every value from the logs is escaped by jinja2's autoescape: a
 ``<script>`` in a log line or a session id shows as text.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from logkit.analysis.results import Analysis
 from logkit.analysis.results.frames import ROWS
-from logkit.report.format import fmt
+from logkit.report.format import LEDGER_LABELS, fmt
 from logkit.schema.vocab import Status
 
 TEMPLATE = "report.html.j2"
@@ -79,6 +79,7 @@ def render_html(analysis: Analysis, title: str = "logkit report", plots: bool = 
         stragglers={(r.session_id, r.rank): r for r in tables["stragglers"]}, no_straggler=ROWS["stragglers"](),
         diagnostics=analysis.rows("diagnostics", head=MAX_DIAGNOSTICS), diagnostics_total=len(analysis.diagnostics),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
+        ledger_labels=LEDGER_LABELS,
     )
 
 

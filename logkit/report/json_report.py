@@ -8,6 +8,7 @@
   per nccl-tests op and placement)
 - ``performance``: ``performance``, ``stragglers``, ``step_breakdown``, ``gpus``, ``mfu``
 - ``diagnose``: ``findings``
+- ``ledger``: ``ledger`` (per session: ``wall_s``, ``seconds`` and ``shares`` by category)
 - ``all``: every section
 
 and always adds ``verdict`` (the sentences every report opens with) and ``definitions`` (the
@@ -26,6 +27,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "communication": ("communication", "nccl_tests"),
     "performance": ("performance", "stragglers", "step_breakdown", "gpus", "mfu"),
     "diagnose": ("findings",),
+    "ledger": ("ledger",),
 }
 _SCALING_KEYS = ("sessions", "comparisons", "groups", "not_compared", "fit", "fits")
 

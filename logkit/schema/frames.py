@@ -75,7 +75,7 @@ FRAMES: dict[str, tuple[Column, ...]] = {
     "evals": (Column("step", "Int64", None, True), Column("name", "object", None, True, "the metric's name"),
               Column("value", "float64", None, True), Column("rank", "Int64"), Column("time_s", "float64")),
     "events": (*columns_from(EVENT, "time_s rank level kind message", contract=5), _SOURCE,
-               *columns_from(EVENT, "step subkind value threshold status phase phase_detail clock_s stack"),
+               *columns_from(EVENT, "step subkind value threshold status phase phase_detail clock_s stack duration_s"),
                # what other formats tell (logs we did not write): NCCL, torchrun, CUDA
                *(Column(n, t) for n, t in (
                    ("host", "object"), ("op", "object"), ("seq", "Int64"), ("numel", "Int64"),

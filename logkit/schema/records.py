@@ -33,7 +33,7 @@ __all__ = [
     "TRAINING_STEP", "COMMUNICATION", "PERFORMANCE", "STEP_PHASES", "STALL", "GPU_SNAPSHOT", "GPU_DEVICE",
     "EVALUATION", "ANOMALY",
     "RESOURCE_WARNING", "NAN_DETECTED", "CHECKPOINT_SAVED", "EPOCH_COMPLETE", "ERROR", "BATCH_COMPLETE",
-    "TRAINER_LOG", "EVENT", "RECORD_SPECS", "FRAME_SPECS", "UNITS",
+    "TRAINER_LOG", "TIMED_PHASE", "EVENT", "RECORD_SPECS", "FRAME_SPECS", "UNITS",
 ]
 
 SCHEMA_VERSION = 1
@@ -64,6 +64,8 @@ class EventType:
     # verbosity "ultra": every micro-batch of gradient accumulation, every log dict the trainer gives
     BATCH_COMPLETE = "batch_complete"
     TRAINER_LOG = "trainer_log"
+    # the ledger of where the hours went: a stretch of the rank's time that is not a step
+    TIMED_PHASE = "timed_phase"
 
 
 EVENT_TYPES: tuple[str, ...] = tuple(
@@ -380,18 +382,29 @@ STALL = RecordSpec(EventType.STALL, None, (
 BATCH_COMPLETE = RecordSpec(EventType.BATCH_COMPLETE, None, (
     F("micro_batch", type=int, **_X), F("duration_s", unit="s", **_X)))
 TRAINER_LOG = RecordSpec(EventType.TRAINER_LOG, None, (F("logs", type=dict, **_X),))
+# The ledger (where a session's hours went): written when the stretch ends, so time_s is its end
+TIMED_PHASE = RecordSpec(EventType.TIMED_PHASE, None, (
+    F("phase", type=str, doc="what the rank did: eval (an evaluation), save (a checkpoint), logging (the logger's "
+                             "own time on the training thread), startup (the process's start to the logger's "
+                             "origin: imports, model load, quantisation), waiting_for_ranks (the logger's start "
+                             "waiting for the last rank), or a name of the training code's own"),
+    F("phase_detail", type=str, doc="startup: where the process start was read; logging: start or end (one "
+                                    "stretch), between_steps or within_steps (the sum of many short calls there)"),
+    F("duration_s", unit="s", doc="how long it took; it ended at time_s"),
+    F("clock_s", unit="s", doc="when it ended, on the job clock"),
+), "a timed stretch of a rank's time outside the steps (evaluation, checkpoint saving, start-up, logging)")
 # Any other record goes to the events frame as this (its ``type`` is the event's kind).
 EVENT = RecordSpec("", None, (
     F("time_s", "elapsed_s"), F("rank", type=int), F("level", type=str),
     F("kind", "type", str, doc="the record's type"), F("message", type=str), F("step", type=int), *_FINDING,
     F("status", type=str), F("phase", type=str), F("phase_detail", type=str), F("clock_s", unit="s"),
-    F("stack", type=str),
+    F("stack", type=str), F("duration_s", unit="s"),
 ), "a row of the events frame")
 
 RECORD_SPECS: dict[str, RecordSpec] = {s.type: s for s in (
     SESSION_START, SESSION_END, SYSTEM_INFO, MODEL_INFO, DATASET_INFO, TRAINING_STEP, COMMUNICATION,
     PERFORMANCE, STEP_PHASES, GPU_SNAPSHOT, EVALUATION, ANOMALY, RESOURCE_WARNING, NAN_DETECTED, CHECKPOINT_SAVED,
-    EPOCH_COMPLETE, ERROR, STALL, BATCH_COMPLETE, TRAINER_LOG)}
+    EPOCH_COMPLETE, ERROR, STALL, BATCH_COMPLETE, TRAINER_LOG, TIMED_PHASE)}
 # The records that fill a frame of their own, by frame (every other record is an event).
 FRAME_SPECS: dict[str, RecordSpec] = {"steps": TRAINING_STEP, "comm": COMMUNICATION, "perf": PERFORMANCE,
                                       "phases": STEP_PHASES, "gpu": GPU_SNAPSHOT}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 
 __all__ = ["Word", "Status", "ENDED", "Mode", "CPU_MODES", "on_cpu", "EventKind", "LineSubkind", "SessionKind", "Regime", "Basis",
-           "ComparisonBasis", "LossAxis", "FlagKind", "DivergenceKind", "AlertKind", "AlertState"]
+           "ComparisonBasis", "LossAxis", "FlagKind", "DivergenceKind", "AlertKind", "AlertState", "LedgerCategory"]
 
 
 class Word(str, enum.Enum):
@@ -198,3 +198,18 @@ class AlertState(Word):
 
     RAISED = "raised", "its condition started: said once"
     CLEARED = "cleared", "its condition ended (or its session did): said once"
+
+
+# --- the ledger of where a session's hours went (issue 27) ---------------------------------------
+class LedgerCategory(Word):
+    """Where a session's wall-clock went (``LedgerRow.seconds``' keys, in the order the ledger adds them up)."""
+
+    STARTUP = "startup", "the process's start to its first step (imports, model load, quantisation, the first batch)"
+    DATA_WAIT = "data_wait", "between steps, waiting for the next batch (the step record's data time)"
+    COMPUTE = "compute", "the steps' own work: forward, backward, optimizer (less the two below)"
+    EXPOSED_COMMUNICATION = "exposed_communication", "the gradient sync not hidden behind backward"
+    WAITING_FOR_RANKS = "waiting_for_ranks", "at the sync for the last rank; or after its own end, for the last rank's"
+    EVALUATION = "evaluation", "evaluations during the run"
+    CHECKPOINT_SAVING = "checkpoint_saving", "checkpoints written during the run"
+    LOGGING = "logging", "the logger's own time on the training thread"
+    REST = "rest", "what no record explains"

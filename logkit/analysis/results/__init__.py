@@ -9,6 +9,7 @@ from logkit.analysis.results.analysis import Analysis
 from logkit.analysis.results.curves import Curves
 from logkit.analysis.results.findings import MAX_EVIDENCE, Finding
 from logkit.analysis.results.health import Divergence, Health, LossParity, NanPoint
+from logkit.analysis.results.ledger import LedgerRow
 from logkit.analysis.results.performance import Mfu, StragglerCall
 from logkit.analysis.results.rows import MissingColumns
 from logkit.analysis.results.scaling import (
@@ -26,4 +27,4 @@ from logkit.analysis.results.values import plain
 
 __all__ = ["MAX_EVIDENCE", "plain", "Ratios", "Flag", "SessionSummary", "Comparison", "Group", "NotCompared", "Fit",
            "GroupAverage", "Scaling", "NanPoint", "Divergence", "Health", "LossParity", "Mfu", "StragglerCall",
-           "Finding", "Curves", "Analysis", "MissingColumns"]
+           "Finding", "Curves", "Analysis", "MissingColumns", "LedgerRow"]

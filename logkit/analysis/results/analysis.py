@@ -30,6 +30,7 @@ from logkit.analysis.results.curves import Curves
 from logkit.analysis.results.findings import Finding, severity_counts
 from logkit.analysis.results.frames import ROWS
 from logkit.analysis.results.health import Health, LossParity
+from logkit.analysis.results.ledger import LedgerRow
 from logkit.analysis.results.performance import Mfu, StragglerCall
 from logkit.analysis.results.rows import ALL, declared, typed_rows
 from logkit.analysis.results.scaling import Scaling
@@ -39,7 +40,8 @@ from logkit.schema.findings import Severity
 __all__ = ["Analysis"]
 
 _DICT_KEYS = ("verdict", "scaling", "communication", "nccl_tests", "communication_peaks", "run_links", "performance",
-              "stragglers", "step_breakdown", "gpus", "mfu", "health", "loss_parity", "findings", "definitions")
+              "stragglers", "step_breakdown", "gpus", "mfu", "health", "loss_parity", "findings", "definitions",
+              "ledger")
 
 
 def _empty(name: str) -> pd.DataFrame:
@@ -84,6 +86,7 @@ class Analysis:
     diagnostics: pd.DataFrame = field(default_factory=lambda: _empty("diagnostics"))
     run_links: pd.DataFrame = field(default_factory=lambda: _empty("run_links"))
     straggler_calls: Mapping[str, StragglerCall] = field(default_factory=dict)
+    ledger: tuple[LedgerRow, ...] = ()  # where each session's hours went (kernels/ledger.py)
     severity_counts: tuple[tuple[Severity, int], ...] = field(init=False)
     training_mfu: Mapping[str, Mfu] = field(init=False)
 

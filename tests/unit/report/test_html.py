@@ -18,7 +18,7 @@ from logkit.run.load import load_sessions
 from tests.support.synth import append_bytes, rank_file, write_session
 
 SECTIONS = ["Overview", "Comparison", "Communication", "Performance and stragglers", "GPUs", "Training curves",
-            "Diagnosis", "Parse diagnostics"]
+            "Where the hours went", "Diagnosis", "Parse diagnostics"]
 
 
 @pytest.fixture(scope="module")
