@@ -28,6 +28,8 @@ Definitions (``definitions.COMMUNICATION``):
   ``unknown`` without a peak or a bandwidth. ``latency_bound`` is verdict == latency-bound.
 - ``summary_count`` / ``summary_total_bytes``: the run's own totals per op (summary.json) where
   the log lines are a sample of the operations (``sampled``).
+- ``phase``: the phases the op's records name (forward, backward), in their order; ``role``: what the op
+  does in the session's strategy (``kernels.strategy.op_role``), None where it says nothing of it.
 Output of nccl-tests is summarised by ``nccl_tests.py`` instead: a median over a size sweep means nothing.
 """
 
@@ -39,6 +41,7 @@ import pandas as pd
 from logkit.analysis.kernels.comm_records import step_times, sync_share
 from logkit.analysis.kernels.comm_reduce import reduce_session
 from logkit.analysis.kernels.groups import session_kind
+from logkit.analysis.kernels.strategy import op_role
 from logkit.analysis.kernels.peaks import (
     COMMUNICATION_PEAKS,
     CPU_LINK,
@@ -52,6 +55,7 @@ from logkit.analysis.kernels.peaks import (
 )
 from logkit.analysis.thresholds import NEAR_PEAK
 from logkit.schema.meta import SessionMeta
+from logkit.schema.values import to_int
 from logkit.schema.vocab import EventKind, SessionKind, on_cpu
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")
@@ -59,7 +63,7 @@ COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes"
                 "algbw_mb_s", "busbw_mb_s", "busbw_from", "total_ms", "sync_share_of_step_time", "matched_steps",
                 "group_size", "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes",
                 "latency_bound", "verdict", "note", "sampled", "summary_count", "summary_total_bytes",
-                "summary_mean_bytes", "sources"]
+                "summary_mean_bytes", "sources", "phase", "role"]
 # the reference table (``communication_peaks``): one row per link
 PEAK_COLUMNS = ["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_bytes", "source", "match"]
 # the links the run's sessions were judged against (``run_links``): one row per link
@@ -144,6 +148,10 @@ def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFram
     out["latency_bound"] = pd.array([v == "latency-bound" if link and peak else pd.NA for v, _ in verdicts],
                                     dtype="boolean")
     _add_summary_totals(out, session.meta)
+    if "phase" not in out.columns:  # a partial cached before phases were kept
+        out["phase"] = None
+    meta = session.meta
+    out["role"] = [op_role(meta.strategy, op, to_int(meta.zero_stage)) for op in out["op"]]
     out["rank"] = out["rank"].astype("Int64")
     out.insert(0, "session_id", session.meta.session_id)
     return out[COMM_COLUMNS]

@@ -302,7 +302,8 @@ def test_every_row_and_column_of_a_mixed_table_by_hand():
         "session_id", "rank", "op", "count", "total_bytes", "mean_bytes", "p50_ms", "p95_ms", "algbw_mb_s",
         "busbw_mb_s", "busbw_from", "total_ms", "sync_share_of_step_time", "matched_steps", "group_size",
         "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes", "latency_bound", "verdict",
-        "note", "sampled", "summary_count", "summary_total_bytes", "summary_mean_bytes", "sources"]
+        "note", "sampled", "summary_count", "summary_total_bytes", "summary_mean_bytes", "sources", "phase",
+        "role"]
     assert str(t["rank"].dtype) == "Int64" and str(t["matched_steps"].dtype) == "int64"
     assert set(t["session_id"]) == {"x"}
     # rows by rank (no rank first), then op in name order, an unnamed op last
