@@ -28,6 +28,8 @@ Definitions (``definitions.COMMUNICATION``):
   ``unknown`` without a peak or a bandwidth. ``latency_bound`` is verdict == latency-bound.
 - ``summary_count`` / ``summary_total_bytes``: the run's own totals per op (summary.json) where
   the log lines are a sample of the operations (``sampled``).
+- ``timing_source``: how the row's records were timed (wall, cuda_event, nccl_inspector: NCCL Inspector's rows
+  sit beside the emitter's), the session's sources where a row has none.
 - ``phase``: the phases the op's records name (forward, backward), in their order; ``role``: what the op
   does in the session's strategy (``kernels.strategy.op_role``), None where it says nothing of it.
 Output of nccl-tests is summarised by ``nccl_tests.py`` instead: a median over a size sweep means nothing.
@@ -134,7 +136,11 @@ def _summary_ops(meta: dict) -> dict:
 def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFrame:
     """The per-key figures with the session's link, verdicts and totals: ``COMM_COLUMNS``."""
     out = out.drop(columns=["key"]).reset_index(drop=True)
-    out["timing_source"] = ",".join(sorted(timing_sources)) if timing_sources else None
+    # each row's own timing sources (the emitter's and NCCL Inspector's rows of one session differ), the
+    # session's where a partial cached before rows kept theirs
+    whole = ",".join(sorted(timing_sources)) if timing_sources else None
+    own = out["timing_source"] if "timing_source" in out.columns else pd.Series([None] * len(out), index=out.index)
+    out["timing_source"] = own.where(own.notna(), whole) if len(out) else own
     link = session_link(session)
     half = half_peak_bytes(link)
     peak = link.get("peak_busbw_gb_s") if link else None

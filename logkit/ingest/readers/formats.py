@@ -51,6 +51,8 @@ class FileFormat(Word):
     TRAINER_RESULTS = "trainer_results", ("transformers' ``all_results.json`` / ``train_results.json`` / "
                                           "``eval_results.json`` (the run's metrics at its end)")
     DEEPSPEED_CONFIG = "deepspeed_json", "a DeepSpeed config (``ds_config.json``, any name: its ``zero_optimization``)"
+    NCCL_INSPECTOR = "nccl_inspector", ("NCCL Inspector's per-collective JSON lines (``<host>-pid<pid>.log``, one file "
+                                        "per process)")
 
 
 class Role(Word):
@@ -163,6 +165,8 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|All (?:DDP|distributed) processes registered"
                       # a process saying its rank as it joins (fairseq / metaseq; the vision codebases' init_distributed_mode)
                       r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)", re.M)
+# NCCL Inspector's objects (inspector_json.cc: compact JSON, "header" first, then "metadata", then the op)
+_INSPECTOR = re.compile(r'^\{"header":\{"id":"[^"]*".*"(?:coll|p2p)_perf":\{"(?:coll|p2p)":', re.M)
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 
@@ -268,6 +272,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format(FileFormat.FLIGHT_RECORDER, Role.TRAINING,
            Reader("logkit.ingest.readers.flight_recorder", "read_flight_recorder"),
            suffixes=("", ".pkl", ".pickle", ".json"), telltale=_flight_recorder, priority=10, gathers=True),
+    Format(FileFormat.NCCL_INSPECTOR, Role.TRAINING,
+           Reader("logkit.ingest.readers.nccl_inspector", "read_nccl_inspector"), suffixes=(".log", ".jsonl"),
+           telltale=_INSPECTOR, priority=12, gathers=True),
     Format(FileFormat.NVIDIA_SMI_CSV, Role.GPU_CAPTURE,
            Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_csv"), suffixes=TEXT_SUFFIXES,
            telltale=_smi_csv, priority=40),
