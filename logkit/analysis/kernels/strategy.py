@@ -70,7 +70,8 @@ def strategy_words(strategy: str | None, facts: dict | None = None, zero_stage: 
         return None
     facts = facts if isinstance(facts, dict) else {}
     stage = zero_stage if zero_stage is not None else facts.get("zero_stage")
-    name = _NAMES.get(strategy, strategy)
+    version = facts.get("fsdp_version")
+    name = _NAMES.get(f"fsdp{version}" if strategy == "fsdp" and version in (1, 2) else strategy, strategy)
     if strategy == "deepspeed" and stage is not None:
         name = f"DeepSpeed ZeRO-{stage}"
     words = _facts_words(strategy, facts)

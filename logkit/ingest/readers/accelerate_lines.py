@@ -11,7 +11,8 @@
   FULL_SHARD: 1>, ..., mixed_precision_policy=MixedPrecision(param_dtype=torch.bfloat16, ...), cpu_offload=
   CPUOffload(offload_params=True), ...``), and ``accelerate env``'s ``- fsdp_config: {'fsdp_sharding_strategy':
   1, 'fsdp_offload_params': False, ...}``: the strategy (fsdp, fsdp2 where ``fsdp_version`` is 2) and its facts
-  (``strategy_facts``: sharding strategy, offload, parameter and reduce dtypes), as the emitter names them.
+  (``strategy_facts``: sharding strategy, offload, parameter and reduce dtypes, ``fsdp_version``), as the
+  emitter names them.
 
 ``transformers env`` (``transformers-cli env``) nests accelerate's config in its own report (``- `transformers`
 version: 4.52.1``, ``- Accelerate config:    - distributed_type: FSDP``): its facts are read the same, and
@@ -151,9 +152,11 @@ class Accelerate:
             if key in found:
                 facts[key] = found[key]
         version = found.get("version")  # FSDP1 or FSDP2 where the plugin names its version
+        if version:
+            facts["fsdp_version"] = int(version)
+        # fsdp1 / fsdp2 where the version is named (a distributed_type stated before it keeps its generic
+        # fsdp, the version then in the facts: the reports say FSDP2 from either)
         strategy = f"fsdp{version}" if version else "fsdp"
-        if version and self.facts.value("strategy") == "fsdp":
-            self.facts.found.pop("strategy")  # the version refines distributed_type's generic FSDP
         self.facts.state("strategy", strategy, f"{what}{f' fsdp_version {version}' if version else ''} (accelerate)",
                          number)
         if facts:

@@ -32,8 +32,11 @@ def test_accelerate_envs_fsdp_config_by_number_and_version(tmp_path):
         "- distributed_type: MULTI_GPU", "- distributed_type: FSDP\n        - fsdp_config: {'fsdp_offload_params': "
                                           "False, 'fsdp_sharding_strategy': 2, 'fsdp_version': 2}")
     m = load(tmp_path, env).meta
-    assert m.strategy == "fsdp2"
-    assert m.strategy_facts == {"sharding_strategy": "SHARD_GRAD_OP", "reshard_after_forward": False, "offload": "none"}
+    # distributed_type FSDP is stated first (the strategy, its line); the config's version refines the words
+    assert m.strategy == "fsdp" and m.strategy_from.startswith("stated: distributed_type: FSDP")
+    assert m.strategy_facts == {"sharding_strategy": "SHARD_GRAD_OP", "reshard_after_forward": False, "offload": "none",
+                                "fsdp_version": 2}
+    assert strategy_words(m.strategy, m.strategy_facts).startswith("FSDP2 (fully_shard): SHARD_GRAD_OP")
 
 
 @pytest.mark.parametrize("name, strategy, stage, line", [
