@@ -167,6 +167,12 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)", re.M)
 # NCCL Inspector's objects (inspector_json.cc: compact JSON, "header" first, then "metadata", then the op)
 _INSPECTOR = re.compile(r'^\{"header":\{"id":"[^"]*".*"(?:coll|p2p)_perf":\{"(?:coll|p2p)":', re.M)
+
+
+def _nccl_inspector(probe) -> bool:
+    """Inspector's objects; a cheap look for its first key before the pattern."""
+    head = probe.head
+    return '{"header":{"id":' in head and _INSPECTOR.search(head) is not None
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 
@@ -274,7 +280,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            suffixes=("", ".pkl", ".pickle", ".json"), telltale=_flight_recorder, priority=10, gathers=True),
     Format(FileFormat.NCCL_INSPECTOR, Role.TRAINING,
            Reader("logkit.ingest.readers.nccl_inspector", "read_nccl_inspector"), suffixes=(".log", ".jsonl"),
-           telltale=_INSPECTOR, priority=12, gathers=True),
+           telltale=_nccl_inspector, priority=12, gathers=True),
     Format(FileFormat.NVIDIA_SMI_CSV, Role.GPU_CAPTURE,
            Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_csv"), suffixes=TEXT_SUFFIXES,
            telltale=_smi_csv, priority=40),

@@ -39,7 +39,7 @@ from logkit.ingest.readers.base import Read, ReadResult
 from logkit.ingest.readers.formats import FileFormat
 from logkit.schema.values import as_float
 
-TIMING_SOURCE = "nccl_inspector"
+TIMING_SOURCE = FileFormat.NCCL_INSPECTOR.value  # the contract's timing_source is the format's own word
 # the ops whose traffic Inspector counts as n_ranks x the message (inspectorComputeOpBw)
 _GATHERED = ("AllGather", "AllGatherV", "ReduceScatter")
 
