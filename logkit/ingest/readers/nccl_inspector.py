@@ -100,8 +100,8 @@ def read_nccl_inspector(path: Path, rank: int | None = None) -> ReadResult:
         n, r = _int(header.get("n_ranks")), _int(header.get("rank"))
         if n is not None and r is not None:
             ranks.setdefault(str(header.get("id")), (n, r, number))
-        meta = doc.get("metadata")
-        host = meta.get("hostname") if isinstance(meta, dict) else None
+        written_by = doc.get("metadata")  # Inspector's own block: the host and process that wrote the line
+        host = written_by.get("hostname") if isinstance(written_by, dict) else None
         if isinstance(host, str) and host:
             hosts.setdefault(host, number)
         nodes = max(nodes or 0, _int(header.get("nnodes")) or 0) or nodes
