@@ -312,7 +312,10 @@ def test_every_row_and_column_of_a_mixed_table_by_hand():
     peak, half = 450.0, 20e-6 * 450e9  # the H100 row: 450 GB/s, alpha 20 us: half the peak at 9 MB
     assert set(t["link"]) == {"NVLink 4 (H100 SXM)"} and set(t["peak_busbw_gb_s"]) == {peak}
     assert set(t["half_peak_bytes"]) == {half}
-    assert set(t["timing_source"]) == {"cuda_event,wall"}  # the session's timing sources, each once
+    # each row its own records' timing sources (rank 1's gradient_sync records say wall, the rest cuda_event)
+    assert dict(zip(zip(t["rank"].fillna(-1).astype(int), t["op"]), t["timing_source"])) == {
+        (-1, "my_op"): "cuda_event", (0, "gradient_sync"): "cuda_event", (0, "unknown"): "cuda_event",
+        (1, "broadcast"): "cuda_event", (1, "gradient_sync"): "wall"}
     rows = {(None if pd.isna(r) else int(r), op): row for (r, op), row in
             zip(zip(t["rank"], t["op"], strict=True), t.to_dict("records"), strict=True)}
 
