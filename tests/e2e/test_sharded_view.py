@@ -86,3 +86,12 @@ def test_a_foreign_logs_strategy_reaches_the_console(tmp_path, path, words):
     proc = analyze_logs(str(path), cwd=tmp_path)
     assert proc.returncode in (0, 1), proc.stderr
     assert words in proc.stdout, proc.stdout
+
+
+def test_without_timed_steps_the_verdict_still_says_how_the_model_was_spread(tmp_path):
+    """DeepSpeed's echo of a 2-rank ZeRO-3 run, no step times: the verdict's one sentence is the strategy
+    with the line that states it (zero_optimization_stage 3, line 1 of the excerpt)."""
+    out = analyze_logs(str(DATA / "frameworks" / "deepspeed_zero3_accelerate_910.log"), cwd=tmp_path).stdout
+    verdict = out.split("VERDICT", 1)[1].split("\n\n", 1)[0]
+    assert "The model was spread over the ranks with DeepSpeed ZeRO-3 (stated:" in verdict
+    assert "deepspeed_zero3_accelerate_910.log:1)" in verdict
