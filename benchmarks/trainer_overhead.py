@@ -17,8 +17,15 @@ Per step, over the steps after the warm-up; the share is of the reference run's 
 here, on this machine, in this invocation) and of the nominal ``--step-ms`` step. The start and end of a
 session (``on_train_begin`` / ``on_train_end``: once per run) are given apart.
 
+``--sharded``: the same count at one level on 2 gloo CPU ranks under torchrun, the Trainer's DDP
+(``use_cpu=True``) against a model ``fully_shard``-ed by hand (FSDP2, the Trainer told the model owns its
+placement), alternated; per rank the callback's training-thread time and the logger threads' CPU per step
+(the timing at the collectives themselves, DDP's comm hook and FSDP2's wrappers, runs inside torch's
+code, outside both figures; what they record is the writer's work, inside).
+
     python benchmarks/trainer_overhead.py              # ~2 minutes
     python benchmarks/trainer_overhead.py --steps 60   # shorter, noisier
+    python benchmarks/trainer_overhead.py --sharded    # DDP against FSDP2 through the Trainer, ~3 minutes
 """
 
 from __future__ import annotations
@@ -215,15 +222,113 @@ def show(m: dict) -> list[str]:
     return lines
 
 
+def sharded_worker(strategy: str, level: str, steps: int, out: str) -> None:
+    """One rank of ``--sharded`` (under torchrun): a tiny Llama through the Trainer, DDP or FSDP2."""
+    import torch.distributed as dist
+    from transformers import Trainer, TrainingArguments
+
+    from trainer_hooks import LogkitCallback
+
+    model_fn, data, batch = _model_and_data(1.0, steps)  # the smallest batch: the collectives' share large
+    model = model_fn()
+    if strategy == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        dist.init_process_group("gloo")
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+        model._is_distributed_loading_by_transformers = True  # no DDP around a sharded model
+    with tempfile.TemporaryDirectory() as tmp:
+        cb = LogkitCallback(log_dir=str(Path(tmp) / "logs"), verbosity=level, end_verdict=False)
+        counted = _Counted(cb)
+        args = TrainingArguments(output_dir=str(Path(tmp) / "out"), per_device_train_batch_size=batch,
+                                 max_steps=steps, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
+                                 disable_tqdm=True, dataloader_num_workers=0, seed=0, log_level="error")
+        clock = _Steps()
+        trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[clock, cb])
+        with contextlib.redirect_stdout(io.StringIO()):
+            trainer.train()
+        r = counted.result()
+        r["step_s"] = statistics.median(clock.step_times())
+        rank = int(os.environ.get("RANK", "0"))
+        (stream,) = Path(tmp, "logs").glob(f"*/*_rank{rank}.jsonl")
+        r["recorded_strategy"] = json.loads(stream.read_text().split("\n", 1)[0]).get("strategy")  # session_start
+    Path(f"{out}.{strategy}.rank{rank}.json").write_text(json.dumps(r))
+
+
+def sharded(level: str = "high", steps: int = 80, rounds: int = 2) -> dict:
+    """DDP and FSDP2 through the Trainer on 2 ranks, alternated ``rounds`` times (see module doc)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(root)}
+    runs: dict = {"ddp": [], "fsdp2": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(rounds):
+            for j, strategy in enumerate(("ddp", "fsdp2") if i % 2 == 0 else ("fsdp2", "ddp")):
+                out = str(Path(tmp) / f"r{i}")
+                cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port",
+                       str(29650 + 2 * i + j), __file__, "--sharded-worker", strategy, "--level", level,
+                       "--steps", str(steps), "--out", out]
+                proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+                if proc.returncode != 0:
+                    raise RuntimeError(proc.stderr[-3000:])
+                runs[strategy] += [json.loads(Path(f"{out}.{strategy}.rank{r}.json").read_text()) for r in range(2)]
+    _check(runs)  # each run measured what it says: the callback recorded its strategy
+    out = {"level": level, "steps": steps, "rounds": rounds}
+    for strategy, docs in runs.items():
+        totals = [d["training_thread_s"] + sum(d["threads_s"].values()) for d in docs]
+        out[strategy] = {"per_step_us": statistics.median(totals) * 1e6, "range_us": [min(totals) * 1e6,
+                                                                                     max(totals) * 1e6],
+                         "training_thread_us": statistics.median(d["training_thread_s"] for d in docs) * 1e6,
+                         "threads_us": {n: statistics.median(d["threads_s"].get(n, 0.0) for d in docs) * 1e6
+                                        for n in sorted({n for d in docs for n in d["threads_s"]})},
+                         "step_ms": statistics.median(d["step_s"] for d in docs) * 1e3}
+    return out
+
+
+def _check(runs: dict) -> None:
+    for strategy, docs in runs.items():
+        said = {d["recorded_strategy"] for d in docs}
+        if said != {strategy}:
+            raise RuntimeError(f"the {strategy} runs recorded {said}")
+
+
+def show_sharded(m: dict) -> list[str]:
+    d, f = m["ddp"], m["fsdp2"]
+    within = f["per_step_us"] <= d["range_us"][1]
+    parts = {k: f"training thread {v['training_thread_us']:.0f} + " + ", ".join(
+        f"{n.removeprefix('logkit-')} {u:.0f}" for n, u in v["threads_us"].items()) for k, v in (("ddp", d),
+                                                                                                ("fsdp2", f))}
+    return [f"sharded      : 2 gloo ranks through the Trainer at {m['level']!r}, {m['steps']} steps, {m['rounds']} "
+            f"rounds alternated; callback + logger threads per step (median over ranks and rounds): DDP "
+            f"{d['per_step_us']:.0f} us ({d['range_us'][0]:.0f}-{d['range_us'][1]:.0f}; step {d['step_ms']:.1f} ms), "
+            f"FSDP2 {f['per_step_us']:.0f} us ({f['range_us'][0]:.0f}-{f['range_us'][1]:.0f}; step "
+            f"{f['step_ms']:.1f} ms)  target: within the DDP figure -> {'OK' if within else 'ABOVE'}",
+            f"               DDP: {parts['ddp']} us; FSDP2: {parts['fsdp2']} us"]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--step-ms", type=float, default=50.0)
     p.add_argument("--steps", type=int, default=120)
     p.add_argument("--levels", default=",".join(LEVELS))
     p.add_argument("--json", default=None)
+    p.add_argument("--sharded", action="store_true", help="DDP against FSDP2 through the Trainer, 2 ranks")
+    p.add_argument("--level", default="high", help="--sharded's verbosity")
+    p.add_argument("--sharded-worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    m = measure(args.step_ms, args.steps, tuple(args.levels.split(",")))
-    print("\n".join(show(m)))
+    if args.sharded_worker:
+        sharded_worker(args.sharded_worker, args.level, args.steps, args.out)
+        return 0
+    if args.sharded:
+        m = sharded(args.level, min(args.steps, 80))
+        print("\n".join(show_sharded(m)))
+    else:
+        m = measure(args.step_ms, args.steps, tuple(args.levels.split(",")))
+        print("\n".join(show(m)))
     if args.json:
         Path(args.json).write_text(json.dumps(m, indent=2) + "\n")
     return 0
