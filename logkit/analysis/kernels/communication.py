@@ -43,7 +43,6 @@ import pandas as pd
 from logkit.analysis.kernels.comm_records import step_times, sync_share
 from logkit.analysis.kernels.comm_reduce import reduce_session
 from logkit.analysis.kernels.groups import session_kind
-from logkit.analysis.kernels.strategy import op_role
 from logkit.analysis.kernels.peaks import (
     COMMUNICATION_PEAKS,
     CPU_LINK,
@@ -55,6 +54,7 @@ from logkit.analysis.kernels.peaks import (
     network_link,
     spans_hosts,
 )
+from logkit.analysis.kernels.strategy import op_role
 from logkit.analysis.thresholds import NEAR_PEAK
 from logkit.schema.meta import SessionMeta
 from logkit.schema.values import to_int

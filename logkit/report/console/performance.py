@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from logkit.analysis.results import Analysis, Mfu, StragglerCall
 from logkit.analysis.results.frames import ArrivalRow, BreakdownRow, StepRow
-from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_lines, session_order, strategy_lines
+from logkit.report.console.common import (
+    KIND_WORDS,
+    RULE,
+    definitions_footer,
+    gpu_lines,
+    session_order,
+    strategy_lines,
+)
 from logkit.report.format import fmt, pct
 
 _KEYS = ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score", "is_straggler", "p_value",

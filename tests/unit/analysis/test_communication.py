@@ -313,7 +313,7 @@ def test_every_row_and_column_of_a_mixed_table_by_hand():
     assert set(t["link"]) == {"NVLink 4 (H100 SXM)"} and set(t["peak_busbw_gb_s"]) == {peak}
     assert set(t["half_peak_bytes"]) == {half}
     # each row its own records' timing sources (rank 1's gradient_sync records say wall, the rest cuda_event)
-    assert dict(zip(zip(t["rank"].fillna(-1).astype(int), t["op"]), t["timing_source"])) == {
+    assert dict(zip(zip(t["rank"].fillna(-1).astype(int), t["op"], strict=True), t["timing_source"], strict=True)) == {
         (-1, "my_op"): "cuda_event", (0, "gradient_sync"): "cuda_event", (0, "unknown"): "cuda_event",
         (1, "broadcast"): "cuda_event", (1, "gradient_sync"): "wall"}
     rows = {(None if pd.isna(r) else int(r), op): row for (r, op), row in
