@@ -29,9 +29,15 @@ completed session with the verdict on and off (``end_verdict``: the analysis pro
 session's folder), alternated, on sessions of 100 and 2,000 steps with 4 gradient-sync buckets a
 step; and the analysis process' CPU time.
 
+Part 5 (``--trainer``, or ``--trainer-only``): the same count through a real transformers ``Trainer``
+and ``LogkitCallback``, a row per verbosity level (``benchmarks/trainer_overhead.py``: the callback's
+per-step methods on the training thread, ``time.thread_time`` around each, plus every ``logkit-*``
+thread's CPU; per step, as a share of the same invocation's step without the callback).
+
     python benchmarks/emitter_overhead.py            # ~2 minutes
     python benchmarks/emitter_overhead.py --quick    # ~40 s, noisier
     python benchmarks/emitter_overhead.py --end-verdict-only   # part 4 alone, ~1 minute
+    python benchmarks/emitter_overhead.py --trainer-only       # part 5 alone, ~3 minutes
 """
 
 from __future__ import annotations
@@ -394,6 +400,13 @@ def _show_end_verdict(results: dict, rounds: int) -> None:
               f"(median of {rounds}; {lo:.2f}-{hi:.2f} s), its analysis process {v['analysis_cpu_s']:.2f} s CPU")
 
 
+def _show_trainer(results: dict, args) -> None:
+    from benchmarks import trainer_overhead
+
+    m = results["trainer"] = trainer_overhead.measure(args.step_ms, 60 if args.quick else 120)
+    print("\n".join(trainer_overhead.show(m)))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true")
@@ -406,8 +419,15 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write the figures to this file")
     p.add_argument("--end-verdict", action="store_true", help="also part 4: the verdict's cost at session end")
     p.add_argument("--end-verdict-only", action="store_true", help="part 4 alone")
+    p.add_argument("--trainer", action="store_true", help="also part 5: the Trainer callback, a row per level")
+    p.add_argument("--trainer-only", action="store_true", help="part 5 alone")
     args = p.parse_args(argv)
     results: dict = {}
+    if args.trainer_only:
+        _show_trainer(results, args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     if args.end_verdict_only:
         _show_end_verdict(results, rounds=3 if args.quick else 5)
         if args.json:
@@ -471,6 +491,8 @@ def main(argv=None) -> int:
               f"{_fmt_ratio(g['abba'])}; bound {g['bound_pct']:.3f}%" if g["bound_pct"] is not None else "")
     if args.end_verdict:
         _show_end_verdict(results, rounds=3 if args.quick else 5)
+    if args.trainer:
+        _show_trainer(results, args)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -87,6 +87,8 @@ COMMUNICATION: dict[str, str] = {
     "verdict": f"bandwidth-bound: busbw >= {NEAR_PEAK:.0%} of the link's peak; latency-bound: small messages "
                "(< alpha x peak) and below that; below peak: large messages yet below that (topology, PCIe, "
                "NCCL settings); no reference: no peak for this link (gloo, CPU, several hosts)",
+    "phase": "the phases the op's records name (FSDP collectives: forward, backward), as the emitter logged them",
+    "role": "what the op does in the run's strategy (DDP, FSDP, DeepSpeed ZeRO): kernels.strategy.op_role",
     "summary_count": "the run's own count of the op (summary.json) where the log lines sample the operations",
     "busbw_at_max_size_gb_s": "nccl-tests: busbw (GB/s) at the largest message size of the sweep",
     "size_at_80pct_bytes": f"nccl-tests: the smallest message size at which busbw reaches {REACH:.0%} of the "

@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from logkit.analysis.kernels.comm_reduce import CommReducer
+from logkit.analysis.kernels.comm_reduce import CommReducer, reduce_session
 from logkit.ingest.assemble import frame_of
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.load import RankRead, build_session, read_ranks
@@ -246,7 +246,9 @@ def merge(source: SessionSource, parts: list[RankPartial], remap=None) -> tuple[
         c = comm[i]
         if c is not None and c.needs_world_size and c.world_size != ws and remap is not None:
             comm[i] = remap(str(Path(path).resolve()), rank, ws).comm
-    return session, tuple(c for c in comm if c is not None)
+    # the comm rows of the session's other files (NCCL Inspector's beside the streams): reduced here, whole
+    extra = reduce_session(session) if not session.comm.empty else ()
+    return session, tuple(c for c in comm if c is not None) + extra
 
 
 def many_small_ranks(source: SessionSource) -> bool:

@@ -62,7 +62,7 @@ FRAMES: dict[str, tuple[Column, ...]] = {
     "comm": (*columns_from(COMMUNICATION, "rank step op size_bytes duration_ms algbw_mb_s busbw_mb_s group_size",
                            contract=8),
              Column("source", "str", None, True, "file:line of the record or line"),
-             *columns_from(COMMUNICATION, "bucket timing_source time_s")),
+             *columns_from(COMMUNICATION, "bucket timing_source time_s phase")),
     "perf": columns_from(PERFORMANCE, "rank step avg_step_time_s throughput_samples_s total_batch_size window_steps "
                                       "time_s", contract=5),
     "phases": columns_from(STEP_PHASES, "rank step begin_clock_s compute_s first_ready_s sync_s buckets timing_source "

@@ -6,6 +6,9 @@ the time went, what to do. Made from the other analyses' results only (no figure
    ``did not``);
 2. where the time went: the step breakdown of the multi-rank session with timed phases, told
    for the rank that waits most (its median shares of the step);
+   The sentence names the run's strategy where the logs give one (``kernels.strategy``: "A step of this
+   FSDP2 (fully_shard) run takes ..."), and a sharded run's exposed communication by its collectives;
+   without a timed breakdown, a sentence says how the model was spread where a multi-rank session states it;
 3. what to do: a hang's culprit, else the straggler's cause and its remedy, else the largest
    phase's remedy (exposed communication, data loading), else the comparison's own causes.
 """
@@ -16,7 +19,8 @@ import pandas as pd
 
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.kernels.shares import comm_bound, data_heavy, of_step
-from logkit.analysis.results import Comparison, Finding, Scaling
+from logkit.analysis.kernels.strategy import comm_advice, exposed_words, strategy_name
+from logkit.analysis.results import Comparison, Finding, Scaling, SessionSummary
 from logkit.analysis.thresholds import LOW_EFFICIENCY
 from logkit.schema.findings import FindingKind
 
@@ -39,8 +43,8 @@ def _payoff(c: Comparison, scaling: Scaling) -> str:
     return f"Multi-GPU did not pay off: {figures}."
 
 
-def _time_sentence(rows: pd.DataFrame) -> tuple[str, pd.Series] | None:
-    """Where a step's time goes, for the rank that waits most."""
+def _time_sentence(rows: pd.DataFrame, s: SessionSummary | None) -> tuple[str, pd.Series] | None:
+    """Where a step's time goes, for the rank that waits most (in a run of ``s``'s strategy)."""
     if rows.empty:
         return None
     row = rows.loc[rows["wait_s"].idxmax()] if rows["wait_s"].notna().any() else rows.iloc[0]
@@ -48,14 +52,33 @@ def _time_sentence(rows: pd.DataFrame) -> tuple[str, pd.Series] | None:
     if not step or pd.isna(step):
         return None
     parts = [(row["data_s"], "loading data"), (row["compute_s"], "in forward and backward"),
-             (row["comm_exposed_s"], "in gradient sync that backward does not hide"),
+             (row["comm_exposed_s"], exposed_words(*_strategy(s))),
              (row["wait_s"], "waiting for the last rank"), (row["other_s"], "in the optimizer and host work")]
     said = ", ".join(f"{v / step:.0%} {words}" for v, words in parts if pd.notna(v))
-    return f"A step takes {step * 1e3:.3g} ms (median); rank {int(row['rank'])} spends {said}.", row
+    name = strategy_name(*_strategy(s))
+    run = f"A step of this {name} run takes" if name else "A step takes"
+    return f"{run} {step * 1e3:.3g} ms (median); rank {int(row['rank'])} spends {said}.", row
+
+
+def _strategy(s: SessionSummary | None) -> tuple:
+    return (s.strategy, s.zero_stage) if s is not None else (None, None)
+
+
+def _strategy_sentence(scaling: Scaling, sid) -> str | None:
+    """How the model was spread over the ranks, and who said so, for the session ``sid`` or else the one
+    multi-rank session that states a strategy."""
+    s = scaling.session_summary(sid) if sid is not None else None
+    if s is None or strategy_name(s.strategy, s.zero_stage) is None:
+        stated = [x for x in scaling.sessions if x.is_multi and strategy_name(x.strategy, x.zero_stage)]
+        s = stated[0] if len(stated) == 1 else None
+    if s is None:
+        return None
+    said = f" ({s.strategy_from})" if s.strategy_from else ""
+    return f"The model was spread over the ranks with {s.strategy_words or strategy_name(s.strategy, s.zero_stage)}{said}."
 
 
 def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series | None,
-            c: Comparison | None) -> str | None:
+            c: Comparison | None, s: SessionSummary | None = None) -> str | None:
     hang = next((f for f in findings if f.kind == FindingKind.HANG), None)
     if hang is not None:
         return f"{hang.title}: see where it was in --diagnose ({hang.evidence[0]})." if hang.evidence \
@@ -69,8 +92,7 @@ def _advice(findings: tuple[Finding, ...], strag: pd.DataFrame, row: pd.Series |
         return f"Rank {rank} holds the others back; its data, compute and host times do not say why."
     if row is not None and row["step_s"]:
         if comm_bound(of_step(row["comm_exposed_s"], row["step_s"])):
-            return ("The exposed gradient sync is the largest cost: larger buckets (bucket_cap_mb), gradient "
-                    "accumulation or a faster interconnect shorten it.")
+            return comm_advice(*_strategy(s))
         if data_heavy(of_step(row["data_s"], row["step_s"])):
             gathered = next((f for f in findings if f.kind == FindingKind.DATA_WAIT_IN_TOKEN_GATHER), None)
             if gathered is not None:
@@ -89,11 +111,15 @@ def verdict(scaling: Scaling, breakdown: pd.DataFrame, strag: pd.DataFrame,
     sid = c.candidate if c is not None and len(breakdown) and (breakdown["session_id"] == c.candidate).any() else (
         breakdown["session_id"].iloc[-1] if len(breakdown) else None)
     rows = breakdown[breakdown["session_id"] == sid] if sid is not None else breakdown
-    timed = _time_sentence(rows)
+    summary = scaling.session_summary(sid) if sid is not None else None
+    timed = _time_sentence(rows, summary)
     if timed is not None:
         out.append(timed[0])
+    else:
+        told = _strategy_sentence(scaling, c.candidate if c is not None else None)
+        out += [told] if told else []
     st = strag[strag["session_id"] == sid] if sid is not None and len(strag) else strag
-    advice = _advice(findings, st, timed[1] if timed else None, c)
+    advice = _advice(findings, st, timed[1] if timed else None, c, summary)
     if advice:
         out.append(advice)
     return tuple(out)

@@ -112,7 +112,8 @@ def records(comm: pd.DataFrame, world_size) -> tuple[pd.DataFrame, np.ndarray]:
     dur = comm["duration_ms"].to_numpy(dtype="float64")
     alg = comm["algbw_mb_s"].to_numpy(dtype="float64")
     alg_derived = np.isnan(alg) & ~np.isnan(size) & (dur > 0)
-    alg = np.where(alg_derived, algbw_mb_s(size, dur / 1000.0), alg)
+    with np.errstate(divide="ignore", invalid="ignore"):  # the zero durations are left out by alg_derived
+        alg = np.where(alg_derived, algbw_mb_s(size, dur / 1000.0), alg)
     bus = comm["busbw_mb_s"].to_numpy(dtype="float64")
     n = group_n(comm, world_size)
     op_names = np.asarray(ops, dtype=object)

@@ -67,6 +67,8 @@ class _Label:
     last: str | None
     first_known: str | None
     last_known: str | None
+    phases: tuple = ()  # the phases its records name (FSDP collectives: forward, backward), in file order
+    timed_by: tuple = ()  # the timing sources its records name (wall, cuda_event, nccl_inspector)
 
 
 @dataclass
@@ -119,6 +121,8 @@ def _chunk(comm: pd.DataFrame) -> _Chunk:
     keys, starts = np.unique(key[order], return_index=True)
     names = {}
     values, candidates = {name: frame[name].to_numpy() for name in _VALUES}, _candidates(comm)
+    phase = comm["phase"].to_numpy(dtype=object) if "phase" in comm.columns and comm["phase"].notna().any() else None
+    timed = comm["timing_source"].to_numpy(dtype=object) if comm["timing_source"].notna().any() else None
     for k, rows in zip(keys.tolist(), np.split(order, starts[1:]), strict=True):
         code = k % width
         op = None if has_nan_op and code == len(op_names) - 1 else str(op_names[code])
@@ -126,7 +130,8 @@ def _chunk(comm: pd.DataFrame) -> _Chunk:
         g = group[rows]
         g = g[~np.isnan(g)]
         out.labels[label] = _Label({name: values[name][rows] for name in _VALUES}, flags[rows],
-                                   float(g.max()) if len(g) else np.nan, *_sources(candidates, rows))
+                                   float(g.max()) if len(g) else np.nan, *_sources(candidates, rows),
+                                   _phases(phase, rows), _phases(timed, rows))
     per = per_key_step(frame)
     if per is not None:
         u_key, u_step, _, dsum = per
@@ -134,6 +139,13 @@ def _chunk(comm: pd.DataFrame) -> _Chunk:
             sel = u_key == k
             out.steps.append((names[k], u_step[sel], dsum[sel]))
     return out
+
+
+def _phases(phase: np.ndarray | None, rows: np.ndarray) -> tuple:
+    """The distinct phases of the records ``rows`` (in their order of first appearance), () without any."""
+    if phase is None:
+        return ()
+    return tuple(dict.fromkeys(str(v) for v in phase[np.sort(rows)] if isinstance(v, str) and v))
 
 
 class CommReducer:
@@ -178,9 +190,13 @@ class CommReducer:
         keys = {label: (label[0] + 1) * width + (ops.index(label[1]) if label[1] is not None else len(ops))
                 for label in labels}
         labels.sort(key=keys.get)
-        stats, batch, bw, sources = [], [], [], {}
+        stats, batch, bw, sources, phases, timed_by = [], [], [], {}, {}, {}
         for label in labels:  # one (rank, op) at a time as columns, its chunks let go; aggregated in batches
             sources[keys[label]] = self._source(label)
+            seen = dict.fromkeys(ph for c in self.chunks if label in c.labels for ph in c.labels[label].phases)
+            phases[keys[label]] = ", ".join(seen) or None
+            timed = dict.fromkeys(t for c in self.chunks if label in c.labels for t in c.labels[label].timed_by)
+            timed_by[keys[label]] = ",".join(sorted(timed)) or None
             columns, raw = self._label(label, keys[label], op_names[keys[label] % width], ws)
             batch.append(columns)
             bw.append(raw)
@@ -194,6 +210,8 @@ class CommReducer:
         share, matched = (sync_share(sums, st) if sums is not None else
                           (pd.Series(dtype="float64"), pd.Series(dtype="int64")))
         stats = labelled(pd.concat(stats), op_names, share, matched, sources)
+        stats["phase"] = [phases.get(k) for k in stats["key"].tolist()]
+        stats["timing_source"] = [timed_by.get(k) for k in stats["key"].tolist()]
         chunks, self.chunks = self.chunks, []  # the rest of the chunks let go with them
         return CommPart(stats, sums if st.empty else None, set().union(*(c.timing_sources for c in chunks)),
                         _bandwidth(bw), ws, any(c.no_group for c in chunks))

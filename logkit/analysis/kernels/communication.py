@@ -28,6 +28,10 @@ Definitions (``definitions.COMMUNICATION``):
   ``unknown`` without a peak or a bandwidth. ``latency_bound`` is verdict == latency-bound.
 - ``summary_count`` / ``summary_total_bytes``: the run's own totals per op (summary.json) where
   the log lines are a sample of the operations (``sampled``).
+- ``timing_source``: how the row's records were timed (wall, cuda_event, nccl_inspector: NCCL Inspector's rows
+  sit beside the emitter's), the session's sources where a row has none.
+- ``phase``: the phases the op's records name (forward, backward), in their order; ``role``: what the op
+  does in the session's strategy (``kernels.strategy.op_role``), None where it says nothing of it.
 Output of nccl-tests is summarised by ``nccl_tests.py`` instead: a median over a size sweep means nothing.
 """
 
@@ -50,8 +54,10 @@ from logkit.analysis.kernels.peaks import (
     network_link,
     spans_hosts,
 )
+from logkit.analysis.kernels.strategy import op_role
 from logkit.analysis.thresholds import NEAR_PEAK
 from logkit.schema.meta import SessionMeta
+from logkit.schema.values import to_int
 from logkit.schema.vocab import EventKind, SessionKind, on_cpu
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")
@@ -59,7 +65,7 @@ COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes"
                 "algbw_mb_s", "busbw_mb_s", "busbw_from", "total_ms", "sync_share_of_step_time", "matched_steps",
                 "group_size", "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes",
                 "latency_bound", "verdict", "note", "sampled", "summary_count", "summary_total_bytes",
-                "summary_mean_bytes", "sources"]
+                "summary_mean_bytes", "sources", "phase", "role"]
 # the reference table (``communication_peaks``): one row per link
 PEAK_COLUMNS = ["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_bytes", "source", "match"]
 # the links the run's sessions were judged against (``run_links``): one row per link
@@ -130,7 +136,11 @@ def _summary_ops(meta: dict) -> dict:
 def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFrame:
     """The per-key figures with the session's link, verdicts and totals: ``COMM_COLUMNS``."""
     out = out.drop(columns=["key"]).reset_index(drop=True)
-    out["timing_source"] = ",".join(sorted(timing_sources)) if timing_sources else None
+    # each row's own timing sources (the emitter's and NCCL Inspector's rows of one session differ), the
+    # session's where a partial cached before rows kept theirs
+    whole = ",".join(sorted(timing_sources)) if timing_sources else None
+    own = out["timing_source"] if "timing_source" in out.columns else pd.Series([None] * len(out), index=out.index)
+    out["timing_source"] = own.where(own.notna(), whole) if len(out) else own
     link = session_link(session)
     half = half_peak_bytes(link)
     peak = link.get("peak_busbw_gb_s") if link else None
@@ -144,6 +154,10 @@ def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFram
     out["latency_bound"] = pd.array([v == "latency-bound" if link and peak else pd.NA for v, _ in verdicts],
                                     dtype="boolean")
     _add_summary_totals(out, session.meta)
+    if "phase" not in out.columns:  # a partial cached before phases were kept
+        out["phase"] = None
+    meta = session.meta
+    out["role"] = [op_role(meta.strategy, op, to_int(meta.zero_stage)) for op in out["op"]]
     out["rank"] = out["rank"].astype("Int64")
     out.insert(0, "session_id", session.meta.session_id)
     return out[COMM_COLUMNS]

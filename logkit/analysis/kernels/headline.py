@@ -23,6 +23,7 @@ from __future__ import annotations
 import pandas as pd
 
 from logkit.analysis.kernels.groups import session_kind
+from logkit.analysis.kernels.strategy import strategy_words
 from logkit.analysis.kernels.throughput import throughput
 from logkit.analysis.results import SessionSummary
 from logkit.ingest.readers.formats import FORMATS
@@ -207,4 +208,5 @@ def run_facts(meta) -> dict:
             "network": meta.network, "network_from": meta.network_from, "network_fallback": meta.network_fallback,
             "nics": tuple(nics) or None, "nccl_version": meta.nccl_version, "transports": meta.transports or None,
             "framework": meta.framework, "strategy": meta.strategy, "strategy_from": meta.strategy_from,
-            "zero_stage": to_int(meta.zero_stage), "facts_source": meta.facts_source or None}
+            "zero_stage": to_int(meta.zero_stage), "facts_source": meta.facts_source or None,
+            "strategy_words": strategy_words(meta.strategy, meta.strategy_facts, to_int(meta.zero_stage))}

@@ -101,6 +101,8 @@ class SessionSummary:
     strategy: str | None = None
     strategy_from: str | None = None
     zero_stage: int | None = None
+    # issue 25 (sharded runs): the strategy and its facts in words (kernels.strategy.strategy_words)
+    strategy_words: str | None = None
     facts_source: dict | None = field(default=None, hash=False)
 
     @property

@@ -53,6 +53,8 @@ class FileFormat(Word):
                                           "``eval_results.json`` (the run's metrics at its end)")
     MODEL_CARD = "model_card", "the model card (``README.md``) transformers' Trainer writes: its hyperparameter list"
     DEEPSPEED_CONFIG = "deepspeed_json", "a DeepSpeed config (``ds_config.json``, any name: its ``zero_optimization``)"
+    NCCL_INSPECTOR = "nccl_inspector", ("NCCL Inspector's per-collective JSON lines (``<host>-pid<pid>.log``, one file "
+                                        "per process)")
 
 
 class Role(Word):
@@ -174,6 +176,14 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|^\S+ FAILED[ \t]*\r?\n-{20,}"
                       # verl's trainer record ("step:2 - global_seqlen/min:538646.000 - ...")
                       r"|\bstep:\d+ - [\w/@.-]+:[-\d]", re.M)
+# NCCL Inspector's objects (inspector_json.cc: compact JSON, "header" first, then "metadata", then the op)
+_INSPECTOR = re.compile(r'^\{"header":\{"id":"[^"]*".*"(?:coll|p2p)_perf":\{"(?:coll|p2p)":', re.M)
+
+
+def _nccl_inspector(probe) -> bool:
+    """Inspector's objects; a cheap look for its first key before the pattern."""
+    head = probe.head
+    return '{"header":{"id":' in head and _INSPECTOR.search(head) is not None
 # a Flight Recorder dump: a pickle (protocol 2+) or JSON holding these keys near its start
 _FR_KEYS = (b"collective_seq_id", b"pg_config", b"pg_status")
 
@@ -286,6 +296,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format(FileFormat.FLIGHT_RECORDER, Role.TRAINING,
            Reader("logkit.ingest.readers.flight_recorder", "read_flight_recorder"),
            suffixes=("", ".pkl", ".pickle", ".json"), telltale=_flight_recorder, priority=10, gathers=True),
+    Format(FileFormat.NCCL_INSPECTOR, Role.TRAINING,
+           Reader("logkit.ingest.readers.nccl_inspector", "read_nccl_inspector"), suffixes=(".log", ".jsonl"),
+           telltale=_nccl_inspector, priority=12, gathers=True),
     Format(FileFormat.NVIDIA_SMI_CSV, Role.GPU_CAPTURE,
            Reader("logkit.ingest.readers.nvidia_smi", "read_nvidia_smi_csv"), suffixes=TEXT_SUFFIXES,
            telltale=_smi_csv, priority=40),

@@ -55,6 +55,17 @@ _FRAME_OWNERS = (
     (re.compile(r"/deepspeed/launcher/|/bin/deepspeed$"), "deepspeed"),
     (re.compile(r"/transformers/trainer\.py$"), "transformers"),
     (re.compile(r"/torch/distributed/(?:run|launch)\.py$|/torch/distributed/elastic/|/bin/torchrun$"), "torchrun"))
+# a frame in a data-parallel wrapper's own code says how the model was wrapped (derived: the code ran), with
+# the ZeRO stage where the file is a stage's (FSDP2 lives in fsdp/_fully_shard/, torch 2.6+, or
+# _composable/fsdp/ before; every other file of torch/distributed/fsdp/ is FSDP1's)
+_FRAME_STRATEGY = (
+    (re.compile(r"/torch/distributed/(?:fsdp/_fully_shard/|_composable/fsdp/)"), "fsdp2", None, "FSDP2 (fully_shard)"),
+    (re.compile(r"/torch/distributed/fsdp/"), "fsdp1", None, "FSDP1 (FullyShardedDataParallel)"),
+    (re.compile(r"/deepspeed/runtime/zero/(?:stage3|partition_parameters|parameter_offload|"
+                r"partitioned_param_coordinator)\.py$"), "deepspeed", 3, "DeepSpeed ZeRO-3"),
+    (re.compile(r"/deepspeed/runtime/zero/stage_1_and_2\.py$"), "deepspeed", None, "DeepSpeed ZeRO-1/2"),
+    (re.compile(r"/deepspeed/runtime/engine\.py$"), "deepspeed", None, "the DeepSpeed engine"),
+    (re.compile(r"/torch/nn/parallel/distributed\.py$"), "ddp", None, "DistributedDataParallel"))
 # vLLM's parallel_state.init_distributed_environment (copied by xDiT, SGLang), logged by every process at DEBUG
 # (after vLLM's own prefix, "DEBUG 02-19 15:14:55 [parallel_state.py:179] ", where the reader leaves it on)
 _DIST_ENV = re.compile(r"(?:^|\] )world_size=(?P<world>\d+) rank=(?P<rank>\d+) local_rank=-?\d+ distributed_init_method=\S+"
@@ -170,7 +181,15 @@ class FrameworkLines:
         """A traceback's frame line: the framework or launcher whose code it is in, if any."""
         if 'File "' not in text or (m := _FRAME.match(text)) is None:
             return
-        self.code(number, m["path"])
+        path = m["path"].replace("\\", "/")
+        for pattern, strategy, stage, words in _FRAME_STRATEGY:
+            if pattern.search(path) is not None:
+                where = f"a traceback frame in {words}'s code ({path.rsplit('/', 1)[-1]})"
+                self.facts.derive("strategy", strategy, where, number)
+                if stage is not None:
+                    self.facts.derive("zero_stage", stage, where, number)
+                break
+        self.code(number, path)
 
     def code(self, number: int, path: str) -> None:
         """A path of code that ran (a frame's file, the script a ChildFailedError names as FAILED): the

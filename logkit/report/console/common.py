@@ -42,10 +42,18 @@ def gpu_lines(analysis: Analysis, sid, indent: str = "  ") -> list[str]:
     return out
 
 
+def strategy_lines(s: SessionSummary | None, indent: str = "  ") -> list[str]:
+    """How the model was spread over the ranks, with where the logs said so ([] where they do not)."""
+    if s is None or not s.strategy_words:
+        return []
+    return [f"{indent}Strategy: {s.strategy_words}" + (f"  [{s.strategy_from}]" if s.strategy_from else "")]
+
+
 def session_header(analysis: Analysis, sid, icon: str) -> list[str]:
     s = analysis.scaling.session_summary(sid)
     kind = KIND_WORDS.get(s.kind) if s else None
-    return [f"{icon} Session: {sid}" + (f" ({kind})" if kind else ""), f"  GPUs: {gpu_count_text(s)}"]
+    return [f"{icon} Session: {sid}" + (f" ({kind})" if kind else ""), f"  GPUs: {gpu_count_text(s)}",
+            *strategy_lines(s)]
 
 
 def session_order(analysis: Analysis, *tables: str) -> list:

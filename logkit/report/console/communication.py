@@ -78,6 +78,10 @@ def _op_lines(op: str, op_rows: list[CommRow]) -> tuple[list[str], bool]:
     else:
         lines = [f"    {op}: {fmt(head.count, 'd')} occurrences",
                  f"      Avg data size: {mb(head.mean_bytes)}", f"      Total data: {mb(head.total_bytes)}"]
+    if head.phase:
+        lines.append(f"      Phase: {head.phase}")
+    if head.role:
+        lines.append(f"      What it does here: {head.role}")
     lines += _op_detail(head, "      ")
     if len(op_rows) > 1:
         lines.append(f"      (figures above: rank {fmt(head.rank, 'd')}; other ranks below)")

@@ -4,7 +4,14 @@ state, the bootstrap interval, the flags, the Amdahl fit, loss parity and health
 from __future__ import annotations
 
 from logkit.analysis.results import Analysis, Comparison, Fit, GroupAverage, SessionSummary
-from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_count_text, gpu_lines
+from logkit.report.console.common import (
+    KIND_WORDS,
+    RULE,
+    definitions_footer,
+    gpu_count_text,
+    gpu_lines,
+    strategy_lines,
+)
 from logkit.report.format import fmt, pct
 from logkit.schema.vocab import Regime, Status
 
@@ -60,7 +67,8 @@ def _session_block(s: SessionSummary, analysis: Analysis, gpu: bool) -> list[str
     if s.total_batch_size_from not in (None, "logged"):
         batch += f", {s.total_batch_size_from}"
     devices = f"  Ranks: {fmt(s.world_size, 'd')}" if gpu is False else f"  GPUs: {gpu_count_text(s)}"
-    lines = [f"  Session: {s.session_id}", f"  Duration: {duration}", devices, f"  Steps: {fmt(s.total_steps, 'd')}",
+    lines = [f"  Session: {s.session_id}", f"  Duration: {duration}", devices, *strategy_lines(s),
+             f"  Steps: {fmt(s.total_steps, 'd')}",
              f"  Final Loss: {fmt(s.final_loss, '.4f')}"
              + (f" (from {s.final_loss_from})" if s.final_loss_from and s.final_loss is not None else ""),
              f"  Steps/sec: {fmt(s.steps_per_second)}", f"  Samples/sec: {fmt(s.samples_per_second)} ({batch})"]

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from logkit.analysis.results import Analysis, Mfu, StragglerCall
 from logkit.analysis.results.frames import ArrivalRow, BreakdownRow, StepRow
-from logkit.report.console.common import KIND_WORDS, RULE, definitions_footer, gpu_lines, session_order
+from logkit.report.console.common import (
+    KIND_WORDS,
+    RULE,
+    definitions_footer,
+    gpu_lines,
+    session_order,
+    strategy_lines,
+)
 from logkit.report.format import fmt, pct
 
 _KEYS = ["step_p50_s / p95 / max", "slow_steps", "data_share", "vs_fastest", "score", "is_straggler", "p_value",
@@ -78,6 +85,7 @@ def render_performance(analysis: Analysis) -> str:
         summary = analysis.scaling.session_summary(sid)
         training = summary is None or summary.is_training
         lines += ["", f"⏱ Session: {sid}" + ("" if training else f" ({KIND_WORDS.get(summary.kind, summary.kind)})")]
+        lines += strategy_lines(summary)
         lines += _rank_lines(analysis.rows("performance", sid)) or (["  No step times logged."] if training else [])
         lines += _breakdown_lines(analysis.rows("step_breakdown", sid))
         lines += _straggler_lines(analysis.straggler_calls.get(sid), analysis.rows("stragglers", sid))

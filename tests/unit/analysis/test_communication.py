@@ -302,7 +302,8 @@ def test_every_row_and_column_of_a_mixed_table_by_hand():
         "session_id", "rank", "op", "count", "total_bytes", "mean_bytes", "p50_ms", "p95_ms", "algbw_mb_s",
         "busbw_mb_s", "busbw_from", "total_ms", "sync_share_of_step_time", "matched_steps", "group_size",
         "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes", "latency_bound", "verdict",
-        "note", "sampled", "summary_count", "summary_total_bytes", "summary_mean_bytes", "sources"]
+        "note", "sampled", "summary_count", "summary_total_bytes", "summary_mean_bytes", "sources", "phase",
+        "role"]
     assert str(t["rank"].dtype) == "Int64" and str(t["matched_steps"].dtype) == "int64"
     assert set(t["session_id"]) == {"x"}
     # rows by rank (no rank first), then op in name order, an unnamed op last
@@ -311,7 +312,10 @@ def test_every_row_and_column_of_a_mixed_table_by_hand():
     peak, half = 450.0, 20e-6 * 450e9  # the H100 row: 450 GB/s, alpha 20 us: half the peak at 9 MB
     assert set(t["link"]) == {"NVLink 4 (H100 SXM)"} and set(t["peak_busbw_gb_s"]) == {peak}
     assert set(t["half_peak_bytes"]) == {half}
-    assert set(t["timing_source"]) == {"cuda_event,wall"}  # the session's timing sources, each once
+    # each row its own records' timing sources (rank 1's gradient_sync records say wall, the rest cuda_event)
+    assert dict(zip(zip(t["rank"].fillna(-1).astype(int), t["op"], strict=True), t["timing_source"], strict=True)) == {
+        (-1, "my_op"): "cuda_event", (0, "gradient_sync"): "cuda_event", (0, "unknown"): "cuda_event",
+        (1, "broadcast"): "cuda_event", (1, "gradient_sync"): "wall"}
     rows = {(None if pd.isna(r) else int(r), op): row for (r, op), row in
             zip(zip(t["rank"], t["op"], strict=True), t.to_dict("records"), strict=True)}
 

@@ -81,7 +81,7 @@ def test_the_derived_facts_are_the_ones_the_code_had():
     text = [f.name for f in by_priority if isinstance(f.telltale, re.Pattern)]
     # the query CSV and the boxed table are told from a training log that prints them by a function
     assert text == ["nvidia_smi_dmon", "nccl_tests", "gpustat", "nvidia_smi_query", "console"]
-    assert [n for n, f in FORMATS.items() if f.gathers] == ["flight_recorder"]
+    assert [n for n, f in FORMATS.items() if f.gathers] == ["flight_recorder", "nccl_inspector"]  # each process writes its own file
     assert [n for n, f in FORMATS.items() if f.echoes_streams] == ["logkit_text"]
 
 
