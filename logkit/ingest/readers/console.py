@@ -1,10 +1,8 @@
 """Console captures of training jobs: whatever a launcher printed, from every rank, as people
 bring them (a log shipper's timestamps, a paste with line numbers, pdsh output, half a log).
 
-Its records come through ``normalise`` (what launchers, hosts, log services and pastes put around
-them taken off, wrapped lines joined, glued ones split: ``GRAMMAR`` says how a console line begins
-and which records run on), then lose their log prefixes (glog ``E1122 10:00:00.123 ...cpp:616]``,
-Python logging, ``LEVEL |``). Then each is read as:
+Its records come through ``normalise`` (prefixes taken off, wrapped lines joined, glued ones split, as
+``console_shapes.GRAMMAR`` says), then lose their log prefixes (glog, Python logging, ``LEVEL |``). Then:
 
 - per-GPU step lines (``[GPU 0] Step [3/10] | Loss: ...``) -> ``steps``; their NaN report
   blocks -> ``nan_detected`` events; transformers' printed log dicts (``{'loss': ...}``),
@@ -38,74 +36,21 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from logkit.ingest.readers import console_shapes as shapes
 from logkit.ingest.readers import rank_lines, verl_lines
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
-from logkit.ingest.readers.console_blocks import Blocks, hf_dict
+from logkit.ingest.readers.console_blocks import Blocks, epoch_rows, hf_dict
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.framework_lines import FrameworkLines
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
-from logkit.ingest.readers.normalise import Grammar, Line, records
+from logkit.ingest.readers.normalise import Line, records
 from logkit.ingest.readers.run_facts import stated_facts
-from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
-from logkit.schema.values import RANKS
 from logkit.schema.vocab import EventKind, FailureCause, LineSubkind
 
-# what the stated facts may be (the meta keys', and the parts a world size is made of)
-_FACT_KEYS = {**META_KEYS, "nnodes": Key(int, "torchrun's --nnodes", domain=RANKS),
-              "world_size_stated": Key(int, "worker N of M", domain=RANKS),
-              **{name: Key(int, name, domain=RANKS) for name in (
-                  "world_size_said", "num_processes_said", "num_processes", "num_machines", "num_gpus", "num_nodes",
-                  "gpus_said")}}
-_GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
-                   r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
-_PYLOG = re.compile(r"^\[?(?P<date>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?"
-                    r"\s*(?:[-|]\s*)?(?:(?P<name>[\w.]+)\s*-\s*)?\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
-                    r"\s*[-|:]?\s*(?P<msg>.*)$")
-_LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?:\||:)\s*(?P<msg>.*)$")
-_NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
-_EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
-                        r"(?::\s*(?P<msg>.*))?$")
-_GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
-_YEAR = re.compile(r"\b((?:19|20)\d\d)-\d\d-\d\d[ _T]\d\d:")
-_NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
-# the head of torchrun's ChildFailedError block: the script (a path or a dotted module: "BUILD FAILED" is
-# no script), then FAILED
-_FAILED_HEAD = re.compile(r"^(?P<script>[^\s:]*[./][^\s:]*) FAILED\s*$")
-_PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+/\d+ \[\d+:\d+(?::\d+)?<")
-_DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_gather\w*|reduce_scatter\w*|broadcast"
-                        r"|barrier|all_to_all\w*|gather|scatter|reduce|send|recv)\(")
-# How a console line begins (what a learned prefix must leave): a glog or NCCL header, a traceback's
-# lines, an exception, a Python logging date or level, torch's and the launchers' own lines.
-STARTS = re.compile(
-    r"\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] \S+:\d+\]|[^\s:]+:\d+:\d+ \[\d+\] |NCCL version\b"
-    r"|Traceback \(|\s+File \"|\s*what\(\):|terminate called|frame #\d+:|Exception raised from"
-    r"|(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b"
-    r"|\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?\s*(?:[-|]\s*)?"
-    r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
-    r"|\[GPU \d+\]|Train Epoch: \d+ \[|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
-    r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$"
-    r"|[Ii]nitialized [Hh]ost \S+ as|\|? ?distributed init \(rank \d+\)|[Ee]poch\s*[:=]?\s*\d+\s*[,|]"
-    # a printed table's aligned "key:   value" rows (DeepSpeed's flops profiler pads each to one width: no wrap)
-    r"|-+ DeepSpeed Flops Profiler|[a-z][\w ()=*/.-]*:\s{2,}\S"
-    r"|(?:initializing ddp|Initializing distributed): GLOBAL_RANK: \d")
 
-
-def _cut(text: str) -> bool:
-    """A watchdog record begun and not ended (a terminal or a paste put its tail on the next line)."""
-    if "Watchdog caught" in text and (w := tl.parse_watchdog(text)) is not None:
-        return not w["complete"]
-    return "Rank" in text and tl.WORK_START.search(text) is not None and tl.parse_work(text) is None
-
-
-GRAMMAR = Grammar(STARTS, _cut)
-YEAR_SCAN_BYTES = 8 << 20  # how far to look for a full date (a capture without one is read twice otherwise)
-_GLOG_FIRST = frozenset("[IWEF")
-_LEVEL_FIRST = frozenset("DIWEC")
-_EXCEPTION_WORDS = ("Error", "Exception", "Interrupt", "Exit", "Failure", "Warning")
-_AGENT_HINT = ("closing signal", "exitcode", "Killing subprocess", "return code")
 class _Console(Blocks):
     """Parser state across the lines of one capture."""
 
@@ -162,14 +107,14 @@ class _Console(Blocks):
             self.prefix_hosts[line.host] = number
         if not text.strip():
             return True  # a prefix alone (a pasted line number before an empty line)
-        m = _GLOG_STAMP.search(text) if ":" in text else None
+        m = shapes.GLOG_STAMP.search(text) if ":" in text else None
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(line.stamp) if line.stamp else None)
         if "<" in text and not self.trained and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
         if self.entry_traceback(text):
             # a worker's own traceback under its failure entry (error_file set): its frames are the entry's,
             # its exception line is that rank's cause; the block goes on to the next entry
-            if _EXCEPTION.match(text.strip()) is None:
+            if shapes.EXCEPTION.match(text.strip()) is None:
                 self._traceback_call(number, text)
                 return True
             block, rank, text = self.block, self.current["rank"], text.strip()
@@ -214,7 +159,7 @@ class _Console(Blocks):
 
     def _not_nccl(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         read = self.read
-        if text.startswith("NCCL version") and (v := _NCCL_VERSION.match(text)) is not None:
+        if text.startswith("NCCL version") and (v := shapes.NCCL_VERSION.match(text)) is not None:
             read.meta.fill(nccl_version=v["version"])
             return True
         if "mismatch between collectives" in text and (mm := tl.parse_mismatch(text)) is not None:
@@ -230,7 +175,7 @@ class _Console(Blocks):
             read.meta.fill(nccl_version=e["nccl_version"])
             read.event(EventKind.NCCL_ERROR, number, level="ERROR", time_s=t, message=text.strip()[:300],
                        **{**e, "rank": e["rank"] if e["rank"] is not None else rank}, op=self.dist_op,
-                       exception=m["type"] if (m := _EXCEPTION.match(text)) else None)
+                       exception=m["type"] if (m := shapes.EXCEPTION.match(text)) else None)
             self.block = "trace"
             return True
         if "died from signal" in text and (d := tl.parse_died(text)) is not None:
@@ -239,10 +184,10 @@ class _Console(Blocks):
             return True
         if ("timed out" in text or "already in use" in text) and (f := tl.parse_setup_failure(text)) is not None:
             read.event(f.pop("kind"), number, rank=rank, level="ERROR", time_s=t, message=text.strip()[:300], **f)
-            if _EXCEPTION.match(text):  # raised: its traceback follows
+            if shapes.EXCEPTION.match(text):  # raised: its traceback follows
                 self.block, self.trace_open = "trace", None
             return True
-        if text.endswith("FAILED") and (f := _FAILED_HEAD.match(text)) is not None:
+        if text.endswith("FAILED") and (f := shapes.FAILED_HEAD.match(text)) is not None:
             # torchrun's ChildFailedError block without its exception line (a paste that starts at the
             # block's rule): "<script> FAILED" opens it all the same
             self.frameworks.launcher("torchrun", number)
@@ -254,12 +199,12 @@ class _Console(Blocks):
         if first == "[" and (p := self.frameworks.peel(number, text)) is not None:  # LLaMA-Factory's format
             level, stamp, text = p
             t = self._full_time(stamp)
-        elif first in _GLOG_FIRST and (m := _GLOG.match(text)) is not None:
+        elif first in shapes.GLOG_FIRST and (m := shapes.GLOG.match(text)) is not None:
             level = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}[m["lvl"]]
             t, text = self._time(m["md"], m["hms"]), m["msg"]
-        elif (first == "[" or first.isdigit()) and (m := _PYLOG.match(text)) is not None:
+        elif (first == "[" or first.isdigit()) and (m := shapes.PYLOG.match(text)) is not None:
             level, t, text = m["level"], self._full_time(m["date"]), m["msg"]
-        elif first in _LEVEL_FIRST and (m := _LEVEL_BAR.match(text)) is not None:
+        elif first in shapes.LEVEL_FIRST and (m := shapes.LEVEL_BAR.match(text)) is not None:
             level, text = m["level"], m["msg"]
         return self._message(number, text, level, rank, t)
 
@@ -269,7 +214,7 @@ class _Console(Blocks):
         of the run: ``ingest.meta`` counts them among the ranks seen)."""
         read = self.read
         read.event(EventKind.COLLECTIVE_MISMATCH, number, rank=rank, level="ERROR", message=text.strip()[:300], **mm)
-        raised = _EXCEPTION.match(text.strip())
+        raised = shapes.EXCEPTION.match(text.strip())
         self._cause(number, {"cause": FailureCause.EXCEPTION, "what": raised["type"] if raised else None,
                              "message": text.strip()[:300]}, rank, t)
         self.trace_open = None
@@ -303,7 +248,7 @@ class _Console(Blocks):
     def _traceback_call(self, number: int, text: str) -> None:
         """A traceback's line: the torch.distributed call it shows, the framework whose code it is in."""
         self.frameworks.frame(number, text)
-        if (c := _DIST_CALL.search(text)) is not None:
+        if (c := shapes.DIST_CALL.search(text)) is not None:
             self.dist_op = c["op"]
 
     # -- a message without its log prefix --------------------------------------------------
@@ -312,7 +257,7 @@ class _Console(Blocks):
         cannot be right is a note, never a fact."""
         stated = tl.run_facts(text)
         for key, value in stated.items():
-            why = _FACT_KEYS[key].why_not(value) if key in _FACT_KEYS else None
+            why = shapes.FACT_KEYS[key].why_not(value) if key in shapes.FACT_KEYS else None
             if why is not None:
                 self.read.note(number, f"{key}: {why}: left unknown", text)
             else:
@@ -339,7 +284,7 @@ class _Console(Blocks):
         if any(h in text for h in rank_lines.HINTS) and (joined := rank_lines.parse_rank_line(text)) is not None:
             self.joined.line(number, text, joined, t)
             return True
-        if any(h in text for h in _AGENT_HINT) and (records := tl.agent_records(text)):
+        if any(h in text for h in shapes.AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
             return True
         if self.frameworks.line(number, text)[0]:
@@ -348,7 +293,7 @@ class _Console(Blocks):
             return True
         if text.startswith(("[GPU ", "Train Epoch: ")) and self._step_line(number, text, rank, t):
             return True
-        if "DETECTED" in text and (m := _NAN_HEAD.match(text)) is not None:
+        if "DETECTED" in text and (m := shapes.NAN_HEAD.match(text)) is not None:
             self.block = "nan"
             self.current = read.event(EventType.NAN_DETECTED, number, rank=rank if rank is not None else int(m["gpu"]),
                                       level="ERROR", message=text.strip(), gpu=int(m["gpu"]), time_s=t)
@@ -360,24 +305,11 @@ class _Console(Blocks):
             self.hf_step = index
             self.trained = self.trained or "'train_runtime'" in text
             return True
-        if text.startswith("step:") and (v := verl_lines.record(text)) is not None:
-            self.frameworks.facts.saw("verl", number)
-            self.verl_row = read.step(number, {"rank": rank if rank is not None else 0, "time_s": t, **v})
+        if self._framework_step(number, text, 0 if rank is None else rank, t):
             return True
-        if self.verl_row is not None and (v := verl_lines.rest(text)) is not None:
-            self.verl_row.update(v)  # the rest of the record the line before broke
-            return True
-        self.verl_row = None
-        if "oss" in text and (e := tl.parse_epoch_summary(text)) is not None:
-            self._epoch_summary(number, e, rank, t)
-            return True
-        if "iteration" in text and (it := tl.parse_megatron(text)) is not None:
-            read.step(number, {"rank": rank if rank is not None else 0, "time_s": t, **it})
-            self._megatron_iteration(number, it)
-            return True
-        if any(w in text for w in _EXCEPTION_WORDS) and (m := _EXCEPTION.match(text)) is not None:
+        if any(w in text for w in shapes.EXCEPTION_WORDS) and (m := shapes.EXCEPTION.match(text)) is not None:
             return self._exception(number, text, m, rank, t)
-        if "/" in text and _PROGRESS.search(text):
+        if "/" in text and shapes.PROGRESS.search(text):
             return True  # its n/total went to meta (segment)
         if self.trace_line(text):
             self._traceback_call(number, text)
@@ -388,24 +320,26 @@ class _Console(Blocks):
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
 
-    def _epoch_summary(self, number: int, e: dict, rank: int | None, t: float | None) -> None:
-        """A script's own epoch summary: its training loss a steps row of the epoch (no step: the line names
-        none), its evaluation loss an ``eval_loss`` evals row."""
-        rank = rank if rank is not None else 0
-        self.read.step(number, {"rank": rank, "step": None, "time_s": t, "loss": e["loss"], "epoch": e["epoch"]})
-        if e["eval_loss"] is not None:
-            self.read.rows["evals"].append({"step": None, "name": "eval_loss", "value": e["eval_loss"], "rank": rank,
-                                            "time_s": t, "epoch": e["epoch"]})
-
-    def _megatron_iteration(self, number: int, it: dict) -> None:
-        """What Megatron's iteration line says of the run: Megatron wrote it, its global batch (the last line's:
-        a batch ramp-up ends at the run's), how far the run got (``iteration N/ M``)."""
-        facts = self.frameworks.facts
-        facts.saw("megatron", number)
-        if it.get("total_batch_size"):
-            facts.restate("total_batch_size", it["total_batch_size"],
-                          f"global batch size: {it['total_batch_size']} (Megatron's iteration line)", number)
-        self.read.meta.progress = {"step": it["step"], "total": it["max_steps"], "line": number}
+    def _framework_step(self, number: int, text: str, rank: int, t: float | None) -> bool:
+        """A step a framework's own line states (verl's records, a script's epoch summary, Megatron's
+        iteration line) as rows and facts; else False."""
+        read = self.read
+        if text.startswith("step:") and (v := verl_lines.record(text)) is not None:
+            self.frameworks.facts.saw("verl", number)
+            self.verl_row = read.step(number, {"rank": rank, "time_s": t, **v})
+            return True
+        if self.verl_row is not None and (v := verl_lines.rest(text)) is not None:
+            self.verl_row.update(v)  # the rest of the record the line before broke
+            return True
+        self.verl_row = None
+        if "oss" in text and (e := tl.parse_epoch_summary(text)) is not None:
+            epoch_rows(read, number, e, rank, t)
+            return True
+        if "iteration" in text and (it := tl.parse_megatron(text)) is not None:
+            read.step(number, {"rank": rank, "time_s": t, **it})
+            self.frameworks.megatron_iteration(number, it, read.meta)
+            return True
+        return False
 
     def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
         """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
@@ -551,30 +485,13 @@ class _Console(Blocks):
                             local_rank=ev.get("local_rank"), pid=ev.get("pid"))
 
 
-def _year(path: Path, lines: Lines) -> int:
-    """glog stamps carry no year: the first full date in the file's first ``YEAR_SCAN_BYTES``,
-    else the year the file was last written."""
-    scratch = Read(path, FileFormat.CONSOLE)  # a second pass: its notes are the first pass's
-    seen = 0
-    for _, line in lines(scratch):
-        if "-" in line and (m := _YEAR.search(line)) is not None:
-            return int(m[1])
-        seen += len(line) + 1
-        if seen > YEAR_SCAN_BYTES:
-            break
-    try:
-        return datetime.fromtimestamp(path.stat().st_mtime).year
-    except (OSError, ValueError, OverflowError):
-        return 1970
-
-
 def read_console(path: Path, rank: int | None = None) -> ReadResult:
     """Events, steps and meta from a console capture; ``rank`` is used where a line names none."""
     read = Read(Path(path), FileFormat.CONSOLE)
     parser = _Console(read, rank)
     lines = Lines(read.path)  # three passes (the layout's sample, the year, the whole): a small file read once
-    parser.year = _year(read.path, lines)
-    for line in records(read, GRAMMAR, lines=lines):
+    parser.year = shapes.year(read.path, lines)
+    for line in records(read, shapes.GRAMMAR, lines=lines):
         if parser.line(line):
             read.used += 1
         else:

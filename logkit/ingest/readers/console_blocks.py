@@ -184,3 +184,12 @@ def _swift_progress(read: Read, number: int, values: dict) -> int | None:
         return None
     read.meta.progress = {"step": int(step), "total": int(total), "line": number}
     return int(step)
+
+
+def epoch_rows(read: Read, number: int, e: dict, rank: int, t: float | None) -> None:
+    """A script's own epoch summary: its training loss a steps row of the epoch (no step: the line names
+    none), its evaluation loss an ``eval_loss`` evals row."""
+    read.step(number, {"rank": rank, "step": None, "time_s": t, "loss": e["loss"], "epoch": e["epoch"]})
+    if e["eval_loss"] is not None:
+        read.rows["evals"].append({"step": None, "name": "eval_loss", "value": e["eval_loss"], "rank": rank,
+                                   "time_s": t, "epoch": e["epoch"]})

@@ -215,3 +215,12 @@ class FrameworkLines:
 
     def write(self, meta: SessionMeta) -> None:
         self.facts.write(meta)
+
+    def megatron_iteration(self, number: int, it: dict, meta: SessionMeta) -> None:
+        """What Megatron's iteration line says of the run: Megatron wrote it, its global batch (the last line's:
+        a batch ramp-up ends at the run's), how far the run got (``iteration N/ M``)."""
+        self.facts.saw("megatron", number)
+        if it.get("total_batch_size"):
+            self.facts.restate("total_batch_size", it["total_batch_size"],
+                               f"global batch size: {it['total_batch_size']} (Megatron's iteration line)", number)
+        meta.progress = {"step": it["step"], "total": it["max_steps"], "line": number}

@@ -10,7 +10,7 @@ import re
 import pytest
 
 import logkit
-from logkit.ingest.readers.console import GRAMMAR
+from logkit.ingest.readers.console_shapes import GRAMMAR
 from logkit.ingest.readers.normalise import Layout
 from tests.support.launch import REPO
 

@@ -15,7 +15,7 @@ import logkit
 from logkit.analysis import analyze
 from logkit.analysis.kernels.peaks import network_link
 from logkit.ingest.readers.base import KEEP_NOTES, UNMATCHED
-from logkit.ingest.readers.console import GRAMMAR
+from logkit.ingest.readers.console_shapes import GRAMMAR
 from logkit.ingest.readers.normalise import Layout
 from tests.support.launch import REPO
 
