@@ -228,23 +228,25 @@ class RecordBuilder:
 
     def collectives(self, wall: float, elapsed: float, items: list, timing_source: str, group_size: int) -> list[dict]:
         """One ``communication`` record per collective of a sharded model: ``items`` are (step, unit, op,
-        phase, bytes, seconds); busbw by each op's bus factor ((n-1)/n for all-gather and reduce-scatter)."""
+        phase, bytes, seconds[, group size where each call has its own]); busbw by each op's bus factor
+        ((n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce, 1 for broadcast)."""
         out = []
         factors: dict = {}
         records = self.settings.communication_records
         time_s = round(elapsed, 6)
-        for step, unit, op, phase, size, seconds in items:
-            if op not in factors:
-                factors[op] = busbw_factor(op, group_size)
+        for step, unit, op, phase, size, seconds, *own in items:
+            n = own[0] if own and own[0] is not None else group_size
+            if (op, n) not in factors:
+                factors[(op, n)] = busbw_factor(op, n)
                 self.comm_stats.setdefault(op, CommStats())
-            factor, stats = factors[op], self.comm_stats[op]
+            factor, stats = factors[(op, n)], self.comm_stats[op]
             algbw, busbw = _measured(stats, size, seconds, factor)
             if records:
                 out.append(self._collective_record(
                     timestamp=wall, time_s=time_s, step=step,
                     message=f"{op} of unit {unit} ({phase}): {size} bytes in {seconds * 1e3:.3f} ms",
                     op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6), algbw_mb_s=_rounded(algbw, 4),
-                    busbw_mb_s=_rounded(busbw, 4), group_size=group_size, bucket=unit, timing_source=timing_source,
+                    busbw_mb_s=_rounded(busbw, 4), group_size=n, bucket=unit, timing_source=timing_source,
                     phase=phase))
         return out
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 
-from trainer_hooks.commhook import CommTimer, _seconds, _StepSync, union_length
+from trainer_hooks.commhook import CommTimer, _seconds, _StepSync, outer_call, union_length
 from trainer_hooks.strategy import fsdp2_modules
 
 ALL_GATHER, REDUCE_SCATTER = "all_gather", "reduce_scatter"
@@ -85,11 +85,15 @@ class FsdpCommTimer(CommTimer):
     def _step_sync(self, count: int) -> _ReduceScatterSync:
         return _ReduceScatterSync(self.anchor, self.begin, count)
 
+    def _is_gradient(self, op: str, phase: str) -> bool:
+        """Whether the collective reduces the step's gradients (its phases are measured from them)."""
+        return op == REDUCE_SCATTER
+
     def _read(self, item: tuple, ready: list, phases: list) -> None:
         step, unit, size, start, end, seq, op, phase = item
         ready.append((step, unit, op, phase, size, _seconds(start, end)))
         sync = self._steps.get(step)
-        if sync is not None and sync.add_op(seq, start, end, op == REDUCE_SCATTER):
+        if sync is not None and sync.add_op(seq, start, end, self._is_gradient(op, phase)):
             del self._steps[step]
             if sync.first is not None:  # a step without reduce-scatters (no_sync) has no phases
                 phases.append((step, sync.begin, *sync.figures(), sync.reduce_scatters, sync.in_flight()))
@@ -186,7 +190,8 @@ class _Timed:
         counted = output_tensor if self.op == ALL_GATHER else input_tensor
         size = counted.numel() * counted.element_size()
         start = timer.start(counted)
-        work = self.inner(output_tensor, input_tensor, *args, **kwargs)
+        with outer_call():
+            work = self.inner(output_tensor, input_tensor, *args, **kwargs)
         timer.issued(self.op, self.unit, size, start, None if work is None or not hasattr(work, "get_future") else work)
         return work
 

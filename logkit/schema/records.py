@@ -237,6 +237,10 @@ SESSION_START = RecordSpec(EventType.SESSION_START, "meta", (
     F("launcher", type=dict, doc="where a launcher started several processes: {name (torchrun, accelerate launch, "
                                  "mpirun, srun, environment), world_size, rank, local_rank, master} as it told "
                                  "this process"),
+    F("timing_source", type=str, doc="how collectives are timed: ddp_comm_hook, fsdp2_comm, torch_distributed "
+                                     "(torch.distributed's collective functions wrapped: FSDP1, DeepSpeed, any "
+                                     "other), or none (timing_note says why)"),
+    F("timing_note", type=str, doc="why collectives are not timed (timing_source none)"),
 ), "one per rank, first: who, where, with what")
 
 SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (
@@ -294,8 +298,9 @@ COMMUNICATION = RecordSpec(EventType.COMMUNICATION, "comm", (
     F("bucket", type=int, doc="DDP bucket index, or the FSDP unit (parameter group) the collective is of"),
     F("timing_source", type=str, doc="cuda_event or wall", store="category"),
     F("local_rank", type=int, **_X),
-    F("phase", type=str, doc="forward or backward: when an FSDP collective ran (all_gather in forward, and in "
-                             "backward where the unit resharded after forward; reduce_scatter in backward)",
+    F("phase", type=str, doc="forward, backward or optimizer: when a sharded model's collective ran (all_gather "
+                             "in forward, and in backward where the unit resharded after forward; "
+                             "reduce_scatter in backward; after the step's last backward one: optimizer)",
       store="category"),
 ), "one per gradient-sync bucket (or collective)")
 

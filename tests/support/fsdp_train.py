@@ -3,7 +3,8 @@ with ``TrainingLogger``: what the sharded-run and lone-process tests launch (tor
 
     torchrun --nproc_per_node 2 tests/support/fsdp_train.py --log-dir logs --mode fsdp2 --steps 30
     --mode fsdp2     init_process_group("gloo"), each Linear and the whole model fully_shard-ed
-    --mode fsdp1     init_process_group("gloo"), the model wrapped in FullyShardedDataParallel
+    --mode fsdp1     init_process_group("gloo"), each Linear and the whole model wrapped in
+                     FullyShardedDataParallel (--use-orig-params: its use_orig_params)
     --mode alone     no init_process_group: each process trains alone
     --mode accelerate  an Accelerator made from the launcher's settings (accelerate launch --use_fsdp)
 --slow-rank R --slow-ms M: rank R (the launcher's RANK) sleeps M ms in its data loading every step
@@ -46,6 +47,7 @@ def main() -> None:
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=0.0)
     p.add_argument("--slow-backward-ms", type=float, default=0.0, help="rank --slow-rank's backward is slower")
+    p.add_argument("--use-orig-params", action="store_true", help="fsdp1: use_orig_params=True")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds every rank sleeps after its optimizer step")
     args = p.parse_args()
     torch.manual_seed(0)
@@ -62,7 +64,12 @@ def main() -> None:
         from torch.distributed.fsdp import FullyShardedDataParallel
 
         dist.init_process_group("gloo")
-        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
+        # device_id=None fails here ("FSDP needs a non-CPU accelerator device"): the CPU is named.
+        # each Linear a unit of its own, then the root (which holds no parameter of its own), as fsdp2 does
+        for i, layer in enumerate(model):
+            if isinstance(layer, nn.Linear):
+                model[i] = FullyShardedDataParallel(layer, device_id=torch.device("cpu"), use_orig_params=args.use_orig_params)
+        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=args.use_orig_params)
     elif args.mode == "accelerate":
         from accelerate import Accelerator
 

@@ -207,4 +207,5 @@ def run_facts(meta) -> dict:
             "network": meta.network, "network_from": meta.network_from, "network_fallback": meta.network_fallback,
             "nics": tuple(nics) or None, "nccl_version": meta.nccl_version, "transports": meta.transports or None,
             "framework": meta.framework, "strategy": meta.strategy, "strategy_from": meta.strategy_from,
-            "zero_stage": to_int(meta.zero_stage), "facts_source": meta.facts_source or None}
+            "zero_stage": to_int(meta.zero_stage), "facts_source": meta.facts_source or None,
+            "timing_source": meta.timing_source, "timing_note": meta.timing_note}

@@ -101,6 +101,8 @@ class SessionSummary:
     strategy: str | None = None
     strategy_from: str | None = None
     zero_stage: int | None = None
+    timing_source: str | None = None  # how the collectives were timed (issue 25), and why not where none
+    timing_note: str | None = None
     facts_source: dict | None = field(default=None, hash=False)
 
     @property
