@@ -11,17 +11,22 @@ deepspeed is loaded: it is never imported here) by a timing wrapper; ``uninstall
 back wherever the wrapper is still in place.
 
 A wrapper calls the original with the same arguments and returns what it returns. It times only the
-outermost collective of a thread (``all_gather_into_tensor`` calls ``all_gather_single``; a DDP comm hook
-or an FSDP2 comm object, timed already, calls ``all_reduce`` / ``all_gather_into_tensor``: ``outer_call``
-marks them: ``commhook.outer_call``) and nothing while the logger is not in a step's work (its own start-up collectives are over
-before it installs). Per call: the op, the bytes nccl-tests counts (an all-gather's whole output, a
-reduce-scatter's whole input, an all-reduce's or broadcast's buffer), the group's size, the phase
-(``backward`` while autograd runs a graph task; any other collective of a step launched after the
-step's last backward one is ``optimizer``, e.g. ZeRO-1/2's all-gather of the updated partitions; else
-``forward``), and its time from launch to completion: wall time on CPU (a blocking call: around it; an
-``async_op`` call: to its future's completion), on CUDA a pair of events on the stream the collective is
-launched from (``FsdpCommTimer.start`` / ``issued``: read later with ``query()``, the training stream never
-waits). A collective issued inside torch's coalescing manager returns no Work to time: it is not counted.
+outermost collective of a thread (``all_gather_into_tensor`` calls ``all_gather_single``; a DDP comm hook or
+an FSDP2 comm object, timed already, calls ``all_reduce`` / ``all_gather_into_tensor`` inside
+``commhook.outer_call``), and nothing outside a step (the logger's own start-up collectives are over
+before it installs; evaluation and checkpoints between steps are not a step's work).
+
+Per call: the op, the bytes nccl-tests counts (an all-gather's whole output, a reduce-scatter's whole
+input, an all-reduce's or broadcast's buffer), the group's size, and the phase: ``backward`` while
+autograd runs a graph task; else as the hooks say: ``forward`` from the model's forward pre-hook (and at
+the step's start), ``backward`` from its forward hook on (so the gradient reduction DeepSpeed runs after
+autograd, in ``engine.backward``, is backward), ``optimizer`` from torch's global optimizer-step pre-hook
+on (ZeRO's all-gather of the updated partitions). Its time from launch to completion: wall time on CPU
+(a blocking call: around it; an ``async_op`` call: to its future's completion); on CUDA a pair of events
+on the stream the collective is launched from (``FsdpCommTimer.start``; the end after a blocking call, or
+in the future's callback, whose stream is synchronised with the kernel), read later with ``query()``:
+the training stream never waits. A collective issued inside torch's coalescing manager returns no Work
+to time: it is not counted.
 """
 
 from __future__ import annotations
@@ -78,21 +83,26 @@ class DistTimer(FsdpCommTimer):
     def __init__(self) -> None:
         super().__init__()
         self.in_step = False
+        self.phase = "forward"  # set by the model's forward hooks and torch's optimizer-step hook (install)
 
     def step_begin(self) -> None:
         super().step_begin()
-        self.in_step = True
+        self.in_step, self.phase = True, "forward"
 
     def collect(self, step: int, wait: bool = False):
         self.in_step = False  # until the next step begins (evaluation, checkpoints: not a step's work)
-        # a step's non-backward collectives launched after its last backward one ran in the optimizer step
-        pending = self.pending
-        last = max((i for i, item in enumerate(pending) if item[6] == "backward"), default=None)
-        if last is not None:
-            for i in range(last + 1, len(pending)):
-                if pending[i][6] == "forward":
-                    pending[i] = (*pending[i][:6], "optimizer", pending[i][7])
         return super().collect(step, wait)
+
+    # the phase hooks (install): a forward starts, a forward ended (its backward and the gradient reduction
+    # that follows it, DeepSpeed's in engine.backward, come next), an optimizer step starts
+    def forward_begins(self, *_):
+        self.phase = "forward"
+
+    def forward_ended(self, *_):
+        self.phase = "backward"
+
+    def optimizer_begins(self, *_):
+        self.phase = "optimizer"
 
     def call(self, fn, op: str, name: str, pos: int, group_pos: int, async_pos: int, args, kwargs):
         """One wrapped call (training thread): the original's result, timed where it can be."""
@@ -114,7 +124,7 @@ class DistTimer(FsdpCommTimer):
         return work
 
     def issued_op(self, op: str, size: int, n: int | None, start, work) -> None:
-        phase = "backward" if _graph_task_id() != -1 else "forward"  # autograd's graph task: -1 outside backward
+        phase = "backward" if _graph_task_id() != -1 else self.phase  # autograd's graph task: -1 outside backward
         seq = self.launched
         self.launched, self.last_bucket, self.last_op, self.last_phase = seq + 1, seq, op, phase
         pending = self.pending
@@ -196,6 +206,7 @@ class Installed:
     def __init__(self, timer: DistTimer) -> None:
         self.timer = timer
         self.replaced: list[tuple] = []
+        self.handles: list = []  # the phase hooks' handles
 
 
 def _wrap(fn, timer: DistTimer, op: str, name: str):
@@ -216,9 +227,10 @@ def _wrap(fn, timer: DistTimer, op: str, name: str):
     return timed
 
 
-def install(timer: DistTimer) -> tuple[Installed | None, str | None]:
+def install(timer: DistTimer, model=None) -> tuple[Installed | None, str | None]:
     """Wrap torch.distributed's collectives (and deepspeed's bound ones where deepspeed is loaded) for
-    ``timer``: (what to uninstall, None) or (None, why not)."""
+    ``timer``, and put its phase hooks on ``model`` (forward begins and ends) and on every torch optimizer's
+    step: (what to uninstall, None) or (None, why not)."""
     try:
         import torch.distributed as dist
         from torch.distributed import distributed_c10d as c10d
@@ -253,7 +265,26 @@ def install(timer: DistTimer) -> tuple[Installed | None, str | None]:
         if wrapper is not None:
             setattr(cdb, attr, wrapper)
             done.replaced.append((cdb, attr, original, wrapper))
+    _phase_hooks(done, model)
     return done, None
+
+
+def _phase_hooks(done: Installed, model) -> None:
+    """The hooks that tell the timer its phase; a model without hooks leaves it to autograd's graph task."""
+    timer = done.timer
+    try:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        done.handles.append(register_optimizer_step_pre_hook(timer.optimizer_begins))
+    except Exception:
+        pass
+    for name, fn in (("register_forward_pre_hook", timer.forward_begins), ("register_forward_hook", timer.forward_ended)):
+        register = getattr(model, name, None)
+        if register is not None:
+            try:
+                done.handles.append(register(fn))
+            except Exception:
+                pass
 
 
 def uninstall(done: Installed | None) -> None:
@@ -265,3 +296,6 @@ def uninstall(done: Installed | None) -> None:
         if getattr(holder, attr, None) is wrapper:
             setattr(holder, attr, original)
     done.replaced.clear()
+    for handle in done.handles:
+        handle.remove()
+    done.handles.clear()

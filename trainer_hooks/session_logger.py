@@ -154,9 +154,11 @@ class SessionLogger(StepLogging, NonFiniteChecks):
     def start(self, *, model=None, model_name: str | None = None, config: dict | None = None,
               per_device_batch_size: int | None = None, gradient_accumulation_steps: int = 1,
               total_batch_size: int | None = None, max_steps: int | None = None,
-              mixed_precision: str | None = None, dataset=None, dataloader=None, wrapped=None) -> None:
+              mixed_precision: str | None = None, dataset=None, dataloader=None, wrapped=None,
+              time_communication: bool = True) -> None:
         """Open the session on this rank (a collective: every rank calls it). ``wrapped``: the model as
-        the loop trains it (a DDP / FSDP wrapper), where ``model`` is the module it wraps."""
+        the loop trains it (a DDP / FSDP wrapper), where ``model`` is the module it wraps. With several ranks
+        the collectives of ``wrapped`` (else ``model``) are timed from here (``time_communication``)."""
         if self._started:
             return
         self._started = True
@@ -182,6 +184,8 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         timing_source, timing_note = "none", None
         if info.world_size <= 1:
             timing_note = "one rank: no collectives to time"
+        elif not time_communication:
+            timing_note = "communication timing turned off (time_communication=False)"
         elif model is None and wrapped is None:
             timing_note = "no model given at start: attach_model(model) times its collectives"
         else:
@@ -204,7 +208,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
                   f"no process group training uses ({info.process_group}): it trains alone on all the data and logs "
                   f"as a session of its own ({self.session_id})", file=sys.stderr)
         self._emit(self._start_record)
-        if timing_source == "none" and info.world_size > 1 and model is not None:
+        if timing_source == "none" and info.world_size > 1 and model is not None and time_communication:
             self._emit(self._record(RESOURCE_WARNING, timing_note, "WARNING", subkind=FindingKind.COMM_NOT_TIMED))
         # host, model and data facts: free-form beyond the keys every record has (kept whole as meta)
         self._emit(self._record(SYSTEM_INFO, "System information") | sysinfo.system_info(self.log_dir))
@@ -347,7 +351,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             why = install_comm_hook(find_ddp(model), self.comm)
         else:  # fsdp1, deepspeed, a wrapper not known or none: whatever reaches torch.distributed
             timer = dist_timing.DistTimer()
-            self._dist_timing, why = dist_timing.install(timer)
+            self._dist_timing, why = dist_timing.install(timer, model)
             if why is None:
                 self.comm = timer
         if why is not None:
