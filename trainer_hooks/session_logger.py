@@ -67,6 +67,12 @@ _TIMING_SOURCE = {"ddp": "ddp_comm_hook", "fsdp2": "fsdp2_comm"}
 _CLOCK = time.get_clock_info("perf_counter").implementation
 
 
+def _has_collectives(info: RankInfo) -> bool:
+    """Whether the rank's training makes collectives to time: several ranks, or a process group of one that
+    training uses (a wrapper on one GPU still issues its collectives: what a one-GPU check of the timing runs)."""
+    return info.world_size > 1 or info.process_group == "formed"
+
+
 class SessionLogger(StepLogging, NonFiniteChecks):
     """One rank's view of a logged training session.
 
@@ -182,8 +188,8 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             model_name = sysinfo.model_name(model)
         strategy, strategy_facts = describe(wrapped if wrapped is not None else model)
         timing_source, timing_note = "none", None
-        if info.world_size <= 1:
-            timing_note = "one rank: no collectives to time"
+        if not _has_collectives(info):
+            timing_note = "one process in no process group: no collectives to time"
         elif not time_communication:
             timing_note = "communication timing turned off (time_communication=False)"
         elif model is None and wrapped is None:
@@ -208,7 +214,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
                   f"no process group training uses ({info.process_group}): it trains alone on all the data and logs "
                   f"as a session of its own ({self.session_id})", file=sys.stderr)
         self._emit(self._start_record)
-        if timing_source == "none" and info.world_size > 1 and model is not None and time_communication:
+        if timing_source == "none" and _has_collectives(info) and model is not None and time_communication:
             self._emit(self._record(RESOURCE_WARNING, timing_note, "WARNING", subkind=FindingKind.COMM_NOT_TIMED))
         # host, model and data facts: free-form beyond the keys every record has (kept whole as meta)
         self._emit(self._record(SYSTEM_INFO, "System information") | sysinfo.system_info(self.log_dir))
@@ -328,7 +334,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
     def attach_model(self, model) -> bool:
         """Time the communication of ``model`` (where ``start`` was given none): a DDP wrapper's gradient sync,
         an FSDP2 model's all-gathers and reduce-scatters, any other wrapper's collectives at torch.distributed."""
-        if self.info is None or self.info.world_size <= 1:
+        if self.info is None or not _has_collectives(self.info):
             return False
         if self._comm_timed:
             return True
