@@ -115,11 +115,12 @@ class DistTimer(FsdpCommTimer):
             start = self.start(tensor)
         except Exception:  # an argument this code does not know: the call goes on untimed
             return fn(*args, **kwargs)
-        _local.depth = 1
+        _local.depth, self.calling = 1, (op, None)  # where() sees a blocking call's wait, and an error's call
         try:
             work = fn(*args, **kwargs)
         finally:
             _local.depth = 0
+        self.calling = None
         self.issued_op(op, size, _group_size(group), start, work if async_op else None)
         return work
 
@@ -161,10 +162,15 @@ class DistTimer(FsdpCommTimer):
                 phases.append((step, sync.begin, *sync.figures(), sync.reduce_scatters, sync.in_flight()))
 
     def where(self) -> tuple[str | None, str | None]:
+        if self.calling is not None:
+            phase = "backward" if _graph_task_id() != -1 else self.phase
+            return "collective", f"{self.calling[0]} ({phase}) in flight: {self.launched} collectives of the step before it"
         if not self.launched:
             return None, None
-        detail = (f"{self.last_op} ({self.last_phase}) launched last: {self.launched} of {self.expected or '?'} "
-                  f"collectives launched, {self.done} done")
+        counts = f"{self.launched} of {self.expected or '?'} collectives launched, {self.done} done"
+        if self.done < self.launched:  # waiting in it (see FsdpCommTimer.where)
+            return "collective", f"{self.last_op} ({self.last_phase}) in flight: {counts}"
+        detail = f"{self.last_op} ({self.last_phase}) launched last: {counts}"
         if self.last_phase == "backward" and self.last_op in GRADIENT_OPS:
             return "gradient_sync", detail
         return ("optimizer" if self.last_phase == "optimizer" else "forward_backward"), detail

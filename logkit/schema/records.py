@@ -250,7 +250,8 @@ SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (
     F("training_time_s", unit="s", doc="sum of optimizer-step times"),
     F("samples_seen", type=int), F("reason", type=str), F("comm_timings_dropped", type=int),
     F("phase", type=str, doc="what the rank was doing when it ended (a failed or interrupted run): data, "
-                             "forward_backward, gradient_sync, optimizer; step is the step it was in"),
+                             "forward_backward, collective (in a sharded model's collective: phase_detail "
+                             "names it), gradient_sync, optimizer; step is the step it was in"),
     F("phase_detail", type=str, doc="the gradient bucket last launched, and how many of the step's were"),
     F("clock_s", unit="s", doc="when, on the job clock"),
 ), "one per rank, last")
@@ -376,7 +377,8 @@ ERROR = RecordSpec(EventType.ERROR, None, (
     F("phase", type=str, doc="what the rank was doing (as session_end's); step is the step it was in"),
     F("phase_detail", type=str), F("clock_s", unit="s", doc="when, on the job clock")))
 STALL = RecordSpec(EventType.STALL, None, (
-    F("phase", type=str, doc="data, forward_backward, gradient_sync or optimizer"),
+    F("phase", type=str, doc="data, forward_backward, collective (in a sharded model's collective), "
+                             "gradient_sync or optimizer"),
     F("phase_detail", type=str), F("clock_s", unit="s", doc="when, on the job clock"),
     F("value", doc="seconds since the rank's last step ended"),
     F("threshold", doc="the limit: max(stall_factor x the median step, stall_min_s)"),
