@@ -48,6 +48,7 @@ from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.normalise import Grammar, Line, records
 from logkit.ingest.readers.run_facts import stated_facts
+from logkit.ingest.readers.sharded_frames import sharded_frame
 from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
 from logkit.schema.values import RANKS
@@ -123,6 +124,7 @@ class _Console(Blocks):
         self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
+        self.sharded: list[tuple] = []  # the current traceback's frames in a sharded wrapper (sharded_frames)
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
     # -- time ------------------------------------------------------------------------------
@@ -196,7 +198,9 @@ class _Console(Blocks):
             self._mismatch(number, text, mm, rank, t)
             return True
         if "CUDA out of memory" in text and (o := tl.parse_oom(text)) is not None:
-            self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300], **o)
+            self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300], **o,
+                            **self._sharded_fields())
+            self.sharded = []
             self.block = "trace"
             self.trace_open = None
             return True
@@ -269,10 +273,24 @@ class _Console(Blocks):
                 break
 
     def _traceback_call(self, number: int, text: str) -> None:
-        """A traceback's line: the torch.distributed call it shows, the framework whose code it is in."""
+        """A traceback's line: the torch.distributed call it shows, the framework whose code it is in, the
+        sharded wrapper's function it passes through (``sharded_frames``)."""
         self.frameworks.frame(number, text)
         if (c := _DIST_CALL.search(text)) is not None:
             self.dist_op = c["op"]
+        if text.lstrip().startswith("Traceback"):
+            self.sharded = []
+        elif (f := sharded_frame(text)) is not None:
+            self.sharded.append(f)
+
+    def _sharded_fields(self) -> dict:
+        """The phase the current traceback's sharded frames say (the innermost that names one) and what
+        its innermost sharded frame was doing, for the event its exception line makes."""
+        if not self.sharded:
+            return {}
+        phase = next((f[0] for f in reversed(self.sharded) if f[0]), None)
+        what, where = self.sharded[-1][1], self.sharded[-1][2]
+        return {"phase": phase, "phase_detail": f"{what}, in {where}"}
 
     # -- a message without its log prefix --------------------------------------------------
     def _stated(self, number: int, text: str) -> dict:
@@ -353,7 +371,7 @@ class _Console(Blocks):
             return
         self.causes.add(key)
         ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
-                             message=c["message"], error=c["what"])
+                             message=c["message"], error=c["what"], **self._sharded_fields())
         if c["cause"] == FailureCause.NCCL_ERROR:
             self.last_error = (ev, False)
 
