@@ -14,7 +14,6 @@ import threading
 import time
 from collections import deque
 
-
 _local = threading.local()  # .depth: timed collectives this thread is inside
 
 

@@ -42,15 +42,12 @@ from logkit.schema.records import (
     RecordSpec,
 )
 from logkit.schema.values import to_float
-from trainer_hooks import flight, sysinfo
+from trainer_hooks import dist_timing, flight, sysinfo
 from trainer_hooks.builder import RecordBuilder
-from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
+from trainer_hooks.commhook import CommTimer
 from trainer_hooks.distributed import RankInfo, agree_session_id, measure_clock_offset, rank_info
 from trainer_hooks.end_verdict import end_verdict
 from trainer_hooks.findings import resource_findings
-from trainer_hooks import dist_timing
-from trainer_hooks.fsdp_comm import FsdpCommTimer
-from trainer_hooks.fsdp_comm import install as install_fsdp
 from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
 from trainer_hooks.settings import LogSettings, resolve_settings
@@ -59,18 +56,11 @@ from trainer_hooks.steps import StepLogging
 from trainer_hooks.strategy import describe
 from trainer_hooks.summary import GpuStats, build_summary, summary_text, write_whole
 from trainer_hooks.textlog import TextRenderer
+from trainer_hooks.timing_plan import has_collectives, install_timing
 from trainer_hooks.writer import RecordWriter
 
-# session_start's timing_source: how each strategy's collectives are timed (the others: torch_distributed)
-_TIMING_SOURCE = {"ddp": "ddp_comm_hook", "fsdp2": "fsdp2_comm"}
 # The clock of the *_clock_s fields: time.perf_counter's (CLOCK_MONOTONIC on Linux)
 _CLOCK = time.get_clock_info("perf_counter").implementation
-
-
-def _has_collectives(info: RankInfo) -> bool:
-    """Whether the rank's training makes collectives to time: several ranks, or a process group of one that
-    training uses (a wrapper on one GPU still issues its collectives: what a one-GPU check of the timing runs)."""
-    return info.world_size > 1 or info.process_group == "formed"
 
 
 class SessionLogger(StepLogging, NonFiniteChecks):
@@ -188,7 +178,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
             model_name = sysinfo.model_name(model)
         strategy, strategy_facts = describe(wrapped if wrapped is not None else model)
         timing_source, timing_note = "none", None
-        if not _has_collectives(info):
+        if not has_collectives(info):
             timing_note = "one process in no process group: no collectives to time"
         elif not time_communication:
             timing_note = "communication timing turned off (time_communication=False)"
@@ -214,7 +204,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
                   f"no process group training uses ({info.process_group}): it trains alone on all the data and logs "
                   f"as a session of its own ({self.session_id})", file=sys.stderr)
         self._emit(self._start_record)
-        if timing_source == "none" and _has_collectives(info) and model is not None and time_communication:
+        if timing_source == "none" and has_collectives(info) and model is not None and time_communication:
             self._emit(self._record(RESOURCE_WARNING, timing_note, "WARNING", subkind=FindingKind.COMM_NOT_TIMED))
         # host, model and data facts: free-form beyond the keys every record has (kept whole as meta)
         self._emit(self._record(SYSTEM_INFO, "System information") | sysinfo.system_info(self.log_dir))
@@ -227,6 +217,8 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         self._builder = RecordBuilder(self.settings, dict(session_id=self.session_id, rank=info.rank,
                                                           world_size=info.world_size, local_rank=info.local_rank),
                                       max_steps, total_batch_size, self._sampler)
+        if info.device.startswith("cuda:"):
+            self._builder.memory_device = int(info.device.split(":", 1)[1])
         self._last_step_end = time.perf_counter()
         if self.settings.stall_min_s > 0:
             self._stall_watch = StallWatch(self, self.settings.stall_factor, self.settings.stall_min_s)
@@ -334,7 +326,7 @@ class SessionLogger(StepLogging, NonFiniteChecks):
     def attach_model(self, model) -> bool:
         """Time the communication of ``model`` (where ``start`` was given none): a DDP wrapper's gradient sync,
         an FSDP2 model's all-gathers and reduce-scatters, any other wrapper's collectives at torch.distributed."""
-        if self.info is None or not _has_collectives(self.info):
+        if self.info is None or not has_collectives(self.info):
             return False
         if self._comm_timed:
             return True
@@ -345,28 +337,15 @@ class SessionLogger(StepLogging, NonFiniteChecks):
         return source != "none"
 
     def _install_timing(self, strategy: str, model) -> tuple[str, str | None]:
-        """Install the timing source of ``strategy`` (``_TIMING_SOURCE``): (its name, None) or ("none", why)."""
-        why = None
-        if strategy == "fsdp2":
-            timer = FsdpCommTimer()
-            why = install_fsdp(model, timer)
-            if why is None:
-                self.comm = timer
-        elif strategy == "ddp" or (strategy == "none" and find_ddp(model) is not None):
-            strategy = "ddp"
-            why = install_comm_hook(find_ddp(model), self.comm)
-        else:  # fsdp1, deepspeed, a wrapper not known or none: whatever reaches torch.distributed
-            timer = dist_timing.DistTimer()
-            self._dist_timing, why = dist_timing.install(timer, model)
-            if why is None:
-                self.comm = timer
+        """Install the timing source of ``strategy`` (``timing_plan``): (its name, None) or ("none", why)."""
+        timer, self._dist_timing, source, why = install_timing(strategy, model, self.comm)
         if why is not None:
-            return "none", why
-        self._comm_timed = True
+            return source, why
+        self.comm, self._comm_timed = timer, True
         if self._render is not None and self.settings.communication_records:
             # multigpu.log: each Multi-GPU Step line is written with its step's Communication lines
             self._render.comm_lines = True
-        return _TIMING_SOURCE.get(strategy, "torch_distributed"), None
+        return source, None
 
     # -- other events --------------------------------------------------------------------------
     @guarded

@@ -12,7 +12,8 @@ Parts (each in a process of its own, so one that fails or crashes leaves the oth
                           and ``LogkitCallback``
   trainer_deepspeed_zero3 the Trainer with ``deepspeed=`` a ZeRO-3 config and ``LogkitCallback`` (needs deepspeed)
 A part's summary line: PART <name> ok|FAILED, the strategy and timing_source its session_start states, its
-steps, and its communication records by op, phase and timing_source (cuda_event expected on a GPU).
+steps, its communication records by op, phase and timing_source (cuda_event expected on a GPU), and the
+allocator peaks its last performance record carries.
 ``--device cpu`` runs the same on gloo (a smoke test of the script where there is no GPU; the Trainer's FSDP
 needs an accelerator and fails there).
 
@@ -132,10 +133,12 @@ def summary(part: str, out: Path) -> str:
                                for r in records if r.get("type") == "communication")
     ms = [r["duration_ms"] for r in records if r.get("type") == "communication" and r.get("duration_ms") is not None]
     notes = [r.get("message") for r in records if r.get("kind") == "comm_not_timed"]
+    perf = [r for r in records if r.get("type") == "performance"]
+    peaks = (perf[-1].get("peak_allocated_mb"), perf[-1].get("peak_reserved_mb")) if perf else (None, None)
     median = sorted(ms)[len(ms) // 2] if ms else None
     return (f"strategy={start.get('strategy')} timing_source={start.get('timing_source')} "
             f"note={start.get('timing_note')!r} steps={steps} comm={dict(comm)} median_ms={median} "
-            f"not_timed={notes}")
+            f"not_timed={notes} peak_allocated/reserved_mib={peaks}")
 
 
 def child(part: str, out: Path, steps: int, device: str) -> None:

@@ -310,6 +310,10 @@ PERFORMANCE = RecordSpec(EventType.PERFORMANCE, "perf", (
     F("avg_step_time_s", unit="s"),
     F("throughput_samples_s", unit="samples/s"),
     F("total_batch_size", type=int),
+    F("peak_allocated_mb", unit="MiB", doc="the rank's CUDA allocator: peak memory allocated to tensors since the "
+                                           "start (torch.cuda.max_memory_allocated; null on CPU)"),
+    F("peak_reserved_mb", unit="MiB", doc="peak memory the allocator reserved from the GPU since the start "
+                                          "(torch.cuda.max_memory_reserved; null on CPU)"),
 ), "over the last window of steps")
 
 STEP_PHASES = RecordSpec(EventType.STEP_PHASES, "phases", (

@@ -38,7 +38,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers import rank_lines
+from logkit.ingest.readers import rank_lines, sharded_frames
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.console_blocks import Blocks, hf_dict
@@ -48,7 +48,6 @@ from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.normalise import Grammar, Line, records
 from logkit.ingest.readers.run_facts import stated_facts
-from logkit.ingest.readers.sharded_frames import sharded_frame
 from logkit.schema.meta import META_KEYS, Key
 from logkit.schema.records import EventType
 from logkit.schema.values import RANKS
@@ -124,7 +123,7 @@ class _Console(Blocks):
         self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
-        self.sharded: list[tuple] = []  # the current traceback's frames in a sharded wrapper (sharded_frames)
+        self.sharded = sharded_frames.ShardedFrames()  # the current traceback's frames in FSDP's or ZeRO's code
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
     # -- time ------------------------------------------------------------------------------
@@ -199,8 +198,7 @@ class _Console(Blocks):
             return True
         if "CUDA out of memory" in text and (o := tl.parse_oom(text)) is not None:
             self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300], **o,
-                            **self._sharded_fields())
-            self.sharded = []
+                            **self.sharded.take())
             self.block = "trace"
             self.trace_open = None
             return True
@@ -273,24 +271,11 @@ class _Console(Blocks):
                 break
 
     def _traceback_call(self, number: int, text: str) -> None:
-        """A traceback's line: the torch.distributed call it shows, the framework whose code it is in, the
-        sharded wrapper's function it passes through (``sharded_frames``)."""
+        """A traceback's line: the torch.distributed call it shows, the framework, FSDP's or ZeRO's code."""
         self.frameworks.frame(number, text)
         if (c := _DIST_CALL.search(text)) is not None:
             self.dist_op = c["op"]
-        if text.lstrip().startswith("Traceback"):
-            self.sharded = []
-        elif (f := sharded_frame(text)) is not None:
-            self.sharded.append(f)
-
-    def _sharded_fields(self) -> dict:
-        """The phase the current traceback's sharded frames say (the innermost that names one) and what
-        its innermost sharded frame was doing, for the event its exception line makes."""
-        if not self.sharded:
-            return {}
-        phase = next((f[0] for f in reversed(self.sharded) if f[0]), None)
-        what, where = self.sharded[-1][1], self.sharded[-1][2]
-        return {"phase": phase, "phase_detail": f"{what}, in {where}"}
+        self.sharded.see(text)
 
     # -- a message without its log prefix --------------------------------------------------
     def _stated(self, number: int, text: str) -> dict:
@@ -371,7 +356,7 @@ class _Console(Blocks):
             return
         self.causes.add(key)
         ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
-                             message=c["message"], error=c["what"], **self._sharded_fields())
+                             message=c["message"], error=c["what"], **self.sharded.fields())
         if c["cause"] == FailureCause.NCCL_ERROR:
             self.last_error = (ev, False)
 

@@ -55,3 +55,31 @@ def sharded_frame(line: str) -> tuple[str, str, str] | None:
         if func == name and part in path:
             return phase, what, f"{func} ({path.rsplit('/', 1)[-1]}:{m['line']})"
     return None
+
+
+class ShardedFrames:
+    """The sharded frames of the traceback being read (the console reader's): ``see`` each traceback line
+    (a ``Traceback`` line starts afresh), ``fields`` for the event its exception line makes, ``take`` to
+    give them and start afresh."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[str, str, str]] = []
+
+    def see(self, line: str) -> None:
+        if line.lstrip().startswith("Traceback"):
+            self.frames = []
+        elif (found := sharded_frame(line)) is not None:
+            self.frames.append(found)
+
+    def fields(self) -> dict:
+        """``phase``: the innermost frame's that names one; ``phase_detail``: what the innermost one was
+        doing, where. None without a sharded frame."""
+        frames = self.frames
+        if not frames:
+            return {}
+        phase = next((f[0] for f in reversed(frames) if f[0]), None)
+        return {"phase": phase, "phase_detail": f"{frames[-1][1]}, in {frames[-1][2]}"}
+
+    def take(self) -> dict:
+        out, self.frames = self.fields(), []
+        return out
