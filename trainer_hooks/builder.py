@@ -27,7 +27,7 @@ STEP_FIELDS = (f"{HEADER} max_steps epoch local_rank step_time_s avg_step_time_s
                "estimated_completion loss learning_rate grad_norm **metrics samples_per_s tokens_per_s total_batch_size")
 COMM_FIELDS = (f"{HEADER} op size_bytes duration_ms algbw_mb_s busbw_mb_s group_size bucket timing_source "
                "local_rank phase")
-PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total_batch_size"
+PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total_batch_size peak_allocated_mb peak_reserved_mb"
 PHASE_FIELDS = f"{HEADER} begin_clock_s compute_s first_ready_s sync_s buckets timing_source"
 
 _NO_METRICS = MappingProxyType({})
@@ -105,6 +105,7 @@ class RecordBuilder:
     def __init__(self, settings: LogSettings, header: dict, max_steps: int | None,
                  total_batch_size: int | None, sampler=None) -> None:
         self.settings = settings
+        self.memory_device: int | None = None  # the rank's CUDA device index: its allocator's peaks (performance)
         self.max_steps = max_steps
         self.total_batch_size = total_batch_size
         self.sampler = sampler
@@ -202,7 +203,23 @@ class RecordBuilder:
             avg_step_time_s=round(w.time / w.steps, 6),
             throughput_samples_s=_rounded(per_second(w.samples, w.time), 4) if known else None,
             total_batch_size=next(iter(w.batches)) if known and len(w.batches) == 1 else None,
+            **self._memory_peaks(),
         )]
+
+    def _memory_peaks(self) -> dict:
+        """This rank's CUDA allocator peaks (MiB) on its device (``memory_device``, the training thread's:
+        this thread's current device is not it); none on CPU. Host reads of the allocator's counters: no
+        device synchronisation."""
+        device, none = self.memory_device, {"peak_allocated_mb": None, "peak_reserved_mb": None}
+        if device is None:
+            return none
+        try:
+            import torch
+
+            return {"peak_allocated_mb": round(torch.cuda.max_memory_allocated(device) / 2**20, 1),
+                    "peak_reserved_mb": round(torch.cuda.max_memory_reserved(device) / 2**20, 1)}
+        except Exception:
+            return none
 
     # -- communication ------------------------------------------------------------------------
     def comm(self, wall: float, elapsed: float, items: list, timing_source: str, group_size: int,
@@ -228,23 +245,25 @@ class RecordBuilder:
 
     def collectives(self, wall: float, elapsed: float, items: list, timing_source: str, group_size: int) -> list[dict]:
         """One ``communication`` record per collective of a sharded model: ``items`` are (step, unit, op,
-        phase, bytes, seconds); busbw by each op's bus factor ((n-1)/n for all-gather and reduce-scatter)."""
+        phase, bytes, seconds[, group size where each call has its own]); busbw by each op's bus factor
+        ((n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce, 1 for broadcast)."""
         out = []
         factors: dict = {}
         records = self.settings.communication_records
         time_s = round(elapsed, 6)
-        for step, unit, op, phase, size, seconds in items:
-            if op not in factors:
-                factors[op] = busbw_factor(op, group_size)
+        for step, unit, op, phase, size, seconds, *own in items:
+            n = own[0] if own and own[0] is not None else group_size
+            if (op, n) not in factors:
+                factors[(op, n)] = busbw_factor(op, n)
                 self.comm_stats.setdefault(op, CommStats())
-            factor, stats = factors[op], self.comm_stats[op]
+            factor, stats = factors[(op, n)], self.comm_stats[op]
             algbw, busbw = _measured(stats, size, seconds, factor)
             if records:
                 out.append(self._collective_record(
                     timestamp=wall, time_s=time_s, step=step,
                     message=f"{op} of unit {unit} ({phase}): {size} bytes in {seconds * 1e3:.3f} ms",
                     op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6), algbw_mb_s=_rounded(algbw, 4),
-                    busbw_mb_s=_rounded(busbw, 4), group_size=group_size, bucket=unit, timing_source=timing_source,
+                    busbw_mb_s=_rounded(busbw, 4), group_size=n, bucket=unit, timing_source=timing_source,
                     phase=phase))
         return out
 

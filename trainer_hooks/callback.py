@@ -34,7 +34,7 @@ class LogkitCallback(TrainerCallback):
     Args:
         log_dir: the folder that receives the session folder.
         verbosity: ``low | medium | high | ultra`` (see ``trainer_hooks.settings``).
-        time_communication: install the DDP hook that times gradient synchronisation.
+        time_communication: time the collectives (the DDP comm hook, FSDP2 comm objects, or torch.distributed).
         model_name, config: recorded in ``session_start`` (config is any JSON-able dict).
         session_id: use this id instead of ``training_<timestamp>``.
         **settings: any field of ``trainer_hooks.settings.LogSettings``, e.g.
@@ -80,7 +80,8 @@ class LogkitCallback(TrainerCallback):
         }
         self.logger.start(model=model, model_name=self.model_name, config=config, per_device_batch_size=per_device,
                           gradient_accumulation_steps=accumulation, total_batch_size=per_device * accumulation * world,
-                          max_steps=state.max_steps, mixed_precision=precision, dataloader=train_dataloader)
+                          max_steps=state.max_steps, mixed_precision=precision, dataloader=train_dataloader,
+                          time_communication=self.time_communication)
         end_on_exit(self.logger, "the process exited before training ended (on_train_end never ran)")
         self._model = model
         if model is not None and hasattr(model, "register_forward_hook"):

@@ -10,8 +10,24 @@ appends a tuple; records are built later, at step end.
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections import deque
+
+_local = threading.local()  # .depth: timed collectives this thread is inside
+
+
+class outer_call:
+    """Marks a collective timed here (the DDP comm hook, an FSDP2 comm object): the torch.distributed
+    functions it calls are not timed again by the ``torch_distributed`` source (``dist_timing``)."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        _local.depth = getattr(_local, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _local.depth -= 1
 
 
 class CommTimer:
@@ -77,7 +93,8 @@ class CommTimer:
         else:
             start = time.perf_counter()
         tensor.div_(dist.get_world_size(group))
-        fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
+        with outer_call():
+            fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
 
         def done(f):
             value = f.value()[0]  # raises when the all-reduce failed: then it is not done

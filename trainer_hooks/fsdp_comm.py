@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 
-from trainer_hooks.commhook import CommTimer, _seconds, _StepSync, union_length
+from trainer_hooks.commhook import CommTimer, _seconds, _StepSync, outer_call, union_length
 from trainer_hooks.strategy import fsdp2_modules
 
 ALL_GATHER, REDUCE_SCATTER = "all_gather", "reduce_scatter"
@@ -47,6 +47,11 @@ class FsdpCommTimer(CommTimer):
         super().__init__()
         self.last_op: str | None = None
         self.last_phase: str | None = None
+        self.calling: tuple | None = None  # (op, unit) of the collective call the training thread is in
+
+    def step_begin(self) -> None:
+        super().step_begin()
+        self.calling = None
 
     def start(self, tensor):
         """The start mark of a collective on ``tensor``, taken just before the call issues it."""
@@ -85,20 +90,33 @@ class FsdpCommTimer(CommTimer):
     def _step_sync(self, count: int) -> _ReduceScatterSync:
         return _ReduceScatterSync(self.anchor, self.begin, count)
 
+    def _is_gradient(self, op: str, phase: str) -> bool:
+        """Whether the collective reduces the step's gradients (its phases are measured from them)."""
+        return op == REDUCE_SCATTER
+
     def _read(self, item: tuple, ready: list, phases: list) -> None:
         step, unit, size, start, end, seq, op, phase = item
         ready.append((step, unit, op, phase, size, _seconds(start, end)))
         sync = self._steps.get(step)
-        if sync is not None and sync.add_op(seq, start, end, op == REDUCE_SCATTER):
+        if sync is not None and sync.add_op(seq, start, end, self._is_gradient(op, phase)):
             del self._steps[step]
             if sync.first is not None:  # a step without reduce-scatters (no_sync) has no phases
                 phases.append((step, sync.begin, *sync.figures(), sync.reduce_scatters, sync.in_flight()))
 
     def where(self) -> tuple[str | None, str | None]:
+        """``collective`` while the last launched collective is not done (the rank waits in it: a hang's
+        waiting rank), its detail starting with the op and phase (``hang.collective_of`` reads it)."""
+        calling = self.calling
+        if calling is not None:  # in a blocking call
+            phase = "backward" if _graph_task_id() != -1 else "forward"
+            return "collective", (f"{calling[0]} ({phase}) of FSDP unit {calling[1]} in flight: {self.launched} "
+                                  f"collectives of the step done before it")
         if not self.launched:
             return None, None
-        detail = (f"{self.last_op} of FSDP unit {self.last_bucket} ({self.last_phase}) launched last: "
-                  f"{self.launched} of {self.expected or '?'} collectives launched, {self.done} done")
+        counts = f"{self.launched} of {self.expected or '?'} collectives launched, {self.done} done"
+        if self.done < self.launched:
+            return "collective", f"{self.last_op} ({self.last_phase}) of FSDP unit {self.last_bucket} in flight: {counts}"
+        detail = f"{self.last_op} ({self.last_phase}) of FSDP unit {self.last_bucket} launched last: {counts}"
         if self.expected is not None and self.done >= self.expected:
             return "optimizer", detail
         return ("gradient_sync" if self.last_op == REDUCE_SCATTER else "forward_backward"), detail
@@ -186,7 +204,11 @@ class _Timed:
         counted = output_tensor if self.op == ALL_GATHER else input_tensor
         size = counted.numel() * counted.element_size()
         start = timer.start(counted)
-        work = self.inner(output_tensor, input_tensor, *args, **kwargs)
+        # a blocking call returns when done: where() sees the wait, and the call an error left
+        timer.calling = (self.op, self.unit)
+        with outer_call():
+            work = self.inner(output_tensor, input_tensor, *args, **kwargs)
+        timer.calling = None
         timer.issued(self.op, self.unit, size, start, None if work is None or not hasattr(work, "get_future") else work)
         return work
 

@@ -81,7 +81,8 @@ class TrainingLogger:
     @guarded
     def start(self) -> TrainingLogger:
         """Open the session (a collective: every rank calls it, as ``with`` does)."""
-        self.logger.start(model=_unwrap(self.model), wrapped=self.model, **self._start_kwargs)
+        self.logger.start(model=_unwrap(self.model), wrapped=self.model, time_communication=self.time_communication,
+                          **self._start_kwargs)
         end_on_exit(self.logger, "the process exited before training ended (the TrainingLogger was not closed)")
         if self.time_communication and self.model is not None:
             self.logger.attach_model(self.model)

@@ -42,14 +42,12 @@ from logkit.schema.records import (
     RecordSpec,
 )
 from logkit.schema.values import to_float
-from trainer_hooks import flight, sysinfo
+from trainer_hooks import dist_timing, flight, sysinfo
 from trainer_hooks.builder import RecordBuilder
-from trainer_hooks.commhook import CommTimer, find_ddp, install_comm_hook
+from trainer_hooks.commhook import CommTimer
 from trainer_hooks.distributed import RankInfo, agree_session_id, measure_clock_offset, rank_info
 from trainer_hooks.end_verdict import end_verdict
 from trainer_hooks.findings import resource_findings
-from trainer_hooks.fsdp_comm import FsdpCommTimer
-from trainer_hooks.fsdp_comm import install as install_fsdp
 from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
 from trainer_hooks.settings import LogSettings, resolve_settings
@@ -59,14 +57,9 @@ from trainer_hooks.strategy import describe
 from trainer_hooks.summary import GpuStats, build_summary, summary_text, write_whole
 from trainer_hooks.textlog import TextRenderer
 from trainer_hooks.timed_phases import TimedPhases, between_steps
+from trainer_hooks.timing_plan import has_collectives, install_timing
 from trainer_hooks.writer import RecordWriter
 
-# Why a wrapper's collectives are not timed (the others' are: ddp by its comm hook, fsdp2 at its comm objects)
-_NOT_TIMED = {
-    "fsdp1": "FSDP1 (FullyShardedDataParallel) collectives are not timed: it calls torch.distributed directly, "
-             "with no comm object or hook to time them at (FSDP2's fully_shard is timed)",
-    "deepspeed": "DeepSpeed collectives are not timed: its comms logger synchronises every op",
-}
 # The clock of the *_clock_s fields: time.perf_counter's (CLOCK_MONOTONIC on Linux)
 _CLOCK = time.get_clock_info("perf_counter").implementation
 
@@ -101,6 +94,7 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
         self.folder: Path | None = None
         self.info: RankInfo | None = None
         self.comm = CommTimer()
+        self._dist_timing = None  # the torch.distributed wrappers in place (dist_timing.install)
         self.ending = False  # end() is writing the last records (a signal then waits for it)
         self.after_end: list = []  # called when end() is done (a signal deferred meanwhile)
         self._writer: RecordWriter | None = None
@@ -160,9 +154,11 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
     def start(self, *, model=None, model_name: str | None = None, config: dict | None = None,
               per_device_batch_size: int | None = None, gradient_accumulation_steps: int = 1,
               total_batch_size: int | None = None, max_steps: int | None = None,
-              mixed_precision: str | None = None, dataset=None, dataloader=None, wrapped=None) -> None:
+              mixed_precision: str | None = None, dataset=None, dataloader=None, wrapped=None,
+              time_communication: bool = True) -> None:
         """Open the session on this rank (a collective: every rank calls it). ``wrapped``: the model as
-        the loop trains it (a DDP / FSDP wrapper), where ``model`` is the module it wraps."""
+        the loop trains it (a DDP / FSDP wrapper), where ``model`` is the module it wraps. With several ranks
+        the collectives of ``wrapped`` (else ``model``) are timed from here (``time_communication``)."""
         if self._started:
             return
         began = time.perf_counter()
@@ -187,6 +183,15 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
         if model_name is None and model is not None:
             model_name = sysinfo.model_name(model)
         strategy, strategy_facts = describe(wrapped if wrapped is not None else model)
+        timing_source, timing_note = "none", None
+        if not has_collectives(info):
+            timing_note = "one process in no process group: no collectives to time"
+        elif not time_communication:
+            timing_note = "communication timing turned off (time_communication=False)"
+        elif model is None and wrapped is None:
+            timing_note = "no model given at start: attach_model(model) times its collectives"
+        else:
+            timing_source, timing_note = self._install_timing(strategy, wrapped if wrapped is not None else model)
         self._start_record = self._record(
             SESSION_START, f"Session {self.session_id} started on rank {info.rank}/{info.world_size} ({mode}"
             + (f", {strategy})" if strategy != "none" else ")"),
@@ -198,12 +203,15 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
             gpus=sysinfo.gpu_list(), **self._requested_id(), clock=_CLOCK, clock_offset_s=round(self.clock_offset, 9),
             clock_offset_uncertainty_s=round(self._clock_uncertainty, 9), strategy=strategy,
             strategy_facts=strategy_facts, process_group=info.process_group, launcher=info.launcher,
+            timing_source=timing_source, timing_note=timing_note,
         )
         if info.launcher is not None and info.process_group != "formed" and self.is_main:
             print(f"logkit: {info.launcher['name']} started {info.launcher['world_size']} processes but this one is in "
                   f"no process group training uses ({info.process_group}): it trains alone on all the data and logs "
                   f"as a session of its own ({self.session_id})", file=sys.stderr)
         self._emit(self._start_record)
+        if timing_source == "none" and has_collectives(info) and model is not None and time_communication:
+            self._emit(self._record(RESOURCE_WARNING, timing_note, "WARNING", subkind=FindingKind.COMM_NOT_TIMED))
         # host, model and data facts: free-form beyond the keys every record has (kept whole as meta)
         self._emit(self._record(SYSTEM_INFO, "System information") | sysinfo.system_info(self.log_dir))
         if model is not None:
@@ -216,6 +224,8 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
                                                           world_size=info.world_size, local_rank=info.local_rank),
                                       max_steps, total_batch_size, self._sampler)
         self._startup_phases(began, gathered if info.world_size > 1 else None)
+        if info.device.startswith("cuda:"):
+            self._builder.memory_device = int(info.device.split(":", 1)[1])
         self._last_step_end = time.perf_counter()
         if self.settings.stall_min_s > 0:
             self._stall_watch = StallWatch(self, self.settings.stall_factor, self.settings.stall_min_s)
@@ -321,30 +331,28 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
 
     @guarded
     def attach_model(self, model) -> bool:
-        """Time the communication of ``model``: a DDP wrapper's gradient sync (or the model it wraps), an FSDP2
-        model's all-gathers and reduce-scatters."""
-        if self.info is None or self.info.world_size <= 1:
+        """Time the communication of ``model`` (where ``start`` was given none): a DDP wrapper's gradient sync,
+        an FSDP2 model's all-gathers and reduce-scatters, any other wrapper's collectives at torch.distributed."""
+        if self.info is None or not has_collectives(self.info):
             return False
+        if self._comm_timed:
+            return True
         strategy = SESSION_START["strategy"].get(self._start_record) or describe(model)[0]
-        if strategy == "fsdp2":
-            timer = FsdpCommTimer()
-            why = install_fsdp(model, timer)
-            if why is None:
-                self.comm = timer
-        elif strategy == "ddp" or strategy == "none":
-            ddp = find_ddp(model)
-            why = install_comm_hook(ddp, self.comm) if ddp is not None else \
-                "No DistributedDataParallel wrapper found: gradient synchronisation is not timed"
-        else:
-            why = _NOT_TIMED.get(strategy, f"{strategy}: communication is not timed")
+        source, why = self._install_timing(strategy, model)
         if why is not None:
             self._emit(self._record(RESOURCE_WARNING, why, "WARNING", subkind=FindingKind.COMM_NOT_TIMED))
-            return False
-        self._comm_timed = True
+        return source != "none"
+
+    def _install_timing(self, strategy: str, model) -> tuple[str, str | None]:
+        """Install the timing source of ``strategy`` (``timing_plan``): (its name, None) or ("none", why)."""
+        timer, self._dist_timing, source, why = install_timing(strategy, model, self.comm)
+        if why is not None:
+            return source, why
+        self.comm, self._comm_timed = timer, True
         if self._render is not None and self.settings.communication_records:
             # multigpu.log: each Multi-GPU Step line is written with its step's Communication lines
             self._render.comm_lines = True
-        return True
+        return source, None
 
     # -- other events --------------------------------------------------------------------------
     @guarded
@@ -444,6 +452,8 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
         if watch is not None:
             watch.stop()
         self.flush_step()
+        dist_timing.uninstall(self._dist_timing)  # torch.distributed's own functions again
+        self._dist_timing = None
         # Only a completed run waits for the GPU to finish its last timed syncs; a failing or
         # signalled one may have a hung collective behind those events.
         dropped = self._end_comm(wait_device=status == Status.COMPLETED and not from_signal)

@@ -73,3 +73,6 @@ SLOWDOWN_CLEAR = 1.075
 # did not name before; cleared when it names it in none of STRAGGLER_CLEAR analyses in a row.
 STRAGGLER_CHECKS = 2
 STRAGGLER_CLEAR = 3
+
+# sharded runs (memory_balance.py, issue 25)
+UNEVEN_MEMORY_MIB = 2048  # one rank's allocator peak 2 GiB above the least's: ranks uneven

@@ -72,7 +72,8 @@ RECORD_META: tuple[tuple[str, RecordSpec, str], ...] = (
     *((name, SESSION_END, name) for name in (
         "duration_s", "status", "total_steps", "final_loss", "training_time_s", "samples_seen")),
     *((name, SESSION_START, name) for name in ("versions", "config", "gpus", "strategy", "strategy_facts",
-                                                         "process_group", "launcher")),
+                                                         "process_group", "launcher", "timing_source",
+                                                         "timing_note")),
 )
 # Read from the stream's first record where session_start gives none (or 0, or "").
 FROM_FIRST = ("world_size", "start_time")

@@ -161,6 +161,13 @@ class FindingKind(Word):
     NO_RECORDS = ("no_records", "Run stopped before writing its first record", Severity.WARNING,
                   "killed or failed before the logger's first flush, or hung in its start")
     HANG = ("hang", "Hang", None, "ranks stopped in a collective; who never reached it (critical when named)")
+    # --- sharded runs (issue 25): a failure read as what the sharded step was doing ---------------
+    UNEVEN_MEMORY = ("uneven_memory", "GPU memory uneven across ranks", Severity.WARNING,
+                     "one rank's CUDA allocator peak is gigabytes above the others': an extra CUDA context or tensors "
+                     "on GPU 0 (a missing set_device, torch.load without map_location), or work rank 0 does alone")
+    SHARDED_FAILURE = ("sharded_failure", "Failure in a sharded step", Severity.CRITICAL,
+                       "a collective of a sharded run (FSDP, DeepSpeed ZeRO) timed out, or memory ran out inside a "
+                       "sharded step: what that collective does there, and in which phase, on which ranks")
     DIVERGENCE = "divergence", "Loss diverging", Severity.WARNING, "the smoothed loss rose well above its minimum"
     LOW_GPU_UTIL = ("low_gpu_util", "Low GPU utilization", Severity.WARNING,
                     "a GPU's average utilization is below the threshold: input pipeline, small batch, or waiting")

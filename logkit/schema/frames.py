@@ -64,7 +64,7 @@ FRAMES: dict[str, tuple[Column, ...]] = {
              Column("source", "str", None, True, "file:line of the record or line"),
              *columns_from(COMMUNICATION, "bucket timing_source time_s phase")),
     "perf": columns_from(PERFORMANCE, "rank step avg_step_time_s throughput_samples_s total_batch_size window_steps "
-                                      "time_s", contract=5),
+                                      "time_s peak_allocated_mb peak_reserved_mb", contract=5),
     "phases": columns_from(STEP_PHASES, "rank step begin_clock_s compute_s first_ready_s sync_s buckets timing_source "
                                         "time_s", contract=6),
     "gpu": (_from(GPU_SNAPSHOT, "time_s", True), _from(GPU_SNAPSHOT, "host", True),

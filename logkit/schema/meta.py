@@ -227,6 +227,10 @@ class SessionMeta(dict):
     nic_provider = Key(str, "the NET plugin's provider (efa, ...)")
     nic_count = Key(int, "NICs per node NCCL names", "NICs", domain=COUNT)
     ib = Key(bool, "NCCL set up InfiniBand")
+    # --- sharded runs: how the collectives were timed (issue 25) ---------------------------------
+    timing_source = Key(str, "session_start's timing_source: ddp_comm_hook, fsdp2_comm, torch_distributed, "
+                             "flight_recorder, nccl_inspector, or none (timing_note says why)")
+    timing_note = Key(str, "why the collectives were not timed (timing_source none)")
 
     def __init__(self, values: Mapping | Iterable = (), /, **more) -> None:
         super().__init__()

@@ -239,6 +239,10 @@ SESSION_START = RecordSpec(EventType.SESSION_START, "meta", (
     F("launcher", type=dict, doc="where a launcher started several processes: {name (torchrun, accelerate launch, "
                                  "mpirun, srun, environment), world_size, rank, local_rank, master} as it told "
                                  "this process"),
+    F("timing_source", type=str, doc="how collectives are timed: ddp_comm_hook, fsdp2_comm, torch_distributed "
+                                     "(torch.distributed's collective functions wrapped: FSDP1, DeepSpeed, any "
+                                     "other), or none (timing_note says why)"),
+    F("timing_note", type=str, doc="why collectives are not timed (timing_source none)"),
 ), "one per rank, first: who, where, with what")
 
 SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (
@@ -248,7 +252,8 @@ SESSION_END = RecordSpec(EventType.SESSION_END, "meta", (
     F("training_time_s", unit="s", doc="sum of optimizer-step times"),
     F("samples_seen", type=int), F("reason", type=str), F("comm_timings_dropped", type=int),
     F("phase", type=str, doc="what the rank was doing when it ended (a failed or interrupted run): data, "
-                             "forward_backward, gradient_sync, optimizer; step is the step it was in"),
+                             "forward_backward, collective (in a sharded model's collective: phase_detail "
+                             "names it), gradient_sync, optimizer; step is the step it was in"),
     F("phase_detail", type=str, doc="the gradient bucket last launched, and how many of the step's were"),
     F("clock_s", unit="s", doc="when, on the job clock"),
 ), "one per rank, last")
@@ -296,8 +301,9 @@ COMMUNICATION = RecordSpec(EventType.COMMUNICATION, "comm", (
     F("bucket", type=int, doc="DDP bucket index, or the FSDP unit (parameter group) the collective is of"),
     F("timing_source", type=str, doc="cuda_event or wall", store="category"),
     F("local_rank", type=int, **_X),
-    F("phase", type=str, doc="forward or backward: when an FSDP collective ran (all_gather in forward, and in "
-                             "backward where the unit resharded after forward; reduce_scatter in backward)",
+    F("phase", type=str, doc="forward, backward or optimizer: when a sharded model's collective ran (all_gather "
+                             "in forward, and in backward where the unit resharded after forward; "
+                             "reduce_scatter in backward; after the step's last backward one: optimizer)",
       store="category"),
 ), "one per gradient-sync bucket (or collective)")
 
@@ -306,6 +312,10 @@ PERFORMANCE = RecordSpec(EventType.PERFORMANCE, "perf", (
     F("avg_step_time_s", unit="s"),
     F("throughput_samples_s", unit="samples/s"),
     F("total_batch_size", type=int),
+    F("peak_allocated_mb", unit="MiB", doc="the rank's CUDA allocator: peak memory allocated to tensors since the "
+                                           "start (torch.cuda.max_memory_allocated; null on CPU)"),
+    F("peak_reserved_mb", unit="MiB", doc="peak memory the allocator reserved from the GPU since the start "
+                                          "(torch.cuda.max_memory_reserved; null on CPU)"),
 ), "over the last window of steps")
 
 STEP_PHASES = RecordSpec(EventType.STEP_PHASES, "phases", (
@@ -373,7 +383,8 @@ ERROR = RecordSpec(EventType.ERROR, None, (
     F("phase", type=str, doc="what the rank was doing (as session_end's); step is the step it was in"),
     F("phase_detail", type=str), F("clock_s", unit="s", doc="when, on the job clock")))
 STALL = RecordSpec(EventType.STALL, None, (
-    F("phase", type=str, doc="data, forward_backward, gradient_sync or optimizer"),
+    F("phase", type=str, doc="data, forward_backward, collective (in a sharded model's collective), "
+                             "gradient_sync or optimizer"),
     F("phase_detail", type=str), F("clock_s", unit="s", doc="when, on the job clock"),
     F("value", doc="seconds since the rank's last step ended"),
     F("threshold", doc="the limit: max(stall_factor x the median step, stall_min_s)"),

@@ -19,6 +19,7 @@ PRELUDE = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {repo!r})
     from trainer_hooks import session_logger as session_mod
+    from trainer_hooks import timing_plan
     from trainer_hooks.distributed import RankInfo
     from trainer_hooks.session_logger import SessionLogger
     from trainer_hooks.lifecycle import end_on_exit
@@ -36,8 +37,8 @@ PRELUDE = textwrap.dedent("""
         def elapsed_time(self, end): return end.ms - self.ms
 
     session_mod.rank_info = lambda: RankInfo(0, 2, 0, "nccl", "cpu", "testhost")
-    session_mod.find_ddp = lambda m: m
-    session_mod.install_comm_hook = lambda ddp, timer: None
+    timing_plan.find_ddp = lambda m: m
+    timing_plan.install_comm_hook = lambda ddp, timer: None
     log = SessionLogger({log_dir!r}, gpu_snapshot_interval=0)
     log.start(per_device_batch_size=2, max_steps=100)
     end_on_exit(log)

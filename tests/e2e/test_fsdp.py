@@ -124,22 +124,3 @@ def test_the_communication_table_has_a_row_per_op(run, tmp_path):
     for rank in range(RANKS):
         assert rows[(rank, "all_gather")]["count"] == STEPS * 2 * len(units)
         assert rows[(rank, "reduce_scatter")]["total_bytes"] == STEPS * sum(units)
-
-
-def test_fsdp1_is_recorded_and_said_not_timed(tmp_path):
-    """FSDP1 trains on gloo CPU ranks too: its strategy and facts are recorded; its collectives, issued by
-    direct torch.distributed calls, are not timed, and the stream says so."""
-    torchrun("tests/support/fsdp_train.py", ["--log-dir", str(tmp_path / "logs"), "--mode", "fsdp1", "--steps", "3"],
-             RANKS, cwd=tmp_path)
-    (session,) = session_dirs(tmp_path / "logs")
-    files = SessionFiles(session.name)
-    for rank in range(RANKS):
-        records = read_jsonl(session / files.rank_jsonl(rank))
-        (start,) = [r for r in records if r["type"] == "session_start"]
-        assert start["strategy"] == "fsdp1"
-        facts = start["strategy_facts"]
-        # FullyShardedDataParallel's defaults: FULL_SHARD over the whole group, one unit (the script wraps once)
-        assert (facts["sharding_strategy"], facts["shard_group_size"], facts["units"]) == ("FULL_SHARD", RANKS, 1)
-        notes = [r for r in records if r.get("kind") == "comm_not_timed"]
-        assert len(notes) == 1 and "FSDP1" in notes[0]["message"]
-        assert not [r for r in records if r["type"] == "communication"]

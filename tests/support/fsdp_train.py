@@ -3,11 +3,14 @@ with ``TrainingLogger``: what the sharded-run and lone-process tests launch (tor
 
     torchrun --nproc_per_node 2 tests/support/fsdp_train.py --log-dir logs --mode fsdp2 --steps 30
     --mode fsdp2     init_process_group("gloo"), each Linear and the whole model fully_shard-ed
-    --mode fsdp1     init_process_group("gloo"), the model wrapped in FullyShardedDataParallel
+    --mode fsdp1     init_process_group("gloo"), each Linear and the whole model wrapped in
+                     FullyShardedDataParallel (--use-orig-params: its use_orig_params)
     --mode alone     no init_process_group: each process trains alone
     --mode accelerate  an Accelerator made from the launcher's settings (accelerate launch --use_fsdp)
 --slow-rank R --slow-ms M: rank R (the launcher's RANK) sleeps M ms in its data loading every step
 (--slow-backward-ms M: in the backward of its last Linear);
+--hang-at N: at step N rank R stops in its forward, before its first collective (--pg-timeout S: the
+others' collectives then time out after S s; --stall-min-s: the logger's stall watch);
 --sleep S: every rank sleeps S s after its optimizer step (a busy 2-core host then varies the steps
 by a few ms, not tens).
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -46,14 +50,21 @@ def main() -> None:
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=0.0)
     p.add_argument("--slow-backward-ms", type=float, default=0.0, help="rank --slow-rank's backward is slower")
+    p.add_argument("--hang-at", type=int, default=None,
+                   help="at this step --slow-rank stops in its forward, before its first all-gather")
+    p.add_argument("--pg-timeout", type=float, default=None, help="process-group timeout, seconds")
+    p.add_argument("--stall-min-s", type=float, default=None, help="the logger's stall watch (stall_min_s)")
+    p.add_argument("--use-orig-params", action="store_true", help="fsdp1: use_orig_params=True")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds every rank sleeps after its optimizer step")
     args = p.parse_args()
     torch.manual_seed(0)
     model, accelerator = make_model(), None
+    timeout = {"timeout": timedelta(seconds=args.pg_timeout)} if args.pg_timeout else {}
+    settings = {"stall_min_s": args.stall_min_s} if args.stall_min_s is not None else {}
     if args.mode == "fsdp2":
         from torch.distributed.fsdp import fully_shard
 
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", **timeout)
         for layer in model:
             if isinstance(layer, nn.Linear):
                 fully_shard(layer)
@@ -61,8 +72,13 @@ def main() -> None:
     elif args.mode == "fsdp1":
         from torch.distributed.fsdp import FullyShardedDataParallel
 
-        dist.init_process_group("gloo")
-        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
+        dist.init_process_group("gloo", **timeout)
+        # device_id=None fails here ("FSDP needs a non-CPU accelerator device"): the CPU is named.
+        # each Linear a unit of its own, then the root (which holds no parameter of its own), as fsdp2 does
+        for i, layer in enumerate(model):
+            if isinstance(layer, nn.Linear):
+                model[i] = FullyShardedDataParallel(layer, device_id=torch.device("cpu"), use_orig_params=args.use_orig_params)
+        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=args.use_orig_params)
     elif args.mode == "accelerate":
         from accelerate import Accelerator
 
@@ -75,12 +91,14 @@ def main() -> None:
         model, optimizer = accelerator.prepare(model, optimizer)
     launcher_rank = int(os.environ.get("RANK", 0))
     with TrainingLogger(args.log_dir, "high", model=model, accelerator=accelerator, per_device_batch_size=args.batch,
-                        max_steps=args.steps, end_verdict=False, gpu_snapshot_interval=0) as tlog:
-        for _ in range(args.steps):
+                        max_steps=args.steps, end_verdict=False, gpu_snapshot_interval=0, **settings) as tlog:
+        for n in range(1, args.steps + 1):
             if launcher_rank == args.slow_rank:
                 time.sleep(args.slow_ms / 1000)  # this rank's data loading is slower
             x = torch.randn(args.batch, WIDTHS[0])
             with tlog.step() as step:
+                if launcher_rank == args.slow_rank and n == args.hang_at:
+                    time.sleep(3600)  # this rank stops in its forward: the others wait in their first all-gather
                 loss = model(x).pow(2).mean()
                 loss.backward()
                 optimizer.step()

@@ -21,6 +21,8 @@ import pandas as pd
 from logkit.analysis.findings.hang import hang_findings
 from logkit.analysis.findings.log_findings import event_findings
 from logkit.analysis.findings.lone_processes import lone_process_findings
+from logkit.analysis.findings.memory_balance import uneven_memory_findings
+from logkit.analysis.findings.sharded_failures import sharded_failure_findings
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.kernels.communication import SYNC_OPS
 from logkit.analysis.kernels.shares import comm_bound, data_heavy, of_step
@@ -284,7 +286,8 @@ def diagnose(sessions: list, parts: dict) -> tuple[Finding, ...]:
     perf, strag, gpus, comm = (parts.get(k, empty) for k in ("performance", "stragglers", "gpus", "communication"))
     for s in sessions:
         sid = s.meta.session_id
-        out += event_findings(s) + hang_findings(s) + _status_findings(s, sid)
+        out += event_findings(s) + hang_findings(s) + sharded_failure_findings(s) + uneven_memory_findings(s)
+        out += _status_findings(s, sid)
         out += _health_findings(s, sid, parts.get("health", {}).get(sid))
         out += _gpu_findings(s, sid, gpus, parts.get("busy_gpu", {}).get(sid))
         _merge(out, sid, FindingKind.GPU_UTIL_LOW, FindingKind.LOW_GPU_UTIL)

@@ -12,8 +12,10 @@ Definitions (``definitions.HANG``):
 - a rank's position: (step, phase) of its last phase record, phases ordered setup < data <
   forward_backward < gradient_sync < optimizer; without one, the step after its last completed
   step, phase unknown.
-- waiting ranks: ranks whose last position is in a gradient sync (or that the watchdog saw time
-  out in a collective). The collective they waited in: the latest such (step, sync).
+- waiting ranks: ranks whose last position is in a gradient sync, or in a sharded model's collective
+  (phase ``collective``: an FSDP or DeepSpeed all-gather or reduce-scatter launched and not done, its
+  op and phase first in the detail), or that the watchdog saw time out in a collective. The
+  collective they waited in: the latest such (step, phase).
 - culprits: ranks whose position is before that collective (they never reached it); by the
   watchdog: ranks whose last enqueued work is below the sequence number the others timed out
   at; by the Flight Recorder: per process group, ranks whose last collective is below the
@@ -35,7 +37,8 @@ from logkit.schema.records import EventType
 from logkit.schema.values import to_int
 from logkit.schema.vocab import EventKind, Status
 
-PHASES = ("setup", "data", "forward_backward", "gradient_sync", "optimizer")
+PHASES = ("setup", "data", "forward_backward", "collective", "gradient_sync", "optimizer")
+WAITING = ("collective", "gradient_sync")  # a rank in one of these waits for the others
 _ORDER = {p: i for i, p in enumerate(PHASES)}
 _PHASE_KINDS = (EventType.STALL, EventType.ERROR, EventType.SESSION_END)
 
@@ -116,14 +119,25 @@ def rank_states(session) -> dict[int, RankState]:
 
 def by_streams(states: dict[int, RankState]) -> tuple[list[int], list[int], tuple[int, int] | None]:
     """(waiting ranks, culprit ranks, the (step, phase) of the collective waited in) from positions."""
-    waiting = [s for s in states.values() if s.phase == "gradient_sync"]
+    waiting = [s for s in states.values() if s.phase in WAITING]
     if not waiting:
         return [], [], None
     target = max(s.position() for s in waiting)
     # a rank whose phase is unknown is behind only when it had not finished the step before
-    culprits = [s.rank for s in states.values() if s.phase != "gradient_sync"
+    culprits = [s.rank for s in states.values() if s.phase not in WAITING
                 and (s.position() < target if s.phase is not None else (s.step or 0) < target[0])]
     return [s.rank for s in waiting if s.position() == target], culprits, target
+
+
+def collective_of(states: dict[int, RankState], waiting: list[int]) -> str | None:
+    """The sharded collective the waiting ranks are in, as their phase detail begins ("all_gather (forward)",
+    ``FsdpCommTimer.where``), or None."""
+    for rank in waiting:
+        state = states.get(rank)
+        if state is not None and state.phase == "collective" and state.detail:
+            head = state.detail.split(" of FSDP unit")[0].split(" in flight")[0]
+            return head or None
+    return None
 
 
 def _by_watchdog(events: pd.DataFrame) -> tuple[list[int], list[int], int | None]:
@@ -188,7 +202,9 @@ def hang_findings(session) -> list[Finding]:
     # a watchdog timeout that names no one is the timeout finding's (log_findings); a hang is more
     if not named and not len(stalls) and not (waiting and not completed):
         return []
-    where = (f"the gradient sync of step {target[0]}" if target else
+    what = collective_of(states, waiting) if target and target[1] == _ORDER["collective"] else None
+    where = (f"the {what or 'collective'} of step {target[0]}" if target and target[1] == _ORDER["collective"] else
+             f"the gradient sync of step {target[0]}" if target else
              f"collective SeqNum {seq}" if seq is not None else fr_where or "a collective")
     waiters = sorted(set(waiting) | set(timed_out) | set(fr_waiting))
     lines = [f"rank {r} {states[r].words()}" for r in sorted(states) if states[r].step is not None]

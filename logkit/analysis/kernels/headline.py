@@ -209,4 +209,5 @@ def run_facts(meta) -> dict:
             "nics": tuple(nics) or None, "nccl_version": meta.nccl_version, "transports": meta.transports or None,
             "framework": meta.framework, "strategy": meta.strategy, "strategy_from": meta.strategy_from,
             "zero_stage": to_int(meta.zero_stage), "facts_source": meta.facts_source or None,
-            "strategy_words": strategy_words(meta.strategy, meta.strategy_facts, to_int(meta.zero_stage))}
+            "strategy_words": strategy_words(meta.strategy, meta.strategy_facts, to_int(meta.zero_stage)),
+            "timing_source": meta.timing_source, "timing_note": meta.timing_note}

@@ -103,6 +103,8 @@ class SessionSummary:
     zero_stage: int | None = None
     # issue 25 (sharded runs): the strategy and its facts in words (kernels.strategy.strategy_words)
     strategy_words: str | None = None
+    timing_source: str | None = None  # how the collectives were timed (issue 25), and why not where none
+    timing_note: str | None = None
     facts_source: dict | None = field(default=None, hash=False)
 
     @property

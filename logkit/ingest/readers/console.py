@@ -37,10 +37,10 @@ from datetime import datetime
 from pathlib import Path
 
 from logkit.ingest.readers import console_shapes as shapes
-from logkit.ingest.readers import rank_lines, verl_lines
+from logkit.ingest.readers import rank_lines, sharded_frames, verl_lines
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
-from logkit.ingest.readers.console_blocks import Blocks, epoch_rows, hf_dict
+from logkit.ingest.readers.console_blocks import Blocks, epoch_rows, hf_dict, signal_causes
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.framework_lines import FrameworkLines
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
@@ -76,6 +76,7 @@ class _Console(Blocks):
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.prefix_hosts: dict[str, int] = {}  # a host a line's prefix names (Ray's ip=, a host tag) -> its first line
+        self.sharded = sharded_frames.ShardedFrames()  # the current traceback's frames in FSDP's or ZeRO's code
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
 
     # -- time ------------------------------------------------------------------------------
@@ -166,7 +167,8 @@ class _Console(Blocks):
             self._mismatch(number, text, mm, rank, t)
             return True
         if "CUDA out of memory" in text and (o := tl.parse_oom(text)) is not None:
-            self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300], **o)
+            self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300], **o,
+                            **self.sharded.take())
             self.block = "trace"
             self.trace_open = None
             return True
@@ -246,10 +248,11 @@ class _Console(Blocks):
                 break
 
     def _traceback_call(self, number: int, text: str) -> None:
-        """A traceback's line: the torch.distributed call it shows, the framework whose code it is in."""
+        """A traceback's line: the torch.distributed call it shows, the framework, FSDP's or ZeRO's code."""
         self.frameworks.frame(number, text)
         if (c := shapes.DIST_CALL.search(text)) is not None:
             self.dist_op = c["op"]
+        self.sharded.see(text)
 
     # -- a message without its log prefix --------------------------------------------------
     def _stated(self, number: int, text: str) -> dict:
@@ -352,7 +355,7 @@ class _Console(Blocks):
             return
         self.causes.add(key)
         ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
-                             message=c["message"], error=c["what"])
+                             message=c["message"], error=c["what"], **self.sharded.fields())
         if c["cause"] == FailureCause.NCCL_ERROR:
             self.last_error = (ev, False)
 
@@ -445,7 +448,7 @@ class _Console(Blocks):
                           launcher=None)
             elif ev.get("script") is None and self.script is not None and ev["launcher"] == "torchrun":
                 ev["script"] = self.script  # a block cut before its entries still names the script ("test.py FAILED")
-        self._signal_causes()
+        signal_causes(self.read, self.causes)
         self.joined.write()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])
@@ -471,18 +474,6 @@ class _Console(Blocks):
             meta.state("nodes", len(hosts), "inferred (lower bound)", "the distinct hosts the lines' prefixes name",
                        where)
 
-    def _signal_causes(self) -> None:
-        """A worker a launcher says a signal ended (``exitcode: -9``, ``died from signal 6``) and no line
-        of which said why: the signal is its cause."""
-        for ev in [e for e in self.read.rows["events"] if e["kind"] == EventKind.CHILD_FAILED and e.get("signal")]:
-            if (ev["rank"], FailureCause.SIGNAL, None) in self.causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
-                continue  # said already; or a worker the launcher tore down after another failed
-            self.causes.add((ev["rank"], FailureCause.SIGNAL, None))
-            at = re.search(r":(\d+)$", ev["source"])
-            line = int(at[1]) if at else None
-            self.read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),
-                            cause=FailureCause.SIGNAL, message=ev["message"], error=ev["signal"],
-                            local_rank=ev.get("local_rank"), pid=ev.get("pid"))
 
 
 def read_console(path: Path, rank: int | None = None) -> ReadResult:

@@ -12,7 +12,7 @@ import re
 from logkit.ingest.readers.base import Read
 from logkit.ingest.readers.torch_lines import signal_of
 from logkit.schema.values import as_float, to_float
-from logkit.schema.vocab import EventKind
+from logkit.schema.vocab import EventKind, FailureCause
 
 _NONFINITE = re.compile(r"(?<![\w'\"])(-?)(nan|inf)(?![\w'\"])")
 _NAN_LINES = re.compile(r"^(?:={3,}|-{3,}|Step: \d+|Loss: .*|Gradient Norm: .*|PROBLEMATIC TENSORS:|.*with NaN.*"
@@ -193,3 +193,16 @@ def epoch_rows(read: Read, number: int, e: dict, rank: int, t: float | None) -> 
     if e["eval_loss"] is not None:
         read.rows["evals"].append({"step": None, "name": "eval_loss", "value": e["eval_loss"], "rank": rank,
                                    "time_s": t, "epoch": e["epoch"]})
+
+def signal_causes(read: Read, causes: set) -> None:
+    """A worker a launcher says a signal ended (``exitcode: -9``, ``died from signal 6``) and no line
+    of which said why: the signal is its cause (``causes``: the (rank, cause, line) already said)."""
+    for ev in [e for e in read.rows["events"] if e["kind"] == EventKind.CHILD_FAILED and e.get("signal")]:
+        if (ev["rank"], FailureCause.SIGNAL, None) in causes or (ev["signal"] == "SIGTERM" and not ev.get("root_cause")):
+            continue  # said already; or a worker the launcher tore down after another failed
+        causes.add((ev["rank"], FailureCause.SIGNAL, None))
+        at = re.search(r":(\d+)$", ev["source"])
+        line = int(at[1]) if at else None
+        read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),
+                   cause=FailureCause.SIGNAL, message=ev["message"], error=ev["signal"],
+                   local_rank=ev.get("local_rank"), pid=ev.get("pid"))

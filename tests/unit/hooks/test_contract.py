@@ -34,6 +34,7 @@ from logkit.schema.vocab import ENDED, Mode
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_sampler import fake_pynvml
 from trainer_hooks import session_logger as session_mod
+from trainer_hooks import timing_plan
 from trainer_hooks.builder import COMM_FIELDS, PERF_FIELDS, PHASE_FIELDS, STEP_FIELDS, RecordBuilder
 from trainer_hooks.distributed import RankInfo
 from trainer_hooks.layout import HEADER, layout, reader
@@ -89,8 +90,8 @@ def run(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     nvml_mod.reset_nvml()
     monkeypatch.setattr(session_mod, "rank_info", lambda: RankInfo(0, 2, 0, "gloo", "cpu", "testhost"))
-    monkeypatch.setattr(session_mod, "find_ddp", lambda model: model)
-    monkeypatch.setattr(session_mod, "install_comm_hook", lambda ddp, timer: None)
+    monkeypatch.setattr(timing_plan, "find_ddp", lambda model: model)
+    monkeypatch.setattr(timing_plan, "install_comm_hook", lambda ddp, timer: None)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
     log = SessionLogger(tmp_path, "ultra", gpu_snapshot_interval=0.1, memory_high_pct=0.0, performance_log_steps=4,

@@ -11,6 +11,7 @@ from logkit.schema import COMMUNICATION, MULTIGPU_STEP, PROCESS_LINE, STEP_LINE,
 from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_findings import _FakeEvent
 from trainer_hooks import session_logger as session_mod
+from trainer_hooks import timing_plan
 from trainer_hooks.distributed import RankInfo
 from trainer_hooks.session_logger import SessionLogger
 
@@ -21,8 +22,8 @@ BUCKET_BYTES = (3_000_000, 1_000_000)
 def two_ranks(monkeypatch):
     """Rank 0 of a 2-process CPU job, with the gradient-sync hook 'installed' on a stand-in."""
     monkeypatch.setattr(session_mod, "rank_info", lambda: RankInfo(0, 2, 0, "gloo", "cpu", "testhost"))
-    monkeypatch.setattr(session_mod, "find_ddp", lambda model: model)
-    monkeypatch.setattr(session_mod, "install_comm_hook", lambda ddp, timer: None)
+    monkeypatch.setattr(timing_plan, "find_ddp", lambda model: model)
+    monkeypatch.setattr(timing_plan, "install_comm_hook", lambda ddp, timer: None)
 
 
 def _run(tmp_path, steps: int, late: dict | None = None, **settings) -> tuple[SessionLogger, SessionFiles]:
