@@ -227,6 +227,13 @@ class SessionMeta(dict):
     nic_provider = Key(str, "the NET plugin's provider (efa, ...)")
     nic_count = Key(int, "NICs per node NCCL names", "NICs", domain=COUNT)
     ib = Key(bool, "NCCL set up InfiniBand")
+    # --- multi-node (issue 26): where each rank ran, and the clocks of its hosts ---------------------
+    local_ranks_by_host = Key(dict, "{host: [local rank, ...]}: each host's ranks' local ranks, in the order of "
+                                    "ranks_by_host")
+    gpus_by_host = Key(dict, "{host: [GPU index, ...]}: the GPUs each host's ranks saw (session_start's gpus)")
+    clock_offsets = Key(dict, "{host: {offset_s, uncertainty_s, ranks}}: each host's CLOCK_MONOTONIC minus rank 0's "
+                              "host's, measured at start (session_start's clock_offset_s, the rank with the least "
+                              "uncertainty)")
 
     def __init__(self, values: Mapping | Iterable = (), /, **more) -> None:
         super().__init__()

@@ -38,6 +38,7 @@ import pandas as pd
 
 from logkit.analysis.kernels.comm_records import step_times, sync_share
 from logkit.analysis.kernels.comm_reduce import reduce_session
+from logkit.analysis.kernels.fabric import fabric, scope_of
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.peaks import (
     COMMUNICATION_PEAKS,
@@ -59,7 +60,7 @@ COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes"
                 "algbw_mb_s", "busbw_mb_s", "busbw_from", "total_ms", "sync_share_of_step_time", "matched_steps",
                 "group_size", "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes",
                 "latency_bound", "verdict", "note", "sampled", "summary_count", "summary_total_bytes",
-                "summary_mean_bytes", "sources"]
+                "summary_mean_bytes", "sources", "scope", "transport", "peak_source"]
 # the reference table (``communication_peaks``): one row per link
 PEAK_COLUMNS = ["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_bytes", "source", "match"]
 # the links the run's sessions were judged against (``run_links``): one row per link
@@ -131,18 +132,26 @@ def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFram
     """The per-key figures with the session's link, verdicts and totals: ``COMM_COLUMNS``."""
     out = out.drop(columns=["key"]).reset_index(drop=True)
     out["timing_source"] = ",".join(sorted(timing_sources)) if timing_sources else None
-    link = session_link(session)
-    half = half_peak_bytes(link)
-    peak = link.get("peak_busbw_gb_s") if link else None
-    out["link"] = link["link"] if link else None
-    out["peak_busbw_gb_s"] = float(peak) if peak else np.nan
-    out["pct_of_peak"] = out["busbw_mb_s"] / (peak * 1000.0) * 100.0 if peak else np.nan
-    out["half_peak_bytes"] = float(half) if half else np.nan
-    verdicts = [verdict(m, b, link) for m, b in zip(out["mean_bytes"], out["busbw_mb_s"], strict=True)]
+    # each row's link is its scope's: a collective that crosses hosts is bound by the network (fabric)
+    scopes = [scope_of(session, g) for g in out["group_size"]]
+    fabrics = {sc: fabric(session, sc) for sc in set(scopes)}
+    links = [fabrics[sc] if sc is not None else session_link(session) for sc in scopes]
+    peaks = [link.get("peak_busbw_gb_s") if link else None for link in links]
+    halves = [half_peak_bytes(link) for link in links]
+    out["link"] = [link.get("link") if link else None for link in links]
+    out["peak_busbw_gb_s"] = [float(p) if p else np.nan for p in peaks]
+    out["pct_of_peak"] = [b / (p * 1000.0) * 100.0 if p else np.nan for b, p in zip(out["busbw_mb_s"], peaks,
+                                                                                    strict=True)]
+    out["half_peak_bytes"] = [float(h) if h else np.nan for h in halves]
+    verdicts = [verdict(m, b, link) for m, b, link in zip(out["mean_bytes"], out["busbw_mb_s"], links, strict=True)]
     out["verdict"] = [v for v, _ in verdicts]
     out["note"] = [t for _, t in verdicts]
-    out["latency_bound"] = pd.array([v == "latency-bound" if link and peak else pd.NA for v, _ in verdicts],
-                                    dtype="boolean")
+    out["latency_bound"] = pd.array([v == "latency-bound" if link and p else pd.NA
+                                     for (v, _), link, p in zip(verdicts, links, peaks, strict=True)], dtype="boolean")
+    out["scope"] = scopes
+    out["transport"] = [link.get("transport") if link else None for link in links]
+    out["peak_source"] = [(link.get("peak_source") or link.get("source")) if link else "GPU model unknown: no peak"
+                          for link in links]
     _add_summary_totals(out, session.meta)
     out["rank"] = out["rank"].astype("Int64")
     out.insert(0, "session_id", session.meta.session_id)

@@ -103,6 +103,45 @@ _UNKNOWN_RATE = {
 }
 
 
+# --- what a network achieves (issue 26) ---------------------------------------------------------------
+# A collective's bus bandwidth over a NIC reaches a fraction of its line rate (headers, the transport's
+# copies): per fabric, the fraction and the measurement it rests on. A ring across nodes sends every
+# byte of its busbw through the nodes' NICs, so the node's NICs together bound it (NCCL spreads its
+# channels over them); on two nodes NCCL's tree algorithms can go past that bound (NVIDIA/nccl-tests#196).
+ACHIEVABLE: dict[str, tuple[float, str]] = {
+    "IB": (0.91, "InfiniBand: nccl-tests all_reduce between 2 HGX A100 nodes over four 200 Gb/s HDR NICs "
+                 "reached 91 GB/s busbw, 91% of the 100 GB/s line rate (NVIDIA/nccl-tests#100)"),
+    "RoCE": (0.91, "RoCE: RDMA verbs as InfiniBand, the same share of the line rate; 75% over 8 x 100 Gb RoCE "
+                   "was called 'a bit low' by NCCL's maintainers (NVIDIA/nccl#495)"),
+    "Socket": (0.8, "TCP sockets: the kernel's copies cost about a fifth of the line rate; NCCL's socket "
+                    "transport saturates a 10 Gb/s NIC at about 1 GB/s of payload (google/nccl-fastsocket#2)"),
+}
+ACHIEVABLE["gloo/TCP"] = (ACHIEVABLE["Socket"][0], "gloo over TCP: " + ACHIEVABLE["Socket"][1])
+# Ethernet's named rates (Gb/s), to say which a logged interface speed is
+ETHERNET_RATES = (1.0, 10.0, 25.0, 40.0, 50.0, 100.0, 200.0, 400.0, 800.0)
+
+
+def nic_rate_name(kind: str, rate_gbps: float) -> str:
+    """``"200 Gb/s HDR"`` for InfiniBand, ``"100 GbE"`` for Ethernet (RoCE, sockets), else ``"N Gb/s"``."""
+    if kind == "IB" and rate_gbps in IB_GENERATIONS:
+        return f"{rate_gbps:g} Gb/s {IB_GENERATIONS[rate_gbps]}"
+    if kind in ("RoCE", "Socket", "gloo/TCP") and rate_gbps in ETHERNET_RATES:
+        return f"{rate_gbps:g} GbE"
+    return f"{rate_gbps:g} Gb/s"
+
+
+def achievable_gb_s(kind: str | None, rate_gbps: float | None) -> tuple[float | None, str]:
+    """(the bus bandwidth one NIC of ``kind`` at ``rate_gbps`` achieves in GB/s, where it comes from);
+    None and why where the fabric or its rate is unknown."""
+    if rate_gbps is None:
+        return None, _UNKNOWN_RATE.get(kind or "", "the logs name no link rate")
+    if kind not in ACHIEVABLE:
+        return None, f"{kind or 'an unknown fabric'} at {rate_gbps:g} Gb/s: no measured share of its line rate"
+    share, why = ACHIEVABLE[kind]
+    return rate_gbps / 8.0 * share, (f"{nic_rate_name(kind, rate_gbps)} = {rate_gbps / 8:g} GB/s line rate x "
+                                     f"{share:g} achievable ({why})")
+
+
 def network_link(meta: dict) -> dict | None:
     """The reference link of a session that spans hosts, from what its logs say (``meta``:
     ``network``, ``nics``, ``nic_provider``, ``nic_count``, ``link_speed_gbps``): a row like
@@ -119,12 +158,14 @@ def network_link(meta: dict) -> dict | None:
     name = NIC_PEAKS[provider][0] if provider in NIC_PEAKS else (kind or network or "network")
     if rate is None and provider in NIC_PEAKS:
         rate, source = NIC_PEAKS[provider][1], NIC_PEAKS[provider][2]
+        nic_peak, how = achievable_gb_s("IB", rate)  # Slingshot: RDMA over Ethernet, as RoCE
+        source += f"; {how}" if nic_peak is not None else ""
     elif rate is not None:
-        gen = f" {IB_GENERATIONS[rate]}" if kind == "IB" and rate in IB_GENERATIONS else ""
-        source = f"the log names the link rate: {rate:g} Gb/s{gen} = {rate / 8:g} GB/s per direction per NIC"
+        nic_peak, source = achievable_gb_s(kind or ("IB" if str(network).startswith("IB") else network), rate)
+        source = f"the log names the link rate: {source}"
     else:
+        nic_peak = None
         source = _UNKNOWN_RATE.get(provider or "", _UNKNOWN_RATE.get(kind or "", "the log names no link rate"))
-    nic_peak = rate / 8.0 if rate is not None else None
     peak = nic_peak * count if nic_peak is not None and count else nic_peak
     link = f"{name}" + (f", {count} NIC(s)" if count else "") + (f" at {rate:g} Gb/s" if rate is not None else "")
     return {"match": None, "gpu_model": None, "link": link, "peak_busbw_gb_s": peak, "nic_peak_gb_s": nic_peak,

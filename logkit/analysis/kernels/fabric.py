@@ -1,0 +1,200 @@
+"""What a session's collectives cross: its hosts, each collective's scope and transport, and the peak
+that bounds it (the figures in ``peaks``, the one table of hardware).
+
+- ``host_rows``: each host with its ranks, local ranks and GPUs, from our records (every rank's
+  session_start: ``meta.ranks_by_host``, ``local_ranks_by_host``, ``gpus_by_host``), the foreign
+  logs' facts (NCCL init lines and nccl-tests' device table: ``ranks_by_host``, ``devices``) and the
+  GPU samples (each carries its host: a ``monitor_gpu`` capture of a node adds that node's GPUs).
+- ``scope_of``: ``inter-node`` when the collective's ranks cannot all be on one host (the session
+  spans several and the group is the world, or larger than any host's ranks), ``intra-node`` when
+  the session has one node; None where a sub-group's ranks are not known.
+- ``transport_of``: what the bytes travel over, from what the run can know, strongest first: the
+  backend (gloo: ``gloo/TCP``), NCCL's environment (``NCCL_IB_DISABLE``, ``NCCL_NET``,
+  ``NCCL_P2P_DISABLE``), the network NCCL's INFO lines name (``Using network IB``, the NICs' link
+  layer: ``IB`` or ``RoCE``), the channels' transports (``P2P``, ``SHM``, ``NVLS``), the host's
+  InfiniBand devices the emitter found (none: NCCL falls back to ``Socket``), the GPU model's link.
+- ``fabric``: the link row of a scope (``peaks``), with ``scope``, ``transport``, ``peak_busbw_gb_s``
+  and ``peak_source`` (where the peak comes from, or why there is none: never the GPUs' link for a
+  collective that crosses hosts).
+"""
+
+from __future__ import annotations
+
+from logkit.analysis.kernels.peaks import achievable_gb_s, gpu_model, link_for, network_link
+from logkit.schema.vocab import EventKind, on_cpu
+
+INTRA, INTER = "intra-node", "inter-node"
+# NCCL's environment the emitter keeps (system_info's env) that decides a transport
+NCCL_ENV = ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_SHM_DISABLE",
+            "NCCL_NVLS_ENABLE", "GLOO_SOCKET_IFNAME")
+
+
+def nccl_env(meta) -> dict:
+    """NCCL's (and gloo's) environment as the run recorded it (rank 0's system_info env), set keys only."""
+    info = meta.system_info if isinstance(meta.system_info, dict) else {}
+    env = info.get("env") if isinstance(info.get("env"), dict) else {}
+    return {k: str(env[k]) for k in NCCL_ENV if env.get(k) not in (None, "")}
+
+
+def _on(value) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes")
+
+
+def _init_hosts(session) -> dict[str, set]:
+    """{host: {rank, ...}} NCCL's init lines name (ranks None where the line names none)."""
+    ev = session.events
+    if ev.empty or "host" not in ev.columns:
+        return {}
+    inits = ev[ev["kind"] == EventKind.NCCL_INIT]
+    out: dict[str, set] = {}
+    for host, rank in zip(inits["host"], inits["rank"] if "rank" in inits.columns else [None] * len(inits),
+                          strict=True):
+        if isinstance(host, str) and host:
+            out.setdefault(host, set())
+            if rank == rank and rank is not None:
+                out[host].add(int(rank))
+    return out
+
+
+def host_rows(session) -> tuple[dict, ...]:
+    """Each host of ``session``: ``{host, ranks, local_ranks, gpus}`` (lists, empty where unknown),
+    sorted by host; () where nothing names a host."""
+    meta = session.meta
+    ranks = {h: list(r) for h, r in (meta.ranks_by_host or {}).items()} if isinstance(meta.ranks_by_host, dict) else {}
+    for h in meta.hosts or [] if isinstance(meta.hosts, list) else []:
+        ranks.setdefault(str(h), [])
+    for h, r in _init_hosts(session).items():
+        ranks.setdefault(h, sorted(r))
+    local = meta.local_ranks_by_host if isinstance(meta.local_ranks_by_host, dict) else {}
+    gpus: dict[str, set] = {}
+    for source in (meta.gpus_by_host, meta.devices):
+        for h, idx in (source or {}).items() if isinstance(source, dict) else ():
+            gpus.setdefault(h, set()).update(int(i) for i in idx if isinstance(i, int))
+    g = session.gpu
+    if not g.empty and "host" in g.columns:
+        for h, idx in g[["host", "gpu"]].dropna().drop_duplicates().itertuples(index=False):
+            gpus.setdefault(str(h), set()).add(int(idx))
+            ranks.setdefault(str(h), [])
+    return tuple({"host": h, "ranks": sorted(ranks[h]), "local_ranks": list(local.get(h) or []),
+                  "gpus": sorted(gpus.get(h, ()))} for h in sorted(ranks))
+
+
+def node_count(session) -> int | None:
+    """The nodes the session states, else the hosts its logs name (None where none)."""
+    if isinstance(session.meta.nodes, int):
+        return session.meta.nodes
+    return len(host_rows(session)) or None
+
+
+def scope_of(session, group_size) -> str | None:
+    """``intra-node`` / ``inter-node`` for a collective over ``group_size`` ranks (see the module doc)."""
+    nodes = node_count(session)
+    if nodes is None:
+        return None
+    if nodes <= 1:
+        return INTRA
+    world = session.meta.world_size
+    per_host = max((len(h["ranks"]) for h in host_rows(session)), default=0)
+    n = group_size if group_size == group_size and group_size else None
+    if n is None or (world and n >= world) or (per_host and n > per_host):
+        return INTER
+    return None
+
+
+def _network_kind(meta) -> tuple[str | None, str]:
+    """The inter-node transport the NCCL lines name (IB or RoCE by the NICs' link layer, Socket, a
+    plugin's name) and what says so."""
+    links = {str(n.get("link")) for n in meta.nics or [] if isinstance(n, dict) and n.get("link")}
+    net = meta.network
+    if net is None:
+        for t in meta.transports or {}:
+            if "NET/IB" in str(t):
+                net = "IB"
+            elif "NET/Socket" in str(t):
+                net = "Socket"
+    if net is None:
+        return None, ""
+    said = meta.network_from or "NCCL's INFO lines"
+    if str(net).startswith("IB"):  # IB, IBext, IBext_v8: the verbs transport; the link layer says which
+        return ("RoCE" if links == {"RoCE"} else "IB"), said
+    return str(net), said
+
+
+def transport_of(session, scope: str | None) -> tuple[str | None, str]:
+    """(transport, what says so) of a collective of ``scope`` (see the module doc); None where nothing does."""
+    meta = session.meta
+    env = nccl_env(meta)
+    if (meta.backend or "").lower() == "gloo" or on_cpu(meta.mode, meta.gpu_count):
+        return "gloo/TCP", "the gloo backend (host memory over TCP sockets)"
+    if scope == INTER:
+        if str(env.get("NCCL_NET", "")).lower() == "socket" or _on(env.get("NCCL_IB_DISABLE")):
+            which = "NCCL_NET=Socket" if "NCCL_NET" in env else "NCCL_IB_DISABLE=1"
+            return "Socket", f"{which} in the run's environment"
+        kind, said = _network_kind(meta)
+        if kind is not None:
+            return kind, said
+        net = (meta.system_info or {}).get("network") if isinstance(meta.system_info, dict) else None
+        if isinstance(net, dict) and net.get("infiniband") == []:
+            return "Socket", "no InfiniBand device on the host (/sys/class/infiniband is empty): NCCL uses TCP sockets"
+        return None, "no NCCL INFO lines, network environment or NIC facts say which network"
+    if scope == INTRA:
+        if _on(env.get("NCCL_P2P_DISABLE")):
+            return "SHM", "NCCL_P2P_DISABLE=1 in the run's environment: GPU to GPU through host shared memory"
+        ways = " ".join(str(t) for t in meta.transports or {})
+        if "NVLS" in ways:
+            return "NVLS", "NCCL's channel lines (NVLS)"
+        row = link_for(gpu_model(session), meta.backend)
+        link = str(row.get("link")) if row else ""
+        if "P2P" in ways or row is not None:
+            said = "NCCL's channel lines (P2P) and " if "P2P" in ways else ""
+            if link.startswith("NVLink"):
+                return "NVLink", f"{said}the GPU model's link ({row['gpu_model']}: {link})"
+            if link.startswith("PCIe"):
+                return "PCIe P2P", f"{said}the GPU model's link ({row['gpu_model']}: {link})"
+        if "SHM" in ways:
+            return "SHM", "NCCL's channel lines (SHM)"
+    return None, "the collective's ranks are not known to be on one host or on several"
+
+
+def _socket_rate(meta, env: dict) -> tuple[float | None, str]:
+    """The Ethernet rate (Gb/s) of the interface sockets go over, from the emitter's interface speeds:
+    the one NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME names, else the host's only one that is up."""
+    net = (meta.system_info or {}).get("network") if isinstance(meta.system_info, dict) else None
+    speeds = net.get("interfaces") if isinstance(net, dict) and isinstance(net.get("interfaces"), dict) else {}
+    speeds = {k: v for k, v in speeds.items() if isinstance(v, (int, float)) and v > 0}
+    named = env.get("NCCL_SOCKET_IFNAME") or env.get("GLOO_SOCKET_IFNAME")
+    if named:
+        prefixes = [p.lstrip("=") for p in named.split(",") if p and not p.startswith("^")]
+        hits = [v for k, v in speeds.items() if any(k.startswith(p) for p in prefixes)]
+        if hits:
+            return max(hits) / 1000.0, f"interface {named} at {max(hits) / 1000:g} Gb/s (the host's speed)"
+    if len(speeds) == 1:
+        (name, speed), = speeds.items()
+        return speed / 1000.0, f"the host's only network interface, {name}, at {speed / 1000:g} Gb/s"
+    return None, ""
+
+
+def fabric(session, scope: str | None, others=()) -> dict:
+    """The link row bounding a collective of ``scope``: ``link``, ``scope``, ``transport``,
+    ``peak_busbw_gb_s`` (None where unknown) and ``peak_source`` (where it comes from, or why there is none),
+    plus the row's ``alpha_us`` and ``source`` the verdicts read."""
+    from logkit.analysis.kernels.communication import session_link  # the link of the session as a whole
+
+    meta = session.meta
+    transport, said = transport_of(session, scope)
+    base = session_link(session, others) or {}
+    row = dict(base)
+    if scope == INTER and transport in ("Socket", "gloo/TCP") and row.get("peak_busbw_gb_s") is None:
+        rate, where = _socket_rate(meta, nccl_env(meta))
+        peak, how = achievable_gb_s(transport, rate)
+        row.update(link=f"{transport} between hosts" + (f" ({where})" if where else ""), peak_busbw_gb_s=peak,
+                   alpha_us=None, source=how if peak is not None else (
+                       f"{transport} between hosts: the logs name no interface speed, so no peak"))
+    elif scope == INTER and row.get("peak_busbw_gb_s") is None and not row:
+        named = network_link(meta)
+        row = named or {"link": "inter-node network", "peak_busbw_gb_s": None, "alpha_us": None,
+                        "source": "several hosts: the logs name no network, so no peak (never the GPUs' link)"}
+    row["scope"], row["transport"] = scope, transport
+    row["transport_from"] = said
+    row["peak_source"] = row.get("source") if row else "no link known: no peak"
+    return row
