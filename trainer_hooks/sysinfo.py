@@ -70,6 +70,7 @@ def system_info(log_dir: Path | None = None) -> dict:
         info["cpu_count_physical"] = psutil.cpu_count(logical=False)
     except Exception:
         info["memory_total_gb"] = None
+    info["network"] = network_facts()
     if log_dir is not None:
         try:
             usage = shutil.disk_usage(log_dir)
@@ -81,6 +82,28 @@ def system_info(log_dir: Path | None = None) -> dict:
         info["torch_threads"] = torch.get_num_threads()
         info["cuda_available"] = bool(torch.cuda.is_available())
     return info
+
+
+def network_facts() -> dict:
+    """What decides the network between hosts: each interface that is up with its speed in Mb/s (0 where
+    the driver gives none: a virtual NIC), and the InfiniBand/RoCE devices (``/sys/class/infiniband``;
+    an empty list: none, so NCCL falls back to TCP sockets; absent where the platform has no such folder)."""
+    out: dict = {}
+    try:
+        import psutil
+
+        out["interfaces"] = {name: int(st.speed) for name, st in psutil.net_if_stats().items()
+                             if st.isup and "loopback" not in str(getattr(st, "flags", "")) and name != "lo"}
+    except Exception:
+        pass
+    if sys.platform.startswith("linux"):
+        try:
+            out["infiniband"] = sorted(os.listdir("/sys/class/infiniband"))
+        except FileNotFoundError:
+            out["infiniband"] = []
+        except OSError:
+            pass
+    return out
 
 
 def model_gpu_count(model) -> int:

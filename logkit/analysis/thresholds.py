@@ -73,3 +73,6 @@ SLOWDOWN_CLEAR = 1.075
 # did not name before; cleared when it names it in none of STRAGGLER_CLEAR analyses in a row.
 STRAGGLER_CHECKS = 2
 STRAGGLER_CLEAR = 3
+
+# --- multi-node (issue 26) ---
+HOST_SYNC_SPREAD = 0.80  # a host whose ranks' median inter-node busbw is below 80% of the fastest host's: slower

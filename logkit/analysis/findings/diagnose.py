@@ -23,6 +23,7 @@ from logkit.analysis.findings.log_findings import event_findings
 from logkit.analysis.findings.lone_processes import lone_process_findings
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.kernels.communication import SYNC_OPS
+from logkit.analysis.findings.fabric_findings import fabric_findings
 from logkit.analysis.kernels.shares import comm_bound, data_heavy, of_step
 from logkit.analysis.results import MAX_EVIDENCE, Finding, Scaling
 from logkit.analysis.thresholds import (
@@ -292,6 +293,7 @@ def diagnose(sessions: list, parts: dict) -> tuple[Finding, ...]:
         _merge(out, sid, FindingKind.SLOW_STEP, FindingKind.SLOW_STEPS)
         out += _comm_findings(s, sid, comm, parts.get("step_breakdown", empty)) + _unparsed(s, sid)
         out += _data_wait_hidden(s, sid, parts.get("step_breakdown", empty))
+        out += fabric_findings(s, comm)
     out += _comparison_findings(sessions, parts.get("scaling") or Scaling())
     out += lone_process_findings(sessions)
     return tuple(sorted(out, key=lambda f: f.severity.rank))

@@ -20,6 +20,8 @@ that bounds it (the figures in ``peaks``, the one table of hardware).
 
 from __future__ import annotations
 
+import pandas as pd
+
 from logkit.analysis.kernels.peaks import achievable_gb_s, gpu_model, link_for, network_link
 from logkit.schema.vocab import EventKind, on_cpu
 
@@ -51,7 +53,7 @@ def _init_hosts(session) -> dict[str, set]:
                           strict=True):
         if isinstance(host, str) and host:
             out.setdefault(host, set())
-            if rank == rank and rank is not None:
+            if not pd.isna(rank):
                 out[host].add(int(rank))
     return out
 
@@ -95,7 +97,7 @@ def scope_of(session, group_size) -> str | None:
         return INTRA
     world = session.meta.world_size
     per_host = max((len(h["ranks"]) for h in host_rows(session)), default=0)
-    n = group_size if group_size == group_size and group_size else None
+    n = None if group_size is None or pd.isna(group_size) or not group_size else group_size
     if n is None or (world and n >= world) or (per_host and n > per_host):
         return INTER
     return None
@@ -125,7 +127,7 @@ def transport_of(session, scope: str | None) -> tuple[str | None, str]:
     meta = session.meta
     env = nccl_env(meta)
     if (meta.backend or "").lower() == "gloo" or on_cpu(meta.mode, meta.gpu_count):
-        return "gloo/TCP", "the gloo backend (host memory over TCP sockets)"
+        return "gloo/TCP", "the gloo backend: tensors through host memory"
     if scope == INTER:
         if str(env.get("NCCL_NET", "")).lower() == "socket" or _on(env.get("NCCL_IB_DISABLE")):
             which = "NCCL_NET=Socket" if "NCCL_NET" in env else "NCCL_IB_DISABLE=1"
