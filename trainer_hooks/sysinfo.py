@@ -48,7 +48,47 @@ def gpu_list() -> list[dict]:
                      "memory_total_mb": round(props.total_memory / 1e6, 1),
                      "compute_capability": f"{props.major}.{props.minor}",
                      "multiprocessors": props.multi_processor_count})
+    _nvml_links(gpus)
     return gpus
+
+
+def _nvml_links(gpus: list[dict]) -> None:
+    """Each GPU's link facts from NVML, where it answers: PCIe generation and width in use (``pcie_gen``,
+    ``pcie_width``) and active NVLinks (``nvlinks``), matched to torch's devices by UUID. What decides how the
+    GPUs of a host talk (NVLink, PCIe peer-to-peer); never fails the run."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return
+    try:
+        by_uuid = {}
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            uuid = pynvml.nvmlDeviceGetUUID(h)
+            by_uuid[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = h
+        for g in gpus:
+            h = next((v for k, v in by_uuid.items() if g["uuid"] and g["uuid"].replace("GPU-", "") in k), None)
+            if h is None:
+                continue
+            try:
+                g["pcie_gen"] = int(pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h))
+                g["pcie_width"] = int(pynvml.nvmlDeviceGetCurrPcieLinkWidth(h))
+            except Exception:
+                pass
+            active = 0
+            for link in range(18):  # NVML_NVLINK_MAX_LINKS
+                try:
+                    active += int(pynvml.nvmlDeviceGetNvLinkState(h, link) == 1)
+                except Exception:
+                    break  # past the GPU's last link, or no NVLink at all
+            g["nvlinks"] = active
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
 
 
 def system_info(log_dir: Path | None = None) -> dict:

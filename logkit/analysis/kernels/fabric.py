@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from logkit.analysis.kernels.peaks import achievable_gb_s, gpu_model, link_for, network_link
+from logkit.analysis.kernels.peaks import NVLS, PCIE_LANE_GB_S, achievable_gb_s, gpu_model, link_for, network_link, pcie
 from logkit.schema.vocab import EventKind, on_cpu
 
 INTRA, INTER = "intra-node", "inter-node"
@@ -145,6 +145,11 @@ def transport_of(session, scope: str | None) -> tuple[str | None, str]:
         ways = " ".join(str(t) for t in meta.transports or {})
         if "NVLS" in ways:
             return "NVLS", "NCCL's channel lines (NVLS)"
+        nvml = [g for g in meta.gpus or [] if isinstance(g, dict) and isinstance(g.get("nvlinks"), int)]
+        if nvml and len(meta.gpus or []) > 1:  # NVML's count of active NVLinks on each GPU, where recorded
+            if all(g["nvlinks"] > 0 for g in nvml):
+                return "NVLink", f"NVML: {min(g['nvlinks'] for g in nvml)}+ active NVLinks per GPU"
+            return "PCIe P2P", "NVML: no active NVLink on some GPU"
         row = link_for(gpu_model(session), meta.backend)
         link = str(row.get("link")) if row else ""
         if "P2P" in ways or row is not None:
@@ -176,6 +181,18 @@ def _socket_rate(meta, env: dict) -> tuple[float | None, str]:
     return None, ""
 
 
+def _pcie_of(meta) -> dict | None:
+    """The PCIe row of the link NVML reported for the GPUs (session_start's gpus: ``pcie_gen``, ``pcie_width``,
+    the slowest GPU's), where it did and it is in the table."""
+    links = [(g.get("pcie_gen"), g.get("pcie_width")) for g in meta.gpus or [] if isinstance(g, dict)]
+    links = [(gen, width) for gen, width in links if gen in PCIE_LANE_GB_S and isinstance(width, int) and width > 0]
+    if not links:
+        return None
+    gen, width = min(links, key=lambda gw: PCIE_LANE_GB_S[gw[0]] * gw[1])
+    row = pcie(gen, width, "", "GPUs", " as NVML reports it")
+    return {**row, "source": row["source"].replace(f"NVIDIA datasheet GPUs: ", "", 1)}
+
+
 def fabric(session, scope: str | None, others=()) -> dict:
     """The link row bounding a collective of ``scope``: ``link``, ``scope``, ``transport``,
     ``peak_busbw_gb_s`` (None where unknown) and ``peak_source`` (where it comes from, or why there is none),
@@ -192,6 +209,13 @@ def fabric(session, scope: str | None, others=()) -> dict:
         row.update(link=f"{transport} between hosts" + (f" ({where})" if where else ""), peak_busbw_gb_s=peak,
                    alpha_us=None, source=how if peak is not None else (
                        f"{transport} between hosts: the logs name no interface speed, so no peak"))
+    elif scope == INTRA and transport == "NVLS":
+        row = dict(NVLS)
+    elif scope == INTRA and transport == "SHM":
+        row.update(link="SHM (host memory)", peak_busbw_gb_s=None, alpha_us=None,
+                   source="SHM: GPU to GPU through host memory, so no GPU link's peak applies")
+    elif scope == INTRA and transport == "PCIe P2P" and (measured := _pcie_of(meta)) is not None:
+        row = measured
     elif scope == INTER and row.get("peak_busbw_gb_s") is None and not row:
         named = network_link(meta)
         row = named or {"link": "inter-node network", "peak_busbw_gb_s": None, "alpha_us": None,

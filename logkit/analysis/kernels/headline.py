@@ -193,7 +193,7 @@ def session_summary(session) -> SessionSummary:
         gpu_count=to_int(meta.gpu_count), logged_steps=logged, kind=session_kind(session),
         status=meta.status, status_detail=meta.status_detail, model=meta.model,
         start_time=meta.start_time,
-        duration_from=meta.duration_from, **out, **run_facts(meta), **placement(session))
+        duration_from=meta.duration_from, **out, **{**run_facts(meta), **placement(session)})
 
 
 def placement(session) -> dict:
