@@ -6,8 +6,10 @@
   take (``sync_share_of_step_time``, an upper bound). Warning when they go over TCP sockets or below
   ``NEAR_PEAK`` of their peak, else info.
 - ``p2p_disabled``: NCCL_P2P_DISABLE=1 where a host runs several ranks.
-- ``host_slower_sync``: a host whose ranks' median bus bandwidth in the inter-node collectives is
-  below ``HOST_SYNC_SPREAD`` of the fastest host's.
+- ``host_slower_sync``: a host whose ranks' best bus bandwidth in the gradient sync
+  (``fabric.host_sync_busbw``) is below ``HOST_SYNC_SPREAD`` of the fastest host's. A rank's collective time includes its wait for the
+  last rank to arrive, so where a straggler is found (``stragglers``), its waiting, not the link,
+  explains the spread, and none is reported.
 - ``clock_skew``: a host whose clock offset to rank 0's host exceeds its uncertainty.
 """
 
@@ -16,13 +18,18 @@ from __future__ import annotations
 import pandas as pd
 
 from logkit.analysis.kernels.communication import SYNC_OPS
-from logkit.analysis.kernels.fabric import INTER, nccl_env, transport_of
+from logkit.analysis.kernels.fabric import INTER, host_sync_busbw, nccl_env, transport_of
 from logkit.analysis.results import Finding
 from logkit.analysis.thresholds import HOST_SYNC_SPREAD, NEAR_PEAK
 from logkit.schema.findings import FindingKind, Severity
 
 _SLOW_TRANSPORTS = ("Socket", "gloo/TCP")
 _WORDS = {"Socket": "TCP sockets", "gloo/TCP": "TCP sockets", "IB": "InfiniBand", "RoCE": "RoCE"}
+
+
+def _files_of(s, ranks) -> list[str]:
+    files = s.meta.files or []
+    return [str(f).rsplit("/", 1)[-1] for f in files if any(str(f).endswith(f"_rank{r}.jsonl") for r in ranks)]
 
 
 def _gb(mb_s: float) -> str:
@@ -43,8 +50,7 @@ def _network(s, sid, rows: pd.DataFrame) -> list[Finding]:
     median = float(busbw.median())
     if len(peak):
         pct = median / (float(peak.iloc[0]) * 1000) * 100
-        against = (f", where {rows['link'].iloc[0]} gives about {float(peak.iloc[0]):.3g} GB/s ({pct:.0f}%; "
-                   f"{rows['peak_source'].iloc[0]})")
+        against = f", where {rows['link'].iloc[0]} gives about {float(peak.iloc[0]):.3g} GB/s ({pct:.0f}% of it)"
     else:
         pct, against = None, f"; no peak to compare: {rows['peak_source'].iloc[0]}"
     share = rows["sync_share_of_step_time"].dropna()
@@ -58,24 +64,21 @@ def _network(s, sid, rows: pd.DataFrame) -> list[Finding]:
                          busbw_gb_s=median / 1000, pct_of_peak=pct)]
 
 
-def _host_spread(s, sid, rows: pd.DataFrame) -> list[Finding]:
-    by_host = s.meta.ranks_by_host if isinstance(s.meta.ranks_by_host, dict) else {}
-    host_of = {int(r): h for h, ranks in by_host.items() for r in ranks}
-    sync = rows[rows["op"].isin(SYNC_OPS)].dropna(subset=["busbw_mb_s"])
-    per_host = sync.assign(host=sync["rank"].map(lambda r: host_of.get(int(r)) if pd.notna(r) else None)) \
-        .dropna(subset=["host"]).groupby("host")["busbw_mb_s"].median()
+def _host_spread(s, sid) -> list[Finding]:
+    per_host = pd.Series(host_sync_busbw(s), dtype="float64")
     if len(per_host) < 2:
         return []
     fast, slow = per_host.idxmax(), per_host.idxmin()
     if per_host[slow] >= HOST_SYNC_SPREAD * per_host[fast]:
         return []
-    ranks = by_host.get(slow, [])
+    ranks = (s.meta.ranks_by_host or {}).get(slow, [])
     return [Finding.make(FindingKind.HOST_SLOWER_SYNC.severity, FindingKind.HOST_SLOWER_SYNC, sid,
                          FindingKind.HOST_SLOWER_SYNC.title,
-                         f"The ranks of {slow} sync at {_gb(per_host[slow])} bus bandwidth (median), those of {fast} "
-                         f"at {_gb(per_host[fast])}: {per_host[slow] / per_host[fast]:.0%}, below "
-                         f"{HOST_SYNC_SPREAD:.0%}. " + ", ".join(f"{h} {_gb(v)}" for h, v in per_host.items()) + ".",
-                         [x for x in sync[sync['rank'].isin(ranks)]["sources"] if x], ranks, host=slow)]
+                         f"The ranks of {slow} sync at {_gb(per_host[slow])} bus bandwidth at best (median over its "
+                         f"ranks of each one's fastest gradient sync), those of {fast} at {_gb(per_host[fast])}: "
+                         f"{per_host[slow] / per_host[fast]:.0%}, below {HOST_SYNC_SPREAD:.0%}. "
+                         + ", ".join(f"{h} {_gb(v)}" for h, v in per_host.items()) + ".",
+                         _files_of(s, ranks), ranks, host=slow)]
 
 
 def _clock_skew(s, sid) -> list[Finding]:
@@ -108,11 +111,15 @@ def _p2p(s, sid) -> list[Finding]:
                          + " exchange data through host shared memory (SHM), not NVLink or PCIe peer-to-peer.")]
 
 
-def fabric_findings(s, comm: pd.DataFrame) -> list[Finding]:
-    """The findings of the module doc for session ``s`` from its communication rows."""
+def fabric_findings(s, comm: pd.DataFrame, strag: pd.DataFrame | None = None) -> list[Finding]:
+    """The findings of the module doc for session ``s`` from its communication rows (and its stragglers)."""
     sid = s.meta.session_id
     out = _clock_skew(s, sid) + _p2p(s, sid)
     rows = comm[(comm["session_id"] == sid) & (comm["scope"] == INTER)] if len(comm) else comm
     if len(rows):
-        out += _network(s, sid, rows) + _host_spread(s, sid, rows)
+        out += _network(s, sid, rows)
+    mine = strag[strag["session_id"] == sid] if strag is not None and len(strag) else None
+    waiting = mine is not None and bool(mine["is_straggler"].fillna(False).astype(bool).any())
+    if not waiting:
+        out += _host_spread(s, sid)
     return out

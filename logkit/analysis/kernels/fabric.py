@@ -13,6 +13,9 @@ that bounds it (the figures in ``peaks``, the one table of hardware).
   ``NCCL_P2P_DISABLE``), the network NCCL's INFO lines name (``Using network IB``, the NICs' link
   layer: ``IB`` or ``RoCE``), the channels' transports (``P2P``, ``SHM``, ``NVLS``), the host's
   InfiniBand devices the emitter found (none: NCCL falls back to ``Socket``), the GPU model's link.
+- ``host_sync_busbw``: per host, the median over its ranks of each rank's best bus bandwidth in the
+  gradient sync (its fastest record: the step it waited least for the others, so the transfer
+  itself), the figure a host slower to sync than another is told by.
 - ``fabric``: the link row of a scope (``peaks``), with ``scope``, ``transport``, ``peak_busbw_gb_s``
   and ``peak_source`` (where the peak comes from, or why there is none: never the GPUs' link for a
   collective that crosses hosts).
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from logkit.analysis.kernels.peaks import NVLS, PCIE_LANE_GB_S, achievable_gb_s, gpu_model, link_for, network_link, pcie
+from logkit.analysis.kernels.peaks import NVLS, PCIE_LANE_GB_S, achievable_gb_s, gpu_model, link_for, network_link, nic_rate_name, pcie
 from logkit.schema.vocab import EventKind, on_cpu
 
 INTRA, INTER = "intra-node", "inter-node"
@@ -174,10 +177,10 @@ def _socket_rate(meta, env: dict) -> tuple[float | None, str]:
         prefixes = [p.lstrip("=") for p in named.split(",") if p and not p.startswith("^")]
         hits = [v for k, v in speeds.items() if any(k.startswith(p) for p in prefixes)]
         if hits:
-            return max(hits) / 1000.0, f"interface {named} at {max(hits) / 1000:g} Gb/s (the host's speed)"
+            return max(hits) / 1000.0, f"interface {named}, as the host reports its speed"
     if len(speeds) == 1:
         (name, speed), = speeds.items()
-        return speed / 1000.0, f"the host's only network interface, {name}, at {speed / 1000:g} Gb/s"
+        return speed / 1000.0, f"{name}, the host's only network interface"
     return None, ""
 
 
@@ -206,7 +209,8 @@ def fabric(session, scope: str | None, others=()) -> dict:
     if scope == INTER and transport in ("Socket", "gloo/TCP") and row.get("peak_busbw_gb_s") is None:
         rate, where = _socket_rate(meta, nccl_env(meta))
         peak, how = achievable_gb_s(transport, rate)
-        row.update(link=f"{transport} between hosts" + (f" ({where})" if where else ""), peak_busbw_gb_s=peak,
+        name = f"{nic_rate_name(transport, rate)} ({where})" if rate is not None else f"{transport} between hosts"
+        row.update(link=name, peak_busbw_gb_s=peak,
                    alpha_us=None, source=how if peak is not None else (
                        f"{transport} between hosts: the logs name no interface speed, so no peak"))
     elif scope == INTRA and transport == "NVLS":
@@ -224,3 +228,19 @@ def fabric(session, scope: str | None, others=()) -> dict:
     row["transport_from"] = said
     row["peak_source"] = row.get("source") if row else "no link known: no peak"
     return row
+
+
+def host_sync_busbw(session, ops=("gradient_sync", "allreduce", "all_reduce")) -> dict[str, float]:
+    """{host: median over its ranks of each rank's best busbw (MB/s) in ``ops``} (see the module doc);
+    {} where the records name no rank or no host's ranks are known."""
+    comm, by_host = session.comm, session.meta.ranks_by_host
+    if comm.empty or not isinstance(by_host, dict) or "busbw_mb_s" not in comm.columns:
+        return {}
+    rows = comm[comm["op"].isin(ops)].dropna(subset=["rank", "busbw_mb_s"])
+    best = rows.groupby("rank")["busbw_mb_s"].max()
+    out = {}
+    for host, ranks in by_host.items():
+        values = best.reindex([r for r in ranks]).dropna()
+        if len(values):
+            out[host] = float(values.median())
+    return out
