@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -53,6 +54,17 @@ def launch(tmp_path, nodes: int, *args: str, procs: int = PROCS, timeout: float 
                f"--log-dir {tmp_path / 'logs'} --batch-size 4 " + " ".join(args))
         running.append(subprocess.Popen(["unshare", "--fork", "--uts", *clock, "sh", "-c", cmd], env=env, cwd=tmp_path,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    if not expect_ok:
+        # a hang: once one node's launcher has ended (its rank timed out in the collective), the node whose rank
+        # stopped never will: give its streams a moment, then stop it
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and all(p.poll() is None for p in running):
+            time.sleep(0.5)
+        for p in running:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                kill_tree(p.pid)
     codes = []
     for p in running:
         try:
@@ -138,9 +150,9 @@ def test_three_nodes(tmp_path):
 
 
 def test_a_hang_across_nodes_names_the_rank_on_the_other_node(tmp_path):
-    # rank 1 (node1, a clock 1000 s ahead) stops before its gradient sync at step 3; rank 0 (node0) waits
+    # rank 1 (node1, a clock 1000 s ahead) stops before its gradient sync at step 2; rank 0 (node0) waits
     # in it until the process group's timeout
-    launch(tmp_path, 2, "--steps", "6", "--slow-rank", "1", "--hang-at", "3", "--pg-timeout", "8",
+    launch(tmp_path, 2, "--steps", "4", "--slow-rank", "1", "--hang-at", "2", "--pg-timeout", "5",
            "--log-setting", "stall_min_s=2", procs=1, expect_ok=False)
     (s,) = _json(tmp_path / "logs")["sessions"]
     assert s["nodes"] == 2 and [h["ranks"] for h in s["hosts"]] == [[0], [1]]
