@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from logkit.analysis.kernels.peaks import NVLS, PCIE_LANE_GB_S, achievable_gb_s, gpu_model, link_for, network_link, nic_rate_name, pcie
+from logkit.analysis.kernels.peaks import NVLS, folder_network, PCIE_LANE_GB_S, achievable_gb_s, gpu_model, link_for, network_link, nic_rate_name, pcie
+from logkit.schema.meta import SessionMeta
 from logkit.schema.vocab import EventKind, on_cpu
 
 INTRA, INTER = "intra-node", "inter-node"
@@ -204,6 +205,11 @@ def fabric(session, scope: str | None, others=()) -> dict:
 
     meta = session.meta
     transport, said = transport_of(session, scope)
+    if scope == INTER and transport is None and (borrowed := folder_network(meta, others)) is not None:
+        # the NCCL INFO lines of the same job beside it (a launcher capture of the same folder and hosts)
+        kind, where = _network_kind(SessionMeta(borrowed[0]))
+        if kind is not None:
+            transport, said = kind, f"{where or 'NCCL INFO lines'} (session {borrowed[1]}, the same folder and hosts)"
     base = session_link(session, others) or {}
     row = dict(base)
     if scope == INTER and transport in ("Socket", "gloo/TCP") and row.get("peak_busbw_gb_s") is None:

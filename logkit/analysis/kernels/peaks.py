@@ -170,7 +170,7 @@ def network_link(meta: dict) -> dict | None:
     name = NIC_PEAKS[provider][0] if provider in NIC_PEAKS else (kind or network or "network")
     if rate is None and provider in NIC_PEAKS:
         rate, source = NIC_PEAKS[provider][1], NIC_PEAKS[provider][2]
-        nic_peak, how = achievable_gb_s("IB", rate)  # Slingshot: RDMA over Ethernet, as RoCE
+        nic_peak, how = achievable_gb_s("RoCE", rate)  # Slingshot: RDMA over Ethernet, as RoCE
         source += f"; {how}" if nic_peak is not None else ""
     elif rate is not None:
         nic_peak, source = achievable_gb_s(kind or ("IB" if str(network).startswith("IB") else network), rate)
