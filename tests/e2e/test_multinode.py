@@ -77,7 +77,7 @@ def launch(tmp_path, nodes: int, *args: str, procs: int = PROCS, timeout: float 
             p.communicate()
             codes.append(None)
             if expect_ok:
-                raise AssertionError(f"node launch still running after {timeout} s")
+                raise AssertionError(f"node launch still running after {timeout} s") from None
     return codes
 
 

@@ -18,12 +18,12 @@ from pathlib import PurePath
 
 import pandas as pd
 
+from logkit.analysis.findings.fabric_findings import fabric_findings
 from logkit.analysis.findings.hang import hang_findings
 from logkit.analysis.findings.log_findings import event_findings
 from logkit.analysis.findings.lone_processes import lone_process_findings
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.kernels.communication import SYNC_OPS
-from logkit.analysis.findings.fabric_findings import fabric_findings
 from logkit.analysis.kernels.shares import comm_bound, data_heavy, of_step
 from logkit.analysis.results import MAX_EVIDENCE, Finding, Scaling
 from logkit.analysis.thresholds import (

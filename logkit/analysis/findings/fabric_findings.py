@@ -115,7 +115,7 @@ def fabric_findings(s, comm: pd.DataFrame, strag: pd.DataFrame | None = None) ->
     """The findings of the module doc for session ``s`` from its communication rows (and its stragglers)."""
     sid = s.meta.session_id
     out = _clock_skew(s, sid) + _p2p(s, sid)
-    rows = comm[(comm["session_id"] == sid) & (comm["scope"] == INTER)] if len(comm) else comm
+    rows = comm[(comm["session_id"] == sid) & (comm["scope"] == INTER)] if "scope" in comm.columns else comm[:0]
     if len(rows):
         out += _network(s, sid, rows)
     mine = strag[strag["session_id"] == sid] if strag is not None and len(strag) else None

@@ -38,22 +38,16 @@ import pandas as pd
 
 from logkit.analysis.kernels.comm_records import step_times, sync_share
 from logkit.analysis.kernels.comm_reduce import reduce_session
-from logkit.analysis.kernels.fabric import fabric, scope_of
+from logkit.analysis.kernels.fabric import fabric, scope_of, session_link
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.peaks import (
     COMMUNICATION_PEAKS,
     CPU_LINK,
     GLOO_LINK,
-    folder_network,
-    gpu_model,
     half_peak_bytes,
-    link_for,
-    network_link,
-    spans_hosts,
 )
 from logkit.analysis.thresholds import NEAR_PEAK
-from logkit.schema.meta import SessionMeta
-from logkit.schema.vocab import EventKind, SessionKind, on_cpu
+from logkit.schema.vocab import SessionKind
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")
 COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes", "p50_ms", "p95_ms",
@@ -65,33 +59,6 @@ COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes"
 PEAK_COLUMNS = ["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_bytes", "source", "match"]
 # the links the run's sessions were judged against (``run_links``): one row per link
 RUN_LINK_COLUMNS = ["link", "gpu_model", "peak_busbw_gb_s", "half_peak_bytes", "source", "session_ids"]
-
-
-def session_link(session, others=()) -> dict | None:
-    """The reference link of ``session``: a ``COMMUNICATION_PEAKS`` row, ``CPU_LINK``, ``GLOO_LINK``,
-    the network between hosts where the session spans several (``peaks.spans_hosts``: NCCL's init
-    lines, nccl-tests' device table): its peak where the logs name a rate, else a row without a peak,
-    never the GPUs' link (the network of ``others`` of its folder that share a host, where its own logs
-    name none: ``peaks.folder_network``); or None (GPU model unknown)."""
-    ev = session.events
-    inits = ev[ev["kind"] == EventKind.NCCL_INIT] if not ev.empty and "host" in ev.columns else ev.iloc[:0]
-    if spans_hosts(session.meta, len(inits["host"].dropna().unique()) if len(inits) else 0):
-        named = network_link(session.meta)  # the network the logs name, its peak where they give a rate
-        if named is not None:
-            return named
-        borrowed = folder_network(session.meta, others)
-        if borrowed is not None:
-            keys, sid = borrowed
-            named = network_link(SessionMeta(keys))
-            return {**named, "source": f"{named['source']} (from session {sid}, the same folder and hosts)"}
-        nets = inits["network"].dropna().unique() if "network" in inits.columns else []
-        net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
-        return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
-                "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
-    meta = session.meta
-    cpu = bool(on_cpu(meta.mode, meta.gpu_count))
-    # gloo without a GPU model is a CPU run too: link_for says so
-    return link_for(gpu_model(session), str(meta.backend or "") or None, cpu=cpu)
 
 
 def verdict(mean_bytes, busbw_mb_s, link: dict | None) -> tuple[str, str]:

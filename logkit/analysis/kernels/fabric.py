@@ -25,7 +25,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from logkit.analysis.kernels.peaks import NVLS, folder_network, PCIE_LANE_GB_S, achievable_gb_s, gpu_model, link_for, network_link, nic_rate_name, pcie
+from logkit.analysis.kernels.peaks import (
+    NVLS,
+    PCIE_LANE_GB_S,
+    achievable_gb_s,
+    folder_network,
+    gpu_model,
+    link_for,
+    network_link,
+    nic_rate_name,
+    pcie,
+    spans_hosts,
+)
 from logkit.schema.meta import SessionMeta
 from logkit.schema.vocab import EventKind, on_cpu
 
@@ -194,15 +205,40 @@ def _pcie_of(meta) -> dict | None:
         return None
     gen, width = min(links, key=lambda gw: PCIE_LANE_GB_S[gw[0]] * gw[1])
     row = pcie(gen, width, "", "GPUs", " as NVML reports it")
-    return {**row, "source": row["source"].replace(f"NVIDIA datasheet GPUs: ", "", 1)}
+    return {**row, "source": row["source"].replace("NVIDIA datasheet GPUs: ", "", 1)}
+
+
+def session_link(session, others=()) -> dict | None:
+    """The reference link of ``session``: a ``COMMUNICATION_PEAKS`` row, ``CPU_LINK``, ``GLOO_LINK``,
+    the network between hosts where the session spans several (``peaks.spans_hosts``: NCCL's init
+    lines, nccl-tests' device table): its peak where the logs name a rate, else a row without a peak,
+    never the GPUs' link (the network of ``others`` of its folder that share a host, where its own logs
+    name none: ``peaks.folder_network``); or None (GPU model unknown)."""
+    ev = session.events
+    inits = ev[ev["kind"] == EventKind.NCCL_INIT] if not ev.empty and "host" in ev.columns else ev.iloc[:0]
+    if spans_hosts(session.meta, len(inits["host"].dropna().unique()) if len(inits) else 0):
+        named = network_link(session.meta)  # the network the logs name, its peak where they give a rate
+        if named is not None:
+            return named
+        borrowed = folder_network(session.meta, others)
+        if borrowed is not None:
+            keys, sid = borrowed
+            named = network_link(SessionMeta(keys))
+            return {**named, "source": f"{named['source']} (from session {sid}, the same folder and hosts)"}
+        nets = inits["network"].dropna().unique() if "network" in inits.columns else []
+        net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
+        return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
+                "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
+    meta = session.meta
+    cpu = bool(on_cpu(meta.mode, meta.gpu_count))
+    # gloo without a GPU model is a CPU run too: link_for says so
+    return link_for(gpu_model(session), str(meta.backend or "") or None, cpu=cpu)
 
 
 def fabric(session, scope: str | None, others=()) -> dict:
     """The link row bounding a collective of ``scope``: ``link``, ``scope``, ``transport``,
     ``peak_busbw_gb_s`` (None where unknown) and ``peak_source`` (where it comes from, or why there is none),
     plus the row's ``alpha_us`` and ``source`` the verdicts read."""
-    from logkit.analysis.kernels.communication import session_link  # the link of the session as a whole
-
     meta = session.meta
     transport, said = transport_of(session, scope)
     if scope == INTER and transport is None and (borrowed := folder_network(meta, others)) is not None:
