@@ -77,13 +77,15 @@ def _nvml_links(gpus: list[dict]) -> None:
                 g["pcie_width"] = int(pynvml.nvmlDeviceGetCurrPcieLinkWidth(h))
             except Exception:
                 pass
-            active = 0
+            active, answered = 0, False
             for link in range(18):  # NVML_NVLINK_MAX_LINKS
                 try:
                     active += int(pynvml.nvmlDeviceGetNvLinkState(h, link) == 1)
+                    answered = True
                 except Exception:
-                    break  # past the GPU's last link, or no NVLink at all
-            g["nvlinks"] = active
+                    break  # past the GPU's last link; at link 0: NVML cannot tell (a VM: NotSupported)
+            if answered:  # a count NVML could not give is unknown, never 0
+                g["nvlinks"] = active
     finally:
         try:
             pynvml.nvmlShutdown()
