@@ -4,7 +4,8 @@ that bounds it (the figures in ``peaks``, the one table of hardware).
 - ``host_rows``: each host with its ranks, local ranks and GPUs, from our records (every rank's
   session_start: ``meta.ranks_by_host``, ``local_ranks_by_host``, ``gpus_by_host``), the foreign
   logs' facts (NCCL init lines and nccl-tests' device table: ``ranks_by_host``, ``devices``) and the
-  GPU samples (each carries its host: a ``monitor_gpu`` capture of a node adds that node's GPUs).
+  GPU samples (each carries its host), its own and those of a ``monitor_gpu`` capture run on one of its
+  nodes, found in its folder or one above it (``_joined_captures``: joined by host).
 - ``scope_of``: ``inter-node`` when the collective's ranks cannot all be on one host (the session
   spans several and the group is the world, or larger than any host's ranks), ``intra-node`` when
   the session has one node; None where a sub-group's ranks are not known.
@@ -38,7 +39,7 @@ from logkit.analysis.kernels.peaks import (
     spans_hosts,
 )
 from logkit.schema.meta import SessionMeta
-from logkit.schema.vocab import EventKind, on_cpu
+from logkit.schema.vocab import EventKind, SessionKind, on_cpu
 
 INTRA, INTER = "intra-node", "inter-node"
 # NCCL's environment the emitter keeps (system_info's env) that decides a transport
@@ -73,9 +74,31 @@ def _init_hosts(session) -> dict[str, set]:
     return out
 
 
-def host_rows(session) -> tuple[dict, ...]:
+def _joined_captures(session, others) -> list:
+    """The GPU captures among ``others`` (``monitor_gpu`` run on a node beside the job) that join
+    ``session`` by host: found in its folder or one above it, sampling a host its ranks ran on."""
+    from pathlib import PurePath
+
+    from logkit.analysis.kernels.groups import session_kind
+
+    mine = set((session.meta.ranks_by_host or {}) if isinstance(session.meta.ranks_by_host, dict) else ())
+    folder = PurePath(str(session.meta.folder)) if session.meta.folder else None
+    out = []
+    for o in others:
+        if o is session or folder is None or not o.meta.folder or session_kind(o) != SessionKind.GPU_CAPTURE:
+            continue
+        if o.gpu.empty or "host" not in o.gpu.columns or not set(map(str, o.gpu["host"].dropna())) & mine:
+            continue
+        theirs = PurePath(str(o.meta.folder))
+        if theirs == folder or theirs in folder.parents:
+            out.append(o)
+    return out
+
+
+def host_rows(session, others=()) -> tuple[dict, ...]:
     """Each host of ``session``: ``{host, ranks, local_ranks, gpus}`` (lists, empty where unknown),
-    sorted by host; () where nothing names a host."""
+    sorted by host; () where nothing names a host. ``others``: the sessions read with it, whose GPU
+    captures of its hosts (``_joined_captures``) add the GPUs they sampled."""
     meta = session.meta
     ranks = {h: list(r) for h, r in (meta.ranks_by_host or {}).items()} if isinstance(meta.ranks_by_host, dict) else {}
     for h in meta.hosts or [] if isinstance(meta.hosts, list) else []:
@@ -87,8 +110,9 @@ def host_rows(session) -> tuple[dict, ...]:
     for source in (meta.gpus_by_host, meta.devices):
         for h, idx in (source or {}).items() if isinstance(source, dict) else ():
             gpus.setdefault(h, set()).update(int(i) for i in idx if isinstance(i, int))
-    g = session.gpu
-    if not g.empty and "host" in g.columns:
+    for g in [session.gpu, *(o.gpu for o in _joined_captures(session, others))]:
+        if g.empty or "host" not in g.columns:
+            continue
         for h, idx in g[["host", "gpu"]].dropna().drop_duplicates().itertuples(index=False):
             gpus.setdefault(str(h), set()).add(int(idx))
             ranks.setdefault(str(h), [])

@@ -156,7 +156,7 @@ def _final_loss(out: dict, run: dict, sampled: bool, steps: pd.DataFrame) -> Non
         out["final_loss"], out["final_loss_from"] = run["final_loss"], run["source"]
 
 
-def session_summary(session) -> SessionSummary:
+def session_summary(session, others=()) -> SessionSummary:
     """Headline figures of one session (see module doc).
 
     ``basis``: ``steps`` (rank 0's timed step rows cover the run), ``run totals`` (the run's own
@@ -193,13 +193,13 @@ def session_summary(session) -> SessionSummary:
         gpu_count=to_int(meta.gpu_count), logged_steps=logged, kind=session_kind(session),
         status=meta.status, status_detail=meta.status_detail, model=meta.model,
         start_time=meta.start_time,
-        duration_from=meta.duration_from, **out, **{**run_facts(meta), **placement(session)})
+        duration_from=meta.duration_from, **out, **{**run_facts(meta), **placement(session, others)})
 
 
-def placement(session) -> dict:
+def placement(session, others=()) -> dict:
     """The session's hosts (``fabric.host_rows``: each with its ranks, local ranks and GPUs), the node
     count where the meta states none but hosts are named, and each host's clock offset to rank 0's."""
-    meta, hosts = session.meta, host_rows(session)
+    meta, hosts = session.meta, host_rows(session, others)
     out: dict = {"hosts": hosts or None}
     if meta.nodes is None and hosts:
         out["nodes"], out["nodes_from"] = len(hosts), "inferred (lower bound): the hosts the logs name"

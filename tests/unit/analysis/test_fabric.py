@@ -139,3 +139,19 @@ def test_clock_skew_only_beyond_its_uncertainty():
     s = session("c", **_two_nodes(clock_offsets=clocks))
     (f,) = [f for f in fabric_findings(s, communication_table(s)) if f.kind == "clock_skew"]
     assert f.extra["host"] == "node2" and f.ranks == (4,) and "-2.500000 s" in f.detail
+
+
+def test_monitor_gpu_on_each_node_joins_the_session_by_host():
+    # the job's streams under runs/job/logs/s; monitor_gpu run on node1 wrote runs/job/node1_gpus.jsonl (GPUs 0-3)
+    # and on a host of another job, other/; only the first shares a host with the job and sits above its folder
+    job = session("s", folder="runs/job/logs/s", **_two_nodes())
+    mon = session("node1_gpus", folder="runs/job", gpu=gpu_rows({g: [90.0] for g in range(4)}, host="node1"),
+                  world_size=1, status=None)
+    stranger = session("other", folder="runs/job", gpu=gpu_rows({7: [5.0]}, host="elsewhere"), world_size=1,
+                       status=None)
+    below = session("deeper", folder="runs/job/logs/s/sub", gpu=gpu_rows({5: [5.0]}, host="node0"), world_size=1,
+                    status=None)
+    rows = {h["host"]: h for h in host_rows(job, [job, mon, stranger, below])}
+    assert set(rows) == {"node0", "node1"}  # no host of another job
+    assert rows["node1"]["gpus"] == [0, 1, 2, 3] and rows["node1"]["ranks"] == [2, 3]
+    assert rows["node0"]["gpus"] == []  # a capture below the job's folder is not above it: not joined
