@@ -100,7 +100,9 @@ def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFram
     out = out.drop(columns=["key"]).reset_index(drop=True)
     out["timing_source"] = ",".join(sorted(timing_sources)) if timing_sources else None
     # each row's link is its scope's: a collective that crosses hosts is bound by the network (fabric)
-    scopes = [scope_of(session, g) for g in out["group_size"]]
+    by_size = {g: scope_of(session, g) for g in out["group_size"].dropna().unique()}  # once per group size
+    none = scope_of(session, None) if out["group_size"].isna().any() else None
+    scopes = [none if pd.isna(g) else by_size[g] for g in out["group_size"]]
     fabrics = {sc: fabric(session, sc) for sc in set(scopes)}
     links = [fabrics[sc] if sc is not None else session_link(session) for sc in scopes]
     peaks = [link.get("peak_busbw_gb_s") if link else None for link in links]
