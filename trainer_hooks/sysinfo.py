@@ -48,7 +48,49 @@ def gpu_list() -> list[dict]:
                      "memory_total_mb": round(props.total_memory / 1e6, 1),
                      "compute_capability": f"{props.major}.{props.minor}",
                      "multiprocessors": props.multi_processor_count})
+    _nvml_links(gpus)
     return gpus
+
+
+def _nvml_links(gpus: list[dict]) -> None:
+    """Each GPU's link facts from NVML, where it answers: PCIe generation and width in use (``pcie_gen``,
+    ``pcie_width``) and active NVLinks (``nvlinks``), matched to torch's devices by UUID. What decides how the
+    GPUs of a host talk (NVLink, PCIe peer-to-peer); never fails the run."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return
+    try:
+        by_uuid = {}
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            uuid = pynvml.nvmlDeviceGetUUID(h)
+            by_uuid[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = h
+        for g in gpus:
+            h = next((v for k, v in by_uuid.items() if g["uuid"] and g["uuid"].replace("GPU-", "") in k), None)
+            if h is None:
+                continue
+            try:
+                g["pcie_gen"] = int(pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h))
+                g["pcie_width"] = int(pynvml.nvmlDeviceGetCurrPcieLinkWidth(h))
+            except Exception:
+                pass
+            active, answered = 0, False
+            for link in range(18):  # NVML_NVLINK_MAX_LINKS
+                try:
+                    active += int(pynvml.nvmlDeviceGetNvLinkState(h, link) == 1)
+                    answered = True
+                except Exception:
+                    break  # past the GPU's last link; at link 0: NVML cannot tell (a VM: NotSupported)
+            if answered:  # a count NVML could not give is unknown, never 0
+                g["nvlinks"] = active
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
 
 
 def system_info(log_dir: Path | None = None) -> dict:
@@ -70,6 +112,7 @@ def system_info(log_dir: Path | None = None) -> dict:
         info["cpu_count_physical"] = psutil.cpu_count(logical=False)
     except Exception:
         info["memory_total_gb"] = None
+    info["network"] = network_facts()
     if log_dir is not None:
         try:
             usage = shutil.disk_usage(log_dir)
@@ -81,6 +124,28 @@ def system_info(log_dir: Path | None = None) -> dict:
         info["torch_threads"] = torch.get_num_threads()
         info["cuda_available"] = bool(torch.cuda.is_available())
     return info
+
+
+def network_facts() -> dict:
+    """What decides the network between hosts: each interface that is up with its speed in Mb/s (0 where
+    the driver gives none: a virtual NIC), and the InfiniBand/RoCE devices (``/sys/class/infiniband``;
+    an empty list: none, so NCCL falls back to TCP sockets; absent where the platform has no such folder)."""
+    out: dict = {}
+    try:
+        import psutil
+
+        out["interfaces"] = {name: int(st.speed) for name, st in psutil.net_if_stats().items()
+                             if st.isup and "loopback" not in str(getattr(st, "flags", "")) and name != "lo"}
+    except Exception:
+        pass
+    if sys.platform.startswith("linux"):
+        try:
+            out["infiniband"] = sorted(os.listdir("/sys/class/infiniband"))
+        except FileNotFoundError:
+            out["infiniband"] = []
+        except OSError:
+            pass
+    return out
 
 
 def model_gpu_count(model) -> int:

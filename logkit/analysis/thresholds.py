@@ -76,3 +76,5 @@ STRAGGLER_CLEAR = 3
 
 # sharded runs (memory_balance.py, issue 25)
 UNEVEN_MEMORY_MIB = 2048  # one rank's allocator peak 2 GiB above the least's: ranks uneven
+# --- multi-node (issue 26) ---
+HOST_SYNC_SPREAD = 0.80  # a host whose ranks' median inter-node busbw is below 80% of the fastest host's: slower

@@ -44,6 +44,7 @@ from logkit.ingest.assemble import diagnostic
 from logkit.ingest.discover import SessionSource
 from logkit.ingest.jsonl_lines import Stream
 from logkit.ingest.mapping import TYPE
+from logkit.ingest.placement import placement_meta
 from logkit.ingest.ranks_seen import ranks_seen
 from logkit.ingest.readers.formats import Role, declared
 from logkit.ingest.safe_io import READ_ERRORS, display, read_whole
@@ -282,6 +283,13 @@ def our_meta(streams: dict[int, Stream], summary: dict | None, source: SessionSo
         for fact, where in ours.facts_source.items():
             ours[f"{fact}_from"] = f"{ours[f'{fact}_from']} ({where})"
     merge(meta, RECORDS, ours, notes, (source.rank_files.get(main), None))
+    placed = placement_meta(streams, source.rank_files)  # every rank's host, local rank, GPUs and clock
+    for fact in ("hosts", "nodes"):
+        if placed.get(fact) is not None:
+            meta.offer(fact, placed[fact], placed[f"{fact}_from"], (placed.facts_source or {}).get(fact))
+    for key in ("ranks_by_host", "local_ranks_by_host", "gpus_by_host", "clock_offsets"):
+        if placed.get(key):
+            meta[key] = placed[key]
     if summary is not None:
         merge(meta, SUMMARY_JSON, {name: SUMMARY[name].get(summary) for name in SUMMARY_META}, notes,
               (source.summary, None))

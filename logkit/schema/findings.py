@@ -191,6 +191,19 @@ class FindingKind(Word):
                      "messages too small to reach the link's bandwidth")
     BELOW_LINK_PEAK = ("below_link_peak", "Collectives below the link's peak", Severity.WARNING,
                        "bus bandwidth well below the reference link's peak")
+    # --- multi-node (issue 26): the network between hosts, and their clocks -----------------------
+    FABRIC = ("fabric", "Network between nodes", None,
+              "what the collectives that cross hosts travel over, how fast against what that link gives, and "
+              "the share of each step they take")
+    P2P_DISABLED = ("p2p_disabled", "Peer-to-peer disabled between GPUs", Severity.WARNING,
+                    "NCCL_P2P_DISABLE=1: GPUs of one host exchange data through host memory, not NVLink or PCIe "
+                    "peer-to-peer: unset it unless a driver bug needs it")
+    HOST_SLOWER_SYNC = ("host_slower_sync", "One node's ranks slower to sync", Severity.WARNING,
+                        "the ranks of one host reach a lower bus bandwidth in the collectives that cross hosts "
+                        "than another host's: its NIC, cable, switch port or PCIe placement")
+    CLOCK_SKEW = ("clock_skew", "Hosts' clocks differ", Severity.INFO,
+                  "a host's monotonic clock differs from rank 0's host's by more than the measurement's "
+                  "uncertainty: its times are put on rank 0's clock by the offset measured at start")
     UNPARSED_LINES = ("unparsed_lines", "Lines not understood", Severity.INFO,
                       "lines that matched no grammar or were torn (kept in the diagnostics)")
     SCALING_SLOWDOWN = ("scaling_slowdown", "Slowdown", Severity.WARNING,

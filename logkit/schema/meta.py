@@ -231,6 +231,13 @@ class SessionMeta(dict):
     timing_source = Key(str, "session_start's timing_source: ddp_comm_hook, fsdp2_comm, torch_distributed, "
                              "flight_recorder, nccl_inspector, or none (timing_note says why)")
     timing_note = Key(str, "why the collectives were not timed (timing_source none)")
+    # --- multi-node (issue 26): where each rank ran, and the clocks of its hosts ---------------------
+    local_ranks_by_host = Key(dict, "{host: [local rank, ...]}: each host's ranks' local ranks, in the order of "
+                                    "ranks_by_host")
+    gpus_by_host = Key(dict, "{host: [GPU index, ...]}: the GPUs each host's ranks saw (session_start's gpus)")
+    clock_offsets = Key(dict, "{host: {offset_s, uncertainty_s, ranks}}: each host's CLOCK_MONOTONIC minus rank 0's "
+                              "host's, measured at start (session_start's clock_offset_s, the rank with the least "
+                              "uncertainty)")
 
     def __init__(self, values: Mapping | Iterable = (), /, **more) -> None:
         super().__init__()

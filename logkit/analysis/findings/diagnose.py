@@ -18,6 +18,7 @@ from pathlib import PurePath
 
 import pandas as pd
 
+from logkit.analysis.findings.fabric_findings import fabric_findings
 from logkit.analysis.findings.hang import hang_findings
 from logkit.analysis.findings.log_findings import event_findings
 from logkit.analysis.findings.lone_processes import lone_process_findings
@@ -295,6 +296,7 @@ def diagnose(sessions: list, parts: dict) -> tuple[Finding, ...]:
         _merge(out, sid, FindingKind.SLOW_STEP, FindingKind.SLOW_STEPS)
         out += _comm_findings(s, sid, comm, parts.get("step_breakdown", empty)) + _unparsed(s, sid)
         out += _data_wait_hidden(s, sid, parts.get("step_breakdown", empty))
+        out += fabric_findings(s, comm, strag)
     out += _comparison_findings(sessions, parts.get("scaling") or Scaling())
     out += lone_process_findings(sessions)
     return tuple(sorted(out, key=lambda f: f.severity.rank))

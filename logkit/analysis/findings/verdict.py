@@ -122,4 +122,6 @@ def verdict(scaling: Scaling, breakdown: pd.DataFrame, strag: pd.DataFrame,
     advice = _advice(findings, st, timed[1] if timed else None, c, summary)
     if advice:
         out.append(advice)
+    # the network between nodes, in plain words, where the collectives cross hosts (issue 26)
+    out += [f.detail for f in findings if f.kind == FindingKind.FABRIC and (sid is None or f.session_id == sid)][:1]
     return tuple(out)

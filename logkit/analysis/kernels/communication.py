@@ -42,61 +42,29 @@ import pandas as pd
 
 from logkit.analysis.kernels.comm_records import step_times, sync_share
 from logkit.analysis.kernels.comm_reduce import reduce_session
+from logkit.analysis.kernels.fabric import fabric, scope_of, session_link
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.peaks import (
     COMMUNICATION_PEAKS,
     CPU_LINK,
     GLOO_LINK,
-    folder_network,
-    gpu_model,
     half_peak_bytes,
-    link_for,
-    network_link,
-    spans_hosts,
 )
 from logkit.analysis.kernels.strategy import op_role
 from logkit.analysis.thresholds import NEAR_PEAK
-from logkit.schema.meta import SessionMeta
 from logkit.schema.values import to_int
-from logkit.schema.vocab import EventKind, SessionKind, on_cpu
+from logkit.schema.vocab import SessionKind
 
 SYNC_OPS = ("gradient_sync", "allreduce", "all_reduce", "reduce_scatter", "reducescatter")
 COMM_COLUMNS = ["session_id", "rank", "op", "count", "total_bytes", "mean_bytes", "p50_ms", "p95_ms",
                 "algbw_mb_s", "busbw_mb_s", "busbw_from", "total_ms", "sync_share_of_step_time", "matched_steps",
                 "group_size", "timing_source", "link", "peak_busbw_gb_s", "pct_of_peak", "half_peak_bytes",
                 "latency_bound", "verdict", "note", "sampled", "summary_count", "summary_total_bytes",
-                "summary_mean_bytes", "sources", "phase", "role"]
+                "summary_mean_bytes", "sources", "phase", "role", "scope", "transport", "peak_source"]
 # the reference table (``communication_peaks``): one row per link
 PEAK_COLUMNS = ["gpu_model", "link", "peak_busbw_gb_s", "alpha_us", "half_peak_bytes", "source", "match"]
 # the links the run's sessions were judged against (``run_links``): one row per link
 RUN_LINK_COLUMNS = ["link", "gpu_model", "peak_busbw_gb_s", "half_peak_bytes", "source", "session_ids"]
-
-
-def session_link(session, others=()) -> dict | None:
-    """The reference link of ``session``: a ``COMMUNICATION_PEAKS`` row, ``CPU_LINK``, ``GLOO_LINK``,
-    the network between hosts where the session spans several (``peaks.spans_hosts``: NCCL's init
-    lines, nccl-tests' device table): its peak where the logs name a rate, else a row without a peak,
-    never the GPUs' link (the network of ``others`` of its folder that share a host, where its own logs
-    name none: ``peaks.folder_network``); or None (GPU model unknown)."""
-    ev = session.events
-    inits = ev[ev["kind"] == EventKind.NCCL_INIT] if not ev.empty and "host" in ev.columns else ev.iloc[:0]
-    if spans_hosts(session.meta, len(inits["host"].dropna().unique()) if len(inits) else 0):
-        named = network_link(session.meta)  # the network the logs name, its peak where they give a rate
-        if named is not None:
-            return named
-        borrowed = folder_network(session.meta, others)
-        if borrowed is not None:
-            keys, sid = borrowed
-            named = network_link(SessionMeta(keys))
-            return {**named, "source": f"{named['source']} (from session {sid}, the same folder and hosts)"}
-        nets = inits["network"].dropna().unique() if "network" in inits.columns else []
-        net = f" ({', '.join(map(str, nets))})" if len(nets) else ""
-        return {"link": f"inter-node network{net}", "peak_busbw_gb_s": None, "alpha_us": None,
-                "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
-    meta = session.meta
-    cpu = bool(on_cpu(meta.mode, meta.gpu_count))
-    # gloo without a GPU model is a CPU run too: link_for says so
-    return link_for(gpu_model(session), str(meta.backend or "") or None, cpu=cpu)
 
 
 def verdict(mean_bytes, busbw_mb_s, link: dict | None) -> tuple[str, str]:
@@ -141,18 +109,28 @@ def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFram
     whole = ",".join(sorted(timing_sources)) if timing_sources else None
     own = out["timing_source"] if "timing_source" in out.columns else pd.Series([None] * len(out), index=out.index)
     out["timing_source"] = own.where(own.notna(), whole) if len(out) else own
-    link = session_link(session)
-    half = half_peak_bytes(link)
-    peak = link.get("peak_busbw_gb_s") if link else None
-    out["link"] = link["link"] if link else None
-    out["peak_busbw_gb_s"] = float(peak) if peak else np.nan
-    out["pct_of_peak"] = out["busbw_mb_s"] / (peak * 1000.0) * 100.0 if peak else np.nan
-    out["half_peak_bytes"] = float(half) if half else np.nan
-    verdicts = [verdict(m, b, link) for m, b in zip(out["mean_bytes"], out["busbw_mb_s"], strict=True)]
+    # each row's link is its scope's: a collective that crosses hosts is bound by the network (fabric)
+    by_size = {g: scope_of(session, g) for g in out["group_size"].dropna().unique()}  # once per group size
+    none = scope_of(session, None) if out["group_size"].isna().any() else None
+    scopes = [none if pd.isna(g) else by_size[g] for g in out["group_size"]]
+    fabrics = {sc: fabric(session, sc) for sc in set(scopes)}
+    links = [fabrics[sc] if sc is not None else session_link(session) for sc in scopes]
+    peaks = [link.get("peak_busbw_gb_s") if link else None for link in links]
+    halves = [half_peak_bytes(link) for link in links]
+    out["link"] = [link.get("link") if link else None for link in links]
+    out["peak_busbw_gb_s"] = [float(p) if p else np.nan for p in peaks]
+    out["pct_of_peak"] = [b / (p * 1000.0) * 100.0 if p else np.nan for b, p in zip(out["busbw_mb_s"], peaks,
+                                                                                    strict=True)]
+    out["half_peak_bytes"] = [float(h) if h else np.nan for h in halves]
+    verdicts = [verdict(m, b, link) for m, b, link in zip(out["mean_bytes"], out["busbw_mb_s"], links, strict=True)]
     out["verdict"] = [v for v, _ in verdicts]
     out["note"] = [t for _, t in verdicts]
-    out["latency_bound"] = pd.array([v == "latency-bound" if link and peak else pd.NA for v, _ in verdicts],
-                                    dtype="boolean")
+    out["latency_bound"] = pd.array([v == "latency-bound" if link and p else pd.NA
+                                     for (v, _), link, p in zip(verdicts, links, peaks, strict=True)], dtype="boolean")
+    out["scope"] = scopes
+    out["transport"] = [link.get("transport") if link else None for link in links]
+    out["peak_source"] = [(link.get("peak_source") or link.get("source")) if link else "GPU model unknown: no peak"
+                          for link in links]
     _add_summary_totals(out, session.meta)
     if "phase" not in out.columns:  # a partial cached before phases were kept
         out["phase"] = None

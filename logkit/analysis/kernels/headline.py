@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from logkit.analysis.kernels.fabric import host_rows
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.strategy import strategy_words
 from logkit.analysis.kernels.throughput import throughput
@@ -156,7 +157,7 @@ def _final_loss(out: dict, run: dict, sampled: bool, steps: pd.DataFrame) -> Non
         out["final_loss"], out["final_loss_from"] = run["final_loss"], run["source"]
 
 
-def session_summary(session) -> SessionSummary:
+def session_summary(session, others=()) -> SessionSummary:
     """Headline figures of one session (see module doc).
 
     ``basis``: ``steps`` (rank 0's timed step rows cover the run), ``run totals`` (the run's own
@@ -193,7 +194,20 @@ def session_summary(session) -> SessionSummary:
         gpu_count=to_int(meta.gpu_count), logged_steps=logged, kind=session_kind(session),
         status=meta.status, status_detail=meta.status_detail, model=meta.model,
         start_time=meta.start_time,
-        duration_from=meta.duration_from, **out, **run_facts(meta))
+        duration_from=meta.duration_from, **out, **{**run_facts(meta), **placement(session, others)})
+
+
+def placement(session, others=()) -> dict:
+    """The session's hosts (``fabric.host_rows``: each with its ranks, local ranks and GPUs), the node
+    count where the meta states none but hosts are named, and each host's clock offset to rank 0's."""
+    meta, hosts = session.meta, host_rows(session, others)
+    out: dict = {"hosts": hosts or None}
+    if meta.nodes is None and hosts:
+        out["nodes"], out["nodes_from"] = len(hosts), "inferred (lower bound): the hosts the logs name"
+    clocks = meta.clock_offsets if isinstance(meta.clock_offsets, dict) else {}
+    out["clock_offsets"] = tuple({"host": h, "offset_s": c.get("offset_s"), "uncertainty_s": c.get("uncertainty_s")}
+                                 for h, c in sorted(clocks.items()) if isinstance(c, dict)) or None
+    return out
 
 
 def run_facts(meta) -> dict:
@@ -201,10 +215,8 @@ def run_facts(meta) -> dict:
     session's summary: the hosts and NICs as names."""
     nics = [f"{n['name']}:{n['port']}/{n['link']}" if n.get("port") is not None else str(n.get("name"))
             for n in meta.nics or [] if isinstance(n, dict)]
-    hosts = meta.hosts if isinstance(meta.hosts, list) else None
     return {"world_size_from": meta.world_size_from, "gpu_count_from": meta.gpu_count_from,
-            "nodes": to_int(meta.nodes), "nodes_from": meta.nodes_from,
-            "hosts": tuple(str(h) for h in hosts) if hosts else None, "hosts_from": meta.hosts_from,
+            "nodes": to_int(meta.nodes), "nodes_from": meta.nodes_from, "hosts_from": meta.hosts_from,
             "network": meta.network, "network_from": meta.network_from, "network_fallback": meta.network_fallback,
             "nics": tuple(nics) or None, "nccl_version": meta.nccl_version, "transports": meta.transports or None,
             "framework": meta.framework, "strategy": meta.strategy, "strategy_from": meta.strategy_from,

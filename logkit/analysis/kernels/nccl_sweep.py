@@ -14,6 +14,7 @@ import pandas as pd
 
 from logkit.analysis.kernels.comm_records import file_line
 from logkit.analysis.kernels.communication import session_link
+from logkit.analysis.kernels.fabric import fabric, scope_of
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.thresholds import NEAR_PEAK, REACH
 from logkit.schema.vocab import SessionKind
@@ -21,7 +22,7 @@ from logkit.schema.vocab import SessionKind
 NCCL_TESTS_COLUMNS = ["session_id", "op", "placement", "group_size", "sizes", "min_bytes", "max_bytes",
                       "busbw_at_max_size_gb_s", "algbw_at_max_size_gb_s", "time_at_max_size_us",
                       "max_busbw_gb_s", "size_at_80pct_bytes", "avg_busbw_gb_s", "link", "peak_busbw_gb_s",
-                      "pct_of_peak", "verdict", "note", "source"]
+                      "pct_of_peak", "verdict", "note", "source", "scope", "transport", "peak_source"]
 
 _PLACEMENTS = ("out-of-place", "in-place")
 # what bounds a run over several hosts: the NICs, not the GPUs' link (peaks.network_link rows say nic_peak_gb_s)
@@ -66,7 +67,8 @@ def nccl_tests_table(session, others=()) -> pd.DataFrame:
         "alg": comm["algbw_mb_s"].astype("float64") / 1000.0, "us": comm["duration_ms"].astype("float64") * 1000.0,
         "group": comm["group_size"].astype("float64"), "src": file_line(comm),
     })
-    link = session_link(session, others)
+    scope = scope_of(session, None)  # the whole table's ranks: inter-node where its device table names hosts
+    link = fabric(session, scope, others) if scope is not None else session_link(session, others)
     peak = link.get("peak_busbw_gb_s") if link else None
     rows = []
     for (op, table, placement), g in frame.groupby(["op", "table", "placement"], sort=False, dropna=False):
@@ -102,5 +104,7 @@ def nccl_tests_table(session, others=()) -> pd.DataFrame:
             "size_at_80pct_bytes": float(reach.iloc[0]) if len(reach) else None,
             "avg_busbw_gb_s": _avg_busbw(session.meta, op, table), "link": link["link"] if link else None,
             "peak_busbw_gb_s": peak, "pct_of_peak": pct, "verdict": v, "note": note, "source": last["src"],
+            "scope": scope, "transport": link.get("transport") if link else None,
+            "peak_source": (link.get("peak_source") or link.get("source")) if link else "GPU model unknown: no peak",
         })
     return pd.DataFrame(rows, columns=NCCL_TESTS_COLUMNS)

@@ -1,8 +1,9 @@
 """Reference figures of hardware: the link between GPUs of one host, and a GPU's peak FLOP/s.
 
 ``COMMUNICATION_PEAKS``: one row per GPU model (matched when every word of ``match`` is a
-substring of the lower-case device name; most specific rows first): the link its GPUs of one host talk over, the link's peak
-bus bandwidth per direction in GB/s (10^9 bytes/s, the unit of nccl-tests' busbw), the
+substring of the lower-case device name; most specific rows first): the link its GPUs of one host talk over, the
+bus bandwidth NCCL achieves over it per direction in GB/s (10^9 bytes/s, the unit of nccl-tests' busbw: the line
+rate less NCCL's protocol overhead, ``LINK_SHARE``; the line rate beside it), the
 per-call latency ``alpha_us`` of a collective over it (alpha-beta model), and where the
 figure comes from. A measured busbw is compared with ``peak_busbw_gb_s``; a message is called
 latency-bound when it is smaller than ``half_peak_bytes = alpha x peak`` (the size at which
@@ -22,43 +23,54 @@ the peak is unknown (None), and says so.
 from __future__ import annotations
 
 _NV = "NVIDIA datasheet"
+# What NCCL achieves of a GPU link's line rate: "450GB/s is the line rate. With the protocol overhead (~20%)
+# NCCL can get an effective NVLink bandwidth of 370GB/s" (NCCL's maintainer on H100, NVIDIA/nccl-tests#212).
+# The same protocol overhead is taken for every NVLink generation and for PCIe peer-to-peer.
+LINK_SHARE = 370.0 / 450.0
+_SHARE_SOURCE = "achievable: NCCL's protocol overhead (~20%) leaves 370 of NVLink 4's 450 GB/s (NVIDIA/nccl-tests#212)"
+# NVLink by generation: line rate per GPU per direction (GB/s), NVIDIA datasheets (bidirectional / 2)
+NVLINK_LINE_RATE = {2: 150.0, 3: 300.0, 4: 450.0, 5: 900.0}
+# NVLink SHARP (NVLS, NVSwitch 3 with H100/H200): all_reduce busbw on 8 GPUs, not the wire's bandwidth
+NVLS = {"link": "NVLS (NVLink 4 SHARP)", "peak_busbw_gb_s": 480.0, "alpha_us": 20.0,
+        "source": "NVLink SHARP all_reduce: 'on 8 GPUs, you should reach a peak busBw of ~480GB/s' (NCCL's "
+                  "maintainer, NVIDIA/nccl-tests#212)"}
+# PCIe by generation: GB/s per lane per direction after 128b/130b encoding (PCI-SIG: 8, 16, 32 GT/s)
+PCIE_LANE_GB_S = {3: 0.985, 4: 1.969, 5: 3.938}
+
+
+def nvlink(gen: int, match: str, model: str, datasheet: str) -> dict:
+    """A ``COMMUNICATION_PEAKS`` row of NVLink generation ``gen``: its line rate and what NCCL achieves of it."""
+    line = NVLINK_LINE_RATE[gen]
+    return {"match": match, "gpu_model": model, "link": f"NVLink {gen} ({model})", "line_rate_gb_s": line,
+            "peak_busbw_gb_s": round(line * LINK_SHARE, 1), "alpha_us": 20.0,
+            "source": f"{datasheet}: NVLink {gen}, {line:g} GB/s per direction line rate; {_SHARE_SOURCE}"}
+
+
+def pcie(gen: int, width: int, match: str, model: str, note: str) -> dict:
+    """A ``COMMUNICATION_PEAKS`` row of GPUs that talk over PCIe generation ``gen`` x ``width``."""
+    line = PCIE_LANE_GB_S[gen] * width
+    return {"match": match, "gpu_model": model, "link": f"PCIe {gen}.0 x{width}", "line_rate_gb_s": round(line, 2),
+            "peak_busbw_gb_s": round(line * LINK_SHARE, 1), "alpha_us": 15.0,
+            "source": f"{_NV} {model}: PCIe Gen{gen} x{width}{note}, {line:.3g} GB/s per direction line rate "
+                      f"(PCI-SIG); {_SHARE_SOURCE}"}
+
+
 COMMUNICATION_PEAKS: tuple[dict, ...] = (
-    {"match": "b200", "gpu_model": "B200", "link": "NVLink 5 (B200)", "peak_busbw_gb_s": 900.0,
-     "alpha_us": 20.0, "source": f"{_NV} (DGX B200): NVLink 5, 1.8 TB/s bidirectional per GPU = 900 GB/s "
-                                  "per direction"},
-    {"match": "h200", "gpu_model": "H200", "link": "NVLink 4 (H200 SXM)", "peak_busbw_gb_s": 450.0,
-     "alpha_us": 20.0, "source": f"{_NV} H200: NVLink 900 GB/s bidirectional = 450 GB/s per direction"},
-    {"match": "h100 pcie", "gpu_model": "H100 PCIe", "link": "PCIe 5.0 x16", "peak_busbw_gb_s": 64.0,
-     "alpha_us": 15.0, "source": f"{_NV} H100 PCIe: PCIe Gen5 128 GB/s bidirectional = 64 GB/s per "
-                                   "direction (without NVLink bridge)"},
-    {"match": "h100", "gpu_model": "H100 SXM", "link": "NVLink 4 (H100 SXM)", "peak_busbw_gb_s": 450.0,
-     "alpha_us": 20.0, "source": f"{_NV} H100 SXM: NVLink 900 GB/s bidirectional = 450 GB/s per direction; "
-                                  "nccl-tests all_reduce busbw on DGX H100 reaches ~360-480 GB/s"},
-    {"match": "a100 pcie", "gpu_model": "A100 PCIe", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
-     "alpha_us": 15.0, "source": f"{_NV} A100 PCIe: PCIe Gen4 64 GB/s bidirectional = 32 GB/s per direction"},
-    {"match": "a100", "gpu_model": "A100 SXM", "link": "NVLink 3 (A100 SXM)", "peak_busbw_gb_s": 300.0,
-     "alpha_us": 20.0, "source": f"{_NV} A100 SXM: NVLink 600 GB/s bidirectional = 300 GB/s per direction; "
-                                  "nccl-tests all_reduce busbw on DGX A100 reaches ~230 GB/s"},
-    {"match": "v100", "gpu_model": "V100 SXM2", "link": "NVLink 2 (V100 SXM2)", "peak_busbw_gb_s": 150.0,
-     "alpha_us": 20.0, "source": f"{_NV} V100 SXM2: NVLink 300 GB/s bidirectional = 150 GB/s per direction"},
-    {"match": "l40s", "gpu_model": "L40S", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "alpha_us": 15.0,
-     "source": f"{_NV} L40S: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
-    {"match": "l40", "gpu_model": "L40", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "alpha_us": 15.0,
-     "source": f"{_NV} L40: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
-    {"match": "l4", "gpu_model": "L4", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0, "alpha_us": 15.0,
-     "source": f"{_NV} L4: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
-    {"match": "a10", "gpu_model": "A10 / A10G", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
-     "alpha_us": 15.0, "source": f"{_NV} A10: PCIe Gen4 x16 64 GB/s bidirectional, no NVLink"},
-    {"match": "4090", "gpu_model": "RTX 4090", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
-     "alpha_us": 15.0, "source": f"{_NV} GeForce RTX 4090 specifications: PCIe Gen4 x16, no NVLink, "
-                                  "no peer-to-peer (traffic goes through host memory)"},
-    {"match": "3090", "gpu_model": "RTX 3090", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
-     "alpha_us": 15.0, "source": f"{_NV} GeForce RTX 3090 specifications: PCIe Gen4 x16 (an NVLink bridge, "
-                                  "112.5 GB/s bidirectional, is not assumed)"},
-    {"match": "a6000", "gpu_model": "RTX A6000", "link": "PCIe 4.0 x16", "peak_busbw_gb_s": 32.0,
-     "alpha_us": 15.0, "source": f"{_NV} RTX A6000: PCIe Gen4 x16 (an NVLink bridge is not assumed)"},
-    {"match": "t4", "gpu_model": "T4", "link": "PCIe 3.0 x16", "peak_busbw_gb_s": 16.0, "alpha_us": 15.0,
-     "source": f"{_NV} T4: PCIe Gen3 x16 32 GB/s bidirectional = 16 GB/s per direction"},
+    nvlink(5, "b200", "B200", f"{_NV} (DGX B200)"),
+    nvlink(4, "h200", "H200", f"{_NV} H200"),
+    pcie(5, 16, "h100 pcie", "H100 PCIe", " (without NVLink bridge)"),
+    nvlink(4, "h100", "H100 SXM", f"{_NV} H100 SXM"),
+    pcie(4, 16, "a100 pcie", "A100 PCIe", " (without NVLink bridge)"),
+    nvlink(3, "a100", "A100 SXM", f"{_NV} A100 SXM"),
+    nvlink(2, "v100", "V100 SXM2", f"{_NV} V100 SXM2"),
+    pcie(4, 16, "l40s", "L40S", ", no NVLink"),
+    pcie(4, 16, "l40", "L40", ", no NVLink"),
+    pcie(4, 16, "l4", "L4", ", no NVLink"),
+    pcie(4, 16, "a10", "A10 / A10G", ", no NVLink"),
+    pcie(4, 16, "4090", "RTX 4090", ", no NVLink, no peer-to-peer (traffic goes through host memory)"),
+    pcie(4, 16, "3090", "RTX 3090", " (an NVLink bridge is not assumed)"),
+    pcie(4, 16, "a6000", "RTX A6000", " (an NVLink bridge is not assumed)"),
+    pcie(3, 16, "t4", "T4", ""),
 )
 CPU_LINK: dict = {"match": None, "gpu_model": None, "link": "loopback/gloo (CPU)", "peak_busbw_gb_s": None,
                   "alpha_us": None, "source": "no reference peak: gloo over loopback is bound by memory "
@@ -103,6 +115,45 @@ _UNKNOWN_RATE = {
 }
 
 
+# --- what a network achieves (issue 26) ---------------------------------------------------------------
+# A collective's bus bandwidth over a NIC reaches a fraction of its line rate (headers, the transport's
+# copies): per fabric, the fraction and the measurement it rests on. A ring across nodes sends every
+# byte of its busbw through the nodes' NICs, so the node's NICs together bound it (NCCL spreads its
+# channels over them); on two nodes NCCL's tree algorithms can go past that bound (NVIDIA/nccl-tests#196).
+ACHIEVABLE: dict[str, tuple[float, str]] = {
+    "IB": (0.91, "InfiniBand: nccl-tests all_reduce between 2 HGX A100 nodes over four 200 Gb/s HDR NICs "
+                 "reached 91 GB/s busbw, 91% of the 100 GB/s line rate (NVIDIA/nccl-tests#100)"),
+    "RoCE": (0.91, "RoCE: RDMA verbs as InfiniBand, the same share of the line rate; 75% over 8 x 100 Gb RoCE "
+                   "was called 'a bit low' by NCCL's maintainers (NVIDIA/nccl#495)"),
+    "Socket": (0.8, "TCP sockets: the kernel's copies cost about a fifth of the line rate; NCCL's socket "
+                    "transport saturates a 10 Gb/s NIC at about 1 GB/s of payload (google/nccl-fastsocket#2)"),
+}
+ACHIEVABLE["gloo/TCP"] = (ACHIEVABLE["Socket"][0], "gloo over TCP: " + ACHIEVABLE["Socket"][1])
+# Ethernet's named rates (Gb/s), to say which a logged interface speed is
+ETHERNET_RATES = (1.0, 10.0, 25.0, 40.0, 50.0, 100.0, 200.0, 400.0, 800.0)
+
+
+def nic_rate_name(kind: str, rate_gbps: float) -> str:
+    """``"200 Gb/s HDR"`` for InfiniBand, ``"100 GbE"`` for Ethernet (RoCE, sockets), else ``"N Gb/s"``."""
+    if kind == "IB" and rate_gbps in IB_GENERATIONS:
+        return f"{rate_gbps:g} Gb/s {IB_GENERATIONS[rate_gbps]}"
+    if kind in ("RoCE", "Socket", "gloo/TCP") and rate_gbps in ETHERNET_RATES:
+        return f"{rate_gbps:g} GbE"
+    return f"{rate_gbps:g} Gb/s"
+
+
+def achievable_gb_s(kind: str | None, rate_gbps: float | None) -> tuple[float | None, str]:
+    """(the bus bandwidth one NIC of ``kind`` at ``rate_gbps`` achieves in GB/s, where it comes from);
+    None and why where the fabric or its rate is unknown."""
+    if rate_gbps is None:
+        return None, _UNKNOWN_RATE.get(kind or "", "the logs name no link rate")
+    if kind not in ACHIEVABLE:
+        return None, f"{kind or 'an unknown fabric'} at {rate_gbps:g} Gb/s: no measured share of its line rate"
+    share, why = ACHIEVABLE[kind]
+    return rate_gbps / 8.0 * share, (f"{nic_rate_name(kind, rate_gbps)} = {rate_gbps / 8:g} GB/s line rate x "
+                                     f"{share:g} achievable ({why})")
+
+
 def network_link(meta: dict) -> dict | None:
     """The reference link of a session that spans hosts, from what its logs say (``meta``:
     ``network``, ``nics``, ``nic_provider``, ``nic_count``, ``link_speed_gbps``): a row like
@@ -119,12 +170,14 @@ def network_link(meta: dict) -> dict | None:
     name = NIC_PEAKS[provider][0] if provider in NIC_PEAKS else (kind or network or "network")
     if rate is None and provider in NIC_PEAKS:
         rate, source = NIC_PEAKS[provider][1], NIC_PEAKS[provider][2]
+        nic_peak, how = achievable_gb_s("RoCE", rate)  # Slingshot: RDMA over Ethernet, as RoCE
+        source += f"; {how}" if nic_peak is not None else ""
     elif rate is not None:
-        gen = f" {IB_GENERATIONS[rate]}" if kind == "IB" and rate in IB_GENERATIONS else ""
-        source = f"the log names the link rate: {rate:g} Gb/s{gen} = {rate / 8:g} GB/s per direction per NIC"
+        nic_peak, source = achievable_gb_s(kind or ("IB" if str(network).startswith("IB") else network), rate)
+        source = f"the log names the link rate: {source}"
     else:
+        nic_peak = None
         source = _UNKNOWN_RATE.get(provider or "", _UNKNOWN_RATE.get(kind or "", "the log names no link rate"))
-    nic_peak = rate / 8.0 if rate is not None else None
     peak = nic_peak * count if nic_peak is not None and count else nic_peak
     link = f"{name}" + (f", {count} NIC(s)" if count else "") + (f" at {rate:g} Gb/s" if rate is not None else "")
     return {"match": None, "gpu_model": None, "link": link, "peak_busbw_gb_s": peak, "nic_peak_gb_s": nic_peak,

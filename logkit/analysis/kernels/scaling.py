@@ -226,7 +226,7 @@ def scaling_analysis(sessions: list, context: dict[str, dict] | None = None) -> 
     ``straggler`` (rank or None).
     """
     context = context or {}
-    headline = [session_summary(s) for s in sessions]
+    headline = [session_summary(s, sessions) for s in sessions]
     states = [steady_state(s, headline[i].total_batch_size) for i, s in enumerate(sessions)]
     summaries = [dataclasses.replace(s, warmup_steps=st.warmup_steps, steady_steps=st.steady_steps,
                                      steady_samples_per_second=st.samples_per_second,

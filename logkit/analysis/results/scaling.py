@@ -50,7 +50,26 @@ class RunFact:
 RUN_FACTS = (("world_size", "world_size_from"), ("nodes", "nodes_from"), ("hosts", "hosts_from"),
              ("gpu_count", "gpu_count_from"), ("total_batch_size", "total_batch_size_from"),
              ("network", "network_from"), ("network_fallback", None), ("nics", None), ("transports", None),
-             ("nccl_version", None), ("framework", None), ("strategy", "strategy_from"), ("zero_stage", None))
+             ("nccl_version", None), ("framework", None), ("strategy", "strategy_from"), ("zero_stage", None),
+             ("clock_offsets", None))
+
+
+def _span(values) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def _fact_value(name: str, value):
+    """A run fact as the reports show it: each host as one phrase (its ranks, local ranks and GPUs),
+    each host's clock offset with its uncertainty; other facts as they are."""
+    if name == "hosts" and value and isinstance(value[0], dict):
+        return tuple(h["host"] + (" (" + "; ".join(f"{label} {_span(h[key])}" for key, label in (
+            ("ranks", "ranks"), ("local_ranks", "local ranks"), ("gpus", "GPUs")) if h.get(key)) + ")"
+            if any(h.get(k) for k in ("ranks", "local_ranks", "gpus")) else "") for h in value)
+    if name == "clock_offsets" and value:
+        return tuple(f"{c['host']} {c['offset_s']:+.6f} s" + (f" ± {c['uncertainty_s']:.6f} s"
+                                                             if c.get("uncertainty_s") is not None else "")
+                     for c in value if c.get("offset_s") is not None)
+    return value
 
 
 @dataclass(frozen=True)
@@ -89,7 +108,7 @@ class SessionSummary:
     gpu_count_from: str | None = None
     nodes: int | None = None
     nodes_from: str | None = None
-    hosts: tuple[str, ...] | None = None
+    hosts: tuple[dict, ...] | None = field(default=None, hash=False)  # {host, ranks, local_ranks, gpus}
     hosts_from: str | None = None
     network: str | None = None
     network_from: str | None = None
@@ -106,12 +125,15 @@ class SessionSummary:
     timing_source: str | None = None  # how the collectives were timed (issue 25), and why not where none
     timing_note: str | None = None
     facts_source: dict | None = field(default=None, hash=False)
+    # each host's clock offset to rank 0's host as measured at start: {host, offset_s, uncertainty_s}
+    clock_offsets: tuple[dict, ...] | None = field(default=None, hash=False)
 
     @property
     def run_facts(self) -> tuple[RunFact, ...]:
         """The facts the logs give (``RUN_FACTS``, those known), each with its basis and file:line."""
         where = self.facts_source or {}
-        return tuple(RunFact(name, getattr(self, name), getattr(self, said) if said else None, where.get(name))
+        return tuple(RunFact(name, _fact_value(name, getattr(self, name)), getattr(self, said) if said else None,
+                             where.get(name))
                      for name, said in RUN_FACTS if getattr(self, name) not in (None, (), {}))
 
     @property

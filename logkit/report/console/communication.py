@@ -16,10 +16,12 @@ _KEYS = ["count", "total_bytes / mean_bytes", "p50_ms / p95_ms", "algbw_mb_s", "
 
 def _link(r: CommRow | NcclTestsRow, ind: str, where: str = "") -> list[str]:
     """The link the row is measured against and its share of the link's peak."""
+    crosses = ([f"{ind}Crosses: {r.scope or 'unknown scope'}, over {r.transport or 'a transport no log names'}; "
+                f"peak from: {r.peak_source}"] if r.scope or r.transport else [])
     if r.peak_busbw_gb_s is not None:
         return [f"{ind}Link: {r.link or 'unknown'} (peak {fmt(r.peak_busbw_gb_s, '.1f', ' GB/s')} "
-                f"busbw): {fmt(r.pct_of_peak, '.1f', '%')} of peak{where}"]
-    return [f"{ind}Link: {r.link} (no reference peak)"] if r.link else []
+                f"busbw): {fmt(r.pct_of_peak, '.1f', '%')} of peak{where}", *crosses]
+    return [f"{ind}Link: {r.link} (no reference peak)", *crosses] if r.link else crosses
 
 
 def _nccl_tests_lines(tests: list[NcclTestsRow]) -> list[str]:

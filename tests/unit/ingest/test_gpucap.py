@@ -440,8 +440,9 @@ def test_a_two_host_run_is_judged_against_the_nic_rate_nccl_names(tmp_path):
     assert s.meta["link_speed_gbps"] == 200.0 and s.meta["nodes"] == 2
     table = nccl_tests_table(s)
     row = table[table["placement"] == "out-of-place"].iloc[0]
-    # 200 Gb/s / 8 = 25 GB/s per direction, one NIC; busbw at the largest size (65536 B): 0.96 GB/s
-    assert row["peak_busbw_gb_s"] == 25.0 and row["pct_of_peak"] == pytest.approx(0.96 / 25.0 * 100)
+    # 200 Gb/s / 8 = 25 GB/s line rate, one RoCE NIC, of which RDMA achieves 91% (4 x 200 Gb/s NICs gave 91 GB/s
+    # busbw in NVIDIA/nccl-tests#100): 22.75 GB/s; busbw at the largest size (65536 B): 0.96 GB/s
+    assert row["peak_busbw_gb_s"] == pytest.approx(22.75) and row["pct_of_peak"] == pytest.approx(0.96 / 22.75 * 100)
     assert row["verdict"] == "below peak" and "NVLink" not in row["link"] and "check the network" in row["note"]
 
 
@@ -461,5 +462,5 @@ def test_the_network_of_the_nccl_log_in_the_same_folder(tmp_path):
     (bench,) = [s for s in sessions if s.meta["formats"] == ["nccl_tests"]]
     assert nccl_tests_table(bench)["peak_busbw_gb_s"].isna().all()  # alone, its own logs name no network
     table = nccl_tests_table(bench, sessions)
-    assert set(table["peak_busbw_gb_s"]) == {50.0}  # 400 Gb/s / 8, one NIC
+    assert table["peak_busbw_gb_s"].tolist() == pytest.approx([45.5] * len(table))  # 400 Gb/s / 8 x 0.91, one NIC
     assert "same folder" in session_link(bench, sessions)["source"]

@@ -274,7 +274,10 @@ def test_ib_nics_and_a_link_rate(tmp_path):
     assert network_link(s.meta)["peak_busbw_gb_s"] is None  # no rate in the log: the peak is unknown
     s = load(tmp_path, text + "        rate:            200 Gb/sec (4X HDR)\n")
     link = network_link(s.meta)
-    assert s.meta["link_speed_gbps"] == 200.0 and link["nic_peak_gb_s"] == 25.0 and link["peak_busbw_gb_s"] == 100.0
+    # what 4 x 200 Gb/s HDR achieve, not their 4 x 25 GB/s line rate: 91 GB/s busbw over 4 HDR NICs between
+    # 2 HGX A100 nodes (NVIDIA/nccl-tests#100, the source the peak table cites)
+    assert s.meta["link_speed_gbps"] == 200.0 and link["nic_peak_gb_s"] == pytest.approx(25.0 * 0.91)
+    assert link["peak_busbw_gb_s"] == pytest.approx(91.0) and "nccl-tests#100" in link["source"]
 
 
 def test_nccl_tests_over_two_hosts(tmp_path):
