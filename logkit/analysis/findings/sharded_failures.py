@@ -34,6 +34,10 @@ ROLES = {
                      "REDUCE_SCATTER_TENSOR", "REDUCE_SCATTER_SINGLE"), _SCATTER),
 }
 SHARDED_STRATEGIES = ("fsdp", "fsdp1", "fsdp2", "deepspeed")
+# the ops only the sharded wrappers issue (into one flat tensor); a plain ALLGATHER / REDUCE_SCATTER is any
+# code's, so it is read as sharded only where the run is known to be (its strategy, or sharded frames)
+SHARDED_ONLY = ("_ALLGATHER_BASE", "ALLGATHER_INTO_TENSOR", "ALLGATHER_INTO_TENSOR_COALESCED", "ALL_GATHER_INTO_TENSOR",
+                "_REDUCE_SCATTER_BASE", "REDUCE_SCATTER_TENSOR", "REDUCE_SCATTER_TENSOR_COALESCED")
 
 
 def _phase_rows(ev: pd.DataFrame) -> pd.DataFrame:
@@ -70,7 +74,10 @@ def sharded_failure_findings(session) -> list[Finding]:
     if len(timeouts):
         ops = timeouts["op"].astype("object").str.upper()
         sharded = timeouts[ops.isin(list(ROLES))]
+        known = strategy in SHARDED_STRATEGIES or len(phases) > 0
         for op, rows in sharded.groupby(ops[ops.isin(list(ROLES))], sort=True):
+            if not known and op not in SHARDED_ONLY:
+                continue  # an all-gather of a run not known to be sharded: the timeout findings say it
             ranks = sorted({int(r) for r in rows["rank"].dropna()})
             seqs = sorted({int(s) for s in rows["seq"].dropna()}) if "seq" in rows.columns else []
             detail = (f"{op} timed out on rank(s) {', '.join(map(str, ranks)) or '?'}"

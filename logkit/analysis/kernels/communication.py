@@ -75,7 +75,7 @@ def verdict(mean_bytes, busbw_mb_s, link: dict | None) -> tuple[str, str]:
         return "unknown", "GPU model unknown: no reference peak"
     peak = link.get("peak_busbw_gb_s")
     if peak is None:
-        return "no reference", link["source"]
+        return "no reference", link.get("source") or link.get("peak_source") or "no reference peak for this link"
     pct = busbw_mb_s / (peak * 1000.0) * 100.0
     half = half_peak_bytes(link)
     size = "" if mean_bytes is None or mean_bytes != mean_bytes else f" at {mean_bytes / 1e6:.3g} MB messages"

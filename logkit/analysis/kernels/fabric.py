@@ -116,8 +116,9 @@ def host_rows(session, others=()) -> tuple[dict, ...]:
         for h, idx in g[["host", "gpu"]].dropna().drop_duplicates().itertuples(index=False):
             gpus.setdefault(str(h), set()).add(int(idx))
             ranks.setdefault(str(h), [])
+    # a capture that names no host (a blank host column) names none: never a host called ""
     return tuple({"host": h, "ranks": sorted(ranks[h]), "local_ranks": list(local.get(h) or []),
-                  "gpus": sorted(gpus.get(h, ()))} for h in sorted(ranks))
+                  "gpus": sorted(gpus.get(h, ()))} for h in sorted(ranks) if h.strip())
 
 
 def node_count(session) -> int | None:

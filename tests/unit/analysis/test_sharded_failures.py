@@ -43,10 +43,16 @@ def test_a_reduce_scatter_base_timeout_says_it_reduces_gradients_on_every_rank_n
 
 
 @pytest.mark.parametrize(("op", "role"), [("ALLGATHER_INTO_TENSOR", "gathers each rank's shard"),
-                                          ("REDUCE_SCATTER", "sums the gradients")])
+                                          ("REDUCE_SCATTER_TENSOR", "sums the gradients")])
 def test_the_other_names_of_the_two_collectives(tmp_path, op, role):
     (f,) = _findings(_variant(tmp_path, "fsdp_allgather_base_timeout.log", "OpType=_ALLGATHER_BASE", f"OpType={op}"))
     assert f.title.endswith(op) and role in f.detail
+
+
+@pytest.mark.parametrize("op", ["ALLGATHER", "REDUCE_SCATTER"])
+def test_a_plain_gather_of_a_run_not_known_to_be_sharded_is_no_sharded_failure(tmp_path, op):
+    # any code all-gathers: without a strategy or a sharded wrapper's frames the run is not called sharded
+    assert _findings(_variant(tmp_path, "fsdp_allgather_base_timeout.log", "OpType=_ALLGATHER_BASE", f"OpType={op}")) == []
 
 
 def test_an_allreduce_timeout_is_not_a_sharded_failure():
