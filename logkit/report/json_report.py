@@ -8,6 +8,8 @@
   per nccl-tests op and placement)
 - ``performance``: ``performance``, ``stragglers``, ``step_breakdown``, ``gpus``, ``mfu``
 - ``diagnose``: ``findings``
+- ``forecast``: ``forecast`` (per group and world size asked), ``counterfactual`` (the run against its
+  baseline, then the forecast's sizes, in hours, GPU-hours and money)
 - ``all``: every section
 
 and always adds ``verdict`` (the sentences every report opens with) and ``definitions`` (the
@@ -26,6 +28,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "communication": ("communication", "nccl_tests"),
     "performance": ("performance", "stragglers", "step_breakdown", "gpus", "mfu"),
     "diagnose": ("findings",),
+    "forecast": ("forecast", "counterfactual"),
 }
 _SCALING_KEYS = ("sessions", "comparisons", "groups", "not_compared", "fit", "fits")
 

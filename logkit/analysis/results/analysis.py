@@ -39,7 +39,8 @@ from logkit.schema.findings import Severity
 __all__ = ["Analysis"]
 
 _DICT_KEYS = ("verdict", "scaling", "communication", "nccl_tests", "communication_peaks", "run_links", "performance",
-              "stragglers", "step_breakdown", "gpus", "mfu", "health", "loss_parity", "findings", "definitions")
+              "stragglers", "step_breakdown", "gpus", "mfu", "health", "loss_parity", "findings", "definitions",
+              "forecast", "counterfactual")
 
 
 def _empty(name: str) -> pd.DataFrame:
@@ -84,6 +85,8 @@ class Analysis:
     diagnostics: pd.DataFrame = field(default_factory=lambda: _empty("diagnostics"))
     run_links: pd.DataFrame = field(default_factory=lambda: _empty("run_links"))
     straggler_calls: Mapping[str, StragglerCall] = field(default_factory=dict)
+    forecast: pd.DataFrame = field(default_factory=lambda: _empty("forecast"))
+    counterfactual: pd.DataFrame = field(default_factory=lambda: _empty("counterfactual"))
     severity_counts: tuple[tuple[Severity, int], ...] = field(init=False)
     training_mfu: Mapping[str, Mfu] = field(init=False)
 
