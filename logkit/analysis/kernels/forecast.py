@@ -28,11 +28,14 @@ Definitions (``definitions.FORECAST``):
 - ``step(n)`` = the sum; ``samples_per_s`` = b(n) n / step(n); ``scaling_efficiency`` = (samples_per_s
   / the baseline's measured samples/s) / (n / the baseline's ranks).
 - 80% interval: step(n) +- z sigma (z = 1.2816), sigma^2 = (s_step step(n))^2 + sum over components of
-  (u_c x component)^2; ``s_step`` the largest relative robust spread (1.4826 MAD / median) of a
-  point's steady step times (the variation one more run meets; two runs cannot measure the
-  variation between runs), ``u`` a component's fit uncertainty: the relative standard deviation of
-  its estimates over the points (``FORECAST_MIN_UNCERTAINTY`` at least), communication at least
-  ``FORECAST_COMM_ALLOWANCE`` when one multi-rank size measured it, waiting ``FORECAST_WAIT_ALLOWANCE``.
+  (u_c x component)^2; ``s_step`` the largest relative standard deviation of a point's steady step
+  times (the variation one more run meets; two runs cannot measure the variation between runs),
+  ``u`` a component's fit uncertainty: the relative standard deviation of its estimates over the
+  points (``FORECAST_MIN_UNCERTAINTY`` at least), communication at least ``FORECAST_COMM_ALLOWANCE``
+  when one multi-rank size measured it, and at least (its latency-bound value - its forecast) / z,
+  the latency-bound value being the measured sync x (n-1)/(m-1) (a sync of small messages grows
+  with the ring's 2(n-1) hops, not with the bus factor; two runs cannot tell which it is), waiting
+  ``FORECAST_WAIT_ALLOWANCE``.
   samples/s ``lo`` / ``hi`` = b(n) n / the step's upper / lower bound.
 - ``dominant``: the component with the largest share of step(n).
 - no forecast (``samples_per_s`` null, the basis says why): fewer than two world sizes, a regime
@@ -110,6 +113,7 @@ class Point:
     wait_s: float | None = None
     other_s: float | None = None
     sync_bytes: float | None = None  # gradient bytes per step, where the comm records give them
+    variation: float | None = None  # relative standard deviation of its steady steps (None: ``spread``)
 
     @property
     def timed(self) -> bool:
@@ -131,8 +135,9 @@ class Model:
     other_s: float
     comm_unit_s: float  # exposed comm / f(m)
     wait_unit_s: float  # wait / e(m)
-    spread: float
+    spread: float  # the relative step-time variation the interval carries
     op: str = "gradient_sync"
+    comm_at: int = 2  # the largest multi-rank size the sync was measured at
     u: dict = field(default_factory=dict)  # component -> relative uncertainty
     timed: bool = True  # False: comm holds communication and waiting, not told apart
 
@@ -147,12 +152,22 @@ class Model:
         return {"data": self.k_data * b, "compute": self.k_compute * b, "comm": self.comm_unit_s * float(factor(n)),
                 "wait": self.wait_unit_s * expected_max_normal(n), "other": self.other_s}
 
+    def latency_bound_comm(self, n: int) -> float:
+        """The exposed sync at n ranks if it were all per-hop latency: the measured one x (n-1)/(m-1)."""
+        factor = bus_factor_rule(self.op) or bus_factor_rule("allreduce")
+        m = self.comm_at
+        return self.comm_unit_s * float(factor(m)) * (n - 1) / (m - 1) if m > 1 else 0.0
+
     def predict(self, n: int, level: float = FORECAST_LEVEL) -> dict:
         """step_s, its interval, samples/s and its interval, and the components at n ranks."""
         parts = self.components(n)
         step = sum(parts.values())
-        var = (self.spread * step) ** 2 + sum((self.u.get(k, 0.0) * v) ** 2 for k, v in parts.items())
-        half = z_of(level) * math.sqrt(var)
+        z = z_of(level)
+        sd = {k: self.u.get(k, 0.0) * v for k, v in parts.items()}
+        # a latency-bound sync grows with the ring's 2(n-1) hops, not the bus factor: the interval reaches it
+        sd["comm"] = max(sd["comm"], (self.latency_bound_comm(n) - parts["comm"]) / z)
+        var = (self.spread * step) ** 2 + sum(v ** 2 for v in sd.values())
+        half = z * math.sqrt(var)
         samples = self.batch(n) * n
         lo_step, hi_step = max(step - half, 1e-12), step + half
         return {"step_s": step, "step_lo_s": lo_step, "step_hi_s": hi_step, "samples_per_s": samples / step,
@@ -199,7 +214,8 @@ def fit(points: list[Point], regime: str, op: str = "gradient_sync") -> Model:
                  k_compute=float(np.mean(k_c)) if k_c else 0.0, k_data=float(np.mean(k_d)) if k_d else 0.0,
                  other_s=other, comm_unit_s=float(np.mean(comm_units)) if comm_units else 0.0,
                  wait_unit_s=float(np.mean(wait_units)) if wait_units else 0.0,
-                 spread=max(p.spread for p in points), op=op, u=u, timed=bool(timed))
+                 spread=max(p.spread if p.variation is None else p.variation for p in points), op=op, u=u,
+                 timed=bool(timed), comm_at=max((p.world_size for p in multi), default=2))
 
 
 def robust_spread(times: np.ndarray) -> float:
@@ -242,8 +258,9 @@ def measured_point(session, summary, breakdown: pd.DataFrame, comm: pd.DataFrame
         return None, (f"too noisy: the steady steps of session {summary.session_id} vary by {spread:.0%} "
                       f"(robust SD over the median; above {FORECAST_MAX_SPREAD:.0%})")
     prb = summary.total_batch_size / n
+    variation = float(np.std(state.time, ddof=1) / step) if len(state.time) > 1 and step > 0 else 0.0
     base = {"session_id": summary.session_id, "world_size": n, "per_rank_batch": prb, "step_s": step,
-            "spread": spread, "steps": state.steady_steps, "sync_bytes": _sync_bytes(comm)}
+            "spread": spread, "steps": state.steady_steps, "sync_bytes": _sync_bytes(comm), "variation": variation}
     if len(breakdown):
         cols = ["data_s", "compute_s", "comm_exposed_s", "wait_s", "other_s"]
         means = breakdown[cols].astype("float64").fillna(0.0).mean()

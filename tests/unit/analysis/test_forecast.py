@@ -28,8 +28,10 @@ def test_the_80_percent_quantile():
 # Two measured points of a strong-scaling group (global batch 12):
 # 1 rank: step 0.300 s = data 0.048 + the rest 0.252 (compute and host work, not told apart);
 # 2 ranks: data 0.024, compute 0.120, exposed sync 0.020, wait 0.002, host 0.006 (sum 0.172).
-ONE = Point("one", 1, 12.0, 0.300, 0.02, 20, data_s=0.048, compute_s=0.252)
-TWO = Point("two", 2, 6.0, 0.172, 0.01, 20, data_s=0.024, compute_s=0.120, comm_s=0.020, wait_s=0.002, other_s=0.006)
+# Their steps vary by 2% and 1% (relative standard deviation).
+ONE = Point("one", 1, 12.0, 0.300, 0.01, 20, data_s=0.048, compute_s=0.252, variation=0.02)
+TWO = Point("two", 2, 6.0, 0.172, 0.01, 20, data_s=0.024, compute_s=0.120, comm_s=0.020, wait_s=0.002, other_s=0.006,
+            variation=0.01)
 
 
 def test_strong_forecast_by_hand():
@@ -48,9 +50,10 @@ def test_strong_forecast_by_hand():
     assert p["wait"] == pytest.approx(wait, rel=1e-5)
     assert p["step_s"] == pytest.approx(step, rel=1e-6)
     assert p["samples_per_s"] == pytest.approx(12 / step, rel=1e-6)
-    # the interval: spread 2% (the larger of the points'), fit uncertainties: compute and data 3% (their
-    # estimates agree within it), sync 25% (one multi-rank size), wait 50%, host 3%
-    sigma = math.sqrt((0.02 * step) ** 2 + (0.03 * 0.012) ** 2 + (0.03 * 0.06075) ** 2 + (0.25 * 0.030) ** 2
+    # the interval: variation 2% (the larger of the points'), fit uncertainties: compute and data 3% (their
+    # estimates agree within it), wait 50%, host 3%; the sync: 25% of 0.030 (one multi-rank size) is 0.0075,
+    # less than the way to its latency-bound value, 0.020 x (4-1)/(2-1) = 0.060: (0.060 - 0.030) / z
+    sigma = math.sqrt((0.02 * step) ** 2 + (0.03 * 0.012) ** 2 + (0.03 * 0.06075) ** 2 + (0.030 / 1.2815516) ** 2
                       + (0.5 * wait) ** 2 + (0.03 * 0.006) ** 2)
     assert p["step_hi_s"] == pytest.approx(step + 1.2815516 * sigma, rel=1e-5)
     assert p["lo"] == pytest.approx(12 / (step + 1.2815516 * sigma), rel=1e-5)
