@@ -17,7 +17,7 @@ from logkit.report.json_report import render_json
 from logkit.run.load import load_sessions
 from tests.support.synth import append_bytes, rank_file, write_session
 
-SECTIONS = ["Overview", "Comparison", "Communication", "Performance and stragglers", "GPUs", "Training curves",
+SECTIONS = ["Overview", "Comparison", "Forecast and counterfactual", "Communication", "Performance and stragglers", "GPUs", "Training curves",
             "Diagnosis", "Parse diagnostics"]
 
 
