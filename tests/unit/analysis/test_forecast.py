@@ -117,3 +117,27 @@ def test_a_gpu_run_stops_at_one_node():
     rows = analyze(sessions, forecast_sizes=(8, 16)).rows("forecast")
     assert rows[0].samples_per_s is not None
     assert rows[1].samples_per_s is None and "stops at one node" in rows[1].basis and "8 GPUs a node" in rows[1].basis
+
+
+def test_the_counterfactual_in_hours_gpu_hours_and_money():
+    # 20 steps of 8 samples: 160 samples; the 1-rank run does 8 / 0.4 = 20 samples/s, the 2-rank 8 / 0.25 = 32:
+    # 8 s on 1, 5 s on 2 (2 x 5 s = 0.0027778 GPU-hours), 3 s saved; at 3 a GPU-hour 0.0083333 against 0.0066667
+    a = analyze(_group(("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 8)), forecast_sizes=(4,), gpu_hour_price=3.0)
+    run, four = a.rows("counterfactual")
+    assert run.measured and run.session_id == "two" and run.samples == 160
+    assert run.hours == pytest.approx(5 / 3600) and run.baseline_hours == pytest.approx(8 / 3600)
+    assert run.gpu_hours == pytest.approx(10 / 3600) and run.saved_hours == pytest.approx(3 / 3600)
+    assert run.cost == pytest.approx(30 / 3600) and run.baseline_cost == pytest.approx(24 / 3600)
+    assert run.sentence == ("On 1 GPU this run would have taken 8 s; on 2 it took 5 s: 0.00278 GPU-hours for 3 s saved "
+                            "(0.00833 at 3 a GPU-hour, against 0.00667 on 1).")
+    assert a.verdict[1] == run.sentence  # right after the pay-off sentence
+    # the forecast at 4 ranks: 8 / 0.175 samples/s (test above): 3.5 s, 4 x 3.5 s = 0.0038889 GPU-hours,
+    # 1.4x the 2-rank run's GPU-hours for 5 / 3.5 = 1.43x its speed
+    assert not four.measured and four.hours == pytest.approx(3.5 / 3600)
+    assert four.gpu_hours_ratio == pytest.approx(1.4) and four.speed_ratio == pytest.approx(5 / 3.5)
+    assert four.sentence == "4 GPUs (forecast): 3.5 s, 0.00389 GPU-hours, 1.4x the GPU-hours of 2 for 1.4x the speed, 0.0117."
+
+
+def test_without_a_scaling_comparison_there_is_no_counterfactual():
+    a = analyze(_group(("one", 1, [0.4] * 20, 8)))
+    assert a.rows("counterfactual") == [] and not any("would have taken" in v for v in a.verdict)
