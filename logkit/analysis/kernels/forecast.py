@@ -41,8 +41,9 @@ Definitions (``definitions.FORECAST``):
 - no forecast (``samples_per_s`` null, the basis says why): fewer than two world sizes, a regime
   neither strong nor weak, a point with fewer than ``FORECAST_MIN_STEPS`` steady steps (too short)
   or a relative step spread above ``FORECAST_MAX_SPREAD`` (too noisy), a global batch that does not
-  split over n ranks (strong), or a size past one node (GPU runs: the node's GPUs, from the launcher's
-  local ranks or the GPUs sampled, else ``FORECAST_NODE_GPUS``) when no measured run crossed nodes.
+  split over n ranks (strong), or a size past one node (GPU runs: the most GPUs a host's samples show,
+  at least the most ranks a run started on a node; without samples ``FORECAST_NODE_GPUS``, assumed)
+  when no measured run crossed nodes.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ from logkit.analysis.thresholds import (
     FORECAST_WAIT_ALLOWANCE,
 )
 from logkit.schema.collectives import bus_factor_rule
-from logkit.schema.vocab import Regime
+from logkit.schema.vocab import Regime, on_cpu
 
 FORECAST_COLUMNS = ["group", "world_size", "samples_per_s", "lo", "hi", "scaling_efficiency", "dominant", "basis",
                     "regime", "step_s", "step_lo_s", "step_hi_s", "data_s", "compute_s", "comm_s", "wait_s", "other_s",
@@ -288,23 +289,24 @@ def group_regime(comparisons) -> tuple[str | None, str | None]:
                   "(strong) or the per-rank batch kept (weak)")
 
 
-def node_capacity(session) -> tuple[int | None, bool]:
-    """(ranks a node holds, whether that is assumed) for a GPU run; (None, False) for a CPU run (no node limit
-    here). From the launcher's local ranks or nproc_per_node, else the most GPUs a host's samples show,
-    else ``FORECAST_NODE_GPUS`` (assumed)."""
-    meta = session.meta
-    if meta.gpu_count == 0 or str(meta.mode or "").lower() == "cpu":
+def node_capacity(sessions) -> tuple[int | None, bool]:
+    """(GPUs a node holds, whether that is assumed) for GPU runs; (None, False) for CPU runs (no node limit
+    here). The most GPUs one host's samples show (nvidia-smi and the sampler list every GPU of the host),
+    at least the most ranks a run started on one node (launchers' local ranks, nproc_per_node: what ran,
+    a lower bound of what the node holds); without samples, ``FORECAST_NODE_GPUS`` (assumed) at least."""
+    if all(on_cpu(s.meta.mode, s.meta.gpu_count) for s in sessions):
         return None, False
-    for value in (meta.local_ranks, meta.nproc_per_node):
-        if isinstance(value, int) and value > 0:
-            return value, False
-    gpu = session.gpu
-    if len(gpu) and "gpu" in gpu.columns:
-        hosts = gpu["host"].astype(str) if "host" in gpu.columns else pd.Series("", index=gpu.index)
-        most = int(gpu.assign(host=hosts).groupby("host")["gpu"].nunique().max())
-        if most > (session.meta.world_size or 1) or most >= 2:
-            return most, False
-    return FORECAST_NODE_GPUS, True
+    launched = max([v for s in sessions for v in (s.meta.local_ranks, s.meta.nproc_per_node)
+                    if isinstance(v, int) and v > 0] + [1])
+    sampled = 0
+    for s in sessions:
+        gpu = s.gpu
+        if len(gpu) and "gpu" in gpu.columns:
+            hosts = gpu["host"].astype(str) if "host" in gpu.columns else pd.Series("", index=gpu.index)
+            sampled = max(sampled, int(gpu.assign(host=hosts).groupby("host")["gpu"].nunique().max()))
+    if sampled:
+        return max(sampled, launched), False
+    return max(FORECAST_NODE_GPUS, launched), True
 
 
 def _refused(label: str, n: int, reason: str, regime=None, measured: str = "") -> dict:
@@ -389,7 +391,7 @@ def _group_rows(label, members, by_id, summaries, comparisons, breakdown, comm, 
     model = fit(points, regime, op)
     base = min(runs, key=lambda r: r.world_size or 1)
     base_rate = base.steady_samples_per_second or base.samples_per_second
-    capacity, assumed = node_capacity(by_id[base.session_id])
+    capacity, assumed = node_capacity([by_id[p.session_id] for p in points])
     crossed = any((by_id[p.session_id].meta.nodes or 1) > 1 for p in points)
     rows = []
     for n in wanted:

@@ -10,6 +10,11 @@ from logkit.report.format import fmt, pct
 _KEYS = ["forecast", "forecast interval", "dominant", "no forecast", "counterfactual"]
 
 
+def _rate(x) -> str:
+    """samples/s: whole numbers from 100 up (4,030, not 4.03e+03), three significant digits below."""
+    return fmt(x, ",.0f" if x is not None and x >= 100 else ".3g")
+
+
 def _forecast_lines(analysis: Analysis) -> list[str]:
     rows = analysis.rows("forecast")
     if not rows:
@@ -23,8 +28,8 @@ def _forecast_lines(analysis: Analysis) -> list[str]:
         if r.samples_per_s is None:
             out.append(f"  {fmt(r.world_size, 'd')} ranks: {r.basis}")
             continue
-        out.append(f"  {fmt(r.world_size, 'd')} ranks: {fmt(r.samples_per_s, '.3g')} samples/s "
-                   f"(80%: {fmt(r.lo, '.3g')} to {fmt(r.hi, '.3g')}), step {fmt(r.step_s * 1e3, '.3g', ' ms')}, "
+        out.append(f"  {fmt(r.world_size, 'd')} ranks: {_rate(r.samples_per_s)} samples/s "
+                   f"(80%: {_rate(r.lo)} to {_rate(r.hi)}), step {fmt(r.step_s * 1e3, '.3g', ' ms')}, "
                    f"scaling efficiency {pct(r.scaling_efficiency, '.0f')}; {r.note}")
     basis = next((r.basis for r in rows if r.samples_per_s is not None), None)
     if basis:

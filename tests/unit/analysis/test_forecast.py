@@ -9,7 +9,7 @@ import pytest
 from logkit.analysis import analyze
 from logkit.analysis.kernels.forecast import Point, expected_max_normal, fit, z_of
 from logkit.schema.vocab import Regime
-from tests.support.analysis_synth import session, step_rows
+from tests.support.analysis_synth import gpu_rows, session, step_rows
 
 
 def test_expected_max_of_normal_draws_has_its_closed_forms():
@@ -141,3 +141,14 @@ def test_the_counterfactual_in_hours_gpu_hours_and_money():
 def test_without_a_scaling_comparison_there_is_no_counterfactual():
     a = analyze(_group(("one", 1, [0.4] * 20, 8)))
     assert a.rows("counterfactual") == [] and not any("would have taken" in v for v in a.verdict)
+
+
+def test_the_gpus_a_host_samples_bound_the_node():
+    # a 1-GPU and a 2-GPU run on a host whose samples list 4 GPUs (launched with nproc_per_node 1 and 2)
+    sessions = _group(("one", 1, [0.4] * 20, 16), ("two", 2, [0.25] * 20, 16))
+    for s, gpus in zip(sessions, (1, 2), strict=True):
+        s.meta.gpu_count, s.meta.nproc_per_node = gpus, gpus
+    sessions[1].gpu = session("x", gpu=gpu_rows({g: [50.0] for g in range(4)})).gpu
+    rows = analyze(sessions, forecast_sizes=(4, 8)).rows("forecast")
+    assert rows[0].samples_per_s is not None
+    assert rows[1].samples_per_s is None and "(4 GPUs a node)" in rows[1].basis
