@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from click.testing import CliRunner
 
 from logkit.cli import analyze_logs

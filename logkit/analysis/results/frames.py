@@ -12,8 +12,8 @@ checked); neither lets a renamed column through.
 from __future__ import annotations
 
 from logkit.analysis.kernels.breakdown import ARRIVAL_COLUMNS, BREAKDOWN_COLUMNS
-from logkit.analysis.kernels.counterfactual import COUNTERFACTUAL_COLUMNS
 from logkit.analysis.kernels.communication import COMM_COLUMNS, PEAK_COLUMNS, RUN_LINK_COLUMNS
+from logkit.analysis.kernels.counterfactual import COUNTERFACTUAL_COLUMNS
 from logkit.analysis.kernels.diagnostics import DIAGNOSTIC_COLUMNS
 from logkit.analysis.kernels.forecast import FORECAST_COLUMNS
 from logkit.analysis.kernels.nccl_sweep import NCCL_TESTS_COLUMNS
