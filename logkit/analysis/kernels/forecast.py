@@ -285,8 +285,9 @@ def group_regime(comparisons) -> tuple[str | None, str | None]:
         return regimes.pop(), None
     if not regimes:
         return None, "no comparison in the group"
-    return None, (f"the regime is {', '.join(sorted(map(str, regimes)))}: a forecast needs the global batch kept "
-                  "(strong) or the per-rank batch kept (weak)")
+    said = (f"the comparisons' regimes differ ({', '.join(sorted(map(str, regimes)))})" if len(regimes) > 1
+            else f"the regime is {regimes.pop()}")
+    return None, f"{said}: a forecast needs the global batch kept (strong) or the per-rank batch kept (weak)"
 
 
 def node_capacity(sessions) -> tuple[int | None, bool]:

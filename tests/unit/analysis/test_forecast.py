@@ -95,7 +95,7 @@ def test_default_sizes_are_twice_and_four_times_the_largest():
 @pytest.mark.parametrize("runs, words", [
     ((("one", 1, [0.4] * 6, 8), ("two", 2, [0.25] * 6, 8)), "too short"),
     ((("one", 1, [0.4, 0.2, 0.6, 0.3, 0.5] * 4, 8), ("two", 2, [0.25] * 20, 8)), "too noisy"),
-    ((("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 12)), "regime is mixed"),
+    ((("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 12)), "the regime is mixed"),
     ((("one", 1, [0.4] * 20, 8),), "one world size measured"),
 ])
 def test_a_run_that_cannot_be_forecast_from_says_why(runs, words):
