@@ -199,7 +199,8 @@ FORECAST: dict[str, str] = {
                          "components' fit uncertainties (spread of their estimates over the runs, at least "
                          f"{FORECAST_MIN_UNCERTAINTY:.0%}; gradient sync at least {FORECAST_COMM_ALLOWANCE:.0%} when "
                          f"one size measured it; waiting {FORECAST_WAIT_ALLOWANCE:.0%}) x each component, squared; "
-                         "lo / hi = the samples/s at the step's upper / lower bound",
+                         "lo / hi = the samples/s at the step's upper / lower bound (the lower never below the lower bound "
+                         "of data + compute + host work alone: no sync, no wait)",
     "dominant": "the component with the largest share of the forecast step",
     "no forecast": f"fewer than two world sizes, a regime neither strong nor weak, a run with fewer than "
                    f"{FORECAST_MIN_STEPS} steady steps (too short) or steps varying by more than "

@@ -36,7 +36,8 @@ Definitions (``definitions.FORECAST``):
   the latency-bound value being the measured sync x (n-1)/(m-1) (a sync of small messages grows
   with the ring's 2(n-1) hops, not with the bus factor; two runs cannot tell which it is), waiting
   ``FORECAST_WAIT_ALLOWANCE``.
-  samples/s ``lo`` / ``hi`` = b(n) n / the step's upper / lower bound.
+  samples/s ``lo`` / ``hi`` = b(n) n / the step's upper / lower bound; the lower bound is never below
+  the lower bound of data + compute + host work alone (a step with no sync and no wait at all).
 - ``dominant``: the component with the largest share of step(n).
 - no forecast (``samples_per_s`` null, the basis says why): fewer than two world sizes, a regime
   neither strong nor weak, a point with fewer than ``FORECAST_MIN_STEPS`` steady steps (too short)
@@ -170,7 +171,11 @@ class Model:
         var = (self.spread * step) ** 2 + sum(v ** 2 for v in sd.values())
         half = z * math.sqrt(var)
         samples = self.batch(n) * n
-        lo_step, hi_step = max(step - half, 1e-12), step + half
+        # the step is never shorter than its work with no sync and no wait at all, at that work's own lower
+        # bound (a wide interval's floor, where the sync's uncertainty exceeds the step)
+        work = parts["data"] + parts["compute"] + parts["other"]
+        floor = work - z * math.sqrt((self.spread * work) ** 2 + sum(sd[k] ** 2 for k in ("data", "compute", "other")))
+        lo_step, hi_step = max(step - half, floor, 1e-12), step + half
         return {"step_s": step, "step_lo_s": lo_step, "step_hi_s": hi_step, "samples_per_s": samples / step,
                 "lo": samples / hi_step, "hi": samples / lo_step, "global_batch": samples, **parts}
 

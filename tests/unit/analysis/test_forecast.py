@@ -152,3 +152,15 @@ def test_the_gpus_a_host_samples_bound_the_node():
     rows = analyze(sessions, forecast_sizes=(4, 8)).rows("forecast")
     assert rows[0].samples_per_s is not None
     assert rows[1].samples_per_s is None and "(4 GPUs a node)" in rows[1].basis
+
+
+def test_a_wide_interval_never_forecasts_a_step_shorter_than_its_work():
+    # 2 ranks: 10 ms of compute and a 90 ms sync; at 8 ranks the latency-bound sync (x 7) makes sigma larger
+    # than the step: the step's lower bound is its work alone, 4 x 0.0025 + 0 data + 0 host = 0.010 s, at its
+    # own lower bound: 0.010 - 1.2815516 x sqrt((1% x 0.010)^2 + (3% x 0.010)^2)
+    one = Point("one", 1, 4.0, 0.010, 0.01, 20, data_s=0.0, compute_s=0.010, variation=0.01)
+    two = Point("two", 2, 4.0, 0.100, 0.01, 20, data_s=0.0, compute_s=0.010, comm_s=0.090, wait_s=0.0, other_s=0.0,
+                variation=0.01)
+    p = fit([one, two], Regime.WEAK).predict(8)
+    low = 0.010 - 1.2815516 * math.sqrt((0.01 * 0.010) ** 2 + (0.03 * 0.010) ** 2)
+    assert p["step_lo_s"] == pytest.approx(low, rel=1e-6) and p["hi"] == pytest.approx(32 / low, rel=1e-6)
