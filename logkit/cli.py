@@ -118,13 +118,26 @@ def _print(analysis, sections, *, as_json, verdict_only, say) -> None:
     elif sections:
         renderers = {"compare": console.render_compare, "communication": console.render_communication,
                      "performance": console.render_performance, "diagnose": console.render_diagnose,
-                     "ledger": console.render_ledger}
+                     "ledger": console.render_ledger, "forecast": console.render_forecast}
         blocks = [console.render_verdict(analysis), *(renderers[name](analysis) for name in sections)]
         say("\n\n".join(b for b in blocks if b))
 
 
+def _sizes(text: str | None) -> tuple[int, ...] | None:
+    """``--forecast 4,8,16``: the world sizes, or exit 2 naming what is not a positive whole number."""
+    if text is None or text.strip() in ("", "default"):
+        return None
+    sizes = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            _fail(f"--forecast takes world sizes like 4,8,16 (or 'default'); {part!r} is not one")
+        sizes.append(int(part))
+    return tuple(dict.fromkeys(sizes))
+
+
 def _run(loaded, *, as_json, sections, report_path, plot_dir, export, fail_under_efficiency, fail_on,
-         say=click.echo, verdict_only=False) -> int:
+         say=click.echo, verdict_only=False, forecast=None, gpu_hour_price=None) -> int:
     """Analyse the sessions of ``loaded`` once and hand the results to each renderer asked for; the exit status.
     ``say(text, err=False)``: how it prints (``_Said``: what it prints is kept). ``verdict_only``: the
     verdict's lines and nothing else (``--verdict``: what a logged run prints when it ends)."""
@@ -132,7 +145,8 @@ def _run(loaded, *, as_json, sections, report_path, plot_dir, export, fail_under
     from logkit.analysis.findings.gates import efficiency_gate, severity_gate
 
     sessions = loaded.sessions
-    analysis = analyze(sessions, comm_parts=loaded.comm_parts)
+    analysis = analyze(sessions, comm_parts=loaded.comm_parts, forecast_sizes=_sizes(forecast),
+                       gpu_hour_price=gpu_hour_price)
     _notes(analysis, say)
     if not verdict_only and not sections and report_path is None and plot_dir is None and export is None:
         sections = ["compare"]  # with no flag, the comparison (what analyze_logs is first for)
@@ -267,6 +281,13 @@ def _only(loaded, wanted: set, log_dir: Path):
               type=(click.Choice(["parquet", "csv"]), click.Path(path_type=Path)),
               help="Write every frame of every session as FORMAT (parquet or csv) under DIR/<session>/, "
                    "and TensorBoard scalars where tensorboard is installed.")
+@click.option("--forecast", "forecast", is_flag=False, flag_value="default", default=None, metavar="[SIZES]",
+              help="Forecast samples/s, step time and scaling efficiency at these world sizes (e.g. 4,8,16; default: "
+                   "2x and 4x the largest measured) from the runs of a group at two or more sizes, with an 80% "
+                   "interval; and what each size would cost in hours and GPU-hours.")
+@click.option("--gpu-hour-price", "gpu_hour_price", type=click.FloatRange(min=0), default=None, metavar="PRICE",
+              help="The price of one GPU-hour: the counterfactual (hours on the baseline against the run's, and the "
+                   "forecast's sizes) in money too.")
 @click.option("--fail-under-efficiency", "fail_under_efficiency", type=click.FloatRange(min=0), default=None,
               metavar="X", help="Exit 1 when a comparison's scaling efficiency (steady state where step times "
                                 "exist, else whole run) is below X (e.g. 0.8); exit 2 when nothing can be compared.")
@@ -294,7 +315,7 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
                  do_communication=False, do_performance=False, do_diagnose=False, plot_dir=None,
                  session_name=None, export=None, fail_under_efficiency=None, fail_on=None, follow=False,
                  follow_timeout=None, refresh=1.0, dask_address=None, verdict_only=False, alert_cmd=None,
-                 follow_links=False, do_ledger=False):
+                 follow_links=False, do_ledger=False, forecast=None, gpu_hour_price=None):
     """Compare the logkit training sessions under LOG_DIR: throughput, speedup, scaling efficiency.
 
     Speedup is the ratio of training throughput (samples/s); scaling efficiency is speedup
@@ -321,17 +342,19 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
                 others={"--compare": do_compare, "--report": report_path, "--plot": plot_dir, "--export": export,
                         "--communication": do_communication, "--performance": do_performance,
                         "--diagnose": do_diagnose, "--ledger": do_ledger, "--fail-under-efficiency": fail_under_efficiency,
-                        "--fail-on": fail_on, "--verdict": verdict_only})
+                        "--fail-on": fail_on, "--verdict": verdict_only, "--forecast": forecast,
+                        "--gpu-hour-price": gpu_hour_price})
 
     sections = [name for name, on in (("compare", do_compare), ("communication", do_communication),
                                       ("performance", do_performance), ("diagnose", do_diagnose),
-                                      ("ledger", do_ledger)) if on]
+                                      ("ledger", do_ledger), ("forecast", forecast is not None)) if on]
     if verdict_only:
         _verdict_alone(as_json=as_json, sections=sections, report=report_path, plot=plot_dir, export=export)
     question = None if no_cache else _question(
         log_dir, json=as_json, sections=sections, session_ids=sorted(set(session_ids)),
         fail_under_efficiency=fail_under_efficiency, fail_on=fail_on, report=report_path, plot=plot_dir,
-        export=export, dask=dask_address, verdict=verdict_only, follow_links=follow_links)
+        export=export, dask=dask_address, verdict=verdict_only, follow_links=follow_links, forecast=forecast,
+        gpu_hour_price=gpu_hour_price)
     if question is not None and (answer := question.lookup()) is not None:
         _replay(answer)
     loaded = _load(log_dir, cache=not no_cache, progress=progress, dask_address=dask_address,
@@ -350,7 +373,7 @@ def analyze_logs(log_dir_arg, log_dir_opt, do_compare, as_json, report_path, ses
     _skipped(skipped, say)
     status = _run(loaded, as_json=as_json, sections=sections, report_path=report_path, plot_dir=plot_dir,
                   export=export, fail_under_efficiency=fail_under_efficiency, fail_on=fail_on, say=say,
-                  verdict_only=verdict_only)
+                  verdict_only=verdict_only, forecast=forecast, gpu_hour_price=gpu_hour_price)
     if question is not None:
         question.keep(loaded.sessions, say.said, status)
     if status:

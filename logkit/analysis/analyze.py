@@ -31,8 +31,10 @@ from logkit.analysis.kernels.communication import (
     communication_table,
     run_links,
 )
+from logkit.analysis.kernels.counterfactual import counterfactual_table, with_counterfactual
 from logkit.analysis.kernels.curves import curves
 from logkit.analysis.kernels.diagnostics import diagnostics_table
+from logkit.analysis.kernels.forecast import forecast_table
 from logkit.analysis.kernels.health import loss_parity, session_health
 from logkit.analysis.kernels.ledger import ledger
 from logkit.analysis.kernels.mfu import mfu
@@ -133,11 +135,19 @@ def session_figures(sessions: list, comm_parts: list) -> SessionFigures:
                           {s.session_id: slow_step_list(s) for s in sessions}, synced)
 
 
-def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
+def _headline_run(scaling: Scaling) -> str | None:
+    """The candidate of the comparison the verdict's pay-off sentence tells (the most ranks)."""
+    runs = [c for c in scaling.comparisons if c.is_scaling and c.speedup is not None]
+    return max(runs, key=lambda c: c.rank_ratio or 0).candidate if runs else None
+
+
+def analyze(sessions: list, comm_parts: list | None = None, forecast_sizes: tuple[int, ...] | None = None,
+            gpu_hour_price: float | None = None) -> Analysis:
     """Every analysis of ``sessions`` (in the order given; each comparison group's baseline is its
     run with the fewest ranks). ``comm_parts``: beside each session, its ranks' comm reductions (the
     engine's ``CommPart``s, ``run.load.load_for_analysis``), or None where ``session.comm`` holds
-    every record (the default for all)."""
+    every record (the default for all). ``forecast_sizes``: the world sizes to forecast (default 2x and
+    4x the largest measured of each group); ``gpu_hour_price``: the counterfactual in money too."""
     sessions = list(sessions)
     given = list(comm_parts) if comm_parts is not None else [None] * len(sessions)
     if len(given) != len(sessions):
@@ -152,12 +162,14 @@ def analyze(sessions: list, comm_parts: list | None = None) -> Analysis:
     perf, strag, breakdown = figs.performance, figs.stragglers, figs.step_breakdown
     nccl = _concat([nccl_tests_table(s, sessions) for s in sessions], NCCL_TESTS_COLUMNS)
     judged = {*figs.communication["session_id"], *nccl["session_id"]}
+    forecast = forecast_table(sessions, scaling, breakdown, figs.communication, forecast_sizes)
+    counterfactual = counterfactual_table(scaling, forecast, gpu_hour_price)
+    told = with_counterfactual(verdict(scaling, breakdown, strag, findings), counterfactual, _headline_run(scaling))
     return Analysis(
         scaling=scaling, communication=figs.communication, nccl_tests=nccl,
         communication_peaks=communication_peaks(), run_links=run_links(sessions, judged), performance=perf, stragglers=strag, step_breakdown=breakdown,
         gpus=figs.gpus,
         mfu={s.session_id: mfu(s) for s in sessions}, health=health, loss_parity=_parity(sessions, scaling),
         findings=findings, definitions=dict(DEFINITIONS), curves=curves(sessions, scaling, parts),
-        verdict=verdict(scaling, breakdown, strag, findings),
-        diagnostics=diagnostics_table(sessions), straggler_calls=straggler_calls(strag),
-        ledger=ledger(sessions, figs.synced))
+        verdict=told, diagnostics=diagnostics_table(sessions), straggler_calls=straggler_calls(strag),
+        ledger=ledger(sessions, figs.synced), forecast=forecast, counterfactual=counterfactual)

@@ -10,6 +10,12 @@ from logkit.analysis.thresholds import (
     ARRIVAL_MARGIN,
     CAUSE_SHARE,
     CI_LEVEL,
+    FORECAST_COMM_ALLOWANCE,
+    FORECAST_LEVEL,
+    FORECAST_MAX_SPREAD,
+    FORECAST_MIN_STEPS,
+    FORECAST_MIN_UNCERTAINTY,
+    FORECAST_WAIT_ALLOWANCE,
     MAX_BLOCKS,
     MIN_R2,
     N_BOOT,
@@ -194,5 +200,32 @@ LEDGER: dict[str, str] = {
                    "record covers, and phases of other names",
 }
 
+# issue 27: the forecast and the counterfactual (kernels/forecast.py, kernels/counterfactual.py)
+FORECAST: dict[str, str] = {
+    "forecast": "from the runs of one group at two or more world sizes, in the regime measured (strong: the global "
+                "batch kept, per-rank batch b(n) = G/n; weak: b kept): step(n) = data + compute (each per sample "
+                "per rank x b(n), fitted over the runs) + host work (kept) + exposed gradient sync (measured at m "
+                "ranks x f(n)/f(m), f the collective's bus factor: 2(n-1)/n for an all-reduce, the overlap measured "
+                "kept) + waiting (measured x e(n)/e(m), e(n) the expected largest of n normal draws); samples_per_s "
+                "= b(n) n / step(n); scaling_efficiency against the group's baseline",
+    "forecast interval": f"{FORECAST_LEVEL:.0%}: step(n) +- {FORECAST_LEVEL:.0%}-quantile x sigma, sigma^2 = (the "
+                         "largest relative robust spread of a measured run's steady steps x step(n))^2 + the "
+                         "components' fit uncertainties (spread of their estimates over the runs, at least "
+                         f"{FORECAST_MIN_UNCERTAINTY:.0%}; gradient sync at least {FORECAST_COMM_ALLOWANCE:.0%} when "
+                         f"one size measured it; waiting {FORECAST_WAIT_ALLOWANCE:.0%}) x each component, squared; "
+                         "lo / hi = the samples/s at the step's upper / lower bound (the lower never below the lower bound "
+                         "of data + compute + host work alone: no sync, no wait)",
+    "dominant": "the component with the largest share of the forecast step",
+    "no forecast": f"fewer than two world sizes, a regime neither strong nor weak, a run with fewer than "
+                   f"{FORECAST_MIN_STEPS} steady steps (too short) or steps varying by more than "
+                   f"{FORECAST_MAX_SPREAD:.0%} (1.4826 MAD / median: too noisy), a global batch that does not "
+                   "split, or (GPU runs) a size past one node when no run measured the inter-node link",
+    "counterfactual": "the group's headline run (most ranks) against its baseline: its samples (samples_seen, "
+                      "else steps x global batch) at the baseline's rate and at its own, in hours; gpu_hours = "
+                      "hours x ranks (rank-hours on CPU); cost = gpu_hours x --gpu-hour-price; each forecast size "
+                      "at its forecast rate, with its gpu_hours / the run's (gpu_hours_ratio) and the run's hours / "
+                      "its hours (speed_ratio)",
+}
+
 DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **BREAKDOWN, **HEALTH, **FINDINGS, **HANG,
-                               **LEDGER}
+                               **LEDGER, **FORECAST}

@@ -78,3 +78,24 @@ STRAGGLER_CLEAR = 3
 UNEVEN_MEMORY_MIB = 2048  # one rank's allocator peak 2 GiB above the least's: ranks uneven
 # --- multi-node (issue 26) ---
 HOST_SYNC_SPREAD = 0.80  # a host whose ranks' median inter-node busbw is below 80% of the fastest host's: slower
+# the forecast (forecast.py): when two runs say enough, and how wide its interval is
+FORECAST_LEVEL = 0.80  # the interval's level
+# Too short: a measured run with fewer steady steps than this gives no forecast (a steady step time
+# from a handful of steps carries the warm-up's tail and one slow step moves it by 10% or more).
+FORECAST_MIN_STEPS = 8
+# Too noisy: a measured run whose steady steps vary by more than this (1.4826 x MAD / median) gives
+# no forecast: an 80% interval of +-1.28 x that around the step time would span half of it or more.
+FORECAST_MAX_SPREAD = 0.20
+# A component's fit uncertainty is the spread of its estimates over the measured runs, at least this
+# (two runs that agree exactly still measured each component with their steps' noise).
+FORECAST_MIN_UNCERTAINTY = 0.03
+# One multi-rank size measures the collective's time at one n: the bus factor carries it to other n
+# (bandwidth-bound); the latency part, which grows with the ring's 2(n-1) hops, is not measured. This
+# is its allowance either way, of the forecast communication time.
+FORECAST_COMM_ALLOWANCE = 0.25
+# The wait for the last rank is carried from the sizes measured by the expected maximum of n normal
+# draws: a shape assumption (arrival spreads are rarely normal), allowed half of it either way.
+FORECAST_WAIT_ALLOWANCE = 0.5
+# GPUs a node holds when the logs say neither the launcher's local ranks nor the GPUs a host sampled
+# (the 8-GPU server is the common node): where a forecast of a GPU run stops without an inter-node run.
+FORECAST_NODE_GPUS = 8

@@ -68,13 +68,18 @@ def _environment():
 def render_html(analysis: Analysis, title: str = "logkit report", plots: bool = True) -> str:
     """The report of ``analysis`` as one HTML page (``plots=False``: tables only)."""
     from logkit import __version__
+    from logkit.report.forecast_plot import CAPTION as FORECAST_CAPTION
+    from logkit.report.forecast_plot import forecast_png
     from logkit.report.plots import PLOTS, report_plots
 
     tables = {name: analysis.rows(name) for name in _TABLES}  # typed rows: a renamed column raises
     pngs, no_plot = report_plots(analysis) if plots else ({}, {})
     images = {name: base64.b64encode(data).decode("ascii") for name, data in pngs.items()}
+    captions = dict(PLOTS)
+    if plots and (forecast := forecast_png(analysis)) is not None:  # the forecast section's plot (not a --plot file)
+        images["forecast.png"], captions["forecast.png"] = forecast, FORECAST_CAPTION
     return _environment().get_template(TEMPLATE).render(
-        title=title, a=analysis, t=tables, definitions=analysis.definitions, plots=images, plot_captions=PLOTS,
+        title=title, a=analysis, t=tables, definitions=analysis.definitions, plots=images, plot_captions=captions,
         no_plot=no_plot,
         stragglers={(r.session_id, r.rank): r for r in tables["stragglers"]}, no_straggler=ROWS["stragglers"](),
         diagnostics=analysis.rows("diagnostics", head=MAX_DIAGNOSTICS), diagnostics_total=len(analysis.diagnostics),

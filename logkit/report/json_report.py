@@ -9,6 +9,8 @@
 - ``performance``: ``performance``, ``stragglers``, ``step_breakdown``, ``gpus``, ``mfu``
 - ``diagnose``: ``findings``
 - ``ledger``: ``ledger`` (per session: ``wall_s``, ``seconds`` and ``shares`` by category)
+- ``forecast``: ``forecast`` (per group and world size asked), ``counterfactual`` (the run against its
+  baseline, then the forecast's sizes, in hours, GPU-hours and money)
 - ``all``: every section
 
 and always adds ``verdict`` (the sentences every report opens with) and ``definitions`` (the
@@ -28,6 +30,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "performance": ("performance", "stragglers", "step_breakdown", "gpus", "mfu"),
     "diagnose": ("findings",),
     "ledger": ("ledger",),
+    "forecast": ("forecast", "counterfactual"),
 }
 _SCALING_KEYS = ("sessions", "comparisons", "groups", "not_compared", "fit", "fits")
 

@@ -234,11 +234,11 @@ def test_report_renders_in_headless_chromium_without_network(tmp_path):
     (ARTIFACTS / ".gitignore").write_text("*\n", encoding="utf-8")
     SCREENSHOT.write_bytes(shot)
 
-    assert state["headings"] == ["Overview", "Comparison", "Communication", "Performance and stragglers", "GPUs",
+    assert state["headings"] == ["Overview", "Comparison", "Forecast and counterfactual", "Communication", "Performance and stragglers", "GPUs",
                                  "Training curves", "Diagnosis", "Parse diagnostics"]
     alts = {i["alt"] for i in state["images"]}  # no run here times per-step phases: that chart is a sentence
     assert alts == {"training_comparison.png", "loss_curves.png", "throughput.png", "gpu_utilization.png",
-                    "bandwidth_vs_size.png", "step_time_per_rank.png"}
+                    "bandwidth_vs_size.png", "step_time_per_rank.png", "forecast.png"}
     assert "Where each rank's step goes: no per-step phases" in state["text"]
     for img in state["images"]:  # every plot decoded by the browser
         assert img["data"] and img["complete"] and img["w"] >= 500 and img["h"] >= 300, img

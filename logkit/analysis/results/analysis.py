@@ -41,7 +41,7 @@ __all__ = ["Analysis"]
 
 _DICT_KEYS = ("verdict", "scaling", "communication", "nccl_tests", "communication_peaks", "run_links", "performance",
               "stragglers", "step_breakdown", "gpus", "mfu", "health", "loss_parity", "findings", "definitions",
-              "ledger")
+              "ledger", "forecast", "counterfactual")
 
 
 def _empty(name: str) -> pd.DataFrame:
@@ -87,6 +87,8 @@ class Analysis:
     run_links: pd.DataFrame = field(default_factory=lambda: _empty("run_links"))
     straggler_calls: Mapping[str, StragglerCall] = field(default_factory=dict)
     ledger: tuple[LedgerRow, ...] = ()  # where each session's hours went (kernels/ledger.py)
+    forecast: pd.DataFrame = field(default_factory=lambda: _empty("forecast"))
+    counterfactual: pd.DataFrame = field(default_factory=lambda: _empty("counterfactual"))
     severity_counts: tuple[tuple[Severity, int], ...] = field(init=False)
     training_mfu: Mapping[str, Mfu] = field(init=False)
 

@@ -17,8 +17,8 @@ from logkit.report.json_report import render_json
 from logkit.run.load import load_sessions
 from tests.support.synth import append_bytes, rank_file, write_session
 
-SECTIONS = ["Overview", "Comparison", "Communication", "Performance and stragglers", "GPUs", "Training curves",
-            "Where the hours went", "Diagnosis", "Parse diagnostics"]
+SECTIONS = ["Overview", "Comparison", "Forecast and counterfactual", "Communication", "Performance and stragglers", "GPUs",
+            "Training curves", "Where the hours went", "Diagnosis", "Parse diagnostics"]
 
 
 @pytest.fixture(scope="module")
