@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 TRAINER = REPO / "benchmarks" / "known_cost_trainer.py"
 TOLERANCE = 0.15
 
@@ -44,10 +43,11 @@ def _port() -> int:
 
 def launch(args: list[str], ranks: int, log_dir: Path, steps: int) -> None:
     """One run of the trainer on ``ranks`` CPU ranks, its session under ``log_dir``."""
-    cmd = [str(BIN / "accelerate"), "launch", "--num_processes", str(ranks), "--num_machines", "1",
+    # through this interpreter, so that it runs where no console script is installed
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(ranks), "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_port())]
     if ranks > 1:
-        cmd.insert(2, "--multi_gpu")
+        cmd.insert(3, "--multi_gpu")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([*cmd, str(TRAINER), *args, "--steps", str(steps), "--log-dir", str(log_dir)], env=env,
@@ -57,8 +57,8 @@ def launch(args: list[str], ranks: int, log_dir: Path, steps: int) -> None:
 
 
 def analyze(*args: str) -> dict:
-    proc = subprocess.run([str(BIN / "analyze_logs"), *args, "--json", "--no-cache"], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "logkit.cli", *args, "--json", "--no-cache"], capture_output=True,
+                          text=True, timeout=300)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"analyze_logs {' '.join(args)} failed: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout)
