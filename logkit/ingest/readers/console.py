@@ -74,6 +74,7 @@ class _Console(Blocks):
         self.verl_row: dict | None = None  # verl's last record, while the next line may be its rest
         self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
+        self.nccl_error_line: int | None = None  # the line of the last NCCL error cause read
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.prefix_hosts: dict[str, int] = {}  # a host a line's prefix names (Ray's ip=, a host tag) -> its first line
         self.sharded = sharded_frames.ShardedFrames()  # the current traceback's frames in FSDP's or ZeRO's code
@@ -353,11 +354,18 @@ class _Console(Blocks):
         key = (rank, c["cause"], number if c["cause"] == FailureCause.FILE_NOT_FOUND else None)
         if key in self.causes:
             return
+        if c["cause"] == FailureCause.NCCL_ERROR and self.nccl_error_line == number - 1 and c["what"] \
+                and c["what"].startswith("nccl") and c["message"].startswith(c["what"]):
+            # "ncclInternalError: ..." on the line after torch's "NCCL error: ..." is that error's second line (torch
+            # prefixes only the first with the rank): no cause of its own
+            self.nccl_error_line = number
+            return
         self.causes.add(key)
         ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
                              message=c["message"], error=c["what"], **self.sharded.fields())
         if c["cause"] == FailureCause.NCCL_ERROR:
             self.last_error = (ev, False)
+            self.nccl_error_line = number
 
     def _last_error(self, text: str) -> str | None:
         """NCCL's ``Last error:`` ("header") and the line after it ("detail": ``socketStartConnect: Connect

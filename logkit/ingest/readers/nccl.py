@@ -3,7 +3,8 @@
 ``parse_nccl_debug`` reads one line (``host:pid:tid [dev] NCCL INFO|WARN ...``; ``[dev]`` is the
 CUDA device, not the global rank) and says what it tells (``what``):
 
-- ``init``: ``comm 0x.. rank R nranks N cudaDev D ... - Init START|Init COMPLETE|Abort COMPLETE``;
+- ``init``: ``comm 0x.. rank R nranks N cudaDev D ... - Init START|Init COMPLETE|Abort COMPLETE``; NCCL 2.3's
+  ``comm 0x.. rank R nranks N`` and ``rank R nranks N`` (no comm), read as an init's start;
 - ``topology``: the newer ``comm 0x.. rank R nRanks N nNodes M localRanks L localRank l``;
 - ``network``: ``Using network X`` (X may hold spaces: ``AWS Libfabric``; NCCL 2.3: ``Using internal Network X``);
 - ``nics``: ``NET/IB : Using [0]mlx5_0:1/IB ...`` or ``NET/Socket : Using [0]eth0:10.0.0.1<0>``
@@ -37,6 +38,9 @@ GLUED = re.compile(r"(?<=\S) (?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INF
 _INIT = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
                    r"(?: nvmlDev \d+)?(?: busId (?P<bus>[0-9a-fA-F]+))?(?: commId (?P<comm_id>0x[0-9a-fA-F]+))?"
                    r"(?: localSize \d+)?.*? - (?P<state>Init START|Init COMPLETE|Abort COMPLETE|Destroy COMPLETE)")
+# NCCL 2.3 at a communicator's start, no device nor state: "comm 0x9249b110 rank 1 nranks 4", and (the first
+# rank's) "rank 0 nranks 4" without the comm
+_INIT_OLD = re.compile(r"^(?:comm (?P<comm>0x[0-9a-fA-F]+) )?rank (?P<rank>\d+) nranks (?P<nranks>\d+)\s*$")
 _TOPOLOGY = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+)"
                        r" localRanks (?P<local_ranks>\d+) localRank (?P<local_rank>\d+)")
 # NCCL 2.3 wrote "Using internal Network IB" (the plugin era's "internal" and a capital N)
@@ -76,6 +80,9 @@ def _init(msg: str) -> dict | None:
         return {"what": "init", "rank": int(i["rank"]), "nranks": int(i["nranks"]), "comm": i["comm"],
                 "comm_id": i["comm_id"], "bus_id": i["bus"],
                 "state": "complete" if i["state"] == "Init COMPLETE" else "start" if state == "init" else state}
+    if (o := _INIT_OLD.match(msg)) is not None:
+        return {"what": "init", "rank": int(o["rank"]), "nranks": int(o["nranks"]), "comm": o["comm"],
+                "comm_id": None, "bus_id": None, "state": "start"}
     if (t := _TOPOLOGY.search(msg)) is not None:
         return {"what": "topology", "comm": t["comm"], "rank": int(t["rank"]), "nranks": int(t["nranks"]),
                 "nnodes": int(t["nnodes"]), "local_ranks": int(t["local_ranks"]), "local_rank": int(t["local_rank"])}

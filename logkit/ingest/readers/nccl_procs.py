@@ -216,6 +216,9 @@ class NcclProcs:
 
     def _events(self, proc: _Proc, network: str | None) -> None:
         comms = sorted(proc.comms.items(), key=lambda kv: kv[1]["line"])
+        # NCCL 2.3's "rank R nranks N" without a comm, where the process names that rank's comm too: one init
+        named = {f.get("rank") for c, f in comms if c is not None}
+        comms = [(c, f) for c, f in comms if c is not None or f.get("rank") not in named]
         if not comms and len(proc.dev_ranks) > 1:
             # one process driving several GPUs (nccl-tests -g 8): each device's channel lines name its own rank
             comms = [(None, {"line": proc.line, "rank": rank, "device": dev})

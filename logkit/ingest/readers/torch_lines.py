@@ -110,7 +110,8 @@ _THROUGHPUT = re.compile(r"Throughput: (?P<rate>\d+(?:\.\d+)?) (?:images|samples
 # script that cannot be opened (python's own message, exit code 2), an import, CUDA out of memory
 # (torch.OutOfMemoryError / torch.cuda.OutOfMemoryError / "CUDA error: out of memory"), another CUDA
 # error, an NCCL error raised into Python (ncclSystemError, ncclInternalError, ncclRemoteError,
-# ncclUnhandledCudaError, ncclInvalidUsage... and the reason torch prints), a signal named by
+# ncclUnhandledCudaError, ncclInvalidUsage... and the reason torch prints: after "NCCL error in: file:line," or,
+# in the watchdog's what() of torch 2.x, straight after "NCCL error: "), a signal named by
 # torchrun's failure entry ("Signal 9 (SIGKILL) received by PID 14750").
 _CAUSES: tuple[tuple[FailureCause, re.Pattern], ...] = (
     (FailureCause.FILE_NOT_FOUND, re.compile(r"\bcan't open file '(?P<what>[^']*)': \[Errno 2\] No such file or directory")),
@@ -118,7 +119,7 @@ _CAUSES: tuple[tuple[FailureCause, re.Pattern], ...] = (
     (FailureCause.IMPORT_ERROR, re.compile(r"^(?:[\w.]+\.)?ImportError: (?P<what>.+)$")),
     (FailureCause.CUDA_OOM, re.compile(r"(?:OutOfMemoryError|RuntimeError|CUDA error): (?:CUDA )?out of memory")),
     (FailureCause.CUDA_ERROR, re.compile(r"\bCUDA error: (?P<what>.+?)(?:\s*$|\s*CUDA kernel errors)")),
-    (FailureCause.NCCL_ERROR, re.compile(r"\bNCCL error\b.*?, (?P<what>unhandled system error|unhandled cuda error|"
+    (FailureCause.NCCL_ERROR, re.compile(r"\bNCCL error(?:\b.*?,|:) (?P<what>unhandled system error|unhandled cuda error|"
                                          r"internal error|remote process exited or there was a network error|"
                                          r"invalid usage|invalid argument)|^(?P<what2>nccl(?:System|Internal|Remote|"
                                          r"UnhandledCuda|InvalidUsage|InvalidArgument)Error)\b")),

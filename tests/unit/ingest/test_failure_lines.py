@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from logkit.ingest.readers import torch_lines as tl
 from tests.support.excerpts import load, reader
 
 text = reader("failures")
@@ -120,3 +121,29 @@ def test_a_block_cut_after_its_header_still_names_the_script(tmp_path):
     body = text("egovlp_21_local_rank3_sigkill.log") + "=" * 53 + "\ntrain.py FAILED\n" + "-" * 53 + "\nFailures:\n"
     (child,) = kind(load(tmp_path, body), "child_failed")
     assert (child["script"], child["local_rank"]) == ("train.py", 3)
+
+
+def test_torch_2_s_nccl_error_colon_wording_is_the_cause(tmp_path):
+    # deepep_106 line 1: "... exception: NCCL error: remote process exited or there was a network error, NCCL version
+    # 2.20.5  ncclRemoteError: ..." glued on one line: torch 2.x writes the reason straight after "NCCL error: "
+    # (read through the line grammar: loaded alone, a one-line file's prefix learning takes the head off this line)
+    cause = tl.failure_cause(text("deepep_106_glued_watchdog_nccl_error_colon.log"))
+    assert (cause["cause"], cause["what"]) == ("nccl_error", "remote process exited or there was a network error")
+    # the same line after a real line of the same thread's kind (torch's "[E ProcessGroupNCCL.cpp:...]" error line,
+    # made here): the file is read and the cause is its line 2
+    s = load(tmp_path, "[E ProcessGroupNCCL.cpp:1316] [Rank 3] NCCL watchdog thread terminated with exception\n"
+             + text("deepep_106_glued_watchdog_nccl_error_colon.log"))
+    causes = kind(s, "failure_cause")
+    assert [(c["cause"], c["error"], c["source"]) for c in causes] == [
+        ("nccl_error", "remote process exited or there was a network error", "capture.log:2")]
+
+
+def test_the_colon_wording_on_lines_of_its_own(tmp_path):
+    # made here: deepep_106's error as torch prints it unglued, after a rank tag, with another reason (internal
+    # error, as in "NCCL error in: ..., internal error"): the reason is read the same way
+    body = ("[rank1]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 1] Process group watchdog thread terminated with exception: "
+            "NCCL error: internal error, NCCL version 2.20.5\n"
+            "ncclInternalError: Internal check failed.\n")
+    s = load(tmp_path, body)
+    causes = kind(s, "failure_cause")
+    assert [(c["cause"], c["error"], c["rank"]) for c in causes] == [("nccl_error", "internal error", 1)]

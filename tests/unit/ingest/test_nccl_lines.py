@@ -69,3 +69,21 @@ def test_a_return_trace_no_warn_opened_is_kept_and_the_warn_s_own_follows_it(tmp
     assert warns[1]["message"] == "Socket recv failed while polling for opId=0x7fb582222f90"
     assert warns[1]["chain"] == ("transport/net.cc:288 -> 3; transport.cc:148 -> 3; init.cc:1079 -> 3; "
                                  "init.cc:1358 -> 3; group.cc:65 -> 3; group.cc:406 -> 3; group.cc:96 -> 3")
+
+
+def test_nccl_2_3_s_rank_nranks_lines_are_inits_and_state_the_world(tmp_path):
+    # horovod_110: pid 487531 (device [1]) "rank 3 nranks 4" (line 4) and "comm 0x7ffba445e890 rank 3 nranks 4" (line 10);
+    # pid 487530 (device [0]) "rank 2 nranks 4" (line 8) and "comm 0x7f2a20413010 rank 2 nranks 4" (line 9)
+    s = load(tmp_path, text("horovod_110_nccl_2_3_rank_nranks_second_node.log"))
+    inits = sorted(kind(s, "nccl_init"), key=lambda e: e["rank"])
+    assert [(e["rank"], e["nranks"], e["pid"], e["comm_id"]) for e in inits] == [
+        (2, 4, 487530, "0x7f2a20413010"), (3, 4, 487531, "0x7ffba445e890")]  # one init per process
+    assert s.meta["world_size"] == 4 and s.meta["world_size_from"].startswith("stated")
+
+
+def test_the_bare_rank_nranks_line_alone_is_an_init_of_its_rank():
+    # horovod_110 line 4 as parsed, and a variation made here without the comm's line after it
+    n = parse_nccl_debug("lf-solar-gpu13-pm:487531:487559 [1] NCCL INFO rank 3 nranks 4")
+    assert (n["what"], n["rank"], n["nranks"], n["comm"], n["state"]) == ("init", 3, 4, None, "start")
+    # not a line that only mentions ranks ("rank 1 using buffSize = 2097152", NCCL 2.2, same thread)
+    assert parse_nccl_debug("lf-solar-gpu13-pm:487531:487559 [1] NCCL INFO rank 1 using buffSize = 2097152")["what"] != "init"

@@ -48,3 +48,22 @@ def test_initialized_host_lines_give_hosts_ranks_and_a_lower_bound_of_the_nodes(
     assert s.meta["hosts"] == ["node-a", "node-b"] and s.meta["ranks_by_host"] == {"node-a": [0, 1, 3], "node-b": [6]}
     assert s.meta["nodes"] == 2 and "lower bound" in s.meta["nodes_from"]
     assert s.meta["world_size"] == 7 and "lower bound" in s.meta["world_size_from"]
+
+
+def test_torch_s_store_based_barrier_lines_name_the_rank_writing_them(tmp_path):
+    # colossalai_1580: "Rank 3: Completed store-based barrier" (line 1), "Rank 0: ..." (line 3), "Added key: ... to
+    # store for rank: 3" (line 5, rank 3 again: no second event), "... for rank: 2" (line 6), rank 3 again (line 7)
+    s = load(tmp_path, text("colossalai_1580_store_based_barrier_rich.log"))
+    assert [(r["rank"], r["source"]) for r in joined(s)] == [(3, "capture.log:1"), (0, "capture.log:3"),
+                                                              (2, "capture.log:6")]
+    assert s.diagnostics.empty or not s.diagnostics["message"].str.contains("not understood").any()
+
+
+def test_a_rank_waiting_alone_in_the_barrier_is_seen(tmp_path):
+    # made here: torch's waiting line (distributed_c10d._store_based_barrier) for rank 5, twice, in a logging
+    # module format, in both wordings (worker_count, then the newer num_workers_joined); one event, rank 5
+    body = "".join(f"2025-03-11 05:21:{s:02d},421 INFO Waiting in store based barrier to initialize process group for "
+                   f"rank: 5, key: store_based_barrier_key:1 (world_size=8, {w}=1, timeout=0:30:00)\n"
+                   for s, w in ((4, "worker_count"), (14, "num_workers_joined")))
+    s = load(tmp_path, body)
+    assert [r["rank"] for r in joined(s)] == [5]
