@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 
 from trainer_hooks.commhook import CommTimer, _seconds, _StepSync, outer_call, union_length
-from trainer_hooks.strategy import fsdp2_modules
+from trainer_hooks.strategy import fsdp2_modules, param_groups
 
 ALL_GATHER, REDUCE_SCATTER = "all_gather", "reduce_scatter"
 
@@ -218,7 +218,7 @@ class _Timed:
 
 def install(model, timer: FsdpCommTimer) -> str | None:
     """Wrap the comm objects of every ``fully_shard`` parameter group of ``model``; None, or why not."""
-    groups = [g for m in fsdp2_modules(model) for g in m._get_fsdp_state()._fsdp_param_groups]
+    groups = [g for m in fsdp2_modules(model) for g in param_groups(m)]
     if not groups:
         return "No fully_shard parameter group found: FSDP collectives are not timed"
     for unit, group in enumerate(groups):

@@ -110,8 +110,19 @@ def _group_size(group) -> int | None:
         return None
 
 
+def param_groups(unit) -> list:
+    """The ``FSDPParamGroup``s of one ``fully_shard`` module: a list in newer torch (``_fsdp_param_groups``),
+    one or None in torch up to 2.11 (``_fsdp_param_group``: seen on a GPU host, where the plural is missing)."""
+    state = unit._get_fsdp_state()
+    groups = getattr(state, "_fsdp_param_groups", None)
+    if groups is None:
+        one = getattr(state, "_fsdp_param_group", None)
+        groups = [one] if one is not None else []
+    return list(groups)
+
+
 def _fsdp2_facts(units: list) -> dict:
-    groups = [g for m in units for g in m._get_fsdp_state()._fsdp_param_groups]
+    groups = [g for m in units for g in param_groups(m)]
     first = groups[0] if groups else None
     mesh = getattr(first, "mesh_info", None)
     mp = getattr(first, "mp_policy", None)
