@@ -1080,7 +1080,7 @@ NOT_CHECKED = {
     "framework_line": _COMPANION, "zero_stage_line": _COMPANION, "strategy_line": _COMPANION,
     "world_size_lower_bound_line": _COMPANION, "nodes_line": _COMPANION, "hosts_line": _COMPANION,
     "train_runtime_s_line": _COMPANION, "final_loss_line": _COMPANION, "total_batch_size_line": _COMPANION,
-    "host_line": _COMPANION,
+    "host_line": _COMPANION, "logging_steps_line": _COMPANION,
 }
 
 
