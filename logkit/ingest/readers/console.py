@@ -40,7 +40,7 @@ from logkit.ingest.readers import console_shapes as shapes
 from logkit.ingest.readers import rank_lines, sharded_frames, verl_lines
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
-from logkit.ingest.readers.console_blocks import Blocks, epoch_rows, hf_dict, signal_causes
+from logkit.ingest.readers.console_blocks import Blocks, epoch_rows, hf_dict, log_dict_text, signal_causes
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.framework_lines import FrameworkLines
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
@@ -78,6 +78,8 @@ class _Console(Blocks):
         self.prefix_hosts: dict[str, int] = {}  # a host a line's prefix names (Ray's ip=, a host tag) -> its first line
         self.sharded = sharded_frames.ShardedFrames()  # the current traceback's frames in FSDP's or ZeRO's code
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
+        self.bar_rows = 0  # the steps rows of training bars that stated a loss
+        self.bar_times: list[tuple] = []  # (line, row) of the bars stating a rate and no loss
 
     # -- time ------------------------------------------------------------------------------
     def _time(self, md: str | None, hms: str | None) -> float | None:
@@ -112,6 +114,16 @@ class _Console(Blocks):
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(line.stamp) if line.stamp else None)
         if "<" in text and not self.trained and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
+            if (bar := tl.parse_bar(text)) is not None:
+                # the training bar's own loss (its description or postfix) and its s/it: a steps row of the line
+                # (of no rank where no prefix names one: a bar names none, and any process may draw it)
+                row = {"rank": rank, "step": bar["step"], "time_s": t, "loss": bar["loss"],
+                       "step_time_s": bar["step_time_s"]}
+                if bar["loss"] is not None:
+                    self.read.step(number, row)
+                    self.bar_rows += 1
+                else:
+                    self.bar_times.append((number, row))  # kept only where nothing else logs the steps (finish)
         if self.entry_traceback(text):
             # a worker's own traceback under its failure entry (error_file set): its frames are the entry's,
             # its exception line is that rank's cause; the block goes on to the next entry
@@ -301,8 +313,8 @@ class _Console(Blocks):
             self.current = read.event(EventType.NAN_DETECTED, number, rank=rank if rank is not None else int(m["gpu"]),
                                       level="ERROR", message=text.strip(), gpu=int(m["gpu"]), time_s=t)
             return True
-        if text.startswith("{'") and text.endswith("}"):
-            index = hf_dict(read, number, text, rank, t, self.hf_step)
+        if (logged := log_dict_text(text)) is not None:
+            index = hf_dict(read, number, logged, rank, t, self.hf_step)
             if index is None:
                 return False
             self.hf_step = index
@@ -437,6 +449,11 @@ class _Console(Blocks):
     # -- the end ---------------------------------------------------------------------------
     def finish(self) -> None:
         self.nccl.finish()
+        if len(self.read.rows["steps"]) == self.bar_rows:
+            # the bars' rates are the run's step times only where no record (a Trainer's log dict, a framework's
+            # step line) logs the steps: a Trainer's bar redrawn at every step is no record of its own
+            for number, row in self.bar_times:
+                self.read.step(number, row)
         if self.trace_open is not None:
             number, rank, t = self.trace_open
             self.read.event(EventKind.ERROR, number, rank=rank, level="ERROR", time_s=t, subkind=LineSubkind.TRACEBACK_CUT,

@@ -139,6 +139,25 @@ class Blocks:
         raise NotImplementedError
 
 
+# a log dict's first key with its opening brace lost in a paste ("'loss': -0.0, 'grad_norm': ...}")
+_HEADLESS_DICT = re.compile(r"""^(?P<q>['"])[\w/().-]+(?P=q): """)
+
+
+def log_dict_text(text: str) -> str | None:
+    """A printed log dict's text as a Python dict literal, or None where ``text`` is none: the Trainer's
+    ``{'loss': ...}``; the same record in JSON (``{"loss": ...}``, as ms-swift's logging.jsonl and a
+    ``json.dumps`` print write it: its numbers and strings are Python literals too); and either with its
+    opening brace lost (a paste that starts at the first key)."""
+    text = text.strip()
+    if not text.endswith("}"):
+        return None
+    if text.startswith(("{'", '{"')):
+        return text
+    if _HEADLESS_DICT.match(text) is not None and "{" not in text:
+        return "{" + text
+    return None
+
+
 def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | None, index: int) -> int | None:
     """transformers' Trainer prints each log as a Python dict (train, eval, final summary): the
     rows and meta it gives; the count of train logs so far, or None where ``text`` is no dict."""
