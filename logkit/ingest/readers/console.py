@@ -301,6 +301,9 @@ class _Console(Blocks):
             return True
         if any(h in text for h in shapes.AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
+            # the launcher's failure line is its own line too (DeepSpeed's "[launch.py:315:sigkill_handler]
+            # Killing subprocess ..."): its framework and facts are seen as any of its lines'
+            self.frameworks.line(number, text)
             return True
         if self.frameworks.line(number, text)[0]:
             for at, joined in self.frameworks.take_joined():
