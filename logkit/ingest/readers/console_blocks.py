@@ -143,6 +143,9 @@ class Blocks:
 _HEADLESS_DICT = re.compile(r"""^(?P<q>['"])[\w/().-]+(?P=q): """)
 
 
+_LOG_KEYS = ("'loss'", '"loss"', "'eval_", '"eval_', "'train_runtime'", '"train_runtime"')
+
+
 def log_dict_text(text: str) -> str | None:
     """A printed log dict's text as a Python dict literal, or None where ``text`` is none: the Trainer's
     ``{'loss': ...}``; the same record in JSON (``{"loss": ...}``, as ms-swift's logging.jsonl and a
@@ -151,7 +154,12 @@ def log_dict_text(text: str) -> str | None:
     text = text.strip()
     if not text.endswith("}"):
         return None
-    if text.startswith(("{'", '{"')):
+    if text.startswith("{'"):
+        return text
+    # the other shapes only with a Trainer log's own key: other JSON (a tool's record) is no log dict
+    if not any(k in text for k in _LOG_KEYS):
+        return None
+    if text.startswith('{"'):
         return text
     if _HEADLESS_DICT.match(text) is not None and "{" not in text:
         return "{" + text

@@ -71,3 +71,22 @@ def test_ms_swift_log_dict_shapes(tmp_path, shape):
     assert (s.meta["progress"]["step"], s.meta["progress"]["total"]) == (57, 176)  # line 2: '57/176'
     assert list(s.steps["loss"]) == [pytest.approx(0.23179118), pytest.approx(0.21862793)]
     assert list(s.steps["step"]) == [56, 57]
+
+
+def test_other_json_in_a_console_log_is_no_log_dict(tmp_path):
+    # a tool's JSON record (no Trainer key) among a run's lines gives no steps row
+    p = tmp_path / "run.log"
+    p.write_text('{"event": "checkpoint", "step": 3}\n{"loss": 1.5, "epoch": 0.1}\n')
+    s = logkit.load_session(p)
+    assert list(s.steps["loss"]) == [1.5]
+
+
+def test_whole_bars_of_one_width_are_records_of_their_own(tmp_path):
+    # the llama-recipes shape (four processes' bars, no rank named, lines of one width): a variation of
+    # real_world's llama_cookbook_206 with other losses; each whole bar is a record, not a wrapped line's rest
+    bar = "Training Epoch: 1/3, step 9/10 completed (loss: {}): 100%|██████████| 10/10 [01:40<00:00, 10.05s/it]\n"
+    p = tmp_path / "bars.log"
+    p.write_text("".join(bar.format(x) for x in ("2.125", "2.250", "2.375", "2.500")))
+    s = logkit.load_session(p)
+    assert list(s.steps["loss"]) == [2.125, 2.25, 2.375, 2.5]
+    assert s.meta["progress"]["line"] == 4
