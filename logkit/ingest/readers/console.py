@@ -5,7 +5,8 @@ Its records come through ``normalise`` (prefixes taken off, wrapped lines joined
 ``console_shapes.GRAMMAR`` says), then lose their log prefixes (glog, Python logging, ``LEVEL |``). Then:
 
 - per-GPU step lines (``[GPU 0] Step [3/10] | Loss: ...``) -> ``steps``; their NaN report
-  blocks -> ``nan_detected`` events; transformers' printed log dicts (``{'loss': ...}``),
+  blocks -> ``nan_detected`` events; transformers' printed log dicts (``{'loss': ...}``, also as
+  JSON or pasted without the opening brace: ms-swift's records),
   Megatron's iteration lines and a plain loop's ``Train Epoch: 3 [16000/60000 (27%)]  Loss: 0.04``
   (PyTorch's MNIST example and its copies) -> ``steps`` / ``evals`` / meta;
 - NCCL INFO/WARN (``nccl_procs.py``) -> ``nccl_init`` / ``nccl_warn`` events and meta (world
@@ -26,7 +27,9 @@ Its records come through ``normalise`` (prefixes taken off, wrapped lines joined
 
 The run facts the lines state become meta with their provenance (``run_facts.py``).
 Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta, the
-training's: none after the Trainer's final summary, whose later bars are an evaluation's);
+training's: none after the Trainer's final summary, whose later bars are an evaluation's; a training
+bar's own loss, in its label or postfix, and its rate are a ``steps`` row, a rate alone only where no
+other record logs the steps);
 other lines are diagnostics. The file is streamed: memory follows what is kept.
 """
 

@@ -16,7 +16,7 @@ what the line says, or None).
 - CUDA out of memory (``parse_oom``: what was asked, the GPU's capacity and free memory, what PyTorch holds);
 - NCCL errors raised into Python (``NCCL error ..., <reason>, NCCL version X``), the c10d
   rendezvous timing out, a port already in use, torch RPC agents losing a peer;
-- progress: tqdm bars, Megatron's ``iteration N/M | ... | lm loss: ...`` lines, transformers'
+- progress: tqdm bars (``parse_bar``: a training bar's loss and s/it), Megatron's ``iteration N/M | ... | lm loss: ...`` lines, transformers'
   "Running training" block.
 
 A negative exit code is the signal that ended the process (``SIGNALS``: -9 SIGKILL, -6 SIGABRT).
