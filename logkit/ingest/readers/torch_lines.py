@@ -335,6 +335,8 @@ _OTHER_PHASE_BAR = re.compile(r"^\s*(?:Map|Filter|Tokeniz\w*|Running tokenizer|D
 # or its postfix (Lightning's "[9:07:58<878:01:48, 41.36s/it, loss=3.1, ...]"); a whole word: not "reduced_train_loss"
 _BAR_LOSS = re.compile(r"(?<![\w/])loss\s*[:=]\s*(?P<loss>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)(?![\w.])",
                        re.I)
+# a bar's percentage, where its label ends ("...: 100%|")
+_BAR_PERCENT = re.compile(r"\d{1,3}%\|")
 # the rate a bar states in its bracket, after the times: "10.82s/it" or "1.27it/s" ("?it/s" before the first)
 _BAR_RATE = re.compile(r"\[\d+:\d+(?::\d+)?<[^,\]]*,\s*(?P<rate>\d+(?:\.\d+)?)\s*(?P<unit>s/it|it/s)")
 
@@ -348,7 +350,8 @@ def parse_bar(text: str) -> dict | None:
         return None
     last = found[-1]
     # the description is the text before the last bar's percentage; the postfix is in its bracket
-    desc = text[: text.rfind("%|", 0, last.start())] if "%|" in text[: last.start()] else ""
+    pct = [m for m in _BAR_PERCENT.finditer(text, 0, last.start())]
+    desc = text[: pct[-1].start()] if pct else ""
     bracket = text[last.end():].split("]", 1)[0]
     m = _BAR_LOSS.search(desc) or _BAR_LOSS.search(bracket)
     r = _BAR_RATE.search(text, last.start())

@@ -90,3 +90,9 @@ def test_whole_bars_of_one_width_are_records_of_their_own(tmp_path):
     s = logkit.load_session(p)
     assert list(s.steps["loss"]) == [2.125, 2.25, 2.375, 2.5]
     assert s.meta["progress"]["line"] == 4
+
+
+def test_a_bar_labelled_loss_states_no_loss():
+    # the percentage is no loss: a bar whose label is the word alone states none (a rate only)
+    assert tl.parse_bar("Loss: 100%|██████████| 10/10 [00:10<00:00,  1.00s/it]") == {
+        "step": 10, "loss": None, "step_time_s": 1.0}
