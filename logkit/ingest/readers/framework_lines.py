@@ -28,10 +28,10 @@ from logkit.ingest.readers import (
     megatron_lines,
     unsloth_lines,
 )
+from logkit.ingest.readers.console_blocks import log_dict_text
 from logkit.ingest.readers.hf_trainer_lines import HfTrainer
 from logkit.ingest.readers.llamafactory import peel
 from logkit.ingest.readers.stated_facts import Facts
-from logkit.ingest.readers.console_blocks import log_dict_text
 from logkit.schema.meta import SessionMeta
 
 MAX_DUMP_LINES = 5000
