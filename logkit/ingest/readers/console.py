@@ -4,17 +4,15 @@ bring them (a log shipper's timestamps, a paste with line numbers, pdsh output, 
 Its records come through ``normalise`` (prefixes taken off, wrapped lines joined, glued ones split, as
 ``console_shapes.GRAMMAR`` says), then lose their log prefixes (glog, Python logging, ``LEVEL |``). Then:
 
-- per-GPU step lines (``[GPU 0] Step [3/10] | Loss: ...``) -> ``steps``; their NaN report
-  blocks -> ``nan_detected`` events; transformers' printed log dicts (``{'loss': ...}``),
-  Megatron's iteration lines and a plain loop's ``Train Epoch: 3 [16000/60000 (27%)]  Loss: 0.04``
-  (PyTorch's MNIST example and its copies) -> ``steps`` / ``evals`` / meta;
+- step lines (``[GPU 0] Step [3/10] | Loss: ...``, ``Train Epoch: 3 [16000/60000 (27%)]  Loss: 0.04``),
+  transformers' printed log dicts (also as JSON or without the opening brace: ms-swift's), Megatron's
+  iteration lines, a training bar's own loss and rate (``BarRows``) -> ``steps`` / ``evals`` / meta;
+  NaN report blocks -> ``nan_detected``;
 - NCCL INFO/WARN (``nccl_procs.py``) -> ``nccl_init`` / ``nccl_warn`` events and meta (world
   size, nodes, hosts, network, NICs);
-- the watchdog (``torch_lines.py``) -> ``nccl_timeout`` (a line wrapped onto the next one is
-  joined; one cut short is kept, ``truncated``), ``watchdog_work`` (the work each rank stopped
-  at), ``watchdog_hang``; collective mismatches -> ``collective_mismatch`` (with what differs);
-  CUDA OOM -> ``cuda_oom``; NCCL errors -> ``nccl_error``; the rendezvous or a port failing ->
-  ``rendezvous_timeout`` / ``address_in_use``;
+- the watchdog (``torch_lines.py``) -> ``nccl_timeout`` (a wrapped line joined, one cut short kept:
+  ``truncated``), ``watchdog_work``, ``watchdog_hang``; ``collective_mismatch`` (with what differs);
+  ``cuda_oom``; ``nccl_error``; ``rendezvous_timeout`` / ``address_in_use``;
 - why a process failed (``torch_lines.failure_cause``: a script python cannot open, a missing
   module, an import, CUDA OOM or another CUDA error, an NCCL error and its ``Last error:`` detail,
   a signal, the exception a traceback ends in) -> ``failure_cause`` (once per rank and cause);
@@ -24,10 +22,9 @@ Its records come through ``normalise`` (prefixes taken off, wrapped lines joined
   signal SIGTERM`` -> ``warning`` events (``subkind`` sigterm_sent, ``pid``);
 - other exceptions -> ``error``.
 
-The run facts the lines state become meta with their provenance (``run_facts.py``).
-Progress bars, tracebacks and C++ frames are used (the last progress ``n/total`` goes to meta, the
-training's: none after the Trainer's final summary, whose later bars are an evaluation's);
-other lines are diagnostics. The file is streamed: memory follows what is kept.
+The run facts the lines state become meta with their provenance (``run_facts.py``). The last progress
+``n/total`` goes to meta (the training's: none after the Trainer's final summary, whose later bars are an
+evaluation's); other lines are diagnostics. The file is streamed: memory follows what is kept.
 """
 
 from __future__ import annotations
@@ -36,11 +33,11 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from logkit.ingest.readers import console_blocks as blocks
 from logkit.ingest.readers import console_shapes as shapes
 from logkit.ingest.readers import rank_lines, sharded_frames, verl_lines
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
-from logkit.ingest.readers.console_blocks import Blocks, epoch_rows, hf_dict, signal_causes
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.framework_lines import FrameworkLines
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
@@ -51,7 +48,7 @@ from logkit.schema.records import EventType
 from logkit.schema.vocab import EventKind, FailureCause, LineSubkind
 
 
-class _Console(Blocks):
+class _Console(blocks.Blocks):
     """Parser state across the lines of one capture."""
 
     def __init__(self, read: Read, rank: int | None) -> None:
@@ -63,9 +60,7 @@ class _Console(Blocks):
         self.nccl = NcclProcs(read)
         self.year = 1970
         self.hf_step = 0
-        # the Trainer printed its final summary ({'train_runtime': ...}): training is over, and a bar after it
-        # is an evaluation's or a prediction's, not the run's progress
-        self.trained = False
+        self.trained = False  # the Trainer's final summary printed: a later bar is an evaluation's, not the run's
         self.agent_exits: list[dict] = []
         self.facts: dict = {}
         self.joined = rank_lines.Joined(read)  # the processes that said their rank as they joined
@@ -79,6 +74,7 @@ class _Console(Blocks):
         self.prefix_hosts: dict[str, int] = {}  # a host a line's prefix names (Ray's ip=, a host tag) -> its first line
         self.sharded = sharded_frames.ShardedFrames()  # the current traceback's frames in FSDP's or ZeRO's code
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
+        self.bars = blocks.BarRows(read)  # the training bars' own losses and rates
 
     # -- time ------------------------------------------------------------------------------
     def _time(self, md: str | None, hms: str | None) -> float | None:
@@ -113,6 +109,7 @@ class _Console(Blocks):
         t = self._time(m["md"], m["hms"]) if m else (self._full_time(line.stamp) if line.stamp else None)
         if "<" in text and not self.trained and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
+            self.bars.see(number, text, rank, t)
         if self.entry_traceback(text):
             # a worker's own traceback under its failure entry (error_file set): its frames are the entry's,
             # its exception line is that rank's cause; the block goes on to the next entry
@@ -270,8 +267,7 @@ class _Console(Blocks):
         return stated
 
     def _step_line(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
-        """A per-GPU step line or a plain loop's ``Train Epoch`` line (``torch_lines.parse_step_line``) as
-        a step row (a line without its rank: the GPU it names, else 0); else False."""
+        """A per-GPU or ``Train Epoch`` step line as a step row (no rank: the GPU it names, else 0); else False."""
         if (row := tl.parse_step_line(text)) is None:
             return False
         gpu = row.pop("gpu")
@@ -290,6 +286,9 @@ class _Console(Blocks):
             return True
         if any(h in text for h in shapes.AGENT_HINT) and (records := tl.agent_records(text)):
             self._agent(number, text, records, level, rank, t)
+            # the launcher's failure line is its own line too (DeepSpeed's "[launch.py:315:sigkill_handler]
+            # Killing subprocess ..."): its framework and facts are seen as any of its lines'
+            self.frameworks.line(number, text)
             return True
         if self.frameworks.line(number, text)[0]:
             for at, joined in self.frameworks.take_joined():
@@ -302,8 +301,8 @@ class _Console(Blocks):
             self.current = read.event(EventType.NAN_DETECTED, number, rank=rank if rank is not None else int(m["gpu"]),
                                       level="ERROR", message=text.strip(), gpu=int(m["gpu"]), time_s=t)
             return True
-        if text.startswith("{'") and text.endswith("}"):
-            index = hf_dict(read, number, text, rank, t, self.hf_step)
+        if (logged := blocks.log_dict_text(text)) is not None:
+            index = blocks.hf_dict(read, number, logged, rank, t, self.hf_step)
             if index is None:
                 return False
             self.hf_step = index
@@ -337,7 +336,7 @@ class _Console(Blocks):
             return True
         self.verl_row = None
         if "oss" in text and (e := tl.parse_epoch_summary(text)) is not None:
-            epoch_rows(read, number, e, rank, t)
+            blocks.epoch_rows(read, number, e, rank, t)
             return True
         if "iteration" in text and (it := tl.parse_megatron(text)) is not None:
             read.step(number, {"rank": rank, "time_s": t, **it})
@@ -445,6 +444,7 @@ class _Console(Blocks):
     # -- the end ---------------------------------------------------------------------------
     def finish(self) -> None:
         self.nccl.finish()
+        self.bars.finish()
         if self.trace_open is not None:
             number, rank, t = self.trace_open
             self.read.event(EventKind.ERROR, number, rank=rank, level="ERROR", time_s=t, subkind=LineSubkind.TRACEBACK_CUT,
@@ -456,7 +456,7 @@ class _Console(Blocks):
                           launcher=None)
             elif ev.get("script") is None and self.script is not None and ev["launcher"] == "torchrun":
                 ev["script"] = self.script  # a block cut before its entries still names the script ("test.py FAILED")
-        signal_causes(self.read, self.causes)
+        blocks.signal_causes(self.read, self.causes)
         self.joined.write()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])

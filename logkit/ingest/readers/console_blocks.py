@@ -10,7 +10,7 @@ import ast
 import re
 
 from logkit.ingest.readers.base import Read
-from logkit.ingest.readers.torch_lines import signal_of
+from logkit.ingest.readers.torch_lines import parse_bar, signal_of
 from logkit.schema.values import as_float, to_float
 from logkit.schema.vocab import EventKind, FailureCause
 
@@ -139,6 +139,33 @@ class Blocks:
         raise NotImplementedError
 
 
+# a log dict's first key with its opening brace lost in a paste ("'loss': -0.0, 'grad_norm': ...}")
+_HEADLESS_DICT = re.compile(r"""^(?P<q>['"])[\w/().-]+(?P=q): """)
+
+
+_LOG_KEYS = ("'loss'", '"loss"', "'eval_", '"eval_', "'train_runtime'", '"train_runtime"')
+
+
+def log_dict_text(text: str) -> str | None:
+    """A printed log dict's text as a Python dict literal, or None where ``text`` is none: the Trainer's
+    ``{'loss': ...}``; the same record in JSON (``{"loss": ...}``, as ms-swift's logging.jsonl and a
+    ``json.dumps`` print write it: its numbers and strings are Python literals too); and either with its
+    opening brace lost (a paste that starts at the first key)."""
+    text = text.strip()
+    if not text.endswith("}"):
+        return None
+    if text.startswith("{'"):
+        return text
+    # the other shapes only with a Trainer log's own key: other JSON (a tool's record) is no log dict
+    if not any(k in text for k in _LOG_KEYS):
+        return None
+    if text.startswith('{"'):
+        return text
+    if _HEADLESS_DICT.match(text) is not None and "{" not in text:
+        return "{" + text
+    return None
+
+
 def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | None, index: int) -> int | None:
     """transformers' Trainer prints each log as a Python dict (train, eval, final summary): the
     rows and meta it gives; the count of train logs so far, or None where ``text`` is no dict."""
@@ -206,3 +233,30 @@ def signal_causes(read: Read, causes: set) -> None:
         read.event(EventKind.FAILURE_CAUSE, line, rank=ev["rank"], level="ERROR", time_s=ev.get("time_s"),
                    cause=FailureCause.SIGNAL, message=ev["message"], error=ev["signal"],
                    local_rank=ev.get("local_rank"), pid=ev.get("pid"))
+
+
+class BarRows:
+    """A training progress bar's own loss (its description or postfix) and its s/it as a steps row of its
+    line (of no rank where no prefix names one: a bar names none, and any process may draw it). A bar with a
+    rate and no loss is kept only where nothing else logs the steps: a Trainer's bar redrawn at every step
+    is no record of its own."""
+
+    def __init__(self, read: Read) -> None:
+        self.read = read
+        self.rows = 0  # the steps rows of bars that stated a loss
+        self.times: list[tuple] = []  # (line, row) of the bars stating a rate and no loss
+
+    def see(self, number: int, text: str, rank: int | None, t: float | None) -> None:
+        if (bar := parse_bar(text)) is None:
+            return
+        row = {"rank": rank, "step": bar["step"], "time_s": t, "loss": bar["loss"], "step_time_s": bar["step_time_s"]}
+        if bar["loss"] is not None:
+            self.read.step(number, row)
+            self.rows += 1
+        else:
+            self.times.append((number, row))
+
+    def finish(self) -> None:
+        if len(self.read.rows["steps"]) == self.rows:
+            for number, row in self.times:
+                self.read.step(number, row)

@@ -155,7 +155,7 @@ _NCCL_TESTS = re.compile(r"^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*#?[ \t]*(?:nTh
                          r"\s+(?:\d+|N/A)(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)[ \t]*$", re.M)
 # Enough to call a text file a console capture when found discovering a folder.
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
-                      r"|CUDA out of memory|ChildFailedError|\{'loss': |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
+                      r"|CUDA out of memory|ChildFailedError|(?:\{|^)(?:'loss'|\x22loss\x22): |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
                       r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]|Train Epoch: \d+ \[\d+/\d+ \("
                       r"|mismatch between collectives|ProcessGroupNCCL|NCCL error|NCCL version|ncclCommInit"
                       r"|closing signal SIG|failed \(exitcode: -?\d+\)|exits with return code|died from signal"

@@ -28,6 +28,7 @@ from logkit.ingest.readers import (
     megatron_lines,
     unsloth_lines,
 )
+from logkit.ingest.readers.console_blocks import log_dict_text
 from logkit.ingest.readers.hf_trainer_lines import HfTrainer
 from logkit.ingest.readers.llamafactory import peel
 from logkit.ingest.readers.stated_facts import Facts
@@ -116,9 +117,10 @@ class FrameworkLines:
         """(whether ``text``, a message without its log prefix, is a framework's, the rank it names)."""
         if self.in_dump(number, text):
             return True, None
-        if text.startswith("{'"):  # a printed log dict: whose keys are these (read as rows elsewhere)
+        if (logged := log_dict_text(text)) is not None:  # a printed log dict: whose keys (read as rows elsewhere)
+            keys = logged.replace('"', "'")  # the JSON form's keys, quoted as the Python form's
             for key, framework in _DICT_KEYS:
-                if key in text:
+                if key in keys:
                     self.facts.saw(framework, number)
                     break
             return False, None

@@ -59,7 +59,9 @@ _TAG = re.compile(r"\[[\w.-]+\]")
 _BAR = re.compile(r"\s*\d{1,3}%\|")
 # a tqdm bar with its label ("Map: 100%|...", "Evaluating: 100%|..."): tqdm writes each from the line's start, so
 # it is a record of its own, never the tail of a wrapped line (bars of one width look like a terminal's wraps)
-_LABELLED_BAR = re.compile(r"[\w .-]{1,40}:\s*\d{1,3}%\|")
+# (or any label, "Training Epoch: 2/3, step 49/50 completed (loss: 1.03): 100%|███|", torchtune's "1|16|Loss: 2.57: ",
+# where the bar is there whole up to its n/total: no wrapped line's rest looks so; not from a "[": a prefix's)
+_LABELLED_BAR = re.compile(r"[\w .-]{1,40}:\s*\d{1,3}%\||[^\[\n][^\n]{0,199}?:\s*\d{1,3}%\|[^|\n]{0,400}\|\s*\d+/\d+ \[")
 _NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit|Failure)$|^(?:stdout|stderr)$")
 # Where records glued onto one line part: a launcher prefix, a glog header or an NCCL debug header after
 # other text (processes writing without line buffering), or a log service's literal "\n".
@@ -332,7 +334,8 @@ def _learn_one(lines: list[str], grammar: Grammar, share: float) -> Learned | No
         for line in lines:
             rest, m = _strip(pattern, line)
             if m is not None:
-                gain += grammar.known(rest) - grammar.known(line)
+                # a labelled bar is a record as it is: its label is no prefix to learn
+                gain += grammar.known(rest) - (grammar.known(line) or _LABELLED_BAR.match(line) is not None)
         # the most lines made readable; of equals, the shortest prefix (as little taken off as will do)
         if gain >= max(1, share * count) and (best is None or (gain, -len(shape)) > best[:2]):
             best = (gain, -len(shape), Learned(pattern, shape))

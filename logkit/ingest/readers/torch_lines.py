@@ -16,7 +16,7 @@ what the line says, or None).
 - CUDA out of memory (``parse_oom``: what was asked, the GPU's capacity and free memory, what PyTorch holds);
 - NCCL errors raised into Python (``NCCL error ..., <reason>, NCCL version X``), the c10d
   rendezvous timing out, a port already in use, torch RPC agents losing a peer;
-- progress: tqdm bars, Megatron's ``iteration N/M | ... | lm loss: ...`` lines, transformers'
+- progress: tqdm bars (``parse_bar``: a training bar's loss and s/it), Megatron's ``iteration N/M | ... | lm loss: ...`` lines, transformers'
   "Running training" block.
 
 A negative exit code is the signal that ended the process (``SIGNALS``: -9 SIGKILL, -6 SIGABRT).
@@ -328,8 +328,41 @@ def parse_peer(text: str) -> dict | None:
 # a bar whose label names another phase than training (datasets' "Map", an evaluation, a download): its
 # n/total is not the run's progress
 _OTHER_PHASE_BAR = re.compile(r"^\s*(?:Map|Filter|Tokeniz\w*|Running tokenizer|Download\w*|Load\w*|Fetching|Extract\w*|"
-                              r"Generat\w*|Sav\w*|Eval\w*|Validat\w*|Test\w*|Predict\w*|Inference)\b[^|]*?:\s*\d+%\|",
+                              r"Generat\w*|Sav\w*|Eval\w*|Validat\w*|Test\w*|Predict\w*|Inference|Processed prompts|Adding requests)\b[^|]*?:\s*\d+%\|",
                               re.I)
+
+
+# a training bar's loss, in its description ("step 49/50 completed (loss: 1.03)", torchtune's "1|16|Loss: 2.57")
+# or its postfix (Lightning's "[9:07:58<878:01:48, 41.36s/it, loss=3.1, ...]"); a whole word: not "reduced_train_loss"
+_BAR_LOSS = re.compile(r"(?<![\w/])loss\s*[:=]\s*(?P<loss>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)(?![\w.])",
+                       re.I)
+# a bar's percentage, where its label ends ("...: 100%|")
+_BAR_PERCENT = re.compile(r"\d{1,3}%\|")
+# the rate a bar states in its bracket, after the times: "10.82s/it" or "1.27it/s" ("?it/s" before the first)
+_BAR_RATE = re.compile(r"\[\d+:\d+(?::\d+)?<[^,\]]*,\s*(?P<rate>\d+(?:\.\d+)?)\s*(?P<unit>s/it|it/s)")
+
+
+def parse_bar(text: str) -> dict | None:
+    """A training progress bar's step row: ``step`` (its n), ``loss`` where its description or postfix
+    states one, ``step_time_s`` from its rate (tqdm's smoothed s/it, or 1 / it/s); None for no training bar
+    or a bar stating neither a loss nor a rate."""
+    found = list(_TQDM.finditer(text))
+    if not found or _OTHER_PHASE_BAR.match(text) is not None:
+        return None
+    last = found[-1]
+    # the description is the text before the last bar's percentage; the postfix is in its bracket
+    pct = [m for m in _BAR_PERCENT.finditer(text, 0, last.start())]
+    desc = text[: pct[-1].start()] if pct else ""
+    bracket = text[last.end():].split("]", 1)[0]
+    m = _BAR_LOSS.search(desc) or _BAR_LOSS.search(bracket)
+    r = _BAR_RATE.search(text, last.start())
+    loss = float(m["loss"]) if m else None
+    step_time = None
+    if r is not None and float(r["rate"]) > 0:
+        step_time = float(r["rate"]) if r["unit"] == "s/it" else 1.0 / float(r["rate"])
+    if loss is None and step_time is None:
+        return None
+    return {"step": int(last["n"]), "loss": loss, "step_time_s": step_time}
 
 
 def parse_progress(text: str) -> dict | None:
