@@ -98,3 +98,24 @@ def test_beside_our_streams_through_the_cli_each_source_has_its_rows(tmp_path):
     assert ins["timing_source"] == "nccl_inspector" and ins["count"] == 2
     assert ins["p50_ms"] == pytest.approx((1.5 + 1.25) / 2)  # the two AllGathers of the file
     assert "parameter shards" in ins["role"]  # FSDP2's all-gather, as the session_start says
+
+
+def test_two_hosts_files_make_the_rows_inter_node_with_no_nvlink_peak(tmp_path):
+    """Inspector's files of two hosts (rank 1's moved to node02, nnodes 2: a variation of the fixture) give
+    the session its nodes (Inspector's nnodes), so its collectives are inter-node; the logs name no network,
+    so no peak is claimed (never the GPUs' NVLink)."""
+    folder = tmp_path / "inspector"
+    folder.mkdir()
+    shutil.copy(HERE / "node01-pid4242.log", folder / "node01-pid4242.log")
+    text = (HERE / "node01-pid4243.log").read_text()
+    text = text.replace('"hostname":"node01"', '"hostname":"node02"').replace('"nnodes":1', '"nnodes":2')
+    (folder / "node02-pid4243.log").write_text(text)
+    (folder / "node01-pid4242.log").write_text((folder / "node01-pid4242.log").read_text().replace('"nnodes":1', '"nnodes":2'))
+    proc = analyze_logs(str(folder), "--json", "--compare", "--communication", "--no-cache")
+    assert proc.returncode in (0, 1), proc.stderr
+    doc = json.loads(proc.stdout)
+    (s,) = doc["sessions"]
+    assert s["nodes"] == 2 and "node01" in [h["host"] for h in s["hosts"]]
+    rows = [r for r in doc["communication"] if r["group_size"] == 2]
+    assert rows and {r["scope"] for r in rows} == {"inter-node"}
+    assert all(r["peak_busbw_gb_s"] is None and "NVLink" not in (r["link"] or "") for r in rows)
