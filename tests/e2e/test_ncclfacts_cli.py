@@ -38,7 +38,7 @@ def test_sessions_carry_the_nccl_facts_and_their_provenance(tmp_path):
     assert s["world_size"] == 16 and s["world_size_from"] == f"stated: NCCL init: nranks 16 ({name}:13)"
     assert s["facts_source"]["world_size"] == f"{name}:13"
     # two hosts, machine-1 and machine-2 (no nNodes line: a lower bound)
-    assert s["hosts"] == ["machine-1", "machine-2"] and s["nodes"] == 2 and s["nodes_from"].startswith("inferred")
+    assert [h["host"] for h in s["hosts"]] == ["machine-1", "machine-2"] and s["nodes"] == 2 and s["nodes_from"].startswith("inferred")
     # three "via NET/IB/0/GDRDMA" and three "via P2P/direct pointer" lines
     assert s["transports"] == {"NET/IB": 3, "P2P/direct pointer": 3}
     assert s["network"] == "IB" and s["network_from"].startswith("derived: ")
