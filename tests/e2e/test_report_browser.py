@@ -235,7 +235,7 @@ def test_report_renders_in_headless_chromium_without_network(tmp_path):
     SCREENSHOT.write_bytes(shot)
 
     assert state["headings"] == ["Overview", "Comparison", "Forecast and counterfactual", "Communication", "Performance and stragglers", "GPUs",
-                                 "Training curves", "Diagnosis", "Parse diagnostics"]
+                                 "Training curves", "Where the hours went", "Diagnosis", "Parse diagnostics"]
     alts = {i["alt"] for i in state["images"]}  # no run here times per-step phases: that chart is a sentence
     assert alts == {"training_comparison.png", "loss_curves.png", "throughput.png", "gpu_utilization.png",
                     "bandwidth_vs_size.png", "step_time_per_rank.png", "forecast.png"}
