@@ -35,7 +35,7 @@ from pathlib import Path
 
 from logkit.ingest.readers import console_blocks as blocks
 from logkit.ingest.readers import console_shapes as shapes
-from logkit.ingest.readers import rank_lines, sharded_frames, verl_lines
+from logkit.ingest.readers import iteration_lines, rank_lines, sharded_frames, verl_lines
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
@@ -342,7 +342,8 @@ class _Console(blocks.Blocks):
             read.step(number, {"rank": rank, "time_s": t, **it})
             self.frameworks.megatron_iteration(number, it, read.meta)
             return True
-        return False
+        # torchtune's, litgpt's, nanoGPT's, nanotron's, NeMo's own step lines
+        return (it := iteration_lines.parse(text)) is not None and iteration_lines.record(self, number, it, rank, t)
 
     def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
         """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and

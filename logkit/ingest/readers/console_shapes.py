@@ -52,7 +52,9 @@ STARTS = re.compile(
     r"|[Ii]nitialized [Hh]ost \S+ as|\|? ?distributed init \(rank \d+\)|[Ee]poch\s*[:=]?\s*\d+\s*[,|]"
     # a printed table's aligned "key:   value" rows (DeepSpeed's flops profiler pads each to one width: no wrap)
     r"|-+ DeepSpeed Flops Profiler|[a-z][\w ()=*/.-]*:\s{2,}\S"
-    r"|(?:initializing ddp|Initializing distributed): GLOBAL_RANK: \d")
+    r"|(?:initializing ddp|Initializing distributed): GLOBAL_RANK: \d"
+    # a framework's own step line (iteration_lines): lines of one width that are no terminal's wrap
+    r"|(?:\w+ [Ee]poch \d+, )?(?:[Ss]tep|[Ii]ter(?:ation)?):?[ \t]*\d+(?:[ \t]*/[ \t]*\d+)?[ \t]*[|:,]")
 
 
 def cut(text: str) -> bool:
