@@ -21,7 +21,7 @@ _HEAD = re.compile(r"(?:^|(?<=[\s\]:,|]))(?:[Ss]tep|[Ii]ter(?:ation)?):?\s*(?P<n
                    r"(?P<rest>\s*[|:,]\s*.*)$")
 # one field: "loss:2.17", "loss 3.5421", "time: 174.07ms", "train_step_timing in s: 0.03146", "..._ms: 11.5K"
 # (a key is words joined by single spaces, so that no long run of blanks is tried many ways)
-_FIELD = re.compile(r"(?P<key>[A-Za-z_]\w*(?: [A-Za-z_]\w*){0,4}(?: \(ms\))?)[ \t]*[:=]?[ \t]*"
+_FIELD = re.compile(r"(?<!\w)(?P<key>[A-Za-z_]\w{0,80}(?: [A-Za-z_]\w{0,80}){0,4}(?: \(ms\))?)[ \t]*[:=]?[ \t]*"
                     r"(?P<num>-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))(?P<suf>ms|s|[KMGT])?(?![\w.])")
 _SCALE = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # the training loss under its frameworks' names (a "val_loss" on the same line is not the step's)
