@@ -26,6 +26,7 @@ from torch import nn
 from logkit.schema import SessionFiles
 from tests.support.fsdp_train import make_model
 from tests.support.launch import analyze_logs, read_jsonl, session_dirs, torchrun
+from tests.support.straggler_checks import assert_slow_data_rank_1
 
 pytestmark = pytest.mark.slow
 
@@ -112,13 +113,7 @@ def test_the_session_says_fsdp1_timed_at_torch_distributed(run, tmp_path):
 
 def test_the_slow_data_rank_is_the_straggler_with_cause_data(run, tmp_path):
     logs, _ = run
-    doc = json.loads(analyze_logs(str(logs), "--performance", "--json", cwd=tmp_path).stdout)
-    by_rank = {row["rank"]: row for row in doc["stragglers"]}
-    assert by_rank[1]["is_straggler"] and by_rank[1]["cause"] == "data", by_rank
-    assert not by_rank[0]["is_straggler"]
-    parts = {row["rank"]: row for row in doc["step_breakdown"]}
-    assert parts[1]["data_s"] >= SLOW_MS / 1e3 and parts[0]["data_s"] < SLOW_MS / 5e3  # the sleep, on rank 1 only
-    assert parts[0]["wait_s"] >= 0.8 * SLOW_MS / 1e3  # rank 0 waits for it at the first all-gather
+    assert_slow_data_rank_1(logs, tmp_path, SLOW_MS)
 
 
 def test_the_communication_table_has_a_row_per_op(run, tmp_path):
