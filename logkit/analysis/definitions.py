@@ -95,6 +95,15 @@ COMMUNICATION: dict[str, str] = {
                "NCCL settings); no reference: no peak for this link (gloo, CPU, several hosts)",
     "phase": "the phases the op's records name (FSDP collectives: forward, backward), as the emitter logged them",
     "role": "what the op does in the run's strategy (DDP, FSDP, DeepSpeed ZeRO): kernels.strategy.op_role",
+    "scope": "inter-node when the collective's ranks cannot all be on one host (the session spans several and "
+             "the group is the world or larger than any host's ranks), intra-node when the session has one node, "
+             "None where a sub-group's ranks are not known (kernels.fabric.scope_of)",
+    "transport": "what the bytes travel over, strongest evidence first: the backend (gloo/TCP), NCCL's "
+                 "environment, the network NCCL's INFO lines name, the channels' transports, the host's InfiniBand "
+                 "devices, the GPU model's link (kernels.fabric.transport_of)",
+    "peak_busbw_gb_s / peak_source": "the achievable (not line-rate) bus bandwidth of the row's link or network "
+                                     "and where the figure comes from (kernels.peaks); none, and why, where the "
+                                     "network is not known: never the GPUs' link for a collective across hosts",
     "summary_count": "the run's own count of the op (summary.json) where the log lines sample the operations",
     "busbw_at_max_size_gb_s": "nccl-tests: busbw (GB/s) at the largest message size of the sweep",
     "size_at_80pct_bytes": f"nccl-tests: the smallest message size at which busbw reaches {REACH:.0%} of the "
