@@ -45,10 +45,10 @@ def test_two_runs_forecast_the_third_within_tolerance(tmp_path):
     (measured,) = _json(str(third))["sessions"]
     rate = measured["steady_samples_per_second"]
     assert abs(row["samples_per_s"] / rate - 1) <= TOLERANCE, (row, rate)
-    # the counterfactual: the 2-rank run against the 1-rank one, then the forecast's 3 ranks, said in the verdict
+    # the counterfactual: the 2-rank run against the 1-rank one, then the forecast's 3 ranks, said first in the verdict
     (run, three) = doc["counterfactual"]
     assert run["measured"] and run["world_size"] == 2 and run["baseline_world_size"] == 1
     assert run["samples"] == 16 * 12  # 16 steps of a global batch of 12
     assert three["world_size"] == 3 and not three["measured"]
     assert three["hours"] == pytest.approx(16 * 12 / row["samples_per_s"] / 3600)
-    assert doc["verdict"][1] == run["sentence"]
+    assert doc["verdict"][0] == run["sentence"]

@@ -99,10 +99,11 @@ def counterfactual_table(scaling, forecast: pd.DataFrame, price: float | None = 
 
 
 def with_counterfactual(verdict: tuple[str, ...], table: pd.DataFrame, headline_candidate: str | None) -> tuple:
-    """The verdict with the headline run's counterfactual right after the pay-off sentence it explains."""
+    """The verdict with the headline run's counterfactual first: what the run cost against its baseline is the
+    answer a user acts on (hours and GPU-hours, money with a price); the pay-off sentence explains it."""
     if not verdict or table.empty or headline_candidate is None:
         return verdict
     said = table[table["measured"].astype(bool) & (table["session_id"] == headline_candidate)]
     if said.empty:
         return verdict
-    return (verdict[0], str(said["sentence"].iloc[0]), *verdict[1:])
+    return (str(said["sentence"].iloc[0]), *verdict)

@@ -130,7 +130,7 @@ def test_the_counterfactual_in_hours_gpu_hours_and_money():
     assert run.cost == pytest.approx(30 / 3600) and run.baseline_cost == pytest.approx(24 / 3600)
     assert run.sentence == ("On 1 GPU this run would have taken 8 s; on 2 it took 5 s: 0.00278 GPU-hours for 3 s saved "
                             "(0.00833 at 3 a GPU-hour, against 0.00667 on 1).")
-    assert a.verdict[1] == run.sentence  # right after the pay-off sentence
+    assert a.verdict[0] == run.sentence and a.verdict[1].startswith("Multi-GPU paid off")  # first, then the pay-off
     # the forecast at 4 ranks: 8 / 0.175 samples/s (test above): 3.5 s, 4 x 3.5 s = 0.0038889 GPU-hours,
     # 1.4x the 2-rank run's GPU-hours for 5 / 3.5 = 1.43x its speed
     assert not four.measured and four.hours == pytest.approx(3.5 / 3600)

@@ -342,7 +342,9 @@ def test_low_efficiency_at_its_edge(factor, low):
     (c,) = a.scaling.comparisons
     assert c.scaling_efficiency == pytest.approx(eff, rel=1e-9) and not c.flags
     assert ("low_scaling_efficiency" in _kinds(a)) is low
-    assert a.verdict[0].startswith("Multi-GPU paid off only in part" if low else "Multi-GPU paid off:")
+    # the counterfactual (hours against the baseline) comes first, the pay-off sentence after it
+    assert a.verdict[0].startswith("On 1 GPU this run would have taken")
+    assert a.verdict[1].startswith("Multi-GPU paid off only in part" if low else "Multi-GPU paid off:")
 
 
 @pytest.mark.parametrize(("steps", "severity"), [(101, "info"), (100, "info"), (99, "warning")])
