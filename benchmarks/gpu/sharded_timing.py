@@ -2,12 +2,16 @@
 config, nothing downloaded) trained a few steps by each wrapper on one CUDA GPU with NCCL (a process group of
 one: every collective is still issued), logged with logkit, each session written under OUT/<part>/.
 
-    python benchmarks/gpu/sharded_timing.py OUT [--parts ddp,fsdp2,fsdp1,trainer_fsdp2,trainer_fsdp1,
-                                                 trainer_deepspeed_zero3] [--steps 20] [--device cuda]
+    python benchmarks/gpu/sharded_timing.py OUT [--parts ddp,fsdp2,fsdp1,fsdp2_two_ranks_gloo,trainer_fsdp2,
+                                                 trainer_fsdp1,trainer_deepspeed_zero3] [--steps 20] [--device cuda]
 
 Parts (each in a process of its own, so one that fails or crashes leaves the others running):
   ddp, fsdp2, fsdp1       a hand-written loop with ``TrainingLogger`` (DistributedDataParallel; fully_shard on
                           each decoder layer and the root; FullyShardedDataParallel wrapping each decoder layer)
+  fsdp2_two_ranks_gloo    fully_shard across two processes that share the one GPU, over gloo (NCCL refuses two
+                          ranks on one device; gloo takes CUDA tensors and stages them through host memory):
+                          FSDP2 issues its all-gathers and reduce-scatters at world size 2, so this proves its
+                          CUDA-event timing path; the times are gloo's host copies, not a GPU link's bandwidth
   trainer_fsdp2/1         transformers' Trainer with ``fsdp="full_shard auto_wrap"`` (fsdp_config version 2 / 1)
                           and ``LogkitCallback``
   trainer_deepspeed_zero3 the Trainer with ``deepspeed=`` a ZeRO-3 config and ``LogkitCallback`` (needs deepspeed)
@@ -37,7 +41,8 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PARTS = ("ddp", "fsdp2", "fsdp1", "trainer_fsdp2", "trainer_fsdp1", "trainer_deepspeed_zero3")
+PARTS = ("ddp", "fsdp2", "fsdp1", "fsdp2_two_ranks_gloo", "trainer_fsdp2", "trainer_fsdp1", "trainer_deepspeed_zero3")
+RANKS = {"fsdp2_two_ranks_gloo": 2}  # processes per part (the others: a group of one)
 
 
 def tiny_lm():
@@ -61,7 +66,7 @@ def hand_loop(part: str, out: Path, steps: int, device: str) -> None:
 
     from trainer_hooks import TrainingLogger
 
-    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    dist.init_process_group("nccl" if device == "cuda" and not part.endswith("_gloo") else "gloo")
     dev = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
     if device == "cuda":
         torch.cuda.set_device(dev)
@@ -72,7 +77,7 @@ def hand_loop(part: str, out: Path, steps: int, device: str) -> None:
         from torch.nn.parallel import DistributedDataParallel
 
         model = DistributedDataParallel(model, device_ids=[0] if device == "cuda" else None)
-    elif part == "fsdp2":
+    elif part.startswith("fsdp2"):
         from torch.distributed.fsdp import fully_shard
 
         for layer in layers:
@@ -143,13 +148,42 @@ def summary(part: str, out: Path) -> str:
 
 def child(part: str, out: Path, steps: int, device: str) -> None:
     sys.path.insert(0, str(REPO))
-    (hand_loop if part in ("ddp", "fsdp2", "fsdp1") else trainer_run)(part, out, steps, device)
+    (trainer_run if part.startswith("trainer") else hand_loop)(part, out, steps, device)
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def run_part(part: str, out: Path, args) -> tuple[bool, str]:
+    """The part's processes (one per rank, on one port), each with its own output file; (ok, why not)."""
+    ranks, port = RANKS.get(part, 1), str(free_port())
+    (out / part).mkdir(parents=True, exist_ok=True)
+    procs = []
+    for rank in range(ranks):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(rank),
+               "LOCAL_WORLD_SIZE": str(ranks), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        if args.device == "cpu":
+            env.update(DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
+        output = open(out / part / f"output_rank{rank}.txt", "w")
+        procs.append((subprocess.Popen([sys.executable, __file__, str(out), "--child", part, "--steps",
+                                        str(args.steps), "--device", args.device], env=env, stdout=output,
+                                       stderr=subprocess.STDOUT, text=True), output))
+    why = ""
+    for rank, (proc, output) in enumerate(procs):
+        try:
+            code = proc.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = "timeout"
+        output.close()
+        if code != 0 and not why:
+            tail = (out / part / f"output_rank{rank}.txt").read_text(errors="replace").strip().splitlines()[-3:]
+            why = f" (rank {rank} exit {code}): " + " | ".join(tail)
+    return not why, why
 
 
 def main() -> int:
@@ -167,21 +201,7 @@ def main() -> int:
         return 0
     failed = 0
     for part in args.parts.split(","):
-        env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        if args.device == "cpu":
-            env.update(DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
-        (out / part).mkdir(parents=True, exist_ok=True)
-        try:
-            proc = subprocess.run([sys.executable, __file__, str(out), "--child", part, "--steps", str(args.steps),
-                                   "--device", args.device], env=env, capture_output=True, text=True,
-                                  timeout=args.timeout)
-            (out / part / "output.txt").write_text(proc.stdout + proc.stderr)
-            ok = proc.returncode == 0
-            why = "" if ok else f" (exit {proc.returncode}): " + " | ".join(proc.stderr.strip().splitlines()[-3:])
-        except Exception as exc:  # a timeout, or the child could not start
-            ok, why = False, f": {type(exc).__name__}: {exc}"
+        ok, why = run_part(part, out, args)
         try:
             line = summary(part, out / part)
         except Exception:
