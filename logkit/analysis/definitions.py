@@ -97,7 +97,8 @@ COMMUNICATION: dict[str, str] = {
     "role": "what the op does in the run's strategy (DDP, FSDP, DeepSpeed ZeRO): kernels.strategy.op_role",
     "scope": "inter-node when the collective's ranks cannot all be on one host (the session spans several and "
              "the group is the world or larger than any host's ranks), intra-node when the session has one node, "
-             "None where a sub-group's ranks are not known (kernels.fabric.scope_of)",
+             "None where a sub-group's ranks are not known (kernels.fabric.scope_of), and for a group of one rank, "
+             "whose collectives cross no link (link 'none', no peak)",
     "transport": "what the bytes travel over, strongest evidence first: the backend (gloo/TCP), NCCL's "
                  "environment, the network NCCL's INFO lines name, the channels' transports, the host's InfiniBand "
                  "devices, the GPU model's link (kernels.fabric.transport_of)",

@@ -42,7 +42,7 @@ import pandas as pd
 
 from logkit.analysis.kernels.comm_records import step_times, sync_share
 from logkit.analysis.kernels.comm_reduce import reduce_session
-from logkit.analysis.kernels.fabric import fabric, scope_of, session_link
+from logkit.analysis.kernels.fabric import ALONE, alone, fabric, scope_of, session_link
 from logkit.analysis.kernels.groups import session_kind
 from logkit.analysis.kernels.peaks import (
     COMMUNICATION_PEAKS,
@@ -112,9 +112,12 @@ def _finish(out: pd.DataFrame, session, timing_sources: set[str]) -> pd.DataFram
     # each row's link is its scope's: a collective that crosses hosts is bound by the network (fabric)
     by_size = {g: scope_of(session, g) for g in out["group_size"].dropna().unique()}  # once per group size
     none = scope_of(session, None) if out["group_size"].isna().any() else None
-    scopes = [none if pd.isna(g) else by_size[g] for g in out["group_size"]]
-    fabrics = {sc: fabric(session, sc) for sc in set(scopes)}
-    links = [fabrics[sc] if sc is not None else session_link(session) for sc in scopes]
+    solo = [alone(session, None if pd.isna(g) else g) for g in out["group_size"]]
+    scopes = [None if one else none if pd.isna(g) else by_size[g] for g, one in zip(out["group_size"], solo,
+                                                                                     strict=True)]
+    fabrics = {sc: fabric(session, sc) for sc, one in zip(scopes, solo, strict=True) if not one}
+    links = [ALONE if one else fabrics[sc] if sc is not None else session_link(session)
+             for sc, one in zip(scopes, solo, strict=True)]
     peaks = [link.get("peak_busbw_gb_s") if link else None for link in links]
     halves = [half_peak_bytes(link) for link in links]
     out["link"] = [link.get("link") if link else None for link in links]

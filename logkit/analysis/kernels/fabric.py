@@ -42,6 +42,11 @@ from logkit.schema.meta import SessionMeta
 from logkit.schema.vocab import EventKind, SessionKind, on_cpu
 
 INTRA, INTER = "intra-node", "inter-node"
+# a collective of a group of one rank (a one-GPU run's DDP or FSDP1, a test on one device) moves no bytes
+# between GPUs (its bus factor is 0): no link carries it, so no link's peak applies
+ALONE = {"link": "none (a group of one rank)", "peak_busbw_gb_s": None, "alpha_us": None, "scope": None,
+         "transport": None, "transport_from": "a group of one rank: nothing leaves the GPU",
+         "source": "a group of one rank: the collective moves no bytes between GPUs, so no link's peak applies"}
 # NCCL's environment the emitter keeps (system_info's env) that decides a transport
 NCCL_ENV = ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_SHM_DISABLE",
             "NCCL_NVLS_ENABLE", "GLOO_SOCKET_IFNAME")
@@ -295,6 +300,13 @@ def fabric(session, scope: str | None, others=()) -> dict:
     row["transport_from"] = said
     row["peak_source"] = row.get("source") if row else "no link known: no peak"
     return row
+
+
+def alone(session, group_size) -> bool:
+    """Whether a collective over ``group_size`` ranks (None: the world) is a group of one rank."""
+    if group_size is not None and not pd.isna(group_size) and group_size:
+        return int(group_size) == 1
+    return session.meta.world_size == 1
 
 
 def host_sync_busbw(session, ops=("gradient_sync", "allreduce", "all_reduce")) -> dict[str, float]:

@@ -155,3 +155,17 @@ def test_monitor_gpu_on_each_node_joins_the_session_by_host():
     assert set(rows) == {"node0", "node1"}  # no host of another job
     assert rows["node1"]["gpus"] == [0, 1, 2, 3] and rows["node1"]["ranks"] == [2, 3]
     assert rows["node0"]["gpus"] == []  # a capture below the job's folder is not above it: not joined
+
+
+def test_a_group_of_one_rank_crosses_no_link():
+    # a one-GPU run's DDP all-reduces (as on the lent H200: sample_logs/gpu_sharded): its bus factor is 0,
+    # nothing leaves the GPU, so neither NVLink's peak nor a scope applies; a 2-rank group on the same H100s does
+    one = session("one", comm=comm_rows([4e6] * 4, [1.0] * 4, group=1), world_size=1, nodes=1, gpus=H100[:1],
+                  gpu_count=1, backend="nccl", mode="SINGLE-GPU", ranks_by_host={"h": [0]})
+    row = communication_table(one).iloc[0]
+    assert row["link"] == "none (a group of one rank)" and row["peak_busbw_gb_s"] != row["peak_busbw_gb_s"]
+    assert row["scope"] is None and row["transport"] is None and row["verdict"] == "no reference"
+    two = session("two", comm=comm_rows([4e6] * 4, [1.0] * 4, group=2), world_size=2, nodes=1, gpus=H100,
+                  gpu_count=2, backend="nccl", mode="MULTI-GPU", ranks_by_host={"h": [0, 1]})
+    row = communication_table(two).iloc[0]
+    assert row["scope"] == "intra-node" and row["transport"] == "NVLink" and row["peak_busbw_gb_s"] == 370.0
