@@ -15,6 +15,9 @@ Parts (each in a process of its own, so one that fails or crashes leaves the oth
   trainer_fsdp2/1         transformers' Trainer with ``fsdp="full_shard auto_wrap"`` (fsdp_config version 2 / 1)
                           and ``LogkitCallback``
   trainer_deepspeed_zero3 the Trainer with ``deepspeed=`` a ZeRO-3 config and ``LogkitCallback`` (needs deepspeed)
+  accelerate_deepspeed_zero3  a hand-written loop prepared by ``Accelerator(deepspeed_plugin=DeepSpeedPlugin(
+                          zero_stage=3))`` (accelerate's DeepSpeed plugin, as ``accelerate launch --use_deepspeed``
+                          sets it up) with ``TrainingLogger(accelerator=...)`` (needs deepspeed)
 A part's summary line: PART <name> ok|FAILED, the strategy and timing_source its session_start states, its
 steps, its communication records by op, phase and timing_source (cuda_event expected on a GPU), and the
 allocator peaks its last performance record carries.
@@ -41,7 +44,8 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PARTS = ("ddp", "fsdp2", "fsdp1", "fsdp2_two_ranks_gloo", "trainer_fsdp2", "trainer_fsdp1", "trainer_deepspeed_zero3")
+PARTS = ("ddp", "fsdp2", "fsdp1", "fsdp2_two_ranks_gloo", "trainer_fsdp2", "trainer_fsdp1", "trainer_deepspeed_zero3",
+         "accelerate_deepspeed_zero3")
 RANKS = {"fsdp2_two_ranks_gloo": 2}  # processes per part (the others: a group of one)
 
 
@@ -126,6 +130,32 @@ def trainer_run(part: str, out: Path, steps: int, device: str) -> None:
     trainer.train()
 
 
+def accelerate_deepspeed(part: str, out: Path, steps: int, device: str) -> None:
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import DeepSpeedPlugin
+
+    from trainer_hooks import TrainingLogger
+
+    plugin = DeepSpeedPlugin(zero_stage=3, gradient_accumulation_steps=1)
+    plugin.deepspeed_config.update(train_micro_batch_size_per_gpu=4, zero_allow_untested_optimizer=True)
+    plugin.deepspeed_config["zero_optimization"]["stage3_param_persistence_threshold"] = 0
+    accelerator = Accelerator(deepspeed_plugin=plugin, mixed_precision="bf16" if device == "cuda" else "no")
+    torch.manual_seed(0)
+    model = tiny_lm()
+    model, optimizer = accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-4))
+    with TrainingLogger(str(out), "high", accelerator=accelerator, model=model, per_device_batch_size=4,
+                        max_steps=steps, end_verdict=False) as tlog:
+        for ids in batches(steps):
+            ids = ids.to(accelerator.device)
+            with tlog.step() as step:
+                loss = model(input_ids=ids, labels=ids).loss
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+                step.log(loss=loss.item(), learning_rate=1e-4)
+
+
 def summary(part: str, out: Path) -> str:
     """The part's line: what its rank-0 stream says (strategy, timing source, steps, communication records)."""
     streams = sorted(out.glob("*/*_rank0.jsonl"))
@@ -148,7 +178,9 @@ def summary(part: str, out: Path) -> str:
 
 def child(part: str, out: Path, steps: int, device: str) -> None:
     sys.path.insert(0, str(REPO))
-    (trainer_run if part.startswith("trainer") else hand_loop)(part, out, steps, device)
+    run = trainer_run if part.startswith("trainer") else accelerate_deepspeed if part.startswith("accelerate") \
+        else hand_loop
+    run(part, out, steps, device)
 
 
 def free_port() -> int:

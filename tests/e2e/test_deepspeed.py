@@ -95,8 +95,14 @@ def test_zero1_bytes_and_phases(tmp_path):
     _check_zero12(_run(tmp_path, 1, steps=3), 3)
 
 
-def test_zero3_gathers_every_parameter_and_reduce_scatters_the_gradients(tmp_path):
-    streams = _run(tmp_path, 3, steps=3)
+@pytest.mark.parametrize("via", ["deepspeed", "accelerate"])
+def test_zero3_gathers_every_parameter_and_reduce_scatters_the_gradients(tmp_path, via):
+    # "accelerate": the engine from accelerate's DeepSpeed plugin, logged through TrainingLogger(accelerator=...)
+    streams = _run(tmp_path, 3, "--via", via, steps=3)
+    for records in streams.values():
+        (start,) = [r for r in records if r["type"] == "session_start"]
+        assert start["strategy"] == "deepspeed" and start["strategy_facts"]["zero_stage"] == 3
+        assert start["timing_source"] == "torch_distributed"
     padded = [math.ceil(b / 4 / RANKS) * RANKS * 4 for b in PARAM_BYTES]
     per_module = [sum(padded[i:i + 2]) for i in range(0, len(padded), 2)]  # each Linear's weight and bias
     assert len(per_module) == len([m for m in make_model() if isinstance(m, nn.Linear)])
