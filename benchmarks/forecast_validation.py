@@ -21,15 +21,18 @@ Workloads (``--workload``):
 forecast and measured. Prints each row as it is measured, then a Markdown table (configuration, forecast and
 80% interval, measured, error, covered) and the verdict: within 15% and the interval covering the
 measurement in at least 4 of 5 configurations. Writes under OUT_DIR/WORKLOAD/: each configuration's logs
-(``fit/``, ``n3/``...), the CLI's JSON (``forecast.json``, ``n3.json``...), ``table.md`` and ``rows.json``.
+(``fit/``, ``n3/``...), the CLI's JSON (``fit.json``, ``forecast.json``, ``n3.json``...), ``table.md`` and ``rows.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
+import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -83,8 +86,18 @@ WORKLOADS: dict[str, Workload] = {
 
 
 def missing(workload: Workload) -> list[str]:
-    """The modules ``workload`` needs that this interpreter cannot import."""
-    return [m for m in workload.requires if importlib.util.find_spec(m) is None]
+    """The modules ``workload`` needs that this interpreter cannot import, each with why (imported, not only
+    looked up: a package can be there and fail to load, e.g. built for another torch)."""
+    out = []
+    for name in workload.requires:
+        if importlib.util.find_spec(name) is None:
+            out.append(f"{name} (not installed)")
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 (any failure to load says the same: it cannot be used)
+            out.append(f"{name} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+    return out
 
 
 def _port() -> int:
@@ -105,10 +118,36 @@ def launch(workload: Workload, config: str, ranks: int, log_dir: Path, steps: in
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     run_dir = log_dir.parent / f"{log_dir.name}-r{ranks}"
     args = workload.argv(config, steps, threads, log_dir, run_dir, out)
-    proc = subprocess.run([*cmd, str(workload.script), *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=out)
+    proc = subprocess.Popen([*cmd, str(workload.script), *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=out)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_tree(proc)
+        raise
     if proc.returncode != 0:
-        raise RuntimeError(f"{ranks}-rank run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"{ranks}-rank run failed ({proc.returncode}):\n{err[-3000:]}")
+
+
+def stop_tree(proc: subprocess.Popen) -> None:
+    """End the launcher and its ranks (they run in sessions of their own: the launcher's group is not theirs),
+    so that nothing of a stopped run keeps the cores busy under the next one."""
+    import psutil
+
+    try:
+        procs = [*psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        procs = []
+    for p in (proc, *procs):
+        try:
+            p.terminate()
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=10)
+    for p in alive:
+        p.kill()
+    proc.kill()
+    proc.communicate()
 
 
 def analyze(*args: str, save: Path | None = None) -> dict:
@@ -129,18 +168,30 @@ def measured_rate(doc: dict) -> float:
 
 
 def validate(workload: Workload, name: str, out: Path, steps: int, fit_sizes, sizes, threads: int = 1,
-             timeout: float = 600, on_row=None) -> list[dict]:
+             timeout: float = 600, on_row=None, deadline: float = math.inf) -> list[dict]:
     """Run configuration ``name`` at ``fit_sizes`` ranks, forecast ``sizes`` from them, then run and measure each
-    of ``sizes`` (``on_row`` called with each row as it is measured); logs and JSON under ``out/name``."""
+    of ``sizes`` (``on_row`` called with each row as it is measured); logs and JSON under ``out/name``. A run
+    past ``deadline`` (time.monotonic()) is stopped: subprocess.TimeoutExpired."""
+    def run(ranks: int, log_dir: Path) -> None:
+        left = deadline - time.monotonic()
+        if left < 1:
+            raise subprocess.TimeoutExpired(f"{name} at {ranks} ranks", 0)
+        try:
+            launch(workload, name, ranks, log_dir, steps, threads, out, min(timeout, left))
+        except subprocess.TimeoutExpired as exc:
+            raise subprocess.TimeoutExpired(f"{name} at {ranks} ranks", exc.timeout) from None
+
     where = out / name
+    shutil.rmtree(where, ignore_errors=True)  # a rerun starts afresh: an old run in fit/ would join the fit
     fit = where / "fit"
     for ranks in fit_sizes:
-        launch(workload, name, ranks, fit, steps, threads, out, timeout)
+        run(ranks, fit)
+    analyze(str(fit), save=where / "fit.json")
     forecast = analyze(str(fit), "--forecast", ",".join(map(str, sizes)), save=where / "forecast.json")
     rows = {r["world_size"]: r for r in forecast["forecast"]}
     table = []
     for n in sizes:
-        launch(workload, name, n, where / f"n{n}", steps, threads, out, timeout)
+        run(n, where / f"n{n}")
         f, measured = rows[n], measured_rate(analyze(str(where / f"n{n}"), save=where / f"n{n}.json"))
         err = f["samples_per_s"] / measured - 1 if f["samples_per_s"] else None  # None: no forecast, and why
         row = {"config": name, "args": " ".join(workload.configs[name]), "world_size": n,
@@ -194,6 +245,9 @@ def main(argv=None) -> int:
     p.add_argument("--threads-per-rank", type=int, default=1, help="OMP_NUM_THREADS and torch threads per rank")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--timeout", type=float, default=600, help="seconds one run may take")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds for the whole validation: the run under way then is stopped, and the table "
+                        "keeps the rows measured")
     p.add_argument("--only", action="append", help="only this configuration (repeatable)")
     args = p.parse_args(argv)
     workload = WORKLOADS[args.workload]
@@ -216,15 +270,37 @@ def main(argv=None) -> int:
           f"thread(s) per rank, {args.steps} steps, {os.cpu_count()} cores", flush=True)
     print("\n".join(HEADER), flush=True)
     rows: list[dict] = []
+    failed: list[str] = []
     started = time.time()
+
+    def record(row: dict | None = None) -> tuple[str, bool]:
+        """Print the row, and write the table so far (a run stopped by a time limit keeps what it measured)."""
+        if row is not None:
+            rows.append(row)
+            print(markdown_row(row), flush=True)
+        line, met = verdict(rows, time.time() - started)
+        notes = "".join(f"\n{f}" for f in failed)
+        (out / "table.md").write_text(f"{markdown(rows)}\n\n{line}{notes}\n")
+        (out / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")
+        return line, met
+
+    deadline = time.monotonic() + args.budget if args.budget else math.inf
     for name in args.only or workload.configs:
-        rows += validate(workload, name, out, args.steps, fit_sizes, sizes, args.threads_per_rank, args.timeout,
-                         on_row=lambda r: print(markdown_row(r), flush=True))
-    line, met = verdict(rows, time.time() - started)
+        try:
+            validate(workload, name, out, args.steps, fit_sizes, sizes, args.threads_per_rank, args.timeout,
+                     on_row=record, deadline=deadline)
+        except subprocess.TimeoutExpired as exc:
+            spent = time.monotonic() >= deadline - 1
+            failed.append(f"{name}: stopped: {exc.cmd} ran out of time ({'--budget' if spent else '--timeout'})")
+            print(failed[-1], flush=True)
+            if spent:
+                break
+        except RuntimeError as exc:  # the next configuration still runs
+            failed.append(f"{name}: failed: {exc}")
+            print(failed[-1], file=sys.stderr, flush=True)
+    line, met = record()
     print(f"\n{line}", flush=True)
-    (out / "table.md").write_text(f"{markdown(rows)}\n\n{line}\n")
-    (out / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")
-    return 0 if met else 1
+    return 0 if met and not failed else 1
 
 
 if __name__ == "__main__":
