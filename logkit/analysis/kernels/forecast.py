@@ -45,6 +45,8 @@ Definitions (``definitions.FORECAST``):
   split over n ranks (strong), or a size past one node (GPU runs: the most GPUs a host's samples show,
   at least the most ranks a run started on a node; without samples ``FORECAST_NODE_GPUS``, assumed)
   when no measured run crossed nodes.
+- CPU runs: a size whose ranks x torch threads exceed the host's cores (``system_info``) is forecast as if
+  each rank had its own, and its note says they would share them (the contention is not modelled).
 """
 
 from __future__ import annotations
@@ -315,6 +317,17 @@ def node_capacity(sessions) -> tuple[int | None, bool]:
     return max(FORECAST_NODE_GPUS, launched), True
 
 
+def cpu_cores(sessions) -> tuple[int, int] | None:
+    """(the host's cores, torch threads a rank) for CPU runs whose ``system_info`` states the cores (the fewest
+    any run saw; the most threads any rank used, 1 when not logged); None for GPU runs or without it."""
+    if not all(on_cpu(s.meta.mode, s.meta.gpu_count) for s in sessions):
+        return None
+    infos = [s.meta.system_info for s in sessions if isinstance(s.meta.system_info, dict)]
+    cores = [i["cpu_count"] for i in infos if isinstance(i.get("cpu_count"), int) and i["cpu_count"] > 0]
+    threads = [i["torch_threads"] for i in infos if isinstance(i.get("torch_threads"), int) and i["torch_threads"] > 0]
+    return (min(cores), max(threads, default=1)) if cores else None
+
+
 def _refused(label: str, n: int, reason: str, regime=None, measured: str = "") -> dict:
     return {"group": label, "world_size": n, "samples_per_s": None, "lo": None, "hi": None, "scaling_efficiency": None,
             "dominant": None, "basis": f"no forecast: {reason}", "regime": regime, "measured_sizes": measured,
@@ -399,6 +412,7 @@ def _group_rows(label, members, by_id, summaries, comparisons, breakdown, comm, 
     base_rate = base.steady_samples_per_second or base.samples_per_second
     capacity, assumed = node_capacity([by_id[p.session_id] for p in points])
     crossed = any((by_id[p.session_id].meta.nodes or 1) > 1 for p in points)
+    host = cpu_cores([by_id[p.session_id] for p in points])
     rows = []
     for n in wanted:
         if regime == Regime.STRONG and model.global_batch / n < 1:
@@ -410,6 +424,11 @@ def _group_rows(label, members, by_id, summaries, comparisons, breakdown, comm, 
                                            "and no run measured the inter-node link", regime, shown))
         else:
             rows.append(_row(label, n, model, points, base_rate, base.world_size or 1))
+            if host and n * host[1] > host[0]:  # CPU ranks that would share cores: outside the model, said
+                cores, threads = host
+                rows[-1]["note"] += (f"; {n} CPU ranks x {threads} thread{'s' if threads > 1 else ''} need {n * threads} "
+                                     f"cores, the host has {cores}: they would share them, and the forecast gives each "
+                                     "its own")
     return rows
 
 

@@ -164,3 +164,25 @@ def test_a_wide_interval_never_forecasts_a_step_shorter_than_its_work():
     p = fit([one, two], Regime.WEAK).predict(8)
     low = 0.010 - 1.2815516 * math.sqrt((0.01 * 0.010) ** 2 + (0.03 * 0.010) ** 2)
     assert p["step_lo_s"] == pytest.approx(low, rel=1e-6) and p["hi"] == pytest.approx(32 / low, rel=1e-6)
+
+
+def test_cpu_ranks_past_the_hosts_cores_are_said_to_share_them():
+    # CPU runs on a host of 8 cores, 2 torch threads a rank (their system_info): 4 ranks need 8 cores (fits),
+    # 8 ranks need 16 (they would share); the forecast itself is the same as without the host's facts
+    sessions = _group(("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 8))
+    plain = analyze(_group(("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 8)), forecast_sizes=(4, 8))
+    for s in sessions:  # runs that count no GPU, and their host's facts
+        s.meta.gpu_count, s.meta.system_info = 0, {"cpu_count": 8, "torch_threads": 2}
+    four, eight = analyze(sessions, forecast_sizes=(4, 8)).rows("forecast")
+    assert "cores" not in four.note
+    assert eight.note.endswith("; 8 CPU ranks x 2 threads need 16 cores, the host has 8: they would share them, "
+                               "and the forecast gives each its own")
+    assert [four.samples_per_s, eight.samples_per_s] == [r.samples_per_s for r in plain.rows("forecast")]
+
+
+def test_gpu_runs_say_nothing_of_the_hosts_cores():
+    sessions = _group(("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 8))
+    for s in sessions:
+        s.meta.gpu_count, s.meta.nproc_per_node, s.meta.system_info = s.meta.world_size, 8, {"cpu_count": 2}
+    (row,) = analyze(sessions, forecast_sizes=(4,)).rows("forecast")
+    assert row.samples_per_s is not None and "cores" not in row.note
