@@ -21,7 +21,9 @@ Workloads (``--workload``):
 forecast and measured. Prints each row as it is measured, then a Markdown table (configuration, forecast and
 80% interval, measured, error, covered) and the verdict: within 15% and the interval covering the
 measurement in at least 4 of 5 configurations. Writes under OUT_DIR/WORKLOAD/: each configuration's logs
-(``fit/``, ``n3/``...), the CLI's JSON (``fit.json``, ``forecast.json``, ``n3.json``...), ``table.md`` and ``rows.json``.
+(``fit/``, ``n3/``...), the CLI's JSON (``fit.json``, ``forecast.json``, ``n3.json``...), ``table.md`` and
+``rows.json``, rewritten after each row: ``--budget SECONDS`` stops the run under way when the time is spent
+and keeps the rows measured (``benchmarks/gpu/forecast_device.sh`` runs ``real`` and ``qlora`` so).
 """
 
 from __future__ import annotations
@@ -189,6 +191,9 @@ def validate(workload: Workload, name: str, out: Path, steps: int, fit_sizes, si
     analyze(str(fit), save=where / "fit.json")
     forecast = analyze(str(fit), "--forecast", ",".join(map(str, sizes)), save=where / "forecast.json")
     rows = {r["world_size"]: r for r in forecast["forecast"]}
+    if set(sizes) - set(rows):  # the fit runs formed no group at two sizes: nothing to compare
+        raise RuntimeError(f"analyze_logs {fit} --forecast gave no row for {sorted(set(sizes) - set(rows))} ranks "
+                           f"(its groups: {sorted({r['group'] for r in forecast['forecast']})})")
     table = []
     for n in sizes:
         run(n, where / f"n{n}")
