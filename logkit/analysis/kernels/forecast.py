@@ -37,7 +37,9 @@ Definitions (``definitions.FORECAST``):
   with the ring's 2(n-1) hops, not with the bus factor; two runs cannot tell which it is), waiting
   ``FORECAST_WAIT_ALLOWANCE``.
   samples/s ``lo`` / ``hi`` = b(n) n / the step's upper / lower bound; the lower bound is never below
-  the lower bound of data + compute + host work alone (a step with no sync and no wait at all).
+  the lower bound of data + compute + host work alone (a step with no sync and no wait at all), whose
+  variation is the largest robust spread of a point (slow outliers widen the SD, they make no step faster:
+  with the SD a run with one stalled step would give a lower bound near zero, an unbounded ``hi``).
 - ``dominant``: the component with the largest share of step(n).
 - no forecast (``samples_per_s`` null, the basis says why): fewer than two world sizes, a regime
   neither strong nor weak, a point with fewer than ``FORECAST_MIN_STEPS`` steady steps (too short)
@@ -144,6 +146,7 @@ class Model:
     comm_at: int = 2  # the largest multi-rank size the sync was measured at
     u: dict = field(default_factory=dict)  # component -> relative uncertainty
     timed: bool = True  # False: comm holds communication and waiting, not told apart
+    fast_spread: float | None = None  # the largest robust spread of a point: the floor's variation (None: spread)
 
     def batch(self, n: int) -> float:
         """The per-rank batch at n ranks."""
@@ -174,9 +177,11 @@ class Model:
         half = z * math.sqrt(var)
         samples = self.batch(n) * n
         # the step is never shorter than its work with no sync and no wait at all, at that work's own lower
-        # bound (a wide interval's floor, where the sync's uncertainty exceeds the step)
+        # bound (a wide interval's floor, where the sync's uncertainty exceeds the step); that bound varies by
+        # the robust spread: slow outliers (a host's hiccup) widen the steps' SD but make no step faster
         work = parts["data"] + parts["compute"] + parts["other"]
-        floor = work - z * math.sqrt((self.spread * work) ** 2 + sum(sd[k] ** 2 for k in ("data", "compute", "other")))
+        fast = self.spread if self.fast_spread is None else self.fast_spread
+        floor = work - z * math.sqrt((fast * work) ** 2 + sum(sd[k] ** 2 for k in ("data", "compute", "other")))
         lo_step, hi_step = max(step - half, floor, 1e-12), step + half
         return {"step_s": step, "step_lo_s": lo_step, "step_hi_s": hi_step, "samples_per_s": samples / step,
                 "lo": samples / hi_step, "hi": samples / lo_step, "global_batch": samples, **parts}
@@ -223,7 +228,8 @@ def fit(points: list[Point], regime: str, op: str = "gradient_sync") -> Model:
                  other_s=other, comm_unit_s=float(np.mean(comm_units)) if comm_units else 0.0,
                  wait_unit_s=float(np.mean(wait_units)) if wait_units else 0.0,
                  spread=max(p.spread if p.variation is None else p.variation for p in points), op=op, u=u,
-                 timed=bool(timed), comm_at=max((p.world_size for p in multi), default=2))
+                 timed=bool(timed), comm_at=max((p.world_size for p in multi), default=2),
+                 fast_spread=max(p.spread for p in points))
 
 
 def robust_spread(times: np.ndarray) -> float:
