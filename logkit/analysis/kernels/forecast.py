@@ -37,7 +37,9 @@ Definitions (``definitions.FORECAST``):
   with the ring's 2(n-1) hops, not with the bus factor; two runs cannot tell which it is), waiting
   ``FORECAST_WAIT_ALLOWANCE``.
   samples/s ``lo`` / ``hi`` = b(n) n / the step's upper / lower bound; the lower bound is never below
-  the lower bound of data + compute + host work alone (a step with no sync and no wait at all).
+  the lower bound of data + compute + host work alone (a step with no sync and no wait at all), whose
+  variation is the largest robust spread of a point (slow outliers widen the SD, they make no step faster:
+  with the SD a run with one stalled step would give a lower bound near zero, an unbounded ``hi``).
 - ``dominant``: the component with the largest share of step(n).
 - no forecast (``samples_per_s`` null, the basis says why): fewer than two world sizes, a regime
   neither strong nor weak, a point with fewer than ``FORECAST_MIN_STEPS`` steady steps (too short)
@@ -45,6 +47,8 @@ Definitions (``definitions.FORECAST``):
   split over n ranks (strong), or a size past one node (GPU runs: the most GPUs a host's samples show,
   at least the most ranks a run started on a node; without samples ``FORECAST_NODE_GPUS``, assumed)
   when no measured run crossed nodes.
+- CPU runs: a size whose ranks x torch threads exceed the host's cores (``system_info``) is forecast as if
+  each rank had its own, and its note says they would share them (the contention is not modelled).
 """
 
 from __future__ import annotations
@@ -142,6 +146,7 @@ class Model:
     comm_at: int = 2  # the largest multi-rank size the sync was measured at
     u: dict = field(default_factory=dict)  # component -> relative uncertainty
     timed: bool = True  # False: comm holds communication and waiting, not told apart
+    fast_spread: float | None = None  # the largest robust spread of a point: the floor's variation (None: spread)
 
     def batch(self, n: int) -> float:
         """The per-rank batch at n ranks."""
@@ -172,9 +177,11 @@ class Model:
         half = z * math.sqrt(var)
         samples = self.batch(n) * n
         # the step is never shorter than its work with no sync and no wait at all, at that work's own lower
-        # bound (a wide interval's floor, where the sync's uncertainty exceeds the step)
+        # bound (a wide interval's floor, where the sync's uncertainty exceeds the step); that bound varies by
+        # the robust spread: slow outliers (a host's hiccup) widen the steps' SD but make no step faster
         work = parts["data"] + parts["compute"] + parts["other"]
-        floor = work - z * math.sqrt((self.spread * work) ** 2 + sum(sd[k] ** 2 for k in ("data", "compute", "other")))
+        fast = self.spread if self.fast_spread is None else self.fast_spread
+        floor = work - z * math.sqrt((fast * work) ** 2 + sum(sd[k] ** 2 for k in ("data", "compute", "other")))
         lo_step, hi_step = max(step - half, floor, 1e-12), step + half
         return {"step_s": step, "step_lo_s": lo_step, "step_hi_s": hi_step, "samples_per_s": samples / step,
                 "lo": samples / hi_step, "hi": samples / lo_step, "global_batch": samples, **parts}
@@ -221,7 +228,8 @@ def fit(points: list[Point], regime: str, op: str = "gradient_sync") -> Model:
                  other_s=other, comm_unit_s=float(np.mean(comm_units)) if comm_units else 0.0,
                  wait_unit_s=float(np.mean(wait_units)) if wait_units else 0.0,
                  spread=max(p.spread if p.variation is None else p.variation for p in points), op=op, u=u,
-                 timed=bool(timed), comm_at=max((p.world_size for p in multi), default=2))
+                 timed=bool(timed), comm_at=max((p.world_size for p in multi), default=2),
+                 fast_spread=max(p.spread for p in points))
 
 
 def robust_spread(times: np.ndarray) -> float:
@@ -315,6 +323,17 @@ def node_capacity(sessions) -> tuple[int | None, bool]:
     return max(FORECAST_NODE_GPUS, launched), True
 
 
+def cpu_cores(sessions) -> tuple[int, int] | None:
+    """(the host's cores, torch threads a rank) for CPU runs whose ``system_info`` states the cores (the fewest
+    any run saw; the most threads any rank used, 1 when not logged); None for GPU runs or without it."""
+    if not all(on_cpu(s.meta.mode, s.meta.gpu_count) for s in sessions):
+        return None
+    infos = [s.meta.system_info for s in sessions if isinstance(s.meta.system_info, dict)]
+    cores = [i["cpu_count"] for i in infos if isinstance(i.get("cpu_count"), int) and i["cpu_count"] > 0]
+    threads = [i["torch_threads"] for i in infos if isinstance(i.get("torch_threads"), int) and i["torch_threads"] > 0]
+    return (min(cores), max(threads, default=1)) if cores else None
+
+
 def _refused(label: str, n: int, reason: str, regime=None, measured: str = "") -> dict:
     return {"group": label, "world_size": n, "samples_per_s": None, "lo": None, "hi": None, "scaling_efficiency": None,
             "dominant": None, "basis": f"no forecast: {reason}", "regime": regime, "measured_sizes": measured,
@@ -399,6 +418,7 @@ def _group_rows(label, members, by_id, summaries, comparisons, breakdown, comm, 
     base_rate = base.steady_samples_per_second or base.samples_per_second
     capacity, assumed = node_capacity([by_id[p.session_id] for p in points])
     crossed = any((by_id[p.session_id].meta.nodes or 1) > 1 for p in points)
+    host = cpu_cores([by_id[p.session_id] for p in points])
     rows = []
     for n in wanted:
         if regime == Regime.STRONG and model.global_batch / n < 1:
@@ -410,6 +430,11 @@ def _group_rows(label, members, by_id, summaries, comparisons, breakdown, comm, 
                                            "and no run measured the inter-node link", regime, shown))
         else:
             rows.append(_row(label, n, model, points, base_rate, base.world_size or 1))
+            if host and n * host[1] > host[0]:  # CPU ranks that would share cores: outside the model, said
+                cores, threads = host
+                rows[-1]["note"] += (f"; {n} CPU ranks x {threads} thread{'s' if threads > 1 else ''} need {n * threads} "
+                                     f"cores, the host has {cores}: they would share them, and the forecast gives each "
+                                     "its own")
     return rows
 
 

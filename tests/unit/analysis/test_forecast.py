@@ -164,3 +164,39 @@ def test_a_wide_interval_never_forecasts_a_step_shorter_than_its_work():
     p = fit([one, two], Regime.WEAK).predict(8)
     low = 0.010 - 1.2815516 * math.sqrt((0.01 * 0.010) ** 2 + (0.03 * 0.010) ** 2)
     assert p["step_lo_s"] == pytest.approx(low, rel=1e-6) and p["hi"] == pytest.approx(32 / low, rel=1e-6)
+
+
+def test_one_stalled_step_does_not_unbound_the_interval():
+    # a 1-rank run of 100 ms steps with one stall: robust spread 5%, SD 190% (the variation); weak, 4 per rank;
+    # at 4 ranks: compute 0.100, sync 0.010 x 1.5 = 0.015, step 0.115; the SD's half-width exceeds the step,
+    # so the lower bound is the work's: 0.100 - z sqrt((5% x 0.100)^2 + (3% x 0.100)^2), 5% the robust spread
+    # (with the SD, 190%, it would be below zero: hi unbounded)
+    one = Point("one", 1, 4.0, 0.100, 0.05, 20, data_s=0.0, compute_s=0.100, variation=1.9)
+    two = Point("two", 2, 4.0, 0.110, 0.05, 20, data_s=0.0, compute_s=0.100, comm_s=0.010, wait_s=0.0, other_s=0.0,
+                variation=0.05)
+    p = fit([one, two], Regime.WEAK).predict(4)
+    low = 0.100 - 1.2815516 * math.sqrt((0.05 * 0.100) ** 2 + (0.03 * 0.100) ** 2)
+    assert p["step_s"] == pytest.approx(0.115)
+    assert p["step_lo_s"] == pytest.approx(low, rel=1e-6) and p["hi"] == pytest.approx(16 / low, rel=1e-6)
+    assert p["step_hi_s"] > 0.115 + 1.2815516 * 1.9 * 0.115  # the slow side keeps the SD
+
+def test_cpu_ranks_past_the_hosts_cores_are_said_to_share_them():
+    # CPU runs on a host of 8 cores, 2 torch threads a rank (their system_info): 4 ranks need 8 cores (fits),
+    # 8 ranks need 16 (they would share); the forecast itself is the same as without the host's facts
+    sessions = _group(("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 8))
+    plain = analyze(_group(("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 8)), forecast_sizes=(4, 8))
+    for s in sessions:  # runs that count no GPU, and their host's facts
+        s.meta.gpu_count, s.meta.system_info = 0, {"cpu_count": 8, "torch_threads": 2}
+    four, eight = analyze(sessions, forecast_sizes=(4, 8)).rows("forecast")
+    assert "cores" not in four.note
+    assert eight.note.endswith("; 8 CPU ranks x 2 threads need 16 cores, the host has 8: they would share them, "
+                               "and the forecast gives each its own")
+    assert [four.samples_per_s, eight.samples_per_s] == [r.samples_per_s for r in plain.rows("forecast")]
+
+
+def test_gpu_runs_say_nothing_of_the_hosts_cores():
+    sessions = _group(("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 8))
+    for s in sessions:
+        s.meta.gpu_count, s.meta.nproc_per_node, s.meta.system_info = s.meta.world_size, 8, {"cpu_count": 2}
+    (row,) = analyze(sessions, forecast_sizes=(4,)).rows("forecast")
+    assert row.samples_per_s is not None and "cores" not in row.note
