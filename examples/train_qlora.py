@@ -167,8 +167,19 @@ def load_qlora_model(name: str, lora_r: int, on_cuda: bool, gradient_checkpointi
 
 def load_lm_dataset(dataset: str, tokenizer, text_field: str, seq_len: int):
     """Tokenize, concatenate and cut into ``seq_len`` blocks (labels = inputs)."""
-    from datasets import load_dataset
+    def group(batch):
+        ids = [t for seq in batch["input_ids"] for t in seq + [tokenizer.eos_token_id]]
+        n = len(ids) // seq_len * seq_len
+        blocks = [ids[i:i + seq_len] for i in range(0, n, seq_len)]
+        return {"input_ids": blocks, "labels": [b[:] for b in blocks], "attention_mask": [[1] * seq_len for _ in blocks]}
 
+    try:
+        from datasets import load_dataset
+    except ImportError:  # datasets is optional (the qlora extra): a local file is read without it
+        if not Path(dataset).exists():
+            raise
+        blocks = group(tokenizer(_local_texts(Path(dataset), text_field)))
+        return [dict(zip(blocks, row, strict=True)) for row in zip(*blocks.values(), strict=True)]
     if Path(dataset).exists():
         kind = "text" if dataset.endswith(".txt") else "json"
         raw = load_dataset(kind, data_files=dataset, split="train")
@@ -178,14 +189,14 @@ def load_lm_dataset(dataset: str, tokenizer, text_field: str, seq_len: int):
     def tokenize(batch):
         return tokenizer(batch[text_field])
 
-    def group(batch):
-        ids = [t for seq in batch["input_ids"] for t in seq + [tokenizer.eos_token_id]]
-        n = len(ids) // seq_len * seq_len
-        blocks = [ids[i:i + seq_len] for i in range(0, n, seq_len)]
-        return {"input_ids": blocks, "labels": [b[:] for b in blocks], "attention_mask": [[1] * seq_len for _ in blocks]}
-
     tokenized = raw.map(tokenize, batched=True, remove_columns=raw.column_names)
     return tokenized.map(group, batched=True, remove_columns=tokenized.column_names)
+
+
+def _local_texts(path: Path, text_field: str) -> list[str]:
+    """The texts of a local ``.txt`` (a line each) or JSON Lines file (``text_field`` of each record)."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return lines if path.suffix == ".txt" else [json.loads(line)[text_field] for line in lines]
 
 
 def main(argv=None) -> int:
