@@ -143,6 +143,9 @@ class _Console(blocks.Blocks):
             if text.startswith("Traceback"):
                 self.trace_open = (number, rank, t)
             return True
+        if self.block is None and text[:1] in " \t[R" and self.table_from_middle(number, text):
+            self.frameworks.launcher("torchrun", number)  # torch.distributed.elastic's table: torchrun's agent
+            return True
         if "Watchdog caught" in text and (w := tl.parse_watchdog(text)) is not None:
             self._timeout(number, text, w, t)  # one the file cuts short keeps what it holds (truncated)
             return True
