@@ -31,7 +31,7 @@ _CHILD_TEXT = re.compile(r"^(?:={3,}|-{3,}|\S+ FAILED|Failures:|Root Cause \(fir
 # a failure entry's field as torch writes it ("  host      : ..."; torch.distributed.elastic's template pads each key to
 # ten characters): a table pasted from its middle (no exception line, no rule, no "[N]:" before it) still opens there
 _TABLE_FIELD = re.compile(r"^\s+(?:time {6}|host {6}|rank {6}|exitcode  |error_file|traceback ): ")
-_TABLE_TEXT = re.compile(r"^(?:\[\d+\]:|Root Cause \(first observed failure\):)\s*$")
+_TABLE_TEXT = re.compile(r"^(?:\[\d+\]:|Failures:|Root Cause \(first observed failure\):)\s*$")
 _RANK_FIELD = re.compile(r"(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)")
 _EXIT_FIELD = re.compile(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
 _SIGNAL = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)")

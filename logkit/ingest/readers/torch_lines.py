@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from logkit.ingest.readers.iteration_lines import seconds_of
 from logkit.schema.values import to_float
 from logkit.schema.vocab import EventKind, FailureCause
 
@@ -352,8 +353,6 @@ _BAR_NONFINITE = re.compile(r"^(?P<v>[-+]?(?:nan|inf))(?:\.0)?$", re.I)  # Light
 
 def _bar_fields(bracket: str) -> tuple[float | None, float | None]:
     """The training loss (a framework's name for it) and the step's time in seconds a bar's postfix states."""
-    from logkit.ingest.readers.iteration_lines import seconds_of
-
     loss = step_time = None
     for f in _BAR_FIELD.finditer(bracket):
         key, raw = f["key"].strip().lower(), f["value"].strip()
