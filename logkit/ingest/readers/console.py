@@ -6,7 +6,8 @@ Its records come through ``normalise`` (prefixes taken off, wrapped lines joined
 
 - step lines (``[GPU 0] Step [3/10] | Loss: ...``, ``Train Epoch: 3 [16000/60000 (27%)]  Loss: 0.04``),
   transformers' printed log dicts (also as JSON or without the opening brace: ms-swift's), Megatron's
-  iteration lines, a training bar's own loss and rate (``BarRows``) -> ``steps`` / ``evals`` / meta;
+  iteration lines, a training bar's own loss and rate (``BarRows``), a script's own counter and loss lines
+  (``script_lines``) -> ``steps`` / ``evals`` / meta;
   NaN report blocks -> ``nan_detected``;
 - NCCL INFO/WARN (``nccl_procs.py``) -> ``nccl_init`` / ``nccl_warn`` events and meta (world
   size, nodes, hosts, network, NICs);
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from logkit.ingest.readers import console_blocks as blocks
 from logkit.ingest.readers import console_shapes as shapes
-from logkit.ingest.readers import iteration_lines, rank_lines, sharded_frames, verl_lines
+from logkit.ingest.readers import iteration_lines, rank_lines, script_lines, sharded_frames, verl_lines
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
@@ -75,6 +76,7 @@ class _Console(blocks.Blocks):
         self.sharded = sharded_frames.ShardedFrames()  # the current traceback's frames in FSDP's or ZeRO's code
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
         self.bars = blocks.BarRows(read)  # the training bars' own losses and rates
+        self.script_progress = script_lines.ScriptLines()  # a script's own counter and loss lines, per process
 
     # -- time ------------------------------------------------------------------------------
     def _time(self, md: str | None, hms: str | None) -> float | None:
@@ -142,6 +144,9 @@ class _Console(blocks.Blocks):
             self._traceback_call(number, text)
             if text.startswith("Traceback"):
                 self.trace_open = (number, rank, t)
+            return True
+        if self.block is None and text[:1] in " \t[RF" and self.table_from_middle(number, text):
+            self.frameworks.launcher("torchrun", number)  # torch.distributed.elastic's table: torchrun's agent
             return True
         if "Watchdog caught" in text and (w := tl.parse_watchdog(text)) is not None:
             self._timeout(number, text, w, t)  # one the file cuts short keeps what it holds (truncated)
@@ -343,7 +348,13 @@ class _Console(blocks.Blocks):
             self.frameworks.megatron_iteration(number, it, read.meta)
             return True
         # torchtune's, litgpt's, nanoGPT's, nanotron's, NeMo's own step lines
-        return (it := iteration_lines.parse(text)) is not None and iteration_lines.record(self, number, it, rank, t)
+        if (it := iteration_lines.parse(text)) is not None:
+            return iteration_lines.record(self, number, it, rank, t)
+        # a script's own counter and loss lines (each process's: the rank its prefix names)
+        said = self.script_progress.line(text, rank) if ("oss" in text or "poch" in text) else None
+        if isinstance(said, dict):
+            read.step(number, {"rank": rank, "time_s": t, **said})
+        return said is not None
 
     def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
         """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
@@ -424,7 +435,7 @@ class _Console(blocks.Blocks):
             read.event(EventKind.WARNING, number, rank=rank if rank is not None else peer["rank"], level="WARNING",
                        time_s=t, message=text.strip()[:300], peer=peer["peer"])
             return True
-        return self.nan_rule(text)
+        return self.nan_rule(text) or shapes.RULE.match(text) is not None
 
     def _agent(self, number: int, text: str, records: list[dict], level: str | None, rank: int | None,
                t: float | None) -> None:

@@ -1,7 +1,8 @@
 """Blocks of a console capture that span lines: a per-GPU logger's NaN report, torchrun's
 ChildFailedError block (one ``child_failed`` event per failure entry; ``root_cause`` for the
 entry under "Root Cause"; the signal from the traceback line, else from a negative exit code),
-a Python traceback (its frames are used and dropped); and transformers' printed log dicts.
+a Python traceback (its frames are used and dropped); and transformers' printed log dicts. A failure table
+pasted from its middle is read from where it begins.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ _CHILD_FIELD = re.compile(r"^\s+(?P<key>time|host|rank|exitcode|error_file|trace
 _CHILD_ENTRY = re.compile(r"^\[(?P<i>\d+)\]:\s*$")
 _CHILD_TEXT = re.compile(r"^(?:={3,}|-{3,}|\S+ FAILED|Failures:|Root Cause \(first observed failure\):"
                          r"|\s*<NO_OTHER_FAILURES>)\s*$")
+# a failure entry's field as torch writes it ("  host      : ..."; torch.distributed.elastic's template pads each key to
+# ten characters): a table pasted from its middle (no exception line, no rule, no "[N]:" before it) still opens there
+_TABLE_FIELD = re.compile(r"^\s+(?:time {6}|host {6}|rank {6}|exitcode  |error_file|traceback ): ")
+_TABLE_TEXT = re.compile(r"^(?:\[\d+\]:|Failures:|Root Cause \(first observed failure\):)\s*$")
 _RANK_FIELD = re.compile(r"(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)")
 _EXIT_FIELD = re.compile(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
 _SIGNAL = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)")
@@ -47,6 +52,19 @@ class Blocks:
 
     def open_child_block(self) -> None:
         self.block, self.current, self.root_cause, self.entry_trace = "child", None, False, False
+
+    def table_from_middle(self, number: int, text: str) -> bool:
+        """A line of torchrun's failure table with no table open (a paste that begins inside it): an entry's
+        ``[N]:`` head or the "Root Cause" line opens the table; a field in torch's padded layout opens it with an
+        entry whose head the paste cut (the entry cites the field's line). Whether ``text`` was one."""
+        field = _TABLE_FIELD.match(text) is not None
+        if not field and _TABLE_TEXT.match(text) is None:
+            return False
+        self.open_child_block()
+        if field:
+            self.current = self.read.event(EventKind.CHILD_FAILED, number, rank=None, level="ERROR",
+                                           message="torchrun child process failed", root_cause=False, script=None)
+        return self._child_line(number, text)
 
     def entry_traceback(self, text: str) -> bool:
         """A line of the traceback a failure entry's ``traceback :`` field opens (torch prints the worker's

@@ -37,6 +37,8 @@ NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
 # no script), then FAILED
 FAILED_HEAD = re.compile(r"^(?P<script>[^\s:]*[./][^\s:]*) FAILED\s*$")
 PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+/\d+ \[\d+:\d+(?::\d+)?<")
+# a rule a script prints between its records ("-------------------------"): read, it says nothing
+RULE = re.compile(r"^\s*([-=*_~#])\1{4,}\s*$")
 DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_gather\w*|reduce_scatter\w*|broadcast"
                         r"|barrier|all_to_all\w*|gather|scatter|reduce|send|recv)\(")
 # How a console line begins (what a learned prefix must leave): a glog or NCCL header, a traceback's

@@ -174,6 +174,8 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)"
                       # torchrun's ChildFailedError block pasted from its rule on (its exception line not in the file)
                       r"|^\S+ FAILED[ \t]*\r?\n-{20,}"
+                      # or from its middle: the "Root Cause" line, an entry's exit field in torch's padded layout
+                      r"|^[ \t]*Root Cause \(first observed failure\):|^[ \t]+exitcode  : -?\d+ \(pid: \d+\)"
                       # verl's trainer record ("step:2 - global_seqlen/min:538646.000 - ...")
                       r"|\bstep:\d+ - [\w/@.-]+:[-\d]"
                       # a framework's own step line: a counter and a training loss on one line (iteration_lines)

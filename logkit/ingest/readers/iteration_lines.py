@@ -33,6 +33,11 @@ _BATCH = ("global_batch_size", "global batch size")
 _LR = ("lr", "learning_rate", "learning rate")
 
 
+def seconds_of(key: str, value: float, suffix: str | None = None) -> float | None:
+    """A step time in seconds where ``key`` is one of the frameworks' step-time keys and its unit is said; else None."""
+    return _seconds(key, value, suffix) if key in _TIME else None
+
+
 def _seconds(key: str, value: float, suffix: str | None) -> float | None:
     """A step time in seconds from its unit, said by the value's suffix or the key; None when neither says."""
     if suffix == "ms" or key.endswith("_ms") or key.endswith("(ms)"):

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from logkit.ingest.readers.prefixes import has_prefix, peel
+from logkit.ingest.readers.prefixes import ELASTIC, MPI, has_prefix, peel
 
 if TYPE_CHECKING:
     from logkit.ingest.readers.base import Read
@@ -63,9 +63,9 @@ _BAR = re.compile(r"\s*\d{1,3}%\|")
 # where the bar is there whole up to its n/total: no wrapped line's rest looks so; not from a "[": a prefix's)
 _LABELLED_BAR = re.compile(r"[\w .-]{1,40}:\s*\d{1,3}%\||[^\[\n][^\n]{0,199}?:\s*\d{1,3}%\|[^|\n]{0,400}\|\s*\d+/\d+ \[")
 _NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit|Failure)$|^(?:stdout|stderr)$")
-# Where records glued onto one line part: a launcher prefix, a glog header or an NCCL debug header after
+# Where records glued onto one line part: a launcher prefix (a bar's next write: "...16.21s/it][trainer0|0]:"), a glog header or an NCCL debug header after
 # other text (processes writing without line buffering), or a log service's literal "\n".
-_GLUED = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)"
+_GLUED = re.compile(r"(?<=.)(?=" + re.sub(r"\(\?P<\w+>", "(?:", f"{ELASTIC}|{MPI}") + ")"
                     # a tqdm bar ("... 2.79it/s]", "... 1.20s/it]") with the Trainer's printed dict right after it
                     r"|(?<=it/s\])(?=\{')|(?<=s/it\])(?=\{')"
                     r"|(?<=\s)(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] )"
@@ -334,8 +334,8 @@ def _learn_one(lines: list[str], grammar: Grammar, share: float) -> Learned | No
         for line in lines:
             rest, m = _strip(pattern, line)
             if m is not None:
-                # a labelled bar is a record as it is: its label is no prefix to learn
-                gain += grammar.known(rest) - (grammar.known(line) or _LABELLED_BAR.match(line) is not None)
+                # a labelled bar is a record as it is (behind a launcher's prefix too): its label is no prefix to learn
+                gain += grammar.known(rest) - (grammar.known(line) or _LABELLED_BAR.match(peel(line).text) is not None)
         # the most lines made readable; of equals, the shortest prefix (as little taken off as will do)
         if gain >= max(1, share * count) and (best is None or (gain, -len(shape)) > best[:2]):
             best = (gain, -len(shape), Learned(pattern, shape))

@@ -230,7 +230,7 @@ def _headless(read: Read, rows: list[tuple[int, str, list[str]]]) -> None:
             names[kinds.index(field)] = field
     ints = [i for i, k in enumerate(kinds) if k == "int"]
     if ints and ints[0] == min(i for i, k in enumerate(kinds) if k is not None) and \
-            min(int(v) for v in columns[ints[0]]) == 0:
+            min(int(v) for v in columns[ints[0]] if v.isdigit()) == 0:  # an absent value ("") is no index
         names[ints[0]] = "index"  # the first column, counting GPUs from 0
     texts = [i for i, k in enumerate(kinds) if k == "text"]
     if len(texts) == 1:

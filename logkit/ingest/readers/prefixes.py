@@ -1,7 +1,8 @@
 """The prefixes logkit always knows, taken off a line wherever they are found: those it cannot learn
 from the file because they say something (a launcher's rank, a stream, a host), or are noise.
 
-Always known: launcher rank prefixes (``[rank3]:``, torchrun's ``[default3]:``, mpirun's
+Always known: launcher rank prefixes (``[rank3]:``, torchrun's ``[default3]:`` and any role and template
+of it (``[trainer0|0]:``), mpirun's
 ``[1,3]<stdout>:``, a per-GPU logger's ``GPU3:``, a script's own ``[RANK 3] ``, ``stdout:``/``stderr:``),
 which give the line its rank; Ray's actor prefix ``(RayWorkerWrapper pid=4009)`` (its ``ip=`` kept as the host); a host and stream tag ``<host> [stderr]``
 (its host kept); a Kubernetes (CRI) container-log prefix ``<RFC 3339 time> stdout F``; colour codes
@@ -20,7 +21,12 @@ from dataclasses import dataclass
 
 # a training script's own "[RANK 1] " / "[rank 1] " (a space, no colon: torch's "[rank1]:" has none, and its
 # watchdog's "[Rank 1]" / "[PG 0 Rank 1]" tag, mixed case, is the line's own and stays)
-_LAUNCHER = re.compile(r"\[(?:rank|default)(?P<r1>\d+)\]:|\[\d+,(?P<r2>\d+)\]<(?:stdout|stderr)>:"
+# torch elastic's prefix is a template: its default ``[${role_name}${local_rank}]:`` ("[default3]:", torchx's
+# "[trainer0]:"), and any a launcher sets (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE: "[trainer0|0]:" for
+# "[${role_name}${rank}|${local_rank}]:", "[group/3|0]:"): a word, the rank, a "|local rank" where it has one
+ELASTIC = r"\[[A-Za-z][\w.-]*?/?(?P<r1>\d+)(?:\|\d+)?\]:"
+MPI = r"\[\d+,(?P<r2>\d+)\]<(?:stdout|stderr)>:"
+_LAUNCHER = re.compile(ELASTIC + "|" + MPI +
                        r"|GPU(?P<r3>\d+):(?=[A-Z])|(?:stdout|stderr):|\[(?:RANK|rank) (?P<r4>\d+)\](?= )")
 _RAY = re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=(?P<ip>[\d.]+))?\) ")
 _CRI = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] ")

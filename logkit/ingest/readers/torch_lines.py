@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from logkit.ingest.readers.iteration_lines import seconds_of
 from logkit.schema.values import to_float
 from logkit.schema.vocab import EventKind, FailureCause
 
@@ -342,10 +343,35 @@ _BAR_PERCENT = re.compile(r"\d{1,3}%\|")
 _BAR_RATE = re.compile(r"\[\d+:\d+(?::\d+)?<[^,\]]*,\s*(?P<rate>\d+(?:\.\d+)?)\s*(?P<unit>s/it|it/s)")
 
 
+# a field of a bar's postfix ("reduced_train_loss=nan.0", "train_step_timing in s=0.615"): NeMo's, Lightning's logged
+# metrics; the training loss under its frameworks' names where no plain "loss" is there, the step's time where the
+# key says its unit (NeMo's timing callback measures each step: preferred to tqdm's smoothed rate)
+_BAR_FIELD = re.compile(r"(?:^|,)\s*(?P<key>[A-Za-z_][\w ]{0,60}?)\s*=\s*(?P<value>[^,\]]*)")
+_BAR_LOSS_KEYS = ("reduced_train_loss", "train_loss", "lm_loss", "train_loss_step")
+_BAR_NONFINITE = re.compile(r"^(?P<v>[-+]?(?:nan|inf))(?:\.0)?$", re.I)  # Lightning's "nan.0"
+
+
+def _bar_fields(bracket: str) -> tuple[float | None, float | None]:
+    """The training loss (a framework's name for it) and the step's time in seconds a bar's postfix states."""
+    loss = step_time = None
+    for f in _BAR_FIELD.finditer(bracket):
+        key, raw = f["key"].strip().lower(), f["value"].strip()
+        nonfinite = _BAR_NONFINITE.match(raw)
+        value = to_float(nonfinite["v"] if nonfinite else raw)
+        if value is None:
+            continue
+        if key in _BAR_LOSS_KEYS and loss is None:
+            loss = value
+        elif step_time is None and value >= 0:
+            step_time = seconds_of(key, value)
+    return loss, step_time
+
+
 def parse_bar(text: str) -> dict | None:
     """A training progress bar's step row: ``step`` (its n), ``loss`` where its description or postfix
-    states one, ``step_time_s`` from its rate (tqdm's smoothed s/it, or 1 / it/s); None for no training bar
-    or a bar stating neither a loss nor a rate."""
+    states one, ``step_time_s`` from a postfix timing field with its unit (NeMo's ``train_step_timing in s``),
+    else from its rate (tqdm's smoothed s/it, or 1 / it/s); None for no training bar or a bar stating
+    neither a loss nor a time."""
     found = list(_TQDM.finditer(text))
     if not found or _OTHER_PHASE_BAR.match(text) is not None:
         return None
@@ -356,9 +382,10 @@ def parse_bar(text: str) -> dict | None:
     bracket = text[last.end():].split("]", 1)[0]
     m = _BAR_LOSS.search(desc) or _BAR_LOSS.search(bracket)
     r = _BAR_RATE.search(text, last.start())
-    loss = float(m["loss"]) if m else None
-    step_time = None
-    if r is not None and float(r["rate"]) > 0:
+    named_loss, timed = _bar_fields(bracket) if "=" in bracket else (None, None)
+    loss = float(m["loss"]) if m else named_loss
+    step_time = timed
+    if step_time is None and r is not None and float(r["rate"]) > 0:
         step_time = float(r["rate"]) if r["unit"] == "s/it" else 1.0 / float(r["rate"])
     if loss is None and step_time is None:
         return None

@@ -35,7 +35,9 @@ def _streamed(monkeypatch, path):
 def _same(a, b) -> None:
     assert a.tables.keys() == b.tables.keys()
     for name in a.tables:
-        assert a.tables[name].equals(b.tables[name]), name
+        # pandas' equals: a NaN a log states (a loss gone NaN) is the same in both, where Arrow's equals says no
+        assert a.tables[name].schema == b.tables[name].schema, name
+        assert a.tables[name].to_pandas().equals(b.tables[name].to_pandas()), name
     assert a.meta.to_dict() == b.meta.to_dict()
     assert a.diagnostics == b.diagnostics
     assert (a.lines, a.used) == (b.lines, b.used)
