@@ -1,0 +1,72 @@
+"""Shapes of NCCL output logkit missed at first sight, each a class: NCCL 2.0-2.2's debug lines without the
+word NCCL, another tool's log whose name happens to be our errors log's, an nccl-tests device table the file
+ends inside, and nccl-tests output with NCCL's own lines (its init, its COLL lines inside the result rows).
+On excerpts of real logs from public sources (``tests/data/nccl_shapes/``, each cited in its README) and on
+variations of them said to be made here. Expected values are read off the excerpts by eye; each says where."""
+
+from __future__ import annotations
+
+import logkit
+from logkit.ingest.discover import nothing_found
+from logkit.ingest.readers.nccl import parse_nccl_debug
+from logkit.ingest.readers.sniff import sniff
+from tests.support.excerpts import events_of, load, reader
+
+text = reader("nccl_shapes")
+
+
+# --- NCCL 2.0-2.2: "host:pid:tid [dev] INFO ..." without the word NCCL ---------------------------------------
+def test_an_old_info_line_without_the_word_nccl_is_an_nccl_line():
+    # horovod_67 line 3: "cx50:18926:19004 [1] INFO Using internal Network Socket"
+    n = parse_nccl_debug(text("horovod_67_nccl_2_1_info_without_nccl_word.log").splitlines()[2])
+    assert (n["host"], n["pid"], n["dev"], n["level"], n["what"], n["network"]) == (
+        "cx50", 18926, 1, "INFO", "network", "Socket")
+
+
+def test_old_info_lines_alone_are_a_session_with_their_host_network_and_device(tmp_path):
+    # horovod_67: nine lines of one process (pid 18926) on host cx50, device [1], "Using internal Network Socket"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "train.log").write_text(text("horovod_67_nccl_2_1_info_without_nccl_word.log"))
+    found = logkit.load_sessions(tmp_path / "run")
+    assert len(found) == 1
+    s = found[0]
+    assert s.meta["hosts"] == ["cx50"] and s.meta["devices"] == {"cx50": [1]}
+    assert s.meta["network"] == "Socket" and s.meta["network_from"].endswith("(train.log:3)")
+    assert s.diagnostics.empty  # every line is NCCL's
+
+
+def test_old_info_lines_behind_a_launcher_prefix_with_a_rank_line(tmp_path):
+    # made here: the excerpt as mpirun --tag-output writes rank 1's lines, with NCCL 2.3's commAlloc line
+    # ("comm %p rank %d nranks %d") in the old header: the rank and the world size it states
+    lines = text("horovod_67_nccl_2_1_info_without_nccl_word.log").splitlines()
+    lines.append("cx50:18926:19004 [1] INFO comm 0x7f2a20413010 rank 1 nranks 4")
+    s = load(tmp_path, "".join(f"[1,1]<stderr>:{line}\n" for line in lines))
+    assert s.meta["world_size"] == 4 and s.meta["world_size_from"].startswith("stated: NCCL init: nranks 4")
+    assert [e["rank"] for e in events_of(s, "nccl_init")] == [1]
+
+
+def test_a_line_that_only_looks_alike_is_not_nccl():
+    # made here: a Python logging line with a bracketed number is no NCCL header (no host:pid:tid)
+    assert parse_nccl_debug("worker [1] INFO Using internal Network Socket") is None
+    assert parse_nccl_debug("2024-01-01 10:00:00 [1] INFO loss 0.5") is None
+
+
+# --- a log named like our errors log ------------------------------------------------------------------------
+def test_another_tools_log_named_like_our_errors_log_is_read(tmp_path):
+    # nccl_tests_227: NCCL lines of hosts ai-worker01 and ai-worker03, "Using network IBext_v8" (line 7), in a
+    # file whose name ends in "_errors.log" as ours does
+    (tmp_path / "run").mkdir()
+    name = "nccl_tests_227_roce_bootstrap_errors.log"
+    (tmp_path / "run" / name).write_text(text(name))
+    found = logkit.load_sessions(tmp_path / "run")
+    assert len(found) == 1
+    assert found[0].meta["hosts"] == ["ai-worker01", "ai-worker03"] and found[0].meta["network"] == "IBext_v8"
+    assert sniff(tmp_path / "run" / name) == "console"
+
+
+def test_our_errors_log_is_still_read_only_with_its_session(tmp_path):
+    # made here: our errors log's line (schema.lines' ERRORS_LINE) under the same name: ours, no session of its own
+    path = tmp_path / "nccl_tests_227_roce_bootstrap_errors.log"
+    path.write_text("2026-11-22T01:55:42.123456+00:00 | ERROR | cannot write logs/s/s_rank0.jsonl: OSError(28)\n")
+    assert sniff(path) is None and logkit.load_sessions(tmp_path) == []
+    assert "read with its session, none here" in nothing_found(tmp_path)
