@@ -10,7 +10,8 @@ The ``# Avg bus bandwidth`` of each table goes to ``meta.nccl_tests``; the ``# U
 devices`` lines (``#  Rank  0 Group  0 Pid 123 on node-a device  0 [0x07] NVIDIA H100 ...``, and
 the older form without ``Group``) give ``meta.gpus`` (rank, host, GPU name), ``gpu_count``,
 ``world_size``, ``hosts``, ``nodes`` (the distinct hosts) and ``ranks_by_host``, each stated with
-its ``_from`` and its lines in ``meta.facts_source``. A run that fails says so: ``host: Test
+its ``_from`` and its lines in ``meta.facts_source``; a table the file ends inside (its last line a device
+line, or one cut short) may go on past the file: its ranks and hosts are then lower bounds. A run that fails says so: ``host: Test
 NCCL failure ... '<reason>'`` and ``.. host pid P: Test failure`` give an ``nccl_error`` event
 (with the ranks of that pid, from the device table), and the MPI launcher's "first process to
 exit" a ``child_failed`` event (``root_cause``).
@@ -46,6 +47,8 @@ _BINARY = re.compile(r"\b(?P<op>all_reduce|all_gather|reduce_scatter|broadcast|r
                      r"|scatter|hypercube)_perf(?:_mpi)?\b")
 # '#' is optional in front of nccl-tests' own lines: markdown eats it when output is pasted bare
 _NTHREAD = re.compile(r"^#?\s*nThread (?P<threads>\d+) nGpus (?P<gpus>\d+)")
+# a device line the file cut short ("#  Rank 12 Group  0 Pid   18"): the table goes on past the file
+_DEVICE_HEAD = re.compile(r"^#?\s*Rank\s+\d+(?: Group\s+\d+)?(?: Pid\b.*)?$")
 _HEADER = re.compile(r"^#?\s*size\s+count\s+type\b")
 _DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)(?: Group\s+\d+)? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+"
                      r"(?P<dev>\d+)(?:\s+\[[^\]]*\]\s+(?P<name>.+?))?\s*$")
@@ -106,6 +109,8 @@ class _Tests:
         self.per_process = 1  # ranks per MPI process: nThread x nGpus
         self.device_lines: list[int] = []
         self.placed: dict[int, set[str]] = {}  # rank -> the hosts that list it
+        self.last = 0  # the file's last line with text (a device table it ends inside may go on)
+        self.torn_device: int | None = None  # the line of a device line cut short
         self.net = _Network(read)
 
     def line(self, number: int, line: str) -> bool:
@@ -123,6 +128,10 @@ class _Tests:
                                                   "device": int(d["dev"]), "name": d["name"]})
             self.pids.setdefault(int(d["pid"]), []).append(int(d["rank"]))
             self.device_lines.append(number)
+            return True
+        if _DEVICE_HEAD.match(line):
+            self.torn_device = number
+            self.read.note(number, "nccl-tests: a device line cut short (the table goes on past it)", line)
             return True
         if _HEADER.match(line):
             self.columns = line.lstrip("#").split()
@@ -179,6 +188,8 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
     for rec in records(read, GRAMMAR):
         number = rec.number
         line = rec.text[_PASTE.match(rec.text).end():].rstrip()  # a paste's own indentation and quote marks
+        if line:
+            state.last = rec.last or number
         if not line:
             read.used += 1
         elif state.line(number, line):
@@ -218,6 +229,11 @@ def _device_meta(read: Read, state: _Tests) -> None:
                          f"({', '.join(hosts)}): independent tests, one per host, not one job over them")
     world, world_from = len(gpus), f"stated: {len(gpus)} rank(s) in {said}"
     hosts_from = f"stated: the hosts of {said}"
+    if max(last, state.torn_device or 0) == state.last and not repeated:
+        # the file ends inside the table (a paste or a capture cut there): the ranks listed are some of the run's
+        world_from = (f"inferred (lower bound): {len(gpus)} rank(s) in {said}, which the file ends inside (more "
+                      "may follow)")
+        nodes_from = f"inferred (lower bound): {len(hosts)} distinct host(s) in {said}, which the file ends inside"
     if max(gpus) + 1 > world:  # ranks missing from the table (an excerpt, a cut paste): never below a rank shown
         world = max(gpus) + 1
         world_from = f"inferred (lower bound): highest rank in {said} + 1; {world - len(gpus)} rank(s) not listed"

@@ -70,3 +70,30 @@ def test_our_errors_log_is_still_read_only_with_its_session(tmp_path):
     path.write_text("2026-11-22T01:55:42.123456+00:00 | ERROR | cannot write logs/s/s_rank0.jsonl: OSError(28)\n")
     assert sniff(path) is None and logkit.load_sessions(tmp_path) == []
     assert "read with its session, none here" in nothing_found(tmp_path)
+
+
+# --- an nccl-tests device table the file ends inside ------------------------------------------------------
+def test_a_device_table_followed_by_other_lines_states_the_ranks_and_hosts(tmp_path):
+    # nccl_tests_244: ranks 0 (ranokau) and 1 (lascar) at lines 5-6, then NCCL's line 7: the table is whole
+    s = load(tmp_path, text("nccl_tests_244_two_hosts_device_table.log"))
+    assert (s.meta["world_size"], s.meta["nodes"]) == (2, 2)
+    assert s.meta["world_size_from"].startswith("stated: 2 rank(s)") and s.meta["nodes_from"].startswith("stated")
+
+
+def test_a_device_table_the_file_ends_inside_gives_lower_bounds(tmp_path):
+    # made here: the excerpt cut after its line 6 (a paste or capture ending inside the table): at least 2 ranks on
+    # at least 2 hosts, never said as the run's size
+    body = "".join(text("nccl_tests_244_two_hosts_device_table.log").splitlines(keepends=True)[:6])
+    s = load(tmp_path, body)
+    assert (s.meta["world_size"], s.meta["nodes"]) == (2, 2)
+    assert s.meta["world_size_from"].startswith("inferred (lower bound)")
+    assert s.meta["nodes_from"].startswith("inferred (lower bound)")
+
+
+def test_a_device_line_cut_short_at_the_end_keeps_the_table_open(tmp_path):
+    # made here: the excerpt's lines 1-6 and the head of a third device line (as a paste cut inside it): the ranks
+    # listed are a lower bound, and the torn line is a note, not a rank
+    body = "".join(text("nccl_tests_244_two_hosts_device_table.log").splitlines(keepends=True)[:6])
+    s = load(tmp_path, body + "#  Rank  2 Group  0 Pid  7321\n")
+    assert s.meta["world_size"] == 2 and s.meta["world_size_from"].startswith("inferred (lower bound)")
+    assert list(s.diagnostics["line"]) == [7]
