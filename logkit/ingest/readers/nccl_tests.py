@@ -24,7 +24,11 @@ eaten by markdown (`` nThread 1 nGpus 1 ...``, `` Using devices``). NCCL_DEBUG=I
 the output say the network between the hosts: ``Using network IB``, the NICs (``NET/IB : Using
 [0]mlx5_0:1/IB``), a NIC's ``speed=`` (Mb/s, NCCL's ``NET/IB: [0] mlx5_0:...`` line) or an
 ``ibstat``/``ibstatus`` rate pasted with them (``meta.network``, ``nics``, ``nic_provider``,
-``nic_count``, ``link_speed_gbps``), the reference of a run over several hosts.
+``nic_count``, ``link_speed_gbps``), the reference of a run over several hosts; and, as in a console
+capture (``nccl_procs``), its processes: an ``nccl_init`` event per communicator (comm id, Init START /
+COMPLETE, nRanks / nNodes / localRanks), NCCL's warnings with their error traces, the CUDA devices per host.
+The device table's facts are the benchmark's and come after NCCL's (a table the file ends inside yields to
+a world size NCCL's nranks states).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 from logkit.ingest.readers.base import Read, ReadResult
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
+from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.normalise import Grammar, records
 from logkit.ingest.readers.torch_lines import parse_prte
 from logkit.schema.values import to_float
@@ -203,6 +208,7 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
         elif (fields := read.table_row(number, line, state.columns)) is not None:
             _row(read, number, state, fields)
     read.meta.nccl_tests = state.tables
+    state.net.procs.finish()  # NCCL's own account first: the device table's facts are the benchmark's
     _device_meta(read, state)
     state.net.meta(read)
     return read.result()
@@ -245,13 +251,24 @@ def _device_meta(read: Read, state: _Tests) -> None:
             nodes = len(hosts)
             nodes_from = (f"inferred (lower bound): {nodes} host(s) named; the device table lists {len(gpus)} of at "
                           f"least {world} ranks")
+    held = read.meta
+    sources = {**(held.facts_source or {}), **{k: f"{read.label}:{first}" for k in ("gpu_count", "hosts")}}
+    if world_from.startswith("inferred") and str(held.world_size_from).startswith("stated") \
+            and (held.world_size or 0) >= world:
+        world, world_from = held.world_size, held.world_size_from  # NCCL's nranks states what the table cannot
+    else:
+        sources["world_size"] = f"{read.label}:{first}"
+    if nodes_from.startswith("inferred") and str(held.nodes_from).startswith("stated") and (held.nodes or 0) >= nodes:
+        nodes, nodes_from = held.nodes, held.nodes_from  # NCCL's nNodes
+    else:
+        sources["nodes"] = f"{read.label}:{first}"
     read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=world,
                      world_size_from=world_from,
                      gpu_count_from=f"stated: {len(gpus)} GPU(s) in {said}", backend="nccl",
                      mode=Mode.MULTI_GPU if len(gpus) > 1 else Mode.SINGLE_GPU, hosts=hosts,
                      hosts_from=hosts_from, nodes=nodes, nodes_from=nodes_from,
                      ranks_by_host={h: sorted(r for r, named in state.placed.items() if h in named) for h in hosts},
-                     facts_source={k: f"{read.label}:{first}" for k in ("world_size", "gpu_count", "hosts", "nodes")})
+                     facts_source=sources)
 
 
 def _span(ranks: list[int]) -> str:
@@ -272,6 +289,9 @@ class _Network:
         self.facts: dict = {}
         self.where: dict[str, int] = {}
         self.hosts: set[str] = set()  # the hosts NCCL's lines name
+        # every NCCL line goes to the processes too: their communicators (nccl_init events: comm id, Init
+        # COMPLETE, nRanks / nNodes / localRanks), warnings and error traces, as a console capture's are read
+        self.procs = NcclProcs(read)
 
     def line(self, number: int, line: str) -> bool:
         if line.startswith("NCCL version "):  # printed by rank 0 without NCCL's line header
@@ -289,9 +309,8 @@ class _Network:
     def _nccl(self, number: int, n: dict) -> None:
         what = n["what"]
         self.hosts.add(n["host"])
-        if what == "warn":  # kept as the console reader keeps it: the run's own account of trouble
-            self.read.event(EventKind.NCCL_WARN, number, host=n["host"], level="WARNING",
-                            message=n["message"].strip()[:300], device=n["dev"], pid=n["pid"], where=n["where"])
+        self.procs.line(number, n, None)
+        if what == "warn":  # its event is the processes' (with its error trace)
             if n.get("ib") is False:  # "Failed to open libibverbs": no IB
                 self.facts.setdefault("ib", False)
             return

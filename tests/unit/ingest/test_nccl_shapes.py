@@ -97,3 +97,28 @@ def test_a_device_line_cut_short_at_the_end_keeps_the_table_open(tmp_path):
     s = load(tmp_path, body + "#  Rank  2 Group  0 Pid  7321\n")
     assert s.meta["world_size"] == 2 and s.meta["world_size_from"].startswith("inferred (lower bound)")
     assert list(s.diagnostics["line"]) == [7]
+
+
+# --- nccl-tests output with NCCL's own lines -----------------------------------------------------------------
+def test_nccl_tests_output_with_nccl_lines_gives_its_communicators(tmp_path):
+    # nccl_1706 tail: line 1 the 128 MB row, lines 2-3 each device's communicator (rank 0 comm 0x55f6848de3b0, rank 1
+    # comm 0x55f68495f4f0, nranks 2, Destroy COMPLETE), line 5 "# Avg bus bandwidth    : 8.62002"
+    s = load(tmp_path, text("nccl_1706_nccl_tests_g2_tail.log"))
+    assert s.meta["formats"] == ["nccl_tests"]
+    assert [t["avg_busbw_gb_s"] for t in s.meta["nccl_tests"]] == [8.62002]
+    inits = sorted(events_of(s, "nccl_init"), key=lambda e: e["rank"])
+    assert [(e["rank"], e["nranks"], e["comm_id"], e["host"]) for e in inits] == [
+        (0, 2, "0x55f6848de3b0", "deepseek"), (1, 2, "0x55f68495f4f0", "deepseek")]
+    assert s.meta["world_size"] == 2 and s.meta["world_size_from"].startswith("stated: NCCL init: nranks 2")
+
+
+def test_an_init_complete_before_the_table_is_that_communicators(tmp_path):
+    # made here: nccl_1706's two excerpts as one file (its init lines, then its tail): rank 1's communicator
+    # completed its init (init lines' line 6, commId 0x76b3b6be637caf1c); rank 0's init line is not in the excerpt
+    body = text("nccl_1706_nccl_tests_g2_init_lines.log") + text("nccl_1706_nccl_tests_g2_tail.log")
+    s = load(tmp_path, body)
+    inits = {e["rank"]: e for e in events_of(s, "nccl_init")}
+    assert (inits[1]["init"], inits[1]["comm_id"], inits[1]["source"]) == ("complete", "0x76b3b6be637caf1c",
+                                                                            "capture.log:6")
+    assert inits[0]["init"] is None  # no init line of rank 0 in the file: its Destroy line says nothing of its init
+    assert s.meta["devices"] == {"deepseek": [0, 1]}
