@@ -18,7 +18,10 @@ exit" a ``child_failed`` event (``root_cause``).
 
 Rows kept without the header above them (a log cut short, a test harness's excerpt) are read with
 nccl-tests' own columns (``src/common.cu``: size count type redop root, then time algbw busbw #wrong
-out-of-place and in-place), and a diagnostic says so. Output as users paste it is read as it is: behind launcher prefixes (``[1,0]<stdout>:``, taken
+out-of-place and in-place), and a diagnostic says so. A row printed in pieces around NCCL's own lines
+(``NCCL_DEBUG_SUBSYS=COLL``: its size ... root, then each placement's part, NCCL's records between them and
+glued onto the pieces without a line break) is put back together as one row citing its first line
+(``cut_glued``, ``_Tests.piece``). Output as users paste it is read as it is: behind launcher prefixes (``[1,0]<stdout>:``, taken
 off by ``prefixes``), indented as in a README, in a markdown quote (``> ``), or with its ``#``
 eaten by markdown (`` nThread 1 nGpus 1 ...``, `` Using devices``). NCCL_DEBUG=INFO lines among
 the output say the network between the hosts: ``Using network IB``, the NICs (``NET/IB : Using
@@ -63,6 +66,13 @@ COLUMNS = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "
            "#wrong"]
 ROW = re.compile(r"^\s*\d+\s+\d+\s+[a-z]\w*\s+(?:sum|prod|max|min|avg|none|premulsum|mulsum)\s+-?\d+"
                  r"(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)\s*$")
+# A row printed in pieces around NCCL's own lines (NCCL_DEBUG_SUBSYS=COLL: an "AllReduce: opCount ..." line per
+# call): nccl-tests writes the size, count, type, redop, root first, then each placement's time, algbw, busbw,
+# #wrong as it is measured, and NCCL's lines land between them, the first glued on without a line break
+# ("...  sum      -1mew0:64904:64904 [1] NCCL INFO AllReduce: ..."). The pieces, and where a glued record begins:
+_HEAD_PIECE = re.compile(r"^\d+\s+\d+\s+[a-z]\w*\s+(?:sum|prod|max|min|avg|none|premulsum|mulsum)(?:\s+-?\d+)?$")
+_PART_PIECE = re.compile(r"^(?:[\d.]+|N/A)\s+(?:[\d.]+|N/A)\s+(?:[\d.]+|N/A)\s+\S+$")
+_NCCL_AT = re.compile(r":\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:NCCL )?(?:INFO|WARN) ")
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<bw>\S+)")
 _COMMENT = re.compile(r"^#|^(?:Using devices|Out of bounds values|Blocking Enabled|Collective test|nccl-tests version"
                       r"|out-of-place\s+in-place|\(B\)\s+\(elements\))")
@@ -92,6 +102,30 @@ GRAMMAR = Grammar(re.compile(r"#|\s*\d+\s+\d+\s+\w+|\$ |\s*(?:mpirun|srun|\./|/)
                              r"|NCCL version|[\w.-]+: Test |.*Process name:"))
 
 
+def _piece(text: str) -> bool:
+    text = text.strip()
+    return _HEAD_PIECE.match(text) is not None or _PART_PIECE.match(text) is not None
+
+
+def cut_glued(line: str, hosts: set[str]) -> tuple[str, str] | None:
+    """A row's piece and the NCCL record glued after it (``(piece, record)``), or None. The host name of the
+    record is read back from the glued text: a host the file names elsewhere, else the shortest piece that reads
+    as one (``-1`` of ``-1mew0``: a row's root, then host ``mew0``)."""
+    m = _NCCL_AT.search(line)
+    if m is None:
+        return None
+    start = max(line.rfind(" ", 0, m.start()), line.rfind(":", 0, m.start())) + 1
+    if start == 0:
+        return None  # the line begins with the record: nothing glued
+    glued = line[start:m.start()]
+    splits = [k for k in range(1, len(glued)) if _piece(line[:start + k])]
+    known = [k for k in splits if glued[k:] in hosts]
+    if not splits:
+        return None
+    k = (known or splits)[0]
+    return line[:start + k].strip(), line[start + k:]
+
+
 def _name_op(name: str) -> str | None:
     m = _BINARY.search(name) or _NAME_OP.search(name)
     return OPS[m["op"]] if m else None
@@ -116,6 +150,7 @@ class _Tests:
         self.placed: dict[int, set[str]] = {}  # rank -> the hosts that list it
         self.last = 0  # the file's last line with text (a device table it ends inside may go on)
         self.torn_device: int | None = None  # the line of a device line cut short
+        self.pending: tuple[int, list[str]] | None = None  # (line, cells) of a row printed in pieces
         self.net = _Network(read)
 
     def line(self, number: int, line: str) -> bool:
@@ -179,6 +214,32 @@ class _Tests:
             return True
         return bool(_BANNER.match(line))
 
+    def piece(self, number: int, line: str) -> tuple[int, list[str]] | None:
+        """A row printed in pieces: its head (size ... root) opens it, each placement's part adds to it; the
+        row's line (its head's) and its cells once complete (no cells while not yet), None for a line that is
+        no piece. A row left incomplete when another opens is said in a diagnostic."""
+        columns = self.columns
+        if columns is None or not _piece(line):
+            return None
+        cells = line.split()
+        if _HEAD_PIECE.match(line) is not None:
+            if self.pending is not None:
+                self.read.note(self.pending[0], "nccl-tests: a row printed in pieces left incomplete", line)
+            self.pending = (number, cells)
+            return number, []
+        if self.pending is None:
+            return None
+        head, held = self.pending
+        held = held + cells
+        if len(held) > len(columns):
+            self.pending = None
+            return None
+        if len(held) < len(columns):
+            self.pending = (head, held)
+            return head, []
+        self.pending = None
+        return head, held
+
     def row_op(self, redop: str | None) -> str | None:
         """The op of a row: a file name's op only where the table's redop agrees with it."""
         if self.op is not None and self.op_from_name and redop is not None:
@@ -195,8 +256,15 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
         line = rec.text[_PASTE.match(rec.text).end():].rstrip()  # a paste's own indentation and quote marks
         if line:
             state.last = rec.last or number
+        if state.columns is not None and (cut := cut_glued(line, state.hosts | state.net.hosts)) is not None:
+            line = cut[0]  # a row's piece with an NCCL record glued after it: the record is read as NCCL's
+            state.net.line(number, cut[1])
         if not line:
             read.used += 1
+        elif (piece := state.piece(number, line)) is not None:
+            read.used += 1
+            if piece[1]:
+                _row(read, piece[0], state, piece[1])
         elif state.line(number, line):
             read.used += 1
         elif state.columns is None and ROW.match(line) is not None:

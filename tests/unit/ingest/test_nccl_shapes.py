@@ -122,3 +122,42 @@ def test_an_init_complete_before_the_table_is_that_communicators(tmp_path):
                                                                             "capture.log:6")
     assert inits[0]["init"] is None  # no init line of rank 0 in the file: its Destroy line says nothing of its init
     assert s.meta["devices"] == {"deepseek": [0, 1]}
+
+
+# --- a result row printed in pieces around NCCL's COLL lines ------------------------------------------------
+_HEADER = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+           "#wrong\n")  # nccl-tests' column header (src/common.cu), as it prints it
+
+
+def _split_row(host: str) -> str:
+    """Made here: nccl_1706's 128 MB row (tail line 1) as nccl-tests prints it with NCCL_DEBUG_SUBSYS=COLL: its
+    size ... root, then NCCL's "AllReduce: opCount ..." line glued on, the out-of-place part with another glued
+    on, then the in-place part (the shape of a NCCL 2.27 capture's rows)."""
+    row = text("nccl_1706_nccl_tests_g2_tail.log").splitlines()[0]
+    cells = row.split()
+    coll = (f"{host}:2081594:2081594 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x720000000 recvbuff 0x920000000 "
+            "count 33554432 datatype 7 op 0 root 0 comm 0x55f6848de3b0 [nranks=2] stream 0x55b6a98daaf0\n")
+    head = "   " + "      ".join(cells[:5])
+    return (f"{head}{coll}{coll}   {'  '.join(cells[5:9])}{coll}{coll}   {'  '.join(cells[9:])}\n")
+
+
+def test_a_row_printed_in_pieces_is_one_row(tmp_path):
+    # nccl_1706 line 1: 134217728 B, 33554432 float sum -1; out-of-place 5190.8 us 25.86 25.86 0; in-place
+    # 5186.6 us 25.88 25.88 0 -- here in pieces around host deepseek's COLL lines, after the header
+    s = load(tmp_path, _HEADER + _split_row("deepseek") + "# Avg bus bandwidth    : 8.62002 \n")
+    assert len(s.comm) == 2 and s.diagnostics.empty
+    oop = s.comm[s.comm["placement"] == "out-of-place"].iloc[0]
+    inp = s.comm[s.comm["placement"] == "in-place"].iloc[0]
+    assert (oop["size_bytes"], oop["count"], oop["source"]) == (134217728, 33554432, "capture.log:2")
+    assert (oop["duration_ms"], oop["busbw_mb_s"]) == (5.1908, 25860.0)
+    assert (inp["duration_ms"], inp["busbw_mb_s"]) == (5.1866, 25880.0)
+    assert {e["host"] for e in events_of(s, "nccl_init")} == {"deepseek"}  # the glued lines are NCCL's
+
+
+def test_a_glued_record_whose_host_begins_with_digits(tmp_path):
+    # made here: the same with a host named as nccl#1773's machine ("10-4-3-3"): glued to the root "-1" it reads
+    # "-110-4-3-3:..."; read back as the root -1 and host 10-4-3-3 (the host NCCL's own line 1 names)
+    host_line = "10-4-3-3:2081594:2081594 [0] NCCL INFO cudaDriverVersion 12080\n"
+    s = load(tmp_path, host_line + _HEADER + _split_row("10-4-3-3"))
+    assert len(s.comm) == 2 and s.diagnostics.empty
+    assert s.meta["hosts"] == ["10-4-3-3"]
