@@ -90,7 +90,11 @@ def _by_name(folder: Path, name: str) -> tuple[Format, str] | None:
     """(the declaration of the format, the session id) of a file whose name says its session; None for
     any other. Where two formats share a name (our summary.json, an earlier logger's), sniffing says
     which: ours unless the other is recognised."""
-    hits = [(f, m["session_id"]) for f, pattern in session_named() if (m := pattern.match(name)) is not None]
+    from logkit.ingest.readers.sniff import named_as
+
+    # a name alone is no proof where the format says so (another tool's "..._errors.log"): its lines are asked
+    hits = [(f, m["session_id"]) for f, pattern in session_named()
+            if (m := pattern.match(name)) is not None and named_as(f, folder / name)]
     if len(hits) < 2:
         return hits[0] if hits else None
     sniffed = _sniff(folder / name)
@@ -377,13 +381,13 @@ MAX_LISTED = 20  # files the no-sessions message lists (the rest counted)
 
 def _why_not_read(path: Path) -> str:
     """Why a regular file under a folder without sessions was not read: its format, or its first bytes."""
-    from logkit.ingest.readers.sniff import _SKIP, Probe
+    from logkit.ingest.readers.sniff import Probe, read_with_its_session
 
     fmt = FORMATS.get(_sniff(path))
     if fmt is not None:
         return f"a {fmt.name} file ({fmt.name.meaning}): read only with a session its other files make, none here" \
             if fmt.joins_found else f"a {fmt.name} file, not enough for a session on its own"
-    if _SKIP.search(path.name):
+    if read_with_its_session(path):
         return "logkit's summary text or errors log: read with its session, none here"
     probe = Probe(path, False)
     head = probe.head[:60]

@@ -41,7 +41,7 @@ from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.framework_lines import FrameworkLines
-from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
+from logkit.ingest.readers.nccl import GLUED, may_be_nccl, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.normalise import Line, records
 from logkit.ingest.readers.run_facts import stated_facts
@@ -157,7 +157,7 @@ class _Console(blocks.Blocks):
         if "Terminating the process" in text and (h := tl.parse_hang(text)) is not None:
             self.read.event(EventKind.WATCHDOG_HANG, number, level="CRITICAL", time_s=t, message=text.strip()[:300], **h)
             return True
-        if "NCCL " in text and self._nccl(number, text, rank):
+        if may_be_nccl(text) and self._nccl(number, text, rank):
             return True
         return self._not_nccl(number, text, rank, t)
 

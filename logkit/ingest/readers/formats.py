@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from logkit.schema.files import ERRORS_LOG_RE, LOGKIT_TEXT_RE, RANK_JSONL_RE, RESULTS_JSON, SUMMARY_JSON_RE
+from logkit.schema.lines import ERRORS_LINE
 from logkit.schema.vocab import Word
 
 __all__ = ["FileFormat", "Role", "Format", "Reader", "FORMATS", "READERS", "TEXT_SUFFIXES", "declared",
@@ -91,6 +92,8 @@ class Format:
     a file without suffix given by name is tried as text too), a function is given sniff's ``Probe``
     (name, base, suffix, head, raw) and decides; ``fallback``: a file of its suffixes given by name
     (or lying in a rank folder) is of this format without a telltale, the last resort.
+    A format with ``session_names`` and a ``telltale`` but no ``suffixes`` (our errors log) is told by its
+    name, and the telltale confirms it (``sniff.named_as``): a name alone can be another tool's.
     Sessions (``ingest.discover``): ``role``; ``session_names`` (else ``names``): a name whose
     ``session_id`` group says which session the file belongs to; ``joins_found``: it joins a session
     its other files make, never makes one; ``source_kind``: the session's kind when it is one of its
@@ -167,6 +170,8 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|`--num_processes` was set|zero_optimization_stage|\[launch\.py:\d+:main\]"
                       r"|using world size: \d+, data-parallel[- ]size|GLOBAL_RANK: \d+, MEMBER: \d+/\d+"
                       r"|All (?:DDP|distributed) processes registered"
+                      # NCCL 2.0-2.2's debug header, its level without the word NCCL (readers.nccl)
+                      r"|^[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:INFO|WARN) "
                       # DeepSpeed's flops profiler summary and multi-node runner; GPT-NeoX's world size line
                       r"|DeepSpeed Flops Profiler|^world size:[ \t]{2,}\d+[ \t]*$|Running on the following workers: "
                       r"|configure_distributed_args\(\) using world size"
@@ -197,6 +202,16 @@ def _flight_recorder(probe) -> bool:
     head = probe.raw
     opens = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") or head.lstrip()[:1] == b"{"
     return opens and b"entries" in head and any(k in head for k in _FR_KEYS)
+
+
+_ERRORS_LINE = re.compile(ERRORS_LINE.pattern.pattern, re.M)
+
+
+def _our_errors(probe) -> bool:
+    """Our errors log's lines, or nothing yet (asked of a file named so: a user's "..._socket_errors.log" holding
+    another tool's output is that tool's log)."""
+    head = probe.head
+    return not head.strip() or _ERRORS_LINE.search(head) is not None
 
 
 def _smi_csv(probe) -> bool:
@@ -266,9 +281,10 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format(FileFormat.LOGKIT_TEXT, Role.OURS, Reader("logkit.ingest.readers.logkit_text", "read_logkit_text"),
            names=LOGKIT_TEXT_RE, priority=1, world_size_from="our text logs (World size / Processes)",
            echoes_streams=True),
+    # its name alone is no proof (a user's "..._socket_errors.log" is another tool's log): its lines say it is ours
     Format(FileFormat.LOGKIT_ERRORS, Role.OURS,
            Reader("logkit.ingest.readers.logkit_errors", "read_logkit_errors"), session_names=ERRORS_LOG_RE,
-           joins_found=True),
+           telltale=_our_errors, joins_found=True),
     Format(FileFormat.RESULTS_JSON, Role.RUN_DOCUMENT,
            Reader("logkit.ingest.readers.json_docs", "read_results_json"), suffixes=(".json",),
            telltale=_results_json, priority=23, run_document="results.json", session_key="logkit_session",

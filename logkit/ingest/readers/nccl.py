@@ -1,7 +1,8 @@
 """NCCL_DEBUG=INFO lines (foreign grammar: written by NCCL, not by us).
 
-``parse_nccl_debug`` reads one line (``host:pid:tid [dev] NCCL INFO|WARN ...``; ``[dev]`` is the
-CUDA device, not the global rank) and says what it tells (``what``):
+``parse_nccl_debug`` reads one line (``host:pid:tid [dev] NCCL INFO|WARN ...``, or NCCL 2.0-2.2's
+``host:pid:tid [dev] INFO ...`` without the word NCCL; ``[dev]`` is the CUDA device, not the global
+rank) and says what it tells (``what``):
 
 - ``init``: ``comm 0x.. rank R nranks N cudaDev D ... - Init START|Init COMPLETE|Abort COMPLETE``; NCCL 2.3's
   ``comm 0x.. rank R nranks N`` and ``rank R nranks N`` (no comm), read as an init's start;
@@ -28,12 +29,20 @@ from __future__ import annotations
 import re
 
 # node1:12345:12350 [0] NCCL INFO ...   /  node1:12345:12350 [0] misc/socket.cc:484 NCCL WARN ...
+# NCCL 2.0-2.2 wrote the level without the word NCCL ("cx50:18926:19004 [1] INFO Using internal Network Socket"):
+# the header (host:pid:tid [dev]) is NCCL's alone, so the word is optional
 NCCL_DEBUG = re.compile(
     r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:(?P<where>\S+:\d+) )?"
-    r"NCCL (?P<level>INFO|WARN|TRACE|ABORT|VERSION)\s?(?P<message>.*)$"
+    r"(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT|VERSION)\s?(?P<message>.*)$"
 )
 # a second NCCL record glued to the end of a line (processes writing without line buffering)
-GLUED = re.compile(r"(?<=\S) (?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) )")
+GLUED = re.compile(r"(?<=\S) (?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:NCCL )?(?:INFO|WARN) )")
+
+
+def may_be_nccl(text: str) -> bool:
+    """Whether a line may hold an NCCL debug record (a cheap look before the patterns): the word NCCL,
+    or the level an NCCL 2.0-2.2 header ends with."""
+    return "NCCL " in text or "] INFO " in text or " WARN " in text
 # (NCCL 2.4 wrote no busId: "comm 0x.. rank 15 nranks 32 cudaDev 7 nvmlDev 7 - Init COMPLETE")
 _INIT = re.compile(r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
                    r"(?: nvmlDev \d+)?(?: busId (?P<bus>[0-9a-fA-F]+))?(?: commId (?P<comm_id>0x[0-9a-fA-F]+))?"

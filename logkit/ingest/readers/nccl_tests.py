@@ -10,20 +10,28 @@ The ``# Avg bus bandwidth`` of each table goes to ``meta.nccl_tests``; the ``# U
 devices`` lines (``#  Rank  0 Group  0 Pid 123 on node-a device  0 [0x07] NVIDIA H100 ...``, and
 the older form without ``Group``) give ``meta.gpus`` (rank, host, GPU name), ``gpu_count``,
 ``world_size``, ``hosts``, ``nodes`` (the distinct hosts) and ``ranks_by_host``, each stated with
-its ``_from`` and its lines in ``meta.facts_source``. A run that fails says so: ``host: Test
+its ``_from`` and its lines in ``meta.facts_source``; a table the file ends inside (its last line a device
+line, or one cut short) may go on past the file: its ranks and hosts are then lower bounds. A run that fails says so: ``host: Test
 NCCL failure ... '<reason>'`` and ``.. host pid P: Test failure`` give an ``nccl_error`` event
 (with the ranks of that pid, from the device table), and the MPI launcher's "first process to
 exit" a ``child_failed`` event (``root_cause``).
 
 Rows kept without the header above them (a log cut short, a test harness's excerpt) are read with
 nccl-tests' own columns (``src/common.cu``: size count type redop root, then time algbw busbw #wrong
-out-of-place and in-place), and a diagnostic says so. Output as users paste it is read as it is: behind launcher prefixes (``[1,0]<stdout>:``, taken
+out-of-place and in-place), and a diagnostic says so. A row printed in pieces around NCCL's own lines
+(``NCCL_DEBUG_SUBSYS=COLL``: its size ... root, then each placement's part, NCCL's records between them and
+glued onto the pieces without a line break) is put back together as one row citing its first line
+(``cut_glued``, ``_Tests.piece``). Output as users paste it is read as it is: behind launcher prefixes (``[1,0]<stdout>:``, taken
 off by ``prefixes``), indented as in a README, in a markdown quote (``> ``), or with its ``#``
 eaten by markdown (`` nThread 1 nGpus 1 ...``, `` Using devices``). NCCL_DEBUG=INFO lines among
 the output say the network between the hosts: ``Using network IB``, the NICs (``NET/IB : Using
 [0]mlx5_0:1/IB``), a NIC's ``speed=`` (Mb/s, NCCL's ``NET/IB: [0] mlx5_0:...`` line) or an
 ``ibstat``/``ibstatus`` rate pasted with them (``meta.network``, ``nics``, ``nic_provider``,
-``nic_count``, ``link_speed_gbps``), the reference of a run over several hosts.
+``nic_count``, ``link_speed_gbps``), the reference of a run over several hosts; and, as in a console
+capture (``nccl_procs``), its processes: an ``nccl_init`` event per communicator (comm id, Init START /
+COMPLETE, nRanks / nNodes / localRanks), NCCL's warnings with their error traces, the CUDA devices per host.
+The device table's facts are the benchmark's and come after NCCL's (a table the file ends inside yields to
+a world size NCCL's nranks states).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from pathlib import Path
 from logkit.ingest.readers.base import Read, ReadResult
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
+from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.normalise import Grammar, records
 from logkit.ingest.readers.torch_lines import parse_prte
 from logkit.schema.values import to_float
@@ -46,6 +55,8 @@ _BINARY = re.compile(r"\b(?P<op>all_reduce|all_gather|reduce_scatter|broadcast|r
                      r"|scatter|hypercube)_perf(?:_mpi)?\b")
 # '#' is optional in front of nccl-tests' own lines: markdown eats it when output is pasted bare
 _NTHREAD = re.compile(r"^#?\s*nThread (?P<threads>\d+) nGpus (?P<gpus>\d+)")
+# a device line the file cut short ("#  Rank 12 Group  0 Pid   18"): the table goes on past the file
+_DEVICE_HEAD = re.compile(r"^#?\s*Rank\s+\d+(?: Group\s+\d+)?(?: Pid\b.*)?$")
 _HEADER = re.compile(r"^#?\s*size\s+count\s+type\b")
 _DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)(?: Group\s+\d+)? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+"
                      r"(?P<dev>\d+)(?:\s+\[[^\]]*\]\s+(?P<name>.+?))?\s*$")
@@ -55,6 +66,13 @@ COLUMNS = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "
            "#wrong"]
 ROW = re.compile(r"^\s*\d+\s+\d+\s+[a-z]\w*\s+(?:sum|prod|max|min|avg|none|premulsum|mulsum)\s+-?\d+"
                  r"(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)\s*$")
+# A row printed in pieces around NCCL's own lines (NCCL_DEBUG_SUBSYS=COLL: an "AllReduce: opCount ..." line per
+# call): nccl-tests writes the size, count, type, redop, root first, then each placement's time, algbw, busbw,
+# #wrong as it is measured, and NCCL's lines land between them, the first glued on without a line break
+# ("...  sum      -1mew0:64904:64904 [1] NCCL INFO AllReduce: ..."). The pieces, and where a glued record begins:
+_HEAD_PIECE = re.compile(r"^\d+\s+\d+\s+[a-z]\w*\s+(?:sum|prod|max|min|avg|none|premulsum|mulsum)(?:\s+-?\d+)?$")
+_PART_PIECE = re.compile(r"^(?:[\d.]+|N/A)\s+(?:[\d.]+|N/A)\s+(?:[\d.]+|N/A)\s+\S+$")
+_NCCL_AT = re.compile(r":\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:NCCL )?(?:INFO|WARN) ")
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<bw>\S+)")
 _COMMENT = re.compile(r"^#|^(?:Using devices|Out of bounds values|Blocking Enabled|Collective test|nccl-tests version"
                       r"|out-of-place\s+in-place|\(B\)\s+\(elements\))")
@@ -84,6 +102,30 @@ GRAMMAR = Grammar(re.compile(r"#|\s*\d+\s+\d+\s+\w+|\$ |\s*(?:mpirun|srun|\./|/)
                              r"|NCCL version|[\w.-]+: Test |.*Process name:"))
 
 
+def _piece(text: str) -> bool:
+    text = text.strip()
+    return _HEAD_PIECE.match(text) is not None or _PART_PIECE.match(text) is not None
+
+
+def cut_glued(line: str, hosts: set[str]) -> tuple[str, str] | None:
+    """A row's piece and the NCCL record glued after it (``(piece, record)``), or None. The host name of the
+    record is read back from the glued text: a host the file names elsewhere, else the shortest piece that reads
+    as one (``-1`` of ``-1mew0``: a row's root, then host ``mew0``)."""
+    m = _NCCL_AT.search(line)
+    if m is None:
+        return None
+    start = max(line.rfind(" ", 0, m.start()), line.rfind(":", 0, m.start())) + 1
+    if start == 0:
+        return None  # the line begins with the record: nothing glued
+    glued = line[start:m.start()]
+    splits = [k for k in range(1, len(glued)) if _piece(line[:start + k])]
+    known = [k for k in splits if glued[k:] in hosts]
+    if not splits:
+        return None
+    k = (known or splits)[0]
+    return line[:start + k].strip(), line[start + k:]
+
+
 def _name_op(name: str) -> str | None:
     m = _BINARY.search(name) or _NAME_OP.search(name)
     return OPS[m["op"]] if m else None
@@ -106,6 +148,9 @@ class _Tests:
         self.per_process = 1  # ranks per MPI process: nThread x nGpus
         self.device_lines: list[int] = []
         self.placed: dict[int, set[str]] = {}  # rank -> the hosts that list it
+        self.last = 0  # the file's last line with text (a device table it ends inside may go on)
+        self.torn_device: int | None = None  # the line of a device line cut short
+        self.pending: tuple[int, list[str]] | None = None  # (line, cells) of a row printed in pieces
         self.net = _Network(read)
 
     def line(self, number: int, line: str) -> bool:
@@ -123,6 +168,10 @@ class _Tests:
                                                   "device": int(d["dev"]), "name": d["name"]})
             self.pids.setdefault(int(d["pid"]), []).append(int(d["rank"]))
             self.device_lines.append(number)
+            return True
+        if _DEVICE_HEAD.match(line):
+            self.torn_device = number
+            self.read.note(number, "nccl-tests: a device line cut short (the table goes on past it)", line)
             return True
         if _HEADER.match(line):
             self.columns = line.lstrip("#").split()
@@ -165,6 +214,32 @@ class _Tests:
             return True
         return bool(_BANNER.match(line))
 
+    def piece(self, number: int, line: str) -> tuple[int, list[str]] | None:
+        """A row printed in pieces: its head (size ... root) opens it, each placement's part adds to it; the
+        row's line (its head's) and its cells once complete (no cells while not yet), None for a line that is
+        no piece. A row left incomplete when another opens is said in a diagnostic."""
+        columns = self.columns
+        if columns is None or not _piece(line):
+            return None
+        cells = line.split()
+        if _HEAD_PIECE.match(line) is not None:
+            if self.pending is not None:
+                self.read.note(self.pending[0], "nccl-tests: a row printed in pieces left incomplete", line)
+            self.pending = (number, cells)
+            return number, []
+        if self.pending is None:
+            return None
+        head, held = self.pending
+        held = held + cells
+        if len(held) > len(columns):
+            self.pending = None
+            return None
+        if len(held) < len(columns):
+            self.pending = (head, held)
+            return head, []
+        self.pending = None
+        return head, held
+
     def row_op(self, redop: str | None) -> str | None:
         """The op of a row: a file name's op only where the table's redop agrees with it."""
         if self.op is not None and self.op_from_name and redop is not None:
@@ -179,8 +254,17 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
     for rec in records(read, GRAMMAR):
         number = rec.number
         line = rec.text[_PASTE.match(rec.text).end():].rstrip()  # a paste's own indentation and quote marks
+        if line:
+            state.last = rec.last or number
+        if state.columns is not None and (cut := cut_glued(line, state.hosts | state.net.hosts)) is not None:
+            line = cut[0]  # a row's piece with an NCCL record glued after it: the record is read as NCCL's
+            state.net.line(number, cut[1])
         if not line:
             read.used += 1
+        elif (piece := state.piece(number, line)) is not None:
+            read.used += 1
+            if piece[1]:
+                _row(read, piece[0], state, piece[1])
         elif state.line(number, line):
             read.used += 1
         elif state.columns is None and ROW.match(line) is not None:
@@ -192,6 +276,7 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
         elif (fields := read.table_row(number, line, state.columns)) is not None:
             _row(read, number, state, fields)
     read.meta.nccl_tests = state.tables
+    state.net.procs.finish()  # NCCL's own account first: the device table's facts are the benchmark's
     _device_meta(read, state)
     state.net.meta(read)
     return read.result()
@@ -218,6 +303,11 @@ def _device_meta(read: Read, state: _Tests) -> None:
                          f"({', '.join(hosts)}): independent tests, one per host, not one job over them")
     world, world_from = len(gpus), f"stated: {len(gpus)} rank(s) in {said}"
     hosts_from = f"stated: the hosts of {said}"
+    if max(last, state.torn_device or 0) == state.last and not repeated:
+        # the file ends inside the table (a paste or a capture cut there): the ranks listed are some of the run's
+        world_from = (f"inferred (lower bound): {len(gpus)} rank(s) in {said}, which the file ends inside (more "
+                      "may follow)")
+        nodes_from = f"inferred (lower bound): {len(hosts)} distinct host(s) in {said}, which the file ends inside"
     if max(gpus) + 1 > world:  # ranks missing from the table (an excerpt, a cut paste): never below a rank shown
         world = max(gpus) + 1
         world_from = f"inferred (lower bound): highest rank in {said} + 1; {world - len(gpus)} rank(s) not listed"
@@ -229,13 +319,24 @@ def _device_meta(read: Read, state: _Tests) -> None:
             nodes = len(hosts)
             nodes_from = (f"inferred (lower bound): {nodes} host(s) named; the device table lists {len(gpus)} of at "
                           f"least {world} ranks")
+    held = read.meta
+    sources = {**(held.facts_source or {}), **{k: f"{read.label}:{first}" for k in ("gpu_count", "hosts")}}
+    if world_from.startswith("inferred") and str(held.world_size_from).startswith("stated") \
+            and (held.world_size or 0) >= world:
+        world, world_from = held.world_size, held.world_size_from  # NCCL's nranks states what the table cannot
+    else:
+        sources["world_size"] = f"{read.label}:{first}"
+    if nodes_from.startswith("inferred") and str(held.nodes_from).startswith("stated") and (held.nodes or 0) >= nodes:
+        nodes, nodes_from = held.nodes, held.nodes_from  # NCCL's nNodes
+    else:
+        sources["nodes"] = f"{read.label}:{first}"
     read.meta.update(gpus=[gpus[r] for r in sorted(gpus)], gpu_count=len(gpus), world_size=world,
                      world_size_from=world_from,
                      gpu_count_from=f"stated: {len(gpus)} GPU(s) in {said}", backend="nccl",
                      mode=Mode.MULTI_GPU if len(gpus) > 1 else Mode.SINGLE_GPU, hosts=hosts,
                      hosts_from=hosts_from, nodes=nodes, nodes_from=nodes_from,
                      ranks_by_host={h: sorted(r for r, named in state.placed.items() if h in named) for h in hosts},
-                     facts_source={k: f"{read.label}:{first}" for k in ("world_size", "gpu_count", "hosts", "nodes")})
+                     facts_source=sources)
 
 
 def _span(ranks: list[int]) -> str:
@@ -256,6 +357,9 @@ class _Network:
         self.facts: dict = {}
         self.where: dict[str, int] = {}
         self.hosts: set[str] = set()  # the hosts NCCL's lines name
+        # every NCCL line goes to the processes too: their communicators (nccl_init events: comm id, Init
+        # COMPLETE, nRanks / nNodes / localRanks), warnings and error traces, as a console capture's are read
+        self.procs = NcclProcs(read)
 
     def line(self, number: int, line: str) -> bool:
         if line.startswith("NCCL version "):  # printed by rank 0 without NCCL's line header
@@ -273,9 +377,8 @@ class _Network:
     def _nccl(self, number: int, n: dict) -> None:
         what = n["what"]
         self.hosts.add(n["host"])
-        if what == "warn":  # kept as the console reader keeps it: the run's own account of trouble
-            self.read.event(EventKind.NCCL_WARN, number, host=n["host"], level="WARNING",
-                            message=n["message"].strip()[:300], device=n["dev"], pid=n["pid"], where=n["where"])
+        self.procs.line(number, n, None)
+        if what == "warn":  # its event is the processes' (with its error trace)
             if n.get("ib") is False:  # "Failed to open libibverbs": no IB
                 self.facts.setdefault("ib", False)
             return

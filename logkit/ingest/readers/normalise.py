@@ -69,7 +69,7 @@ _GLUED = re.compile(r"(?<=.)(?=" + re.sub(r"\(\?P<\w+>", "(?:", f"{ELASTIC}|{MPI
                     # a tqdm bar ("... 2.79it/s]", "... 1.20s/it]") with the Trainer's printed dict right after it
                     r"|(?<=it/s\])(?=\{')|(?<=s/it\])(?=\{')"
                     r"|(?<=\s)(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] )"
-                    r"|(?<=\S )(?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:INFO|WARN) )")
+                    r"|(?<=\S )(?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:NCCL )?(?:INFO|WARN) )")
 _ESCAPED_NL = re.compile(r"\\r?\\n")
 _WORD_COLON = re.compile(r"([\w.-]+): ")
 

@@ -10,12 +10,12 @@ import re
 from functools import cached_property
 from pathlib import Path
 
-from logkit.ingest.readers.formats import Format, by_priority
+from logkit.ingest.readers.formats import Format, by_priority, session_named
 from logkit.ingest.safe_io import READ_ERRORS, open_file
 
 PEEK = 64 * 1024
-# our files that are no log to read on their own: the logger's errors (read with its session) and summary.txt
-_SKIP = re.compile(r"_(?:errors\.log|summary\.txt)(?:\.gz)?$")
+# our summary.txt: no log to read on its own (summary.json says it); our errors log is told by its lines too
+_SKIP = re.compile(r"_summary\.txt(?:\.gz)?$")
 
 
 def _read(path: Path, unzip: bool) -> bytes:
@@ -63,6 +63,26 @@ class Probe:
         return cache[telltale]
 
 
+def named_as(fmt: Format, path: Path, probe: Probe | None = None) -> bool:
+    """Whether ``path``, named as a file of ``fmt``'s (its ``session_names``), is of it: a format told by its
+    name alone says yes; one with a telltale but no suffixes of its own (our errors log) asks its telltale
+    (the head is read only then)."""
+    telltale = fmt.telltale
+    if telltale is None or fmt.suffixes:
+        return True
+    probe = probe or Probe(path, False)
+    return telltale.search(probe.head) is not None if isinstance(telltale, re.Pattern) else bool(telltale(probe))
+
+
+def read_with_its_session(path: Path, probe: Probe | None = None) -> bool:
+    """A file of ours that is no log on its own: our summary.txt, or our errors log (named so, and holding
+    our errors lines), read with the session its other files make."""
+    if _SKIP.search(path.name):
+        return True
+    return any(fmt.joins_found and pattern.match(path.name) is not None and named_as(fmt, path, probe)
+               for fmt, pattern in session_named())
+
+
 def recognises(fmt: Format, probe: Probe) -> bool:
     """Whether ``probe``'s file is of format ``fmt``, by its suffix and telltale (or as its last resort)."""
     telltale = fmt.telltale
@@ -84,13 +104,13 @@ def sniff(path: Path, loose: bool = False) -> str | None:
     taken by a format's last resort (a text file is a console capture even without a telltale line
     in its first 64 KiB)."""
     name = path.name
-    if _SKIP.search(name):
-        return None
     order = by_priority()
     for fmt in order:
         if fmt.names is not None and fmt.names.match(name):
             return fmt.name
     probe = Probe(path, loose)
+    if read_with_its_session(path, probe):
+        return None
     for fmt in order:
         if recognises(fmt, probe):
             return fmt.name
