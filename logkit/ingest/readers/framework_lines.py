@@ -45,6 +45,8 @@ _TOOLS = {"llamafactory-cli": "llamafactory", "axolotl": "axolotl", "accelerate"
 _DICT_KEYS = (("'global_step/max_steps'", "ms-swift"), ("'memory/max_mem_active(gib)'", "axolotl"),
               ("'mean_token_accuracy'", "trl"), ("'rewards/", "trl"), ("'logps/", "trl"), ("'completion_length'", "trl"),
               ("'loss'", "transformers"), ("'train_runtime'", "transformers"))
+# a dotted module name (``python -m axolotl.cli.train``, as torchrun's ChildFailedError names its entry point)
+_MODULE = re.compile(r"^(?!.*\.py$)[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 # a traceback's frame (``  File "/path/x.py", line 9, in f``) in a framework's or launcher's own code, by its path
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 _FRAME_OWNERS = (
@@ -195,8 +197,11 @@ class FrameworkLines:
 
     def code(self, number: int, path: str) -> None:
         """A path of code that ran (a frame's file, the script a ChildFailedError names as FAILED): the
-        framework or launcher it belongs to, if any."""
+        framework or launcher it belongs to, if any. A module run with ``-m`` is named dotted
+        (``axolotl.cli.train FAILED``): read as the path of its file."""
         path = path.replace("\\", "/")
+        if _MODULE.match(path) is not None:
+            path = "/" + path.replace(".", "/") + ".py"
         for pattern, framework in _FRAME_OWNERS:
             if pattern.search(path) is not None:
                 self.facts.saw(framework, number)
