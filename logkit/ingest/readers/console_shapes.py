@@ -53,6 +53,9 @@ STARTS = re.compile(
     # a printed table's aligned "key:   value" rows (DeepSpeed's flops profiler pads each to one width: no wrap)
     r"|-+ DeepSpeed Flops Profiler|[a-z][\w ()=*/.-]*:\s{2,}\S"
     r"|(?:initializing ddp|Initializing distributed): GLOBAL_RANK: \d"
+    # torchrun's elastic agent's worker group dump (torchrun_lines), a "  key=value" line each
+    r"|\s*(?:restart_count|master_addr|master_port|group_rank|group_world_size|local_ranks|role_ranks|global_ranks"
+    r"|role_world_sizes|global_world_sizes)="
     # a framework's own step line (iteration_lines): lines of one width that are no terminal's wrap
     r"|(?:\w+ [Ee]poch \d+, )?(?:[Ss]tep|[Ii]ter(?:ation)?):?[ \t]*\d+(?:[ \t]*/[ \t]*\d+)?[ \t]*[|:,]")
 

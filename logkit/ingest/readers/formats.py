@@ -155,7 +155,7 @@ _NCCL_TESTS = re.compile(r"^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*#?[ \t]*(?:nTh
                          r"\s+(?:\d+|N/A)(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)[ \t]*$", re.M)
 # Enough to call a text file a console capture when found discovering a folder.
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
-                      r"|CUDA out of memory|ChildFailedError|(?:\{|^)(?:'loss'|\x22loss\x22): |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
+                      r"|CUDA out of memory|ChildFailedError|(?:\{|^)(?:'|\x22)(?:loss|eval_loss|train_runtime|train_loss)(?:'|\x22): |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
                       r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]|Train Epoch: \d+ \[\d+/\d+ \("
                       r"|mismatch between collectives|ProcessGroupNCCL|NCCL error|NCCL version|ncclCommInit"
                       r"|closing signal SIG|failed \(exitcode: -?\d+\)|exits with return code|died from signal"
@@ -167,6 +167,8 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|`--num_processes` was set|zero_optimization_stage|\[launch\.py:\d+:main\]"
                       r"|using world size: \d+, data-parallel[- ]size|GLOBAL_RANK: \d+, MEMBER: \d+/\d+"
                       r"|All (?:DDP|distributed) processes registered"
+                      # torchrun's elastic agent (glog headers name its source; its worker group's dump)
+                      r"|\btorch/distributed/elastic/|\bgroup_world_size=\d+[ \t]*$"
                       # DeepSpeed's flops profiler summary and multi-node runner; GPT-NeoX's world size line
                       r"|DeepSpeed Flops Profiler|^world size:[ \t]{2,}\d+[ \t]*$|Running on the following workers: "
                       r"|configure_distributed_args\(\) using world size"

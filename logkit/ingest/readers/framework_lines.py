@@ -1,7 +1,8 @@
 """The lines fine-tuning frameworks and their launchers write into a console log, for the console reader:
 each family's grammar in a module of its own (``hf_trainer_lines``: transformers' Trainer, run by
 LLaMA-Factory, TRL, axolotl, unsloth; ``llamafactory``: its log format; ``unsloth_lines``;
-``axolotl_lines``; ``deepspeed_lines``; ``accelerate_lines``; ``megatron_lines``; ``lightning_lines``),
+``axolotl_lines``; ``deepspeed_lines``; ``accelerate_lines``; ``megatron_lines``; ``lightning_lines``;
+``torchrun_lines``: torchrun's elastic agent),
 the facts they state gathered in one ``stated_facts.Facts`` and written to meta at the file's end.
 
 A traceback says who ran the process too: a frame in a framework's or launcher's own code (``frame``:
@@ -26,6 +27,7 @@ from logkit.ingest.readers import (
     deepspeed_lines,
     lightning_lines,
     megatron_lines,
+    torchrun_lines,
     unsloth_lines,
 )
 from logkit.ingest.readers.console_blocks import log_dict_text
@@ -164,6 +166,8 @@ class FrameworkLines:
             self.facts.saw(_TOOLS[c["tool"]], number)
             return True, None
         if unsloth_lines.line(self.facts, number, text):
+            return True, None
+        if torchrun_lines.line(self.facts, number, text):
             return True, None
         used, rank = lightning_lines.line(self.facts, number, text)
         if used:
