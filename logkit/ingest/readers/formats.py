@@ -53,6 +53,8 @@ class FileFormat(Word):
                                           "``eval_results.json`` (the run's metrics at its end)")
     MODEL_CARD = "model_card", "the model card (``README.md``) transformers' Trainer writes: its hyperparameter list"
     DEEPSPEED_CONFIG = "deepspeed_json", "a DeepSpeed config (``ds_config.json``, any name: its ``zero_optimization``)"
+    MS_SWIFT_LOG = "ms_swift_log", "ms-swift's ``logging.jsonl`` (one object per logging step, ``global_step/max_steps``)"
+    MS_SWIFT_ARGS = "ms_swift_args", "ms-swift's ``args.json`` (its arguments: ``global_world_size``, the batch sizes)"
     NCCL_INSPECTOR = "nccl_inspector", ("NCCL Inspector's per-collective JSON lines (``<host>-pid<pid>.log``, one file "
                                         "per process)")
 
@@ -252,6 +254,19 @@ def _llamafactory_log(probe) -> bool:
     return '"current_steps"' in head and '"total_steps"' in head
 
 
+def _ms_swift_log(probe) -> bool:
+    """ms-swift's progress key, or (2.x) its integer step beside its speed key."""
+    head = probe.head[:4096]
+    return '"global_step/max_steps"' in head or ('"train_speed(iter/s)"' in head and '"global_step": ' in head)
+
+
+def _ms_swift_args(probe) -> bool:
+    """ms-swift's arguments: the world size it computed beside its own training keys (2.x: ``sft_type``)."""
+    head = probe.head
+    return head.lstrip()[:1] == "{" and '"global_world_size"' in head and (
+        '"train_type"' in head or '"sft_type"' in head or '"rlhf_type"' in head)
+
+
 def _verbose_jsonl(probe) -> bool:
     return '"type"' in probe.head[:4096]
 
@@ -295,6 +310,11 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            Reader("logkit.ingest.readers.llamafactory", "read_trainer_log"), names=re.compile(r"^trainer_log\.jsonl$"),
            suffixes=(".jsonl",), telltale=_llamafactory_log, priority=29, run_document="trainer_log.jsonl",
            assumed_rank=True),
+    Format(FileFormat.MS_SWIFT_LOG, Role.TRAINING, Reader("logkit.ingest.readers.ms_swift", "read_logging_jsonl"),
+           suffixes=(".jsonl",), telltale=_ms_swift_log, priority=28,
+           run_document="logging.jsonl", assumed_rank=True),
+    Format(FileFormat.MS_SWIFT_ARGS, Role.RUN_DOCUMENT, Reader("logkit.ingest.readers.ms_swift", "read_args_json"),
+           suffixes=(".json",), telltale=_ms_swift_args, priority=19, run_document="args.json"),
     Format(FileFormat.VERBOSE_JSONL, Role.TRAINING,
            Reader("logkit.ingest.readers.verbose_jsonl", "read_verbose_jsonl"), suffixes=(".jsonl",),
            telltale=_verbose_jsonl, priority=30, fallback=True, world_size_from="verbose JSONL"),
