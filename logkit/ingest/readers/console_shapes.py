@@ -30,6 +30,9 @@ LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?
 NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
 EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
                         r"(?::\s*(?P<msg>.*))?$")
+# a record logged again by another program's logger, its name left before the record's own header (the
+# wrapper's date and level taken off as PYLOG's): "[__main__] [2023-04-15 22:25:47,140] [INFO] [launch.py:229:main] ..."
+RELOGGED = re.compile(r"^\[[\w.<>-]+\] (?=\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)")
 GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
 YEAR = re.compile(r"\b((?:19|20)\d\d)-\d\d-\d\d[ _T]\d\d:")
 NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")

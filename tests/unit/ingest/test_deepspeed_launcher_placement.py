@@ -45,3 +45,26 @@ def test_a_mapping_that_is_no_dict_of_lists_is_no_fact(tmp_path):
         "{'algo-1': [0, 1, 2, 3, 4, 5, 6, 7]})", "{'algo-1': [0, 1, 2,")
     s = load(tmp_path, body)
     assert s.meta.get("ranks_by_host") is None and s.meta.devices == {"algo-1": list(range(8))}
+
+
+# --- the launcher's lines logged again by a wrapper's logger -------------------------------------------------
+RELOGGED = "deepspeed_3262_include_3_5_relogged_by_wrapper.log"
+
+
+def test_lines_relogged_by_a_wrapper(tmp_path):
+    # DeepSpeed#3262 line 5: "2023-04-15 22:25:49 INFO [__main__] [2023-04-15 22:25:49,992] [INFO]
+    # [launch.py:229:main] WORLD INFO DICT: {'localhost': [3, 5]}" (--include localhost:3,5); line 7: nnodes=1,
+    # num_local_procs=2
+    s = load(tmp_path, launchers(RELOGGED), "ds.log")
+    assert s.meta.framework == "deepspeed" and s.meta.devices == {"localhost": [3, 5]}
+    assert s.meta.facts_source["devices"] == "ds.log:5"
+    assert s.meta.world_size == 2 and s.meta.world_size_from.startswith("derived:")
+    assert s.events.empty and s.diagnostics.empty  # line 1's WARNING is the launcher's note, no failure
+
+
+def test_the_records_own_level_is_kept(tmp_path):
+    """Variation: the wrapper logs at INFO a record another logger wrote as ERROR: the record's own level and
+    time count."""
+    body = launchers(RELOGGED).replace("[WARNING] [runner.py:190:fetch_hostfile] Unable", "[ERROR] Unable")
+    s = load(tmp_path, body)
+    assert s.events["level"].tolist() == ["ERROR"] and s.events["source"].tolist() == ["capture.log:1"]
