@@ -215,7 +215,7 @@ class SessionMeta(dict):
     hosts = Key(list, "the hosts the NCCL lines (or nccl-tests' table) name")
     hosts_from = Key(str, "where the hosts came from (stated / derived / inferred: ...)")
     ranks_by_host = Key(dict, "{host: [rank, ...]}")
-    devices = Key(dict, "{host: [CUDA device, ...]} the NCCL lines name")
+    devices = Key(dict, "{host: [CUDA device, ...]} the NCCL lines (or DeepSpeed's WORLD INFO DICT) name")
     local_ranks = Key(int, "ranks per host (nccl init's localRanks)", "ranks", domain=RANKS)
     nccl_ranks_seen = Key(list, "the ranks NCCL's channel and tree lines name")
     network = Key(str, "NCCL's network (IB, Socket, or a plugin's name)")

@@ -209,6 +209,10 @@ class _Console(blocks.Blocks):
             t, text = self._time(m["md"], m["hms"]), m["msg"]
         elif (first == "[" or first.isdigit()) and (m := shapes.PYLOG.match(text)) is not None:
             level, t, text = m["level"], self._full_time(m["date"]), m["msg"]
+            if text[:1] == "[" and (r := shapes.RELOGGED.match(text)) is not None \
+                    and (m := shapes.PYLOG.match(text[r.end():])) is not None:
+                # logged again by a wrapper's logger: the record's own header says its level and time
+                level, t, text = m["level"], self._full_time(m["date"]), m["msg"]
         elif first in shapes.LEVEL_FIRST and (m := shapes.LEVEL_BAR.match(text)) is not None:
             level, text = m["level"], m["msg"]
         return self._message(number, text, level, rank, t)

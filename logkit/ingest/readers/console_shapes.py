@@ -30,6 +30,9 @@ LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?
 NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
 EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
                         r"(?::\s*(?P<msg>.*))?$")
+# a record logged again by another program's logger, its name left before the record's own header (the
+# wrapper's date and level taken off as PYLOG's): "[__main__] [2023-04-15 22:25:47,140] [INFO] [launch.py:229:main] ..."
+RELOGGED = re.compile(r"^\[[\w.<>-]+\] (?=\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)")
 GLOG_STAMP = re.compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)\s")
 YEAR = re.compile(r"\b((?:19|20)\d\d)-\d\d-\d\d[ _T]\d\d:")
 NCCL_VERSION = re.compile(r"^NCCL version (?P<version>\S+)")
@@ -55,6 +58,9 @@ STARTS = re.compile(
     # a printed table's aligned "key:   value" rows (DeepSpeed's flops profiler pads each to one width: no wrap)
     r"|-+ DeepSpeed Flops Profiler|[a-z][\w ()=*/.-]*:\s{2,}\S"
     r"|(?:initializing ddp|Initializing distributed): GLOBAL_RANK: \d"
+    # torchrun's elastic agent's worker group dump (torchrun_lines), a "  key=value" line each
+    r"|\s*(?:restart_count|master_addr|master_port|group_rank|group_world_size|local_ranks|role_ranks|global_ranks"
+    r"|role_world_sizes|global_world_sizes)="
     # a framework's own step line (iteration_lines): lines of one width that are no terminal's wrap
     r"|(?:\w+ [Ee]poch \d+, )?(?:[Ss]tep|[Ii]ter(?:ation)?):?[ \t]*\d+(?:[ \t]*/[ \t]*\d+)?[ \t]*[|:,]")
 

@@ -3,8 +3,9 @@ dist_world_size=8`` (time and level are taken off as Python logging's; the ``[fi
 here).
 
 - the launcher (``launcher/launch.py``, ``launcher/runner.py``): ``WORLD INFO DICT: {'host': [0, 1, ...]}``
-  (the hosts and the GPUs it gives each), ``nnodes=2, num_local_procs=8, node_rank=0``,
-  ``global_rank_mapping=...``, ``dist_world_size=16``, ``Setting CUDA_VISIBLE_DEVICES=...``, ``process N
+  (the hosts and the CUDA devices it gives each: ``devices``), ``nnodes=2, num_local_procs=8, node_rank=0``,
+  ``global_rank_mapping=defaultdict(<class 'list'>, {'host': [0, 1]})`` (each host's global ranks:
+  ``ranks_by_host``), ``dist_world_size=16``, ``Setting CUDA_VISIBLE_DEVICES=...``, ``process N
   spawned with command``, ``cmd = ...``; ``Setting ds_accelerator to cuda``;
 - the engine: ``DeepSpeed info: version=0.14.0``, ``Initializing TorchBackend in DeepSpeed with backend
   nccl``, ``Creating ... ZeRO stage 3 optimizer``, and the configuration it prints
@@ -30,6 +31,7 @@ from logkit.ingest.readers.stated_facts import Facts
 
 _PREFIX = re.compile(r"^\[(?P<file>[\w.]+):\d+:(?P<func>\w+)\] ?")
 _WORLD_INFO = re.compile(r"WORLD INFO DICT: (?P<d>\{.*\})\s*$")
+_RANK_MAPPING = re.compile(r"global_rank_mapping=(?:defaultdict\(<class 'list'>, )?(?P<d>\{[^{}]*\})\)?\s*$")
 _NNODES = re.compile(r"nnodes=(?P<nodes>\d+), num_local_procs=(?P<local>\d+), node_rank=\d+")
 _DIST_WORLD = re.compile(r"^dist_world_size=(?P<n>\d+)\s*$")
 _VERSION = re.compile(r"DeepSpeed info: version=(?P<v>[^,\s]+)")
@@ -109,17 +111,32 @@ def json_line(facts: Facts, number: int, text: str) -> None:
             facts.state("strategy", "deepspeed", f"ZeRO stage {j['value']} (DeepSpeed's configuration)", number)
 
 
+def _host_lists(text: str) -> dict[str, list[int]] | None:
+    """``{'host': [0, 1], ...}`` as the launcher prints it: each host's whole numbers, sorted; else None."""
+    try:
+        found = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(found, dict) or not found or not all(
+            isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v) for v in found.values()):
+        return None
+    return {str(h): sorted(v) for h, v in found.items()}
+
+
 def _launcher(facts: Facts, number: int, body: str) -> None:
     if (w := _WORLD_INFO.search(body)) is not None:
-        try:
-            hosts = ast.literal_eval(w["d"])
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+        if (hosts := _host_lists(w["d"])) is None:
             return
-        if isinstance(hosts, dict) and hosts and all(isinstance(v, list) for v in hosts.values()):
-            facts.state("nodes", len(hosts), f"WORLD INFO DICT names {len(hosts)} host(s) (DeepSpeed launcher)", number)
-            facts.state("hosts", sorted(map(str, hosts)), "WORLD INFO DICT (DeepSpeed launcher)", number)
-            gpus = sum(len(v) for v in hosts.values())
-            facts.state("gpu_count", gpus, f"WORLD INFO DICT gives {gpus} GPU(s) (DeepSpeed launcher)", number)
+        facts.state("nodes", len(hosts), f"WORLD INFO DICT names {len(hosts)} host(s) (DeepSpeed launcher)", number)
+        facts.state("hosts", sorted(hosts), "WORLD INFO DICT (DeepSpeed launcher)", number)
+        gpus = sum(len(v) for v in hosts.values())
+        facts.state("gpu_count", gpus, f"WORLD INFO DICT gives {gpus} GPU(s) (DeepSpeed launcher)", number)
+        # the CUDA devices the launcher gives each host's processes (--include / --num_gpus): each its
+        # CUDA_VISIBLE_DEVICES, as NCCL's cudaDev names them
+        facts.state("devices", hosts, "WORLD INFO DICT (DeepSpeed launcher)", number)
+    elif "global_rank_mapping" in body and (r := _RANK_MAPPING.search(body)) is not None:
+        if (ranks := _host_lists(r["d"])) is not None:
+            facts.state("ranks_by_host", ranks, "global_rank_mapping (DeepSpeed launcher)", number)
     elif (n := _NNODES.search(body)) is not None:
         nodes, local = int(n["nodes"]), int(n["local"])
         facts.state("nodes", nodes, f"nnodes={nodes} (DeepSpeed launcher)", number)

@@ -54,6 +54,8 @@ class FileFormat(Word):
                                           "``eval_results.json`` (the run's metrics at its end)")
     MODEL_CARD = "model_card", "the model card (``README.md``) transformers' Trainer writes: its hyperparameter list"
     DEEPSPEED_CONFIG = "deepspeed_json", "a DeepSpeed config (``ds_config.json``, any name: its ``zero_optimization``)"
+    MS_SWIFT_LOG = "ms_swift_log", "ms-swift's ``logging.jsonl`` (one object per logging step, ``global_step/max_steps``)"
+    MS_SWIFT_ARGS = "ms_swift_args", "ms-swift's ``args.json`` (its arguments: ``global_world_size``, the batch sizes)"
     NCCL_INSPECTOR = "nccl_inspector", ("NCCL Inspector's per-collective JSON lines (``<host>-pid<pid>.log``, one file "
                                         "per process)")
 
@@ -158,7 +160,7 @@ _NCCL_TESTS = re.compile(r"^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*#?[ \t]*(?:nTh
                          r"\s+(?:\d+|N/A)(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)[ \t]*$", re.M)
 # Enough to call a text file a console capture when found discovering a folder.
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
-                      r"|CUDA out of memory|ChildFailedError|(?:\{|^)(?:'loss'|\x22loss\x22): |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
+                      r"|CUDA out of memory|ChildFailedError|(?:\{|^)(?:'|\x22)(?:loss|eval_loss|train_runtime|train_loss)(?:'|\x22): |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
                       r"|^\[\d+,\d+\]<std(?:out|err)>:|NaN \w+ DETECTED|\bStep \[\d+/\d+\]|Train Epoch: \d+ \[\d+/\d+ \("
                       r"|mismatch between collectives|ProcessGroupNCCL|NCCL error|NCCL version|ncclCommInit"
                       r"|closing signal SIG|failed \(exitcode: -?\d+\)|exits with return code|died from signal"
@@ -172,6 +174,8 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|All (?:DDP|distributed) processes registered"
                       # NCCL 2.0-2.2's debug header, its level without the word NCCL (readers.nccl)
                       r"|^[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:INFO|WARN) "
+                      # torchrun's elastic agent (glog headers name its source; its worker group's dump)
+                      r"|\btorch/distributed/elastic/|\bgroup_world_size=\d+[ \t]*$"
                       # DeepSpeed's flops profiler summary and multi-node runner; GPT-NeoX's world size line
                       r"|DeepSpeed Flops Profiler|^world size:[ \t]{2,}\d+[ \t]*$|Running on the following workers: "
                       r"|configure_distributed_args\(\) using world size"
@@ -267,6 +271,19 @@ def _llamafactory_log(probe) -> bool:
     return '"current_steps"' in head and '"total_steps"' in head
 
 
+def _ms_swift_log(probe) -> bool:
+    """ms-swift's progress key, or (2.x) its integer step beside its speed key."""
+    head = probe.head[:4096]
+    return '"global_step/max_steps"' in head or ('"train_speed(iter/s)"' in head and '"global_step": ' in head)
+
+
+def _ms_swift_args(probe) -> bool:
+    """ms-swift's arguments: the world size it computed beside its own training keys (2.x: ``sft_type``)."""
+    head = probe.head
+    return head.lstrip()[:1] == "{" and '"global_world_size"' in head and (
+        '"train_type"' in head or '"sft_type"' in head or '"rlhf_type"' in head)
+
+
 def _verbose_jsonl(probe) -> bool:
     return '"type"' in probe.head[:4096]
 
@@ -311,6 +328,11 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            Reader("logkit.ingest.readers.llamafactory", "read_trainer_log"), names=re.compile(r"^trainer_log\.jsonl$"),
            suffixes=(".jsonl",), telltale=_llamafactory_log, priority=29, run_document="trainer_log.jsonl",
            assumed_rank=True),
+    Format(FileFormat.MS_SWIFT_LOG, Role.TRAINING, Reader("logkit.ingest.readers.ms_swift", "read_logging_jsonl"),
+           suffixes=(".jsonl",), telltale=_ms_swift_log, priority=28,
+           run_document="logging.jsonl", assumed_rank=True),
+    Format(FileFormat.MS_SWIFT_ARGS, Role.RUN_DOCUMENT, Reader("logkit.ingest.readers.ms_swift", "read_args_json"),
+           suffixes=(".json",), telltale=_ms_swift_args, priority=19, run_document="args.json"),
     Format(FileFormat.VERBOSE_JSONL, Role.TRAINING,
            Reader("logkit.ingest.readers.verbose_jsonl", "read_verbose_jsonl"), suffixes=(".jsonl",),
            telltale=_verbose_jsonl, priority=30, fallback=True, world_size_from="verbose JSONL"),

@@ -1,7 +1,8 @@
 """The lines fine-tuning frameworks and their launchers write into a console log, for the console reader:
 each family's grammar in a module of its own (``hf_trainer_lines``: transformers' Trainer, run by
 LLaMA-Factory, TRL, axolotl, unsloth; ``llamafactory``: its log format; ``unsloth_lines``;
-``axolotl_lines``; ``deepspeed_lines``; ``accelerate_lines``; ``megatron_lines``; ``lightning_lines``),
+``axolotl_lines``; ``deepspeed_lines``; ``accelerate_lines``; ``megatron_lines``; ``lightning_lines``;
+``torchrun_lines``: torchrun's elastic agent),
 the facts they state gathered in one ``stated_facts.Facts`` and written to meta at the file's end.
 
 A traceback says who ran the process too: a frame in a framework's or launcher's own code (``frame``:
@@ -26,6 +27,7 @@ from logkit.ingest.readers import (
     deepspeed_lines,
     lightning_lines,
     megatron_lines,
+    torchrun_lines,
     unsloth_lines,
 )
 from logkit.ingest.readers.console_blocks import log_dict_text
@@ -45,6 +47,8 @@ _TOOLS = {"llamafactory-cli": "llamafactory", "axolotl": "axolotl", "accelerate"
 _DICT_KEYS = (("'global_step/max_steps'", "ms-swift"), ("'memory/max_mem_active(gib)'", "axolotl"),
               ("'mean_token_accuracy'", "trl"), ("'rewards/", "trl"), ("'logps/", "trl"), ("'completion_length'", "trl"),
               ("'loss'", "transformers"), ("'train_runtime'", "transformers"))
+# a dotted module name (``python -m axolotl.cli.train``, as torchrun's ChildFailedError names its entry point)
+_MODULE = re.compile(r"^(?!.*\.py$)[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 # a traceback's frame (``  File "/path/x.py", line 9, in f``) in a framework's or launcher's own code, by its path
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 _FRAME_OWNERS = (
@@ -163,6 +167,8 @@ class FrameworkLines:
             return True, None
         if unsloth_lines.line(self.facts, number, text):
             return True, None
+        if torchrun_lines.line(self.facts, number, text):
+            return True, None
         used, rank = lightning_lines.line(self.facts, number, text)
         if used:
             if rank is not None:
@@ -195,8 +201,11 @@ class FrameworkLines:
 
     def code(self, number: int, path: str) -> None:
         """A path of code that ran (a frame's file, the script a ChildFailedError names as FAILED): the
-        framework or launcher it belongs to, if any."""
+        framework or launcher it belongs to, if any. A module run with ``-m`` is named dotted
+        (``axolotl.cli.train FAILED``): read as the path of its file."""
         path = path.replace("\\", "/")
+        if _MODULE.match(path) is not None:
+            path = "/" + path.replace(".", "/") + ".py"
         for pattern, framework in _FRAME_OWNERS:
             if pattern.search(path) is not None:
                 self.facts.saw(framework, number)

@@ -23,8 +23,8 @@ What is done, in order:
    of its own and does not begin as a line of the grammar; a record the grammar says is cut
    (``Grammar.cut``: a watchdog message whose tail a paste put on the next line) is joined with the
    next such line where the join reads whole.
-4. **split**: records glued onto one line (a progress bar before a ``[rankN]:`` line or a printed
-   log dict ``{'loss': ...}``, a torchrun
+4. **split**: records glued onto one line (a progress bar before a ``[rankN]:`` line, a printed
+   log dict ``{'loss': ...}`` or a logging record ``[2023-06-07 22:16:00,018] [INFO] ...``, a torchrun
    teardown flattened onto one line, a log service's row holding a multi-line event as literal
    ``\\n``) become records of their own, each citing the line.
 """
@@ -68,6 +68,10 @@ _NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit|Failure)$|^(?
 _GLUED = re.compile(r"(?<=.)(?=" + re.sub(r"\(\?P<\w+>", "(?:", f"{ELASTIC}|{MPI}") + ")"
                     # a tqdm bar ("... 2.79it/s]", "... 1.20s/it]") with the Trainer's printed dict right after it
                     r"|(?<=it/s\])(?=\{')|(?<=s/it\])(?=\{')"
+                    # a tqdm bar with a logging record right after it (tqdm ends its bar with "\r", no newline:
+                    # "... 132.41s/it][2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] ...",
+                    # also after a bar's postfix: "... 1.23it/s, loss=0.5][2023-...")
+                    r"|(?<=it/s\]|s/it\])(?=\[)|(?<=\])(?=\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)"
                     r"|(?<=\s)(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] )"
                     r"|(?<=\S )(?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:NCCL )?(?:INFO|WARN) )")
 _ESCAPED_NL = re.compile(r"\\r?\\n")

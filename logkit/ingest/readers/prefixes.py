@@ -28,7 +28,7 @@ ELASTIC = r"\[[A-Za-z][\w.-]*?/?(?P<r1>\d+)(?:\|\d+)?\]:"
 MPI = r"\[\d+,(?P<r2>\d+)\]<(?:stdout|stderr)>:"
 _LAUNCHER = re.compile(ELASTIC + "|" + MPI +
                        r"|GPU(?P<r3>\d+):(?=[A-Z])|(?:stdout|stderr):|\[(?:RANK|rank) (?P<r4>\d+)\](?= )")
-_RAY = re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=(?P<ip>[\d.]+))?\) ")
+_RAY = re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=(?P<ip>[\d.]+))?\)(?: |$)")  # alone on a line: an empty one
 _CRI = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] ")
 _COLOUR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 _STAMP = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"

@@ -67,13 +67,15 @@ def test_the_derived_facts_are_the_ones_the_code_had():
                                            "gpustat"}
     assert with_role(Role.BENCHMARK) == {"nccl_tests"}
     assumed = {n for n, f in FORMATS.items() if f.assumed_rank}
-    assert assumed == {"trainer_state", "results_json", "legacy_summary", "trainer_results", "llamafactory_log"}
+    assert assumed == {"trainer_state", "results_json", "legacy_summary", "trainer_results", "llamafactory_log",
+                       "ms_swift_log"}
     assert {n: f.world_size_from for n, f in FORMATS.items() if f.world_size_from} == {
         "results_json": "results.json", "legacy_summary": "an earlier logger's summary (gpu_count)",
         "logkit_text": "our text logs (World size / Processes)", "verbose_jsonl": "verbose JSONL"}
     assert [(n, f.run_document) for n, f in FORMATS.items() if f.run_document] == [
         ("results_json", "results.json"), ("trainer_state", "trainer_state.json"),
-        ("trainer_results", "all_results.json"), ("llamafactory_log", "trainer_log.jsonl")]
+        ("trainer_results", "all_results.json"), ("llamafactory_log", "trainer_log.jsonl"),
+        ("ms_swift_log", "logging.jsonl"), ("ms_swift_args", "args.json")]
     assert [(n, f.totals) for n, f in FORMATS.items() if f.totals] == [
         ("results_json", "results.json"), ("trainer_state", "trainer_state.json"),
         ("legacy_summary", "summary.json (first version)"), ("trainer_results", "all_results.json")]

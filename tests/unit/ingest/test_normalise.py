@@ -224,3 +224,39 @@ def test_a_clock_before_a_traceback(tmp_path, clock):
     s = load(tmp_path, [clock(i) + ln for i, ln in enumerate(body)])
     (err,) = events(s, "error").to_dict("records")
     assert (err["exception"], err["source"]) == ("FileExistsError", "capture.log:8") and s.diagnostics.empty
+
+
+# --- a logging record glued after a progress bar ------------------------------------------------------------
+def test_a_logging_record_glued_after_a_bar():
+    # gpt-neo-fine-tuning-example#7 lines 1, 3, 4: "... 2.14s/it][2021-06-08 12:02:45,001] [INFO] [stage3.py:...":
+    # the bar and the record are two records, both citing their line
+    records = layer(lines_of("gpt_neo_fine_tuning_7_bar_glued_deepspeed_overflow.log"))
+    logged = [(r.number, r.text[:25]) for r in records if r.text.startswith("[2021-")]
+    assert logged == [(1, "[2021-06-08 12:02:45,001]"), (2, "[2021-06-08 12:02:45,002]"),
+                      (3, "[2021-06-08 12:02:47,123]"), (4, "[2021-06-08 12:02:49,251]")]
+    assert [r.number for r in records if "/63645 [" in r.text] == [1, 3, 4]
+    assert all(r.text.endswith("s/it]") for r in records if "/63645 [" in r.text)
+
+
+def test_the_glued_record_is_read_as_deepspeeds(tmp_path):
+    s = load(tmp_path, lines_of("gpt_neo_fine_tuning_7_bar_glued_deepspeed_overflow.log"))
+    assert s.meta.framework == "deepspeed" and s.meta.facts_source["framework"] == "capture.log:1"
+    assert s.meta.progress["step"] == 11 and s.meta.progress["total"] == 63645  # line 4's bar
+
+
+@pytest.mark.parametrize("bar", [
+    # variation: a labelled bar with a postfix (trlx#342's form, made here), then the record
+    "[losses/total_loss: 1.34]:  16%|##        | 1044/6400 [1:16:09<1:07:04,  1.33it/s, kl=0.1]",
+    # variation: a bar in it/s
+    "  1%|#         | 6/1184 [00:21<1:09:10,  2.79it/s]",
+])
+def test_a_record_after_other_bars(bar):
+    record = "[2023-02-28 20:08:24,113] [INFO] [stage_1_and_2.py:1769:step] [deepspeed] OVERFLOW! Rank 0 Skipping step."
+    texts = [r.text for r in layer([bar + record])]
+    assert len(texts) == 2 and texts[1] == record and texts[0].endswith(bar[-20:])  # the bar, however labelled
+
+
+def test_brackets_of_a_line_of_its_own_are_not_cut():
+    # a record whose own text holds "][" before no date is one record
+    line = "[2023-02-28 20:08:24,113] [INFO] [engine.py:1:f] shapes [[1, 2]][[3, 4]]"
+    assert [r.text for r in layer([line])] == [line]
