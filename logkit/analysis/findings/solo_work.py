@@ -29,6 +29,7 @@ import math
 import pandas as pd
 
 from logkit.analysis import thresholds as th
+from logkit.analysis.findings.solo_phases import phase_words
 from logkit.analysis.kernels.breakdown import synced_steps
 from logkit.analysis.kernels.straggler import robust_sd
 from logkit.analysis.results import Finding
@@ -38,15 +39,7 @@ from logkit.schema.records import EventType
 _KIND = FindingKind.SOLO_WORK
 # the logger's own stretches: not the training code's work
 _NOT_WORK = ("logging", "startup", "waiting_for_ranks")
-# what a phase's name means, as a verb phrase and as an activity
-PHASE_WORDS = {"save": ("saved a checkpoint", "saving a checkpoint"),
-               "eval": ("evaluated", "evaluating")}
 SHOWN = 5  # occurrences spelled out in the detail
-
-
-def phase_words(name: str) -> tuple[str, str]:
-    """(verb phrase, activity) of a phase: 'saved a checkpoint' / 'saving a checkpoint'."""
-    return PHASE_WORDS.get(name, (f"ran its {name} phase", f"in its {name} phase"))
 
 
 def _ranks(ranks) -> str:
@@ -159,14 +152,23 @@ def _sentence(e: dict) -> str:
     return f"rank {e['rank']} {doing} while {_ranks(e['waiting_ranks'])} waited {waited} in {where}"
 
 
+# the collective a late rank's next step holds the others in, by the run's strategy (the session's meta)
+_FIRST_WAIT = {"ddp": "gradient sync (all_reduce)", "fsdp1": "forward all_gather", "fsdp2": "forward all_gather",
+               "fsdp": "forward all_gather"}
+
+
 def _ops(session, step: int, ranks: list[int]) -> list[str]:
-    """The collectives the waiting ranks' communication records name at ``step`` (all_reduce, all_gather, ...)."""
+    """The collectives the waiting ranks waited in at ``step``: their communication records' ops where the
+    session holds them (the CLI reduces them apart), else the strategy's first collective of a step."""
     comm = session.comm
-    if not len(comm) or "op" not in comm.columns:
-        return []
-    rows = comm[(comm["step"] == step) & comm["rank"].isin(ranks)]
-    # DDP's comm hook names its all-reduce by its role
-    return sorted({"gradient sync (all_reduce)" if o == "gradient_sync" else str(o) for o in rows["op"].dropna()})
+    if len(comm) and "op" in comm.columns:
+        rows = comm[(comm["step"] == step) & comm["rank"].isin(ranks)]
+        # DDP's comm hook names its all-reduce by its role
+        ops = sorted({"gradient sync (all_reduce)" if o == "gradient_sync" else str(o) for o in rows["op"].dropna()})
+        if ops:
+            return ops
+    strategy = getattr(session.meta, "strategy", None)
+    return [_FIRST_WAIT[strategy]] if strategy in _FIRST_WAIT else []
 
 
 def solo_work_findings(session, rows: pd.DataFrame | None = None) -> list[Finding]:
