@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from logkit.schema.values import to_int
+
 SAVE, EVAL = "save", "eval"
 # a phase name -> (what it did, what it was doing)
 PHASE_WORDS = {SAVE: ("saved a checkpoint", "saving a checkpoint"),
@@ -38,3 +40,28 @@ def phase_of_stack(stack) -> str | None:
             if pattern.search(line):
                 return phase
     return None
+
+
+def last_seen(phase_rows, timed_out) -> tuple[str, list[str], int] | None:
+    """What a console's ``last_phase`` event says of a watchdog timeout whose ranks ``timed_out`` are listed:
+    (a sentence, its evidence, the rank) when the rank that printed it (unprefixed: the main process, rank 0)
+    is not one that timed out, else None."""
+    if phase_rows is None or not len(phase_rows):
+        return None
+    row = phase_rows.iloc[-1]
+    rank = to_int(row["rank"])
+    who = rank if rank is not None else 0
+    waited = sorted({r for r in (to_int(x) for x in timed_out) if r is not None})
+    if who in waited:
+        return None
+    source = str(row["source"])
+    line = source.rsplit(":", 1)[-1] if ":" in source else "?"
+    name = f"Rank {who}" if rank is not None else "The main process (rank 0, the one that prints)"
+    others = ", ".join(map(str, waited)) or "the others"
+    text = (f" {name} was last seen {phase_words(str(row['phase']))[1]} (line {line}: {str(row['message'])[:120]!r}), "
+            f"and is not among the ranks that timed out: it was doing that alone while rank(s) {others} waited in "
+            "the collective. Work one rank does alone that outlasts the process group's timeout (torch's NCCL "
+            "default 10 min, the Trainer's ddp_timeout 30 min) ends a run this way: save or evaluate on every rank "
+            "or behind a barrier, or raise the timeout (`timeout=` of init_process_group, accelerate's "
+            "InitProcessGroupKwargs).")
+    return text, [source], who
