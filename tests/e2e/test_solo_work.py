@@ -74,3 +74,14 @@ def test_a_hang_inside_rank_0s_save_names_the_save(tmp_path):
     # begun about the process group's timeout (6 s) before rank 1's last record (its failure)
     begun = float(hang["detail"].split(", begun ")[1].split(" s before")[0])
     assert 5 <= begun <= 9
+
+
+def test_rank_0_working_alone_outside_any_phase_is_an_unrecorded_gap(tmp_path):
+    logs, _ = _run(tmp_path, "gap", "--seconds", str(SECONDS), "--unrecorded")
+    slept = json.loads((tmp_path / "gap_facts.rank0.json").read_text())["slept"]
+    (f,) = [f for f in _findings(logs) if f["kind"] == "solo_work"]
+    (e,) = f["occurrences"]
+    assert e["rank"] == 0 and e["what"] == [] and e["step"] == AFTER + 1 and e["waiting_ranks"] == [1]
+    assert abs(e["solo_s"] - slept) < 0.05 and 1.2 <= e["waited_s"] <= slept + 0.05
+    assert f"between steps {AFTER} and {AFTER + 1} on work no phase records" in f["title"]
+    assert "tlog.phase" in f["detail"]

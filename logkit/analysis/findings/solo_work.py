@@ -77,7 +77,7 @@ def _alone(phases: pd.DataFrame, rank: int, after: int | None) -> list[tuple[str
 
 def solo_events(session, rows: pd.DataFrame | None = None) -> list[dict]:
     """Every occurrence of work one rank did alone while the others waited (see module doc): dicts of rank,
-    step (of the collectives waited in), after_step, what (a phase name, or None for an unrecorded gap),
+    step (of the collectives waited in), after_step, what (its phases' names; empty: an unrecorded gap),
     solo_s, waited_s, waiting_ranks, sources."""
     rows = synced_steps(session) if rows is None else rows
     if rows is None or rows.empty or rows["rank"].nunique() < 2:
@@ -197,7 +197,9 @@ def solo_work_findings(session, rows: pd.DataFrame | None = None) -> list[Findin
                   "next collective: longer than the process group's timeout (torch's NCCL default 10 min, the "
                   "Trainer's ddp_timeout 30 min; `timeout=` of init_process_group, accelerate's "
                   "InitProcessGroupKwargs) it ends the run with a watchdog timeout. Save or evaluate on all ranks "
-                  "or behind a barrier, or raise the timeout above its longest duration.")
+                  "or behind a barrier, or raise the timeout above its longest duration."
+                  + (" Time no phase records: wrap that work in `tlog.phase(\"save\")` (or a name of your own) "
+                     "to have it named." if any(not e["what"] for e in mine) else ""))
         sources = [s for e in mine for s in e["sources"]] or [
             f for f in (session.meta.files or []) if str(f).endswith(f"_rank{rank}.jsonl")]
         out.append(Finding.make(_KIND.severity, _KIND, session.meta.session_id, title, detail, sources,

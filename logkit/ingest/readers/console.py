@@ -74,10 +74,7 @@ class _Console(blocks.Blocks):
         self.prefix_hosts: dict[str, int] = {}  # a host a line's prefix names (Ray's ip=, a host tag) -> its first line
         self.sharded = sharded_frames.ShardedFrames()  # the current traceback's frames in FSDP's or ZeRO's code
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
-        self.bars = blocks.BarRows(read)  # the training bars' own losses and rates
-        # the last save or evaluation line (line, phase, rank, text, time) and the training's progress then
-        self.phase_line: tuple | None = None
-        self.progress_then: tuple | None = None
+        self.bars, self.last_phase = blocks.BarRows(read), phase_lines.LastPhase(read)  # bars; save/eval lines
 
     # -- time ------------------------------------------------------------------------------
     def _time(self, md: str | None, hms: str | None) -> float | None:
@@ -113,9 +110,6 @@ class _Console(blocks.Blocks):
         if "<" in text and not self.trained and (p := tl.parse_progress(text)) is not None:
             self.read.meta.progress = {**p, "line": number}  # a bar may carry the next record glued on
             self.bars.see(number, text, rank, t)
-        phase = phase_lines.phase_of(text)
-        if phase is not None:
-            self.phase_line, self.progress_then = (number, phase, rank, text.strip()[:300], t), self._progress()
         if self.entry_traceback(text):
             # a worker's own traceback under its failure entry (error_file set): its frames are the entry's,
             # its exception line is that rank's cause; the block goes on to the next entry
@@ -128,7 +122,7 @@ class _Console(blocks.Blocks):
                 return self._line(number, text, rank, t)
             finally:
                 self.block, self.trace_open = block, None
-        return self._line(number, text, rank, t) or phase is not None  # a save or evaluation line is understood
+        return self.last_phase.see(number, text, rank, t) | bool(self._line(number, text, rank, t))
 
     def _line(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         if self.last_error is not None and (took := self._last_error(text)) is not None:
@@ -241,27 +235,8 @@ class _Console(blocks.Blocks):
         self.seen_timeouts.add(key)
         complete = w.pop("complete")
         self.timeouts.append({**w, "line": number})
-        if len(self.timeouts) == 1:
-            self._last_phase()
         self.timeouts_events.append(self.read.event(EventKind.NCCL_TIMEOUT, number, level="ERROR", time_s=t,
                                                     message=text.strip()[-300:], truncated=not complete, **w))
-
-    def _progress(self) -> tuple:
-        """How far training had come: steps and evaluations read, the training bar's (total, n)."""
-        bar = self.read.meta.progress or {}
-        return len(self.read.rows["steps"]), len(self.read.rows["evals"]), bar.get("total"), bar.get("step")
-
-    def _last_phase(self) -> None:
-        """At the first watchdog timeout: the last save or evaluation line, if training made no progress since
-        (no step, no evaluation's result, the training bar not moved on): a ``last_phase`` event at its line."""
-        if self.phase_line is None:
-            return
-        steps, evals, total, n = self._progress()
-        steps0, evals0, total0, n0 = self.progress_then
-        if steps > steps0 or evals > evals0 or (total == total0 and n is not None and n0 is not None and n > n0):
-            return
-        number, phase, rank, text, t = self.phase_line
-        self.read.event(EventKind.LAST_PHASE, number, rank=rank, level="INFO", time_s=t, phase=phase, message=text)
 
     def _work(self, number: int, text: str, w: dict, t: float | None) -> None:
         self.read.event(EventKind.WATCHDOG_WORK, number, level="ERROR", message=text.strip()[-300:], time_s=t, **w)
