@@ -45,8 +45,8 @@ def _session(phases=(), begins=(), steps=None, marks=()) -> SimpleNamespace:
                 source=f"s_rank{r}.jsonl:{5 + i}", status=None, stack=None, phase_detail=None)
            for i, (r, s, p, c) in enumerate(begins)]
     ev += [dict(kind=k, rank=r, step=s, phase=p, duration_s=None, time_s=60.0 + i, clock_s=c,
-                source=f"s_rank{r}.jsonl:{30 + i}", status=None, stack=None, phase_detail=None)
-           for i, (k, r, s, p, c) in enumerate(marks)]
+                source=f"s_rank{r}.jsonl:{30 + i}", status=None, stack=rest[0] if rest else None, phase_detail=None)
+           for i, (k, r, s, p, c, *rest) in enumerate(marks)]
     events = pd.DataFrame(ev, columns=["kind", "rank", "step", "phase", "duration_s", "time_s", "clock_s", "source",
                                        "status", "stack", "phase_detail"])
     return SimpleNamespace(events=events, comm=pd.DataFrame(), steps=steps if steps is not None else pd.DataFrame(),
@@ -134,3 +134,42 @@ def test_an_ended_phase_is_not_where_a_rank_hangs():
                        marks=[(EventType.STALL, 1, 6, "gradient_sync", 1630.0)])
     (hang,) = hang_findings(session)
     assert "culprit_phases" not in hang.extra and "saving" not in hang.title
+
+
+# a Trainer rank's training thread inside its checkpoint save, as traceback.format_stack prints it (the frames of
+# transformers' trainer.py and torch's serialization.py on the way from the training loop to torch.save)
+TRAINER_SAVE_STACK = """  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2548, in _inner_training_loop
+    self._maybe_log_save_evaluate(
+  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 3011, in _maybe_log_save_evaluate
+    self._save_checkpoint(model, trial)
+  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 3103, in _save_checkpoint
+    self._save_optimizer_and_scheduler(output_dir)
+  File "/venv/lib/python3.11/site-packages/torch/serialization.py", line 850, in save
+    _save(
+"""
+
+
+def test_a_trainer_rank_between_steps_whose_stack_is_saving_is_named_saving():
+    # the callback knows no phase's start: the stall record says "data" (between steps), its stack says saving
+    steps = pd.DataFrame([dict(rank=r, step=s) for r in (0, 1) for s in range(1, 501)])
+    session = _session(steps=steps, marks=[(EventType.STALL, 0, 501, "data", 900.0, TRAINER_SAVE_STACK),
+                                           (EventType.STALL, 1, 501, "gradient_sync", 950.0)])
+    (hang,) = hang_findings(session)
+    assert hang.extra["culprit_ranks"] == [0] and hang.extra["culprit_phases"] == {0: "save"}
+    assert hang.title == "Hang: rank 0 was saving a checkpoint and never reached the gradient sync of step 501"
+    assert "serialization.py:850" in hang.detail  # the innermost frame, where it was
+
+
+def test_save_and_evaluation_frames_of_other_frameworks():
+    from logkit.analysis.findings.solo_phases import phase_of_stack
+
+    frame = '  File "/venv/lib/python3.11/site-packages/{}", line 10, in {}\n    code()\n'
+    # the innermost save or evaluation frame decides; a data loader's frames say nothing
+    assert phase_of_stack(frame.format("deepspeed/runtime/engine.py", "save_checkpoint")) == "save"
+    assert phase_of_stack(frame.format("accelerate/accelerator.py", "save_state")) == "save"
+    assert phase_of_stack(frame.format("transformers/trainer.py", "evaluation_loop")) == "eval"
+    assert phase_of_stack(frame.format("lightning/pytorch/loops/evaluation_loop.py", "_evaluation_step")) == "eval"
+    assert phase_of_stack(frame.format("transformers/trainer.py", "evaluate")
+                          + frame.format("transformers/trainer.py", "_save_checkpoint")) == "save"
+    assert phase_of_stack(frame.format("torch/utils/data/dataloader.py", "__next__")) is None
+    assert phase_of_stack(None) is None
