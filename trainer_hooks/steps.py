@@ -179,8 +179,12 @@ class StepLogging:
     def where(self) -> tuple[int, str, str | None]:
         """(the step the rank is in, its phase, the phase's detail): ``data`` between steps
         (``setup`` before the first), ``forward_backward`` until a gradient bucket is ready,
-        then ``gradient_sync`` and, when every bucket of the step is synchronised, ``optimizer``."""
+        then ``gradient_sync`` and, when every bucket of the step is synchronised, ``optimizer``; inside a
+        ``phase()`` block (``eval``, ``save``, ...), that phase."""
         step = self._last_step + 1
+        opened = self.open_phase()
+        if opened is not None:
+            return step, *opened
         if self._step_begin is None:
             return step, "data" if self._steps_done else "setup", None
         phase, detail = self.comm.where() if self._comm_timed else (None, None)

@@ -5,7 +5,10 @@
 - ``startup``: the process's start to the logger's origin (imports, model load, quantisation: the
   time before the logger existed; ``trainer_hooks.process_start``), written once at ``start``;
 - ``eval`` / ``save``: an evaluation, a checkpoint (the callback times them between the Trainer's
-  events; a loop times them with ``phase("eval")``), or any name of the training code's own;
+  events; a loop times them with ``phase("eval")``), or any name of the training code's own; ``phase()``
+  also writes a ``phase_begin`` record when it starts and the rank's position (``where``) is the phase
+  while it runs: a rank that hangs inside it (saving alone while the others wait in a collective) is
+  seen there, even when it is killed before the phase ends (phases are rare: nothing per step);
 - ``waiting_for_ranks``: in the logger's start on several ranks, its collectives' wait for the last
   rank to start;
 - ``logging``: the logger's own time on the training thread: its ``start`` and its ``end`` (each one
@@ -20,7 +23,7 @@ import functools
 import time
 from contextlib import contextmanager
 
-from logkit.schema.records import TIMED_PHASE
+from logkit.schema.records import PHASE_BEGIN, TIMED_PHASE
 from trainer_hooks.guard import guarded
 from trainer_hooks.process_start import process_age
 
@@ -36,6 +39,7 @@ class TimedPhases:
     def _init_timed(self) -> None:
         self._log_between = 0.0  # the logger's time in the step hooks, between the steps' bodies
         self._log_within = 0.0  # its time inside the steps (gradient checks, micro-batch records)
+        self._open_phase: tuple[str, float] | None = None  # (name, begin) of the phase() block running
 
     def _phase_record(self, name: str, begin: float, end: float, detail: str | None = None,
                       step: int | None = None) -> dict:
@@ -60,10 +64,29 @@ class TimedPhases:
                 evaluate(model)
         """
         begin = time.perf_counter()
+        outer = self._open_phase
+        self._phase_begin(name, begin)
         try:
             yield
         finally:
+            self._open_phase = outer
             self.timed_phase(name, begin)
+
+    @guarded
+    def _phase_begin(self, name: str, begin: float) -> None:
+        """The phase ``name`` begins at ``begin``: a ``phase_begin`` record, and the rank is in it (``where``)."""
+        self._open_phase = (name, begin)
+        if self._started and not self._ended:
+            self._emit(self._record(PHASE_BEGIN, f"{name} began", "DEBUG", self._last_step or None, at=begin,
+                                    phase=name, clock_s=round(begin - self.clock_offset, 6)))
+
+    def open_phase(self) -> tuple[str, str] | None:
+        """(name, detail) of the phase the training thread is in, or None."""
+        opened = self._open_phase
+        if opened is None:
+            return None
+        name, begin = opened
+        return name, f"for {time.perf_counter() - begin:.1f}s, after step {self._last_step}"
 
     def _startup_phases(self, start_began: float, gathered: float | None = None) -> None:
         """At the end of ``start``: the time before the logger existed, and ``start``'s own; where the ranks

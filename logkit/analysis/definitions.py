@@ -6,6 +6,7 @@ Keys are the figures' names as the results and the JSON name them; thresholds co
 
 from __future__ import annotations
 
+from logkit.analysis import thresholds as _th
 from logkit.analysis.thresholds import (
     ARRIVAL_MARGIN,
     CAUSE_SHARE,
@@ -241,5 +242,16 @@ FORECAST: dict[str, str] = {
                       "its hours (speed_ratio)",
 }
 
+# issue 25: work one rank does alone while the others wait in the next collective (findings/solo_work.py)
+SOLO_WORK: dict[str, str] = {
+    "solo_work": f"a step whose last arrival kept every other rank waiting at its collectives, each above its own "
+                 f"median wait, by more than {_th.SOLO_WORK_STEP_SHARE:.0%} of the median step, "
+                 f"{_th.SOLO_WORK_NOISE:g} robust SD of the ranks' lateness and {_th.SOLO_WORK_MIN_S:g} s, when the "
+                 f"last rank's own work before it explains {_th.SOLO_WORK_EXPLAINED:.0%} of that wait: its timed "
+                 "phases after the step before (eval, save, ...) less the other ranks' time in the same phases, or "
+                 "else its time between the steps above its median and not in a phase (an unrecorded gap, at least "
+                 f"{_th.SOLO_GAP_MIN_S:g} s)",
+}
+
 DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **BREAKDOWN, **HEALTH, **FINDINGS, **HANG,
-                               **LEDGER, **FORECAST}
+                               **LEDGER, **FORECAST, **SOLO_WORK}

@@ -76,6 +76,18 @@ STRAGGLER_CLEAR = 3
 
 # sharded runs (memory_balance.py, issue 25)
 UNEVEN_MEMORY_MIB = 2048  # one rank's allocator peak 2 GiB above the least's: ranks uneven
+# work one rank does alone while the others wait in the next collective (solo_work.py, issue 25). Every
+# other rank's wait at a step's collectives, above its own median wait, must exceed all of: half a median
+# step (less is not a material share of the run's time), SOLO_WORK_NOISE robust SD of the ranks' arrival
+# lateness (a run of thousands of steps draws 4-SD jitter by chance; 6 it does not) and SOLO_WORK_MIN_S.
+# The rank's own work must explain SOLO_WORK_EXPLAINED of that wait: its timed phases less the same
+# phases' time on the others (work done together is no one's alone), or else its unrecorded time between
+# steps above its median, then at least SOLO_GAP_MIN_S (a GC pause or a busy host is not solo work).
+SOLO_WORK_STEP_SHARE = 0.5
+SOLO_WORK_NOISE = 6.0
+SOLO_WORK_MIN_S = 0.25
+SOLO_WORK_EXPLAINED = 0.5
+SOLO_GAP_MIN_S = 1.0
 # --- multi-node (issue 26) ---
 HOST_SYNC_SPREAD = 0.80  # a host whose ranks' median inter-node busbw is below 80% of the fastest host's: slower
 # the forecast (forecast.py): when two runs say enough, and how wide its interval is

@@ -165,6 +165,10 @@ class FindingKind(Word):
     UNEVEN_MEMORY = ("uneven_memory", "GPU memory uneven across ranks", Severity.WARNING,
                      "one rank's CUDA allocator peak is gigabytes above the others': an extra CUDA context or tensors "
                      "on GPU 0 (a missing set_device, torch.load without map_location), or work rank 0 does alone")
+    SOLO_WORK = ("solo_work", "Work one rank does alone while the others wait", Severity.WARNING,
+                 "a rank evaluated, saved a checkpoint or spent time between its steps while every other rank "
+                 "waited for it in the next collective; longer than the process group's timeout, it ends the run "
+                 "with a watchdog timeout: do it on every rank or behind a barrier, or raise the timeout")
     SHARDED_FAILURE = ("sharded_failure", "Failure in a sharded step", Severity.CRITICAL,
                        "a collective of a sharded run (FSDP, DeepSpeed ZeRO) timed out, or memory ran out inside a "
                        "sharded step: what that collective does there, and in which phase, on which ranks")

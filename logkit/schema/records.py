@@ -33,7 +33,7 @@ __all__ = [
     "TRAINING_STEP", "COMMUNICATION", "PERFORMANCE", "STEP_PHASES", "STALL", "GPU_SNAPSHOT", "GPU_DEVICE",
     "EVALUATION", "ANOMALY",
     "RESOURCE_WARNING", "NAN_DETECTED", "CHECKPOINT_SAVED", "EPOCH_COMPLETE", "ERROR", "BATCH_COMPLETE",
-    "TRAINER_LOG", "TIMED_PHASE", "EVENT", "RECORD_SPECS", "FRAME_SPECS", "UNITS",
+    "TRAINER_LOG", "TIMED_PHASE", "PHASE_BEGIN", "EVENT", "RECORD_SPECS", "FRAME_SPECS", "UNITS",
 ]
 
 SCHEMA_VERSION = 1
@@ -66,6 +66,8 @@ class EventType:
     TRAINER_LOG = "trainer_log"
     # the ledger of where the hours went: a stretch of the rank's time that is not a step
     TIMED_PHASE = "timed_phase"
+    # a timed phase's start (work a rank may do alone: a rank that hangs inside it is seen there)
+    PHASE_BEGIN = "phase_begin"
 
 
 EVENT_TYPES: tuple[str, ...] = tuple(
@@ -404,6 +406,12 @@ TIMED_PHASE = RecordSpec(EventType.TIMED_PHASE, None, (
     F("duration_s", unit="s", doc="how long it took; it ended at time_s"),
     F("clock_s", unit="s", doc="when it ended, on the job clock"),
 ), "a timed stretch of a rank's time outside the steps (evaluation, checkpoint saving, start-up, logging)")
+PHASE_BEGIN = RecordSpec(EventType.PHASE_BEGIN, None, (
+    F("phase", type=str, doc="the phase that began: eval, save, or a name of the training code's own (its "
+                             "timed_phase record follows when it ends)"),
+    F("clock_s", unit="s", doc="when it began, on the job clock"),
+), "a timed phase began (``phase()`` of the loop helper): a rank that never ends it, hung while the others wait "
+   "in a collective, is seen inside it")
 # Any other record goes to the events frame as this (its ``type`` is the event's kind).
 EVENT = RecordSpec("", None, (
     F("time_s", "elapsed_s"), F("rank", type=int), F("level", type=str),
@@ -415,7 +423,7 @@ EVENT = RecordSpec("", None, (
 RECORD_SPECS: dict[str, RecordSpec] = {s.type: s for s in (
     SESSION_START, SESSION_END, SYSTEM_INFO, MODEL_INFO, DATASET_INFO, TRAINING_STEP, COMMUNICATION,
     PERFORMANCE, STEP_PHASES, GPU_SNAPSHOT, EVALUATION, ANOMALY, RESOURCE_WARNING, NAN_DETECTED, CHECKPOINT_SAVED,
-    EPOCH_COMPLETE, ERROR, STALL, BATCH_COMPLETE, TRAINER_LOG, TIMED_PHASE)}
+    EPOCH_COMPLETE, ERROR, STALL, BATCH_COMPLETE, TRAINER_LOG, TIMED_PHASE, PHASE_BEGIN)}
 # The records that fill a frame of their own, by frame (every other record is an event).
 FRAME_SPECS: dict[str, RecordSpec] = {"steps": TRAINING_STEP, "comm": COMMUNICATION, "perf": PERFORMANCE,
                                       "phases": STEP_PHASES, "gpu": GPU_SNAPSHOT}

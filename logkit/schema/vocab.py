@@ -104,6 +104,9 @@ class EventKind(Word):
     ADDRESS_IN_USE = "address_in_use", "the rendezvous port was already in use"
     LOGGER_ERROR = "logger_error", "a line of the logger's own errors log: a problem of the logger, not the run"
     FLIGHT_RECORDER = "flight_recorder", "a Flight Recorder dump's last collective of a rank and process group"
+    LAST_PHASE = "last_phase", ("the line a console's process printed as it began saving a checkpoint or evaluating "
+                                "(``phase``: save or eval), the last before the watchdog's timeouts with no training "
+                                "step after it: it was still at that work when the others' collective timed out")
     RECORD_CHECK = "record_check", "a stream check repaired or set aside a record (``subkind``: which check)"
     TRAINING_START = "training_start", "verbose JSONL (an earlier logger's): the record that starts its session"
     WARNING = "warning", "a warning line of a log"

@@ -1,6 +1,8 @@
 """Findings about NCCL collectives from what the logs say: watchdog timeouts (and the ranks the
 watchdog stopped at a work item without a timeout line of their own), collective mismatches (the
-fields torch says differ, and both values), the watchdog's own hang, NCCL errors. Also the row
+fields torch says differ, and both values), the watchdog's own hang, NCCL errors. A timeout that a console
+shows its main process saving or evaluating before (``last_phase``), that process not among the ranks that
+timed out, says it: work one rank did alone while the others waited (``solo_phases.last_seen``). Also the row
 helpers the other log findings share. Evidence is each line's ``file:line``.
 """
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from logkit.analysis.findings.solo_phases import last_seen
 from logkit.analysis.results import Finding
 from logkit.schema.findings import FindingKind
 from logkit.schema.vocab import EventKind
@@ -55,7 +58,8 @@ def _stuck(work: pd.DataFrame | None, seq: float, named: set) -> str:
     return f" The watchdog also stopped {parts} with no timeout line of its own: a rank stuck there."
 
 
-def _timeouts(t: pd.DataFrame, sid, work: pd.DataFrame | None = None) -> list[Finding]:
+def _timeouts(t: pd.DataFrame, sid, work: pd.DataFrame | None = None, phase: pd.DataFrame | None = None
+              ) -> list[Finding]:
     out = []
     for seq, g in t.groupby(t["seq"].astype("float64").fillna(-1), sort=True):
         per_rank = ", ".join(
@@ -76,9 +80,16 @@ def _timeouts(t: pd.DataFrame, sid, work: pd.DataFrame | None = None) -> list[Fi
             near = work[(work["seq"].astype("float64") - seq).abs() <= 2] if seq >= 0 else work
             near = near[~near["rank"].isin(list(t["rank"].dropna()))]
             evidence, ranks = evidence + list(near["source"]), ranks + list(near["rank"])
+        # the rank the console last saw saving or evaluating, not among those that timed out: its work alone
+        seen = last_seen(phase, g["rank"])
+        extra = {}
+        if seen is not None:
+            stuck += seen[0]
+            evidence = seen[1] + evidence
+            extra = {"last_seen_phase": {"rank": seen[2], "phase": str(phase["phase"].iloc[-1])}}
         out.append(Finding.make(_TIMEOUT.severity, _TIMEOUT, sid, f"NCCL timeout at collective {seq_txt} on "
                                 f"{len(g)} rank(s)", detail + stuck, evidence, ranks,
-                                seq=None if seq < 0 else int(seq), ops=ops))
+                                seq=None if seq < 0 else int(seq), ops=ops, **extra))
     return out
 
 
@@ -95,7 +106,7 @@ def _work_only(work: pd.DataFrame, sid) -> list[Finding]:
 def watchdog_findings(ev: pd.DataFrame, kind: pd.Series, sid) -> list[Finding]:
     timeouts, work = ev[kind == EventKind.NCCL_TIMEOUT], ev[kind == EventKind.WATCHDOG_WORK]
     if len(timeouts):
-        return _timeouts(timeouts, sid, work)
+        return _timeouts(timeouts, sid, work, ev[kind == EventKind.LAST_PHASE])
     return _work_only(work, sid) if len(work) else []
 
 

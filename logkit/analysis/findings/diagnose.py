@@ -23,6 +23,7 @@ from logkit.analysis.findings.hang import hang_findings
 from logkit.analysis.findings.log_findings import event_findings
 from logkit.analysis.findings.lone_processes import lone_process_findings
 from logkit.analysis.findings.memory_balance import uneven_memory_findings
+from logkit.analysis.findings.solo_work import solo_work_findings
 from logkit.analysis.findings.sharded_failures import sharded_failure_findings
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.kernels.communication import SYNC_OPS
@@ -288,6 +289,7 @@ def diagnose(sessions: list, parts: dict) -> tuple[Finding, ...]:
     for s in sessions:
         sid = s.meta.session_id
         out += event_findings(s) + hang_findings(s) + sharded_failure_findings(s) + uneven_memory_findings(s)
+        out += solo_work_findings(s)
         out += _status_findings(s, sid)
         out += _health_findings(s, sid, parts.get("health", {}).get(sid))
         out += _gpu_findings(s, sid, gpus, parts.get("busy_gpu", {}).get(sid))

@@ -11,7 +11,12 @@ Definitions (``definitions.HANG``):
 
 - a rank's position: (step, phase) of its last phase record, phases ordered setup < data <
   forward_backward < gradient_sync < optimizer; without one, the step after its last completed
-  step, phase unknown.
+  step, phase unknown. A phase outside the steps (``eval``, ``save``, a name of the code's own) comes
+  before the next step's phases: from its ``phase_begin`` record when no ``timed_phase`` ended it and no
+  later record places the rank, or from a record's phase; a rank placed between steps (``data``) whose
+  stall stack is in saving or evaluation code (``solo_phases.phase_of_stack``: the Trainer, accelerate,
+  DeepSpeed, Lightning) is in that phase. A culprit in such a phase was doing work alone while the others
+  waited: the finding says which, and since when (its begin against the waiting ranks' last record).
 - waiting ranks: ranks whose last position is in a gradient sync, or in a sharded model's collective
   (phase ``collective``: an FSDP or DeepSpeed all-gather or reduce-scatter launched and not done, its
   op and phase first in the detail), or that the watchdog saw time out in a collective. The
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from logkit.analysis.findings.solo_phases import phase_of_stack, phase_words
 from logkit.analysis.results import Finding
 from logkit.schema.findings import FindingKind, Severity
 from logkit.schema.records import EventType
@@ -54,13 +60,23 @@ class RankState:
     source: str | None  # file:line of the record that says so
     stack_top: str | None  # the innermost frame of its last stall record's stack
     status: str | None  # its session_end's status, None when its stream just stops
+    began_clock: float | None = None  # a phase outside the steps: when it began (job clock)
 
     def position(self) -> tuple[int, int]:
         return (self.step if self.step is not None else -1, _ORDER.get(self.phase, -1))
 
+    @property
+    def outside_steps(self) -> bool:
+        """In a phase outside the steps (eval, save, a name of the code's own): work it may do alone."""
+        return self.phase is not None and self.phase not in _ORDER
+
     def words(self) -> str:
         if self.phase is None:
             return f"after step {self.step - 1}" if self.step and self.step > 1 else "before its first step"
+        if self.outside_steps:
+            after = f"after step {self.step - 1}" if self.step and self.step > 1 else "before its first step"
+            out = f"{phase_words(self.phase)[1]} ({self.phase}) {after}"
+            return out + (f", at {self.stack_top}" if self.stack_top else "")
         out = f"in {self.phase} of step {self.step}" + (f" ({self.detail})" if self.detail else "")
         return out + (f", at {self.stack_top}" if self.stack_top else "")
 
@@ -102,19 +118,51 @@ def rank_states(session) -> dict[int, RankState]:
     ends = _last_of_each_rank(marks[(marks["kind"] == EventType.SESSION_END) & marks["status"].notna()])
     placed = _last_of_each_rank(marks[marks["phase"].notna()])
     stalls = _last_of_each_rank(marks[marks["kind"] == EventType.STALL])
+    opened = _open_phases(ev)
+    ranks |= set(opened)
     out = {}
     for rank in sorted(ranks):
         status = ends[rank]["status"] if rank in ends else None
-        if rank in placed:
+        began = opened.get(rank)
+        if began is not None and (rank not in placed or _later(began, placed[rank])):
+            step = to_int(began["step"])
+            out[rank] = RankState(rank, (step or 0) + 1, began["phase"], None, began.get("source"),
+                                  innermost(stalls[rank]["stack"]) if rank in stalls else None, status,
+                                  began.get("clock_s"))
+        elif rank in placed:
             row = placed[rank]
             stack = innermost(stalls[rank]["stack"]) if rank in stalls else None
-            out[rank] = RankState(rank, to_int(row["step"]), row["phase"], row.get("phase_detail"), row.get("source"),
-                                  stack, status)
+            phase = row["phase"]
+            if phase in ("data", "setup") and rank in stalls:  # between steps: in a framework's save or eval?
+                phase = phase_of_stack(stalls[rank]["stack"]) or phase
+            clock = began.get("clock_s") if began is not None and began["phase"] == phase else None
+            out[rank] = RankState(rank, to_int(row["step"]), phase, row.get("phase_detail"), row.get("source"),
+                                  stack, status, clock)
         else:
             last_done = to_int(done.get(rank)) if rank in done.index else None
             out[rank] = RankState(rank, last_done + 1 if last_done is not None else None, None, None, None, None,
                                   status)
     return out
+
+
+def _open_phases(ev: pd.DataFrame) -> dict[int, dict]:
+    """Each rank's last ``phase_begin`` record that no ``timed_phase`` of the same phase ended after it."""
+    begins = _last_of_each_rank(ev[ev["kind"] == EventType.PHASE_BEGIN])
+    if not begins:
+        return {}
+    done = ev[ev["kind"] == EventType.TIMED_PHASE]
+    out = {}
+    for rank, row in begins.items():
+        ended = done[(done["rank"] == rank) & (done["phase"] == row["phase"]) & (done["time_s"] >= row["time_s"])]
+        if not len(ended):
+            out[rank] = row
+    return out
+
+
+def _later(a: dict, b: dict) -> bool:
+    """Record ``a`` was written after record ``b`` (the rank's own clock)."""
+    ta, tb = a.get("time_s"), b.get("time_s")
+    return pd.notna(ta) and (pd.isna(tb) or ta >= tb)
 
 
 def by_streams(states: dict[int, RankState]) -> tuple[list[int], list[int], tuple[int, int] | None]:
@@ -216,6 +264,8 @@ def hang_findings(session) -> list[Finding]:
         detail += f" The watchdog: the last work rank(s) {', '.join(map(str, behind))} enqueued is below SeqNum {seq}."
     fr_text, fr_sources = _flight_detail(ev, fr_behind)
     detail += fr_text
+    alone = [states[r] for r in named if r in states and states[r].outside_steps]
+    detail += "".join(_alone_words(a, ev, waiters, where) for a in alone)
     # the culprits' own records first: their last stall record (its stack) says where they were
     first = stalls[stalls["rank"].isin(named)] if len(stalls) else stalls
     evidence = (list(first["source"].dropna())[::-1] + fr_sources
@@ -225,6 +275,25 @@ def hang_findings(session) -> list[Finding]:
         evidence += list(ev.loc[ev["kind"] == EventKind.NCCL_TIMEOUT, "source"].dropna())
     title = (f"Hang: rank(s) {', '.join(map(str, named))} never reached {where}" if named
              else f"Hang in {where}")
+    if len(alone) == 1 and len(named) == 1:
+        title = f"Hang: rank {alone[0].rank} was {phase_words(alone[0].phase)[1]} and never reached {where}"
+    extra = {"culprit_phases": {a.rank: a.phase for a in alone}} if alone else {}
     return [Finding.make(Severity.CRITICAL if named else Severity.ERROR, FindingKind.HANG, sid, title, detail,
                          list(dict.fromkeys(evidence)), named or waiters, culprit_ranks=named,
-                         waiting_ranks=waiters)]
+                         waiting_ranks=waiters, **extra)]
+
+
+def _alone_words(state: RankState, ev: pd.DataFrame, waiters: list[int], where: str) -> str:
+    """' Rank 0 was saving a checkpoint (save) after step 5, begun 640 s before the waiting ranks' last record,
+    while rank(s) 1 waited in ...': the culprit's work alone, and what to do about it."""
+    since = ""
+    if state.began_clock is not None and pd.notna(state.began_clock) and "clock_s" in ev.columns:
+        theirs = ev.loc[ev["rank"].isin(waiters), "clock_s"].dropna()
+        if len(theirs) and float(theirs.max()) >= state.began_clock:
+            since = f", begun {float(theirs.max()) - state.began_clock:.0f} s before the waiting ranks' last record"
+    after = f"after step {state.step - 1}" if state.step and state.step > 1 else "before its first step"
+    return (f" Rank {state.rank} was {phase_words(state.phase)[1]} ({state.phase}) {after}{since}, while rank(s) "
+            f"{', '.join(map(str, waiters)) or '?'} waited in {where}: work one rank does alone while the others "
+            "wait in a collective fails the run when it outlasts the process group's timeout (torch's NCCL default "
+            "10 min, the Trainer's ddp_timeout 30 min): save or evaluate on every rank or behind a barrier, or "
+            "raise the timeout (`timeout=` of init_process_group, accelerate's InitProcessGroupKwargs).")

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from logkit.ingest.readers import console_blocks as blocks
 from logkit.ingest.readers import console_shapes as shapes
-from logkit.ingest.readers import iteration_lines, rank_lines, script_lines, sharded_frames, verl_lines
+from logkit.ingest.readers import framework_steps, phase_lines, rank_lines, script_lines, sharded_frames
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
@@ -75,7 +75,7 @@ class _Console(blocks.Blocks):
         self.prefix_hosts: dict[str, int] = {}  # a host a line's prefix names (Ray's ip=, a host tag) -> its first line
         self.sharded = sharded_frames.ShardedFrames()  # the current traceback's frames in FSDP's or ZeRO's code
         self.trace_open: tuple | None = None  # a traceback not yet ended by its exception line
-        self.bars = blocks.BarRows(read)  # the training bars' own losses and rates
+        self.bars, self.last_phase = blocks.BarRows(read), phase_lines.LastPhase(read)  # bars; save/eval lines
         self.script_progress = script_lines.ScriptLines()  # a script's own counter and loss lines, per process
 
     # -- time ------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ class _Console(blocks.Blocks):
                 return self._line(number, text, rank, t)
             finally:
                 self.block, self.trace_open = block, None
-        return self._line(number, text, rank, t)
+        return self.last_phase.see(number, text, rank, t) | bool(self._line(number, text, rank, t))
 
     def _line(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
         if self.last_error is not None and (took := self._last_error(text)) is not None:
@@ -317,7 +317,7 @@ class _Console(blocks.Blocks):
             self.hf_step = index
             self.trained = self.trained or "'train_runtime'" in text
             return True
-        if self._framework_step(number, text, 0 if rank is None else rank, t):
+        if framework_steps.step(self, number, text, 0 if rank is None else rank, t):
             return True
         if any(w in text for w in shapes.EXCEPTION_WORDS) and (m := shapes.EXCEPTION.match(text)) is not None:
             return self._exception(number, text, m, rank, t)
@@ -331,34 +331,6 @@ class _Console(blocks.Blocks):
                 self.trace_open = (number, rank, t)
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
-
-    def _framework_step(self, number: int, text: str, rank: int, t: float | None) -> bool:
-        """A step a framework's own line states (verl's records, a script's epoch summary, Megatron's
-        iteration line) as rows and facts; else False."""
-        read = self.read
-        if text.startswith("step:") and (v := verl_lines.record(text)) is not None:
-            self.frameworks.facts.saw("verl", number)
-            self.verl_row = read.step(number, {"rank": rank, "time_s": t, **v})
-            return True
-        if self.verl_row is not None and (v := verl_lines.rest(text)) is not None:
-            self.verl_row.update(v)  # the rest of the record the line before broke
-            return True
-        self.verl_row = None
-        if "oss" in text and (e := tl.parse_epoch_summary(text)) is not None:
-            blocks.epoch_rows(read, number, e, rank, t)
-            return True
-        if "iteration" in text and (it := tl.parse_megatron(text)) is not None:
-            read.step(number, {"rank": rank, "time_s": t, **it})
-            self.frameworks.megatron_iteration(number, it, read.meta)
-            return True
-        # torchtune's, litgpt's, nanoGPT's, nanotron's, NeMo's own step lines
-        if (it := iteration_lines.parse(text)) is not None:
-            return iteration_lines.record(self, number, it, rank, t)
-        # a script's own counter and loss lines (each process's: the rank its prefix names)
-        said = self.script_progress.line(text, rank) if ("oss" in text or "poch" in text) else None
-        if isinstance(said, dict):
-            read.step(number, {"rank": rank, "time_s": t, **said})
-        return said is not None
 
     def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
         """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and

@@ -113,7 +113,8 @@ def run(tmp_path, monkeypatch):
         log.trainer_log(step, {"loss": loss, "epoch": step / STEPS})
         log.add_metrics(step, {"loss": loss, "learning_rate": 1e-3, "grad_norm": 0.5, "mean_token_accuracy": 0.5})
     log.evaluation(STEPS, {"eval_loss": 1.5})
-    log.checkpoint(STEPS, tmp_path / "checkpoint")
+    with log.phase("save"):  # a phase_begin record when it starts
+        log.checkpoint(STEPS, tmp_path / "checkpoint")
     log.epoch_end(STEPS, 1.0)
     try:
         raise ValueError("a fault of the training")

@@ -143,5 +143,5 @@ def test_bus_bandwidth_factors_follow_nccl_tests():
 
 
 def test_every_event_type_is_listed_once():
-    assert len(set(schema.EVENT_TYPES)) == len(schema.EVENT_TYPES) == 21  # timed_phase: the ledger's
+    assert len(set(schema.EVENT_TYPES)) == len(schema.EVENT_TYPES) == 22  # timed_phase: the ledger's; phase_begin
     assert {"training_step_complete", "step_phases", "stall"} <= set(schema.EVENT_TYPES)

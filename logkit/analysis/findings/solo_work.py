@@ -1,0 +1,210 @@
+"""Work one rank does alone while the others wait for it in the next collective: rank 0 evaluating or
+saving a checkpoint by itself, the other ranks already in the next step's gradient sync (or all-gather).
+Harmless when short; longer than the process group's timeout it ends the run with a watchdog timeout,
+which is how many reported NCCL timeouts begin.
+
+From the synchronised steps (``kernels.breakdown.synced_steps``: each rank's wait at a step's
+collectives for the last arrival) and the ranks' ``timed_phase`` records (eval, save, a phase of the
+code's own; each carries the step completed before it). Definitions (``definitions.SOLO_WORK``):
+
+- a step's last arrival ``r`` (largest lateness); the waiters: every other rank, each waiting its
+  ``wait_s`` less its own median ``wait_s`` (a chronic straggler's usual lateness is the straggler
+  finding's, not this one's); ``waited`` = the least of those (every other rank waited at least that).
+- ``waited`` must exceed ``thresholds.SOLO_WORK_STEP_SHARE`` of the median step,
+  ``SOLO_WORK_NOISE`` x the robust SD of all lateness values, and ``SOLO_WORK_MIN_S``.
+- what ``r`` did: its timed phases after the step before (by name, each less the median of the other
+  ranks' time in the same phase after the same step: a phase every rank runs together is no one's
+  alone), when their sum explains ``SOLO_WORK_EXPLAINED`` of ``waited``; else an unrecorded gap: its
+  data time of the step (the gap since its previous step, phases included) and host time of the step
+  before (after the sync), each above its median, less its phases, when that explains as much and
+  is at least ``SOLO_GAP_MIN_S``. Nothing explains it: no finding (a one-off slow step is the slow
+  steps finding's).
+- one finding per rank that worked alone, every occurrence listed, the longest wait in the title.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from logkit.analysis import thresholds as th
+from logkit.analysis.findings.solo_phases import phase_words
+from logkit.analysis.kernels.breakdown import synced_steps
+from logkit.analysis.kernels.straggler import robust_sd
+from logkit.analysis.results import Finding
+from logkit.schema.findings import FindingKind
+from logkit.schema.records import EventType
+
+_KIND = FindingKind.SOLO_WORK
+# the logger's own stretches: not the training code's work
+_NOT_WORK = ("logging", "startup", "waiting_for_ranks")
+SHOWN = 5  # occurrences spelled out in the detail
+
+
+def _ranks(ranks) -> str:
+    ranks = sorted(int(r) for r in ranks)
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _phases(session) -> pd.DataFrame:
+    """The training code's timed phases: rank, step (completed before it), phase, duration_s, source."""
+    ev = session.events
+    if not len(ev) or "phase" not in ev.columns:
+        return pd.DataFrame(columns=["rank", "step", "phase", "duration_s", "source"])
+    ph = ev[(ev["kind"] == EventType.TIMED_PHASE) & ~ev["phase"].isin(_NOT_WORK)]
+    ph = ph.dropna(subset=["rank", "phase", "duration_s"])
+    return ph.reindex(columns=["rank", "step", "phase", "duration_s", "source"])
+
+
+def _alone(phases: pd.DataFrame, rank: int, after: int | None) -> list[tuple[str, float, float, list]]:
+    """(phase, seconds, seconds alone, sources) of ``rank``'s phases after step ``after`` (None: before its
+    first step): alone, less the median of the other ranks' time in the same phase after the same step (none: 0)."""
+    here = phases[phases["step"].isna()] if after is None else phases[phases["step"] == after]
+    out = []
+    for name, rows in here.groupby("phase", sort=False):
+        mine = rows[rows["rank"] == rank]
+        if not len(mine):
+            continue
+        others = rows[rows["rank"] != rank].groupby("rank")["duration_s"].sum()
+        together = float(others.median()) if len(others) else 0.0
+        spent = float(mine["duration_s"].sum())
+        out.append((str(name), spent, spent - together, list(mine["source"].dropna())))
+    return out
+
+
+def solo_events(session, rows: pd.DataFrame | None = None) -> list[dict]:
+    """Every occurrence of work one rank did alone while the others waited (see module doc): dicts of rank,
+    step (of the collectives waited in), after_step, what (its phases' names; empty: an unrecorded gap),
+    solo_s, waited_s, waiting_ranks, sources."""
+    rows = synced_steps(session) if rows is None else rows
+    if rows is None or rows.empty or rows["rank"].nunique() < 2:
+        return []
+    median_step = float(rows["step_s"].median())
+    noise = robust_sd(rows["lateness_s"])
+    bar = max(th.SOLO_WORK_STEP_SHARE * median_step, th.SOLO_WORK_NOISE * (noise if math.isfinite(noise) else 0.0),
+              th.SOLO_WORK_MIN_S)
+    by_rank = rows.groupby("rank")
+    usual_wait = by_rank["wait_s"].median()
+    usual_data = by_rank["data_s"].median()
+    usual_other = by_rank["other_s"].median()
+    # a cheap cut before the per-step work: a step where no rank waited that long cannot pass
+    extra = rows["wait_s"] - rows["rank"].map(usual_wait)
+    most = extra.groupby(rows["step"]).transform("max")
+    candidates = rows.loc[most >= bar, "step"].unique()
+    if not len(candidates):
+        return []
+    phases = _phases(session)
+    indexed = rows.set_index(["rank", "step"])
+    out = []
+    for step in sorted(candidates):
+        at = rows[rows["step"] == step].set_index("rank")
+        last = int(at["lateness_s"].idxmax())
+        others = at.drop(index=last)
+        waits = others["wait_s"] - others.index.map(usual_wait).to_numpy()
+        waited = float(waits.min())
+        if waited < bar:
+            continue
+        prev = int(step) - 1 if step > 1 else None  # the phases' step: the one completed before them
+        alone = _alone(phases, last, prev)
+        solo = sum(s for _, _, s, _ in alone if s > 0)
+        event = dict(rank=last, step=int(step), after_step=prev, waited_s=waited,
+                     waiting_ranks=list(map(int, others.index)), waited_max_s=float(waits.max()))
+        if solo >= th.SOLO_WORK_EXPLAINED * waited:
+            named = [(n, s, src) for n, _, s, src in alone if s > 0]
+            event.update(what=[n for n, _, _ in named], solo_s=solo, sources=[x for *_, src in named for x in src])
+            out.append(event)
+            continue
+        # unrecorded: the gap since its previous step (data time, phases included) and the host time after the
+        # previous step's sync, above the rank's usual, less the time its phases account for
+        gap = float(at.at[last, "data_s"] - usual_data[last]) if pd.notna(at.at[last, "data_s"]) else 0.0
+        if prev is not None and (last, prev) in indexed.index:
+            host = indexed.at[(last, prev), "other_s"]
+            gap += max(0.0, float(host - usual_other[last])) if pd.notna(host) else 0.0
+        gap -= sum(spent for _, spent, _, _ in alone)  # the data time holds its phases whole
+        if gap >= max(th.SOLO_WORK_EXPLAINED * waited, th.SOLO_GAP_MIN_S):
+            event.update(what=[], solo_s=gap, sources=[])
+            out.append(event)
+    return out
+
+
+def _said(e: dict) -> tuple[str, str]:
+    """(what rank e['rank'] did, as a verb phrase; and its activity) for one occurrence."""
+    if not e["what"]:
+        after = f"between steps {e['after_step']} and {e['step']}" if e["after_step"] else f"before step {e['step']}"
+        return f"spent {e['solo_s']:.1f} s {after} on work no phase records", "in time no phase records"
+    verbs = [phase_words(n)[0] for n in e["what"]]
+    return " and ".join(verbs), " and ".join(phase_words(n)[1] for n in e["what"])
+
+
+def _sentence(e: dict) -> str:
+    """'rank 0 spent 1.5 s saving a checkpoint after step 5 while rank 1 waited 1.5 s in step 6's collectives'."""
+    waited = (f"{e['waited_s']:.1f} s" if e["waited_max_s"] - e["waited_s"] < 0.05
+              else f"{e['waited_s']:.1f}-{e['waited_max_s']:.1f} s")
+    if e["what"]:
+        after = f" after step {e['after_step']}" if e["after_step"] else f" before step {e['step']}"
+        doing = f"spent {e['solo_s']:.1f} s {_said(e)[1]} ({', '.join(e['what'])}){after}"
+    else:
+        doing = _said(e)[0]
+    where = f"the {' / '.join(e['ops'])} of step {e['step']}" if e.get("ops") else f"the collectives of step {e['step']}"
+    return f"rank {e['rank']} {doing} while {_ranks(e['waiting_ranks'])} waited {waited} in {where}"
+
+
+# the collective a late rank's next step holds the others in, by the run's strategy (the session's meta)
+_FIRST_WAIT = {"ddp": "gradient sync (all_reduce)", "fsdp1": "forward all_gather", "fsdp2": "forward all_gather",
+               "fsdp": "forward all_gather"}
+
+
+def _ops(session, step: int, ranks: list[int]) -> list[str]:
+    """The collectives the waiting ranks waited in at ``step``: their communication records' ops where the
+    session holds them (the CLI reduces them apart), else the strategy's first collective of a step."""
+    comm = session.comm
+    if len(comm) and "op" in comm.columns:
+        rows = comm[(comm["step"] == step) & comm["rank"].isin(ranks)]
+        # DDP's comm hook names its all-reduce by its role
+        ops = sorted({"gradient sync (all_reduce)" if o == "gradient_sync" else str(o) for o in rows["op"].dropna()})
+        if ops:
+            return ops
+    strategy = getattr(session.meta, "strategy", None)
+    return [_FIRST_WAIT[strategy]] if strategy in _FIRST_WAIT else []
+
+
+def solo_work_findings(session, rows: pd.DataFrame | None = None) -> list[Finding]:
+    """One ``solo_work`` finding per rank that worked alone while the others waited (see module doc)."""
+    events = solo_events(session, rows)
+    for e in events:
+        e["ops"] = _ops(session, e["step"], e["waiting_ranks"])
+    out = []
+    for rank in sorted({e["rank"] for e in events}):
+        mine = [e for e in events if e["rank"] == rank]
+        top = max(mine, key=lambda e: e["waited_s"])
+        total = sum(e["waited_s"] for e in mine)
+        shown = sorted(mine, key=lambda e: -e["waited_s"])[:SHOWN]
+        lines = "; ".join(_sentence(e) for e in sorted(shown, key=lambda e: e["step"]))
+        more = f" (and {len(mine) - SHOWN} more)" if len(mine) > SHOWN else ""
+        if len(mine) == 1:
+            title = (f"Rank {rank} {_said(top)[0]} alone after step {top['after_step']} ({top['solo_s']:.1f} s) while "
+                     f"{_ranks(top['waiting_ranks'])} waited {top['waited_s']:.1f} s in the next collective"
+                     if top["what"] else
+                     f"Rank {rank} {_said(top)[0]} while {_ranks(top['waiting_ranks'])} waited "
+                     f"{top['waited_s']:.1f} s in the next collective")
+        else:
+            title = (f"Rank {rank} worked alone {len(mine)} times while the others waited in the next collective "
+                     f"(up to {top['waited_s']:.1f} s, {total:.1f} s in all)")
+        detail = (lines[0].upper() + lines[1:] + more + ". Work one rank does alone holds every other rank in its "
+                  "next collective: longer than the process group's timeout (torch's NCCL default 10 min, the "
+                  "Trainer's ddp_timeout 30 min; `timeout=` of init_process_group, accelerate's "
+                  "InitProcessGroupKwargs) it ends the run with a watchdog timeout. Save or evaluate on all ranks "
+                  "or behind a barrier, or raise the timeout above its longest duration."
+                  + (" Time no phase records: wrap that work in `tlog.phase(\"save\")` (or a name of your own) "
+                     "to have it named." if any(not e["what"] for e in mine) else ""))
+        sources = [s for e in mine for s in e["sources"]] or [
+            f for f in (session.meta.files or []) if str(f).endswith(f"_rank{rank}.jsonl")]
+        out.append(Finding.make(_KIND.severity, _KIND, session.meta.session_id, title, detail, sources,
+                                [rank, *top["waiting_ranks"]], solo_rank=rank,
+                                occurrences=[{k: (round(v, 3) if isinstance(v, float) else v)
+                                              for k, v in e.items() if k != "sources"} for e in mine],
+                                waited_s=round(total, 3)))
+    return out
