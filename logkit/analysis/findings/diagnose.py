@@ -23,8 +23,8 @@ from logkit.analysis.findings.hang import hang_findings
 from logkit.analysis.findings.log_findings import event_findings
 from logkit.analysis.findings.lone_processes import lone_process_findings
 from logkit.analysis.findings.memory_balance import uneven_memory_findings
-from logkit.analysis.findings.solo_work import solo_work_findings
 from logkit.analysis.findings.sharded_failures import sharded_failure_findings
+from logkit.analysis.findings.solo_work import solo_work_findings
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.kernels.communication import SYNC_OPS
 from logkit.analysis.kernels.shares import comm_bound, data_heavy, of_step

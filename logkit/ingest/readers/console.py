@@ -36,7 +36,14 @@ from pathlib import Path
 
 from logkit.ingest.readers import console_blocks as blocks
 from logkit.ingest.readers import console_shapes as shapes
-from logkit.ingest.readers import framework_steps, phase_lines, rank_lines, script_lines, sharded_frames
+from logkit.ingest.readers import (
+    framework_steps,
+    oom_lines,
+    phase_lines,
+    rank_lines,
+    script_lines,
+    sharded_frames,
+)
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
@@ -169,7 +176,7 @@ class _Console(blocks.Blocks):
         if "mismatch between collectives" in text and (mm := tl.parse_mismatch(text)) is not None:
             self._mismatch(number, text, mm, rank, t)
             return True
-        if "CUDA out of memory" in text and (o := tl.parse_oom(text)) is not None:
+        if "CUDA out of memory" in text and (o := oom_lines.parse_oom(text)) is not None:
             self.read.event(EventKind.CUDA_OOM, number, rank=rank, level="ERROR", message=text.strip()[:300], **o,
                             **self.sharded.take())
             self.block = "trace"

@@ -54,6 +54,52 @@ def _number(value) -> float | None:
     return as_float(value) if not isinstance(value, str) else to_float(value)
 
 
+def _entry(read: Read, number: int, line: str) -> dict | None:
+    """The line's JSON object, else None (a torn or foreign line: not understood)."""
+    try:
+        entry = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        entry = None
+    if not isinstance(entry, dict):
+        read.unmatched(number, line)
+        return None
+    return entry
+
+
+def _step_of(read: Read, entry: dict, number: int, line: str) -> tuple[int, int | None] | None:
+    """(step, total) of a logging record (2.x: no total); None for the run's results record (its best
+    metric read) or a record of another kind (not understood)."""
+    m = _PROGRESS.match(str(entry.get("global_step/max_steps", "")))
+    if m is not None:
+        return int(m["step"]), int(m["total"])
+    if isinstance(entry.get("global_step"), int) and _TRAINER_KEYS & entry.keys():
+        return entry["global_step"], None  # 2.x: the step alone, the total nowhere in the record
+    if "global_step" in entry or "last_model_checkpoint" in entry:  # the run's results record
+        read.used += 1
+        if (best := _number(entry.get("best_metric"))) is not None:
+            read.meta.best_metric = best
+    else:
+        read.unmatched(number, line)
+    return None
+
+
+def _evals(read: Read, entry: dict, step: int, t: float | None, epoch: float | None) -> None:
+    for key, value in entry.items():
+        if key.startswith("eval_") and key not in _EVAL_RATES and (v := _number(value)) is not None:
+            read.rows["evals"].append({"step": step, "name": key, "value": v, "rank": 0, "time_s": t, "epoch": epoch})
+
+
+def _summary(read: Read, entry: dict, number: int, epoch: float | None) -> None:
+    """The Trainer's summary at the run's end: its figures in meta, the runtime stated with its line."""
+    for key, name in _SUMMARY.items():
+        if (v := _number(entry.get(key))) is not None:
+            read.meta[name] = v
+    if read.meta.duration_s is not None:
+        read.meta.duration_from = f"stated: train_runtime ({read.label}:{number})"
+    if epoch is not None:
+        read.meta.epoch = epoch
+
+
 def read_logging_jsonl(path: Path, rank: int | None = None) -> ReadResult:
     """``logging.jsonl`` -> steps and evals of rank 0, the run's summary, progress and totals in meta."""
     read = Read(Path(path), FileFormat.MS_SWIFT_LOG, time_base="elapsed")
@@ -62,56 +108,28 @@ def read_logging_jsonl(path: Path, rank: int | None = None) -> ReadResult:
         if not line.strip():
             continue
         read.lines += 1
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            read.unmatched(number, line)  # a torn or foreign line
+        if (entry := _entry(read, number, line)) is None or (at := _step_of(read, entry, number, line)) is None:
             continue
-        if not isinstance(entry, dict):
-            read.unmatched(number, line)
-            continue
-        m = _PROGRESS.match(str(entry.get("global_step/max_steps", "")))
-        if m is not None:
-            step, total = int(m["step"]), int(m["total"])
-        elif isinstance(entry.get("global_step"), int) and _TRAINER_KEYS & entry.keys():
-            step = entry["global_step"]  # 2.x: the step alone, the total nowhere in the record
-        else:
-            if "global_step" in entry or "last_model_checkpoint" in entry:  # the run's results record
-                read.used += 1
-                if (best := _number(entry.get("best_metric"))) is not None:
-                    read.meta.best_metric = best
-            else:
-                read.unmatched(number, line)
-            continue
+        step, total = at[0], at[1] if at[1] is not None else total
         read.used += 1
         first = first or number
         key = tuple(entry.get(k) for k in ("loss", "grad_norm", "learning_rate", "eval_loss", "train_runtime"))
         if (step, key) == seen:
             continue  # 2.x writes each record twice (only its train_speed differs): once is the record
         seen = (step, key)
-        t = seconds(entry.get("elapsed_time"))
+        t, epoch = seconds(entry.get("elapsed_time")), _number(entry.get("epoch"))
         if total is not None:  # how far the run got of how far it was to go (2.x says no total)
             progress = {"step": step, "total": total, "line": number}
-        epoch = _number(entry.get("epoch"))
         if "loss" in entry:
             row = read.step(number, {
                 "rank": 0, "step": step, "time_s": t, "loss": _number(entry.get("loss")),
                 "learning_rate": _number(entry.get("learning_rate")), "grad_norm": _number(entry.get("grad_norm")),
                 "epoch": epoch})
             last_loss, last_step = row["loss"], step
-        for key, value in entry.items():
-            if key.startswith("eval_") and key not in _EVAL_RATES and (v := _number(value)) is not None:
-                read.rows["evals"].append({"step": step, "name": key, "value": v, "rank": 0, "time_s": t,
-                                           "epoch": epoch})
-        if "train_runtime" in entry:  # the Trainer's summary at the run's end
+        _evals(read, entry, step, t, epoch)
+        if "train_runtime" in entry:
             last_step = step
-            for key, name in _SUMMARY.items():
-                if (v := _number(entry.get(key))) is not None:
-                    read.meta[name] = v
-            if read.meta.duration_s is not None:
-                read.meta.duration_from = f"stated: train_runtime ({read.label}:{number})"
-            if epoch is not None:
-                read.meta.epoch = epoch
+            _summary(read, entry, number, epoch)
     if first is not None:
         read.meta.update(framework=FRAMEWORK, facts_source={"framework": f"{read.label}:{first}"},
                          progress=progress, max_steps=total, total_steps=last_step, final_loss=last_loss)
