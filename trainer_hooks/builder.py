@@ -31,6 +31,10 @@ PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total
 PHASE_FIELDS = f"{HEADER} begin_clock_s compute_s first_ready_s sync_s buckets timing_source"
 
 _NO_METRICS = MappingProxyType({})
+# a trainer log's keys that are no step metric of their own (the callback hands the whole log over)
+_OWN_KEYS = frozenset(TRAINING_STEP[name].raw[-1] for name in ("loss", "learning_rate", "grad_norm"))
+_NOT_STEP_METRICS = frozenset(("epoch", "total_flos", "step"))
+_NOT_STEP_PREFIXES = ("eval_", "train_", "test_")
 # keys a step record gets only where the settings ask for them, after the others
 _USAGE, _TRENDS, _LAYER_NORMS = (top_key(TRAINING_STEP, n) for n in ("resource_usage", "trends", "layer_grad_norms"))
 
@@ -129,9 +133,24 @@ class RecordBuilder:
         self._anomaly = layout(ANOMALY, HEADER, type=ANOMALY.type, level="WARNING", **rank)
 
     # -- steps -----------------------------------------------------------------------------
+    def pending_step(self, raw: list) -> list[dict]:
+        """``step`` of a step as the training thread hands it over: PendingStep's fields as a list, with the
+        trainer log (``logs``) whose other numbers become ``extra_metrics`` here, off the training thread."""
+        p = PendingStep(*raw)
+        if p.logs:
+            extra = dict(p.extra_metrics or {})
+            for key, value in p.logs.items():
+                if key in _OWN_KEYS or key in _NOT_STEP_METRICS or key.startswith(_NOT_STEP_PREFIXES):
+                    continue
+                number = to_float(value)
+                if number is not None:
+                    extra[key] = number
+            p = p._replace(extra_metrics=extra or None, logs=None)
+        return self.step(p)
+
     def step(self, p: PendingStep) -> list[dict]:
         s = self.settings
-        step, step_time, batch = p.step, p.step_time, p.batch
+        step, step_time = p.step, p.step_time
         self._last_step = step
         out = []
         slow = self._slow.check(step_time)
@@ -146,6 +165,19 @@ class RecordBuilder:
                 out.append(self._finding(spike, f"Loss spike at step {step}: {loss:.4f} (recent median {median:.4f})",
                                          p, step))
         self._recent["step_time"].append(step_time)
+        if step % s.step_records_every == 0 or step == self.max_steps:
+            out.insert(0, self._step_record_of(p, loss))
+        elif s.resource_usage_steps and step % s.resource_usage_steps == 0 and self.sampler is not None:
+            # no record this step (low): the memory trend still sees the reading it would have had
+            self._recent["memory"].append((self.sampler.resource_usage().get("memory") or {}).get("usage_percent"))
+        self._window.add(step_time, p.batch)
+        if s.performance_log_steps and self._window.steps >= s.performance_log_steps:
+            out.extend(self.performance(p.wall, p.elapsed, step))
+        return out
+
+    def _step_record_of(self, p: PendingStep, loss: float | None) -> dict:
+        """The ``training_step_complete`` record of ``p`` (built only for the steps that get one)."""
+        s, step, step_time, batch = self.settings, p.step, p.step_time, p.batch
         remaining = (self.max_steps - step) if self.max_steps else None
         eta_min = p.avg_step_time * remaining / 60.0 if remaining is not None else None
         extra = p.extra_metrics
@@ -173,12 +205,7 @@ class RecordBuilder:
             ) if t is not None}
         if p.layer_norms is not None:
             record[_LAYER_NORMS] = p.layer_norms
-        if step % s.step_records_every == 0 or step == self.max_steps:
-            out.insert(0, record)
-        self._window.add(step_time, batch)
-        if s.performance_log_steps and self._window.steps >= s.performance_log_steps:
-            out.extend(self.performance(p.wall, p.elapsed, step))
-        return out
+        return record
 
     def _finding(self, finding: dict, message: str, p: PendingStep, step: int) -> dict:
         """An ``anomaly`` record: this rank's header, then the finding (laid out by its spec already)."""

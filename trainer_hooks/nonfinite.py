@@ -35,12 +35,16 @@ class NonFiniteChecks:
         self._step_losses: list = []  # this step's loss tensors (note_loss), for a NaN/Inf report
         self._model = None  # for the NaN/Inf report when the loss or grad norm says so
 
-    @guarded
     def note_loss(self, loss) -> None:
         """The loss tensor of a micro-batch of the current step (kept by reference, detached:
-        no device sync), for the NaN/Inf report. The callback feeds it from a forward hook."""
-        if not self._ended and len(self._step_losses) < 64:
-            self._step_losses.append(loss.detach())
+        no device sync), for the NaN/Inf report. The callback feeds it from a forward hook.
+        (Guarded inline: called every micro-batch.)"""
+        try:
+            losses = self._step_losses
+            if len(losses) < 64 and not self._ended:
+                losses.append(loss.detach())
+        except Exception as exc:
+            self._fault("SessionLogger.note_loss failed", exc)
 
     @guarded
     @within_steps
