@@ -403,7 +403,8 @@ def _show_end_verdict(results: dict, rounds: int) -> None:
 def _show_trainer(results: dict, args) -> None:
     from benchmarks import trainer_overhead
 
-    m = results["trainer"] = trainer_overhead.measure(args.step_ms, 60 if args.quick else 120)
+    m = results["trainer"] = trainer_overhead.measure(args.step_ms, 60 if args.quick else 120,
+                                                      repeats=1 if args.quick else 3)
     print("\n".join(trainer_overhead.show(m)))
 
 

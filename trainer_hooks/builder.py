@@ -49,6 +49,19 @@ def _measured(stats: CommStats, size: int, seconds: float, factor: float | None)
     stats.add(size, seconds, algbw, busbw)
     return algbw, busbw
 
+def _extra_metrics(extra: dict | None, logs: dict) -> dict | None:
+    """``extra`` and the numbers of a trainer log other than the step's own metrics and its bookkeeping."""
+    out = dict(extra or {})
+    for key, value in logs.items():
+        key = key if type(key) is str else str(key)
+        if key in _OWN_KEYS or key in _NOT_STEP_METRICS or key.startswith(_NOT_STEP_PREFIXES):
+            continue
+        number = to_float(value)
+        if number is not None:
+            out[key] = number
+    return out or None
+
+
 def _rounded(value, digits: int):
     return None if value is None else round(value, digits)
 
@@ -134,19 +147,9 @@ class RecordBuilder:
 
     # -- steps -----------------------------------------------------------------------------
     def pending_step(self, raw: list) -> list[dict]:
-        """``step`` of a step as the training thread hands it over: PendingStep's fields as a list, with the
-        trainer log (``logs``) whose other numbers become ``extra_metrics`` here, off the training thread."""
-        p = PendingStep(*raw)
-        if p.logs:
-            extra = dict(p.extra_metrics or {})
-            for key, value in p.logs.items():
-                if key in _OWN_KEYS or key in _NOT_STEP_METRICS or key.startswith(_NOT_STEP_PREFIXES):
-                    continue
-                number = to_float(value)
-                if number is not None:
-                    extra[key] = number
-            p = p._replace(extra_metrics=extra or None, logs=None)
-        return self.step(p)
+        """``step`` of a step as the training thread hands it over: PendingStep's fields as a list (its
+        trainer log, ``logs``, is sorted into ``extra_metrics`` only where the step gets a record)."""
+        return self.step(PendingStep(*raw))
 
     def step(self, p: PendingStep) -> list[dict]:
         s = self.settings
@@ -181,6 +184,8 @@ class RecordBuilder:
         remaining = (self.max_steps - step) if self.max_steps else None
         eta_min = p.avg_step_time * remaining / 60.0 if remaining is not None else None
         extra = p.extra_metrics
+        if p.logs:
+            extra = _extra_metrics(extra, p.logs)
         record = self._step_record(
             timestamp=p.wall, time_s=round(p.elapsed, 6), step=step, epoch=p.epoch,
             message=f"Step {step} completed" + (f" - Loss: {loss:.6f}" if loss is not None else ""),
@@ -203,8 +208,11 @@ class RecordBuilder:
                 ("step_time_trend", trend(self._recent["step_time"])),
                 ("memory_usage_trend", trend(self._recent["memory"])),
             ) if t is not None}
-        if p.layer_norms is not None:
-            record[_LAYER_NORMS] = p.layer_norms
+        norms = p.layer_norms
+        if norms is not None:
+            if isinstance(norms, tuple):  # (names, norms) as the training thread read them
+                norms = {name: round(n, 6) if math.isfinite(n) else None for name, n in zip(*norms, strict=True)}
+            record[_LAYER_NORMS] = norms
         return record
 
     def _finding(self, finding: dict, message: str, p: PendingStep, step: int) -> dict:

@@ -57,7 +57,8 @@ class LogkitCallback(TrainerCallback):
         self._mark: float | None = None  # the Trainer's last event an evaluation or a save may follow
         self._predicting = False  # an evaluation's batches are running (its own log is part of it)
         s = self.logger.settings  # what the per-step methods skip at this verbosity, decided once
-        self._check_grads = s.grad_check or s.layer_grad_norms
+        if s.grad_check or s.layer_grad_norms:
+            self.on_pre_optimizer_step = self._check_gradients
         self._trainer_logs = s.trainer_logs
 
     @property
@@ -119,13 +120,11 @@ class LogkitCallback(TrainerCallback):
     def on_substep_end(self, args, state, control, **kwargs):
         self.logger.micro_batch_end()  # guarded itself
 
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        # the gradients exist only between backward and the optimizer step
-        if self._check_grads and self._model is not None:
-            try:
-                self.logger.check_gradients(self._model, state.global_step + 1)
-            except Exception as exc:
-                self.logger._fault("LogkitCallback.on_pre_optimizer_step failed", exc)
+    def _check_gradients(self, args, state, control, **kwargs):
+        # on_pre_optimizer_step where the verbosity reads the gradients (bound in __init__; else the
+        # Trainer's no-op): they exist only between backward and the optimizer step
+        if self._model is not None:
+            self.logger.check_gradients(self._model, state.global_step + 1)  # guarded itself
 
     def on_step_end(self, args, state, control, **kwargs):
         logger = self.logger

@@ -37,7 +37,7 @@ class PendingStep(NamedTuple):
     learning_rate: float | None
     grad_norm: float | None
     extra_metrics: dict | None = None  # any other number the trainer logged for the step
-    layer_norms: dict | None = None  # per-layer gradient norms (ultra)
+    layer_norms: dict | tuple | None = None  # per-layer gradient norms (ultra): by name, or (names, norms)
     logs: dict | None = None  # a trainer log for the step: its numbers other than the above go to extra_metrics
 
 
@@ -112,9 +112,12 @@ class StepLogging:
         now = time.perf_counter()
         since = self._micro_end if self._micro_end is not None else self._step_begin
         self._micro_end = now
-        self._emit(self._record(BATCH_COMPLETE, f"Micro-batch {self._micro} of step {self._last_step + 1}",
-                                "DEBUG", self._last_step + 1, micro_batch=self._micro,
-                                duration_s=round(now - since, 6) if since is not None else None))
+        if self._writer is not None:  # the record is made on the writer thread
+            self._writer.put_call(self._batch_complete, self._micro, self._last_step + 1, since, now)
+
+    def _batch_complete(self, micro: int, step: int, since: float | None, now: float) -> list[dict]:
+        return [self._record(BATCH_COMPLETE, f"Micro-batch {micro} of step {step}", "DEBUG", step, at=now,
+                             micro_batch=micro, duration_s=round(now - since, 6) if since is not None else None)]
 
     def step_end(self, step: int, *, epoch: float | None = None, loss=None, learning_rate=None, grad_norm=None,
                  tokens: int | None = None, total_batch_size: int | None = None, flush: bool = True) -> None:

@@ -87,7 +87,10 @@ class RecordWriter:
         self._flush_interval_s = flush_interval_s
         self._retry_after_s = retry_after_s
         self._buffer: deque = deque()  # append/popleft are atomic: no lock on either side
-        self._wake = threading.Event()  # close() wakes the thread at once
+        # close() wakes the thread at once by releasing this lock, held otherwise: a timed acquire is one
+        # C call per wake-up, where Event.wait runs a Condition's Python code and allocates a lock
+        self._wake = threading.Lock()
+        self._wake.acquire()
         self._files: dict[Path, object] = {}
         self._failed_paths: dict[Path, float] = {}  # path -> when it failed (retried later)
         self._stderr_said = False
@@ -116,7 +119,10 @@ class RecordWriter:
         """Write everything handed over, close the files, stop the thread."""
         if self._thread.is_alive():
             self._buffer.append(_STOP)
-            self._wake.set()
+            try:
+                self._wake.release()
+            except RuntimeError:  # released already (a second close)
+                pass
             self._thread.join(timeout)
 
     def report_error(self, what: str, exc: BaseException | None = None) -> None:
@@ -130,8 +136,7 @@ class RecordWriter:
     def _run(self) -> None:
         last_check = time.monotonic()
         while True:
-            self._wake.wait(self._flush_interval_s)
-            self._wake.clear()
+            self._wake.acquire(timeout=self._flush_interval_s)
             handled = len(self._buffer)
             stop = self._drain()
             if handled:  # now in the OS: a kill -9 loses at most the last interval's records
