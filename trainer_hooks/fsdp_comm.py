@@ -87,8 +87,8 @@ class FsdpCommTimer(CommTimer):
 
         work.get_future().add_done_callback(done)
 
-    def _step_sync(self, count: int) -> _ReduceScatterSync:
-        return _ReduceScatterSync(self.anchor, self.begin, count)
+    def _step_sync(self, count: int, anchor=None, begin: float | None = None) -> _ReduceScatterSync:
+        return _ReduceScatterSync(anchor, begin, count)
 
     def _is_gradient(self, op: str, phase: str) -> bool:
         """Whether the collective reduces the step's gradients (its phases are measured from them)."""

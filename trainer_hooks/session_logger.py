@@ -462,7 +462,8 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
         self._dist_timing = None
         # Only a completed run waits for the GPU to finish its last timed syncs; a failing or
         # signalled one may have a hung collective behind those events.
-        dropped = self._end_comm(wait_device=status == Status.COMPLETED and not from_signal)
+        dropped = self._end_comm(wait_device=status == Status.COMPLETED and not from_signal,
+                                 timeout=1.0 if from_signal else 10.0)
         if self._writer is not None and self._builder is not None:
             elapsed = time.perf_counter() - self._t0
             self._writer.put_call(self._builder.performance, self._wall0 + elapsed, elapsed)

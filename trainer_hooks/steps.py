@@ -146,7 +146,8 @@ class StepLogging:
                 self._samples += batch
             # the buckets launched since the last step end belong to this step; their records are
             # queued right after this step's record (multigpu.log: the step line, then its syncs)
-            self._pending_comm = self.comm.collect(step) if self._comm_timed else None
+            # (read on the writer thread: here only the list of launches is taken, with the step's anchor)
+            self._pending_comm = (self.comm, self.comm.take(step)) if self._comm_timed else None
             elapsed = now - self._t0
             # PendingStep's fields in order, as a list: add_metrics fills it in place
             self._pending = [self._wall0 + elapsed, elapsed, step, epoch, step_time,
@@ -202,19 +203,27 @@ class StepLogging:
         if writer is not None and builder is not None:
             writer.put_call(builder.pending_step, pending)
         comm, self._pending_comm = self._pending_comm, None
-        if comm:
-            self._put_comm(*comm)
+        if comm is not None and writer is not None and builder is not None:
+            timer, taken = comm
+            if taken[1] or timer._in_flight:  # launches of this step, or earlier ones still on the GPU
+                writer.put_call(self._comm_records, timer, taken)
 
-    def _put_comm(self, items: list, phases: list) -> None:
-        if (items or phases) and self._writer is not None and self._builder is not None:
-            elapsed = time.perf_counter() - self._t0
-            timer = self.comm
-            if items:
-                self._writer.put_call(getattr(self._builder, timer.records_by), self._wall0 + elapsed, elapsed, items,
-                                      timer.timing_source, timer.group_size)
-            if phases:
-                self._writer.put_call(self._builder.phases, self._wall0 + elapsed, elapsed, phases,
-                                      timer.timing_source, self.clock_offset, timer.phases_op)
+    def _comm_records(self, timer, taken: tuple) -> list[dict]:
+        """Writer thread: the step's collectives read (``CommTimer.absorb``) and their records, timed when
+        read (an operation the GPU finishes late is read, and timed, with a later step's)."""
+        items, phases = timer.absorb(*taken)
+        elapsed = time.perf_counter() - self._t0
+        return self._comm_built(timer, items, phases, self._wall0 + elapsed, elapsed)
+
+    def _comm_built(self, timer, items: list, phases: list, wall: float, elapsed: float) -> list[dict]:
+        out = []
+        if items:
+            out += getattr(self._builder, timer.records_by)(wall, elapsed, items, timer.timing_source,
+                                                            timer.group_size)
+        if phases:
+            out += self._builder.phases(wall, elapsed, phases, timer.timing_source, self.clock_offset,
+                                        timer.phases_op)
+        return out
 
     def where(self) -> tuple[int, str, str | None]:
         """(the step the rank is in, its phase, the phase's detail): ``data`` between steps
@@ -234,15 +243,33 @@ class StepLogging:
         """Now on the job clock (the host's monotonic clock minus its offset to rank 0's host)."""
         return time.perf_counter() - self.clock_offset
 
-    def _end_comm(self, wait_device: bool) -> int:
-        """The sync timings still unread: all of them (waiting for the GPU) or the ready ones;
-        returns how many were dropped unread, said in a record."""
+    def _end_comm(self, wait_device: bool, timeout: float) -> int | None:
+        """The sync timings still unread: all of them (waiting for the GPU) or the ready ones, read on the
+        writer thread after the steps' (the timer's reading is that thread's while the session runs);
+        returns how many were dropped unread (said in a record), None where the writer did not answer
+        within ``timeout`` seconds (it still writes them before it closes)."""
         if not self._comm_timed:
             return 0
-        items, phases, dropped = self.comm.finish(self._last_step, wait=wait_device)
-        self._put_comm(items, phases)
-        if dropped:
-            self._emit(self._record(RESOURCE_WARNING, f"{dropped} gradient-sync timings were still on the GPU at the "
-                                    "end and were dropped unread (the session did not complete)", "INFO",
-                                    self._last_step or None, subkind=FindingKind.COMM_TIMINGS_DROPPED, value=dropped))
-        return dropped
+        writer, timer = self._writer, self.comm
+        if writer is None or self._builder is None:
+            return timer.finish(self._last_step, wait=wait_device)[2]
+        done, box = threading.Event(), []
+        writer.put_call(self._comm_finish, timer, self._last_step, wait_device, done, box)
+        writer.wake()
+        done.wait(timeout)
+        return box[0] if box else None
+
+    def _comm_finish(self, timer, step: int, wait: bool, done: threading.Event, box: list) -> list[dict]:
+        """Writer thread, at session end: every timing left (``CommTimer.finish``) and its records."""
+        try:
+            items, phases, dropped = timer.finish(step, wait=wait)
+            box.append(dropped)
+            elapsed = time.perf_counter() - self._t0
+            out = self._comm_built(timer, items, phases, self._wall0 + elapsed, elapsed)
+            if dropped:
+                out.append(self._record(RESOURCE_WARNING, f"{dropped} gradient-sync timings were still on the GPU at "
+                                        "the end and were dropped unread (the session did not complete)", "INFO",
+                                        step or None, subkind=FindingKind.COMM_TIMINGS_DROPPED, value=dropped))
+            return out
+        finally:
+            done.set()

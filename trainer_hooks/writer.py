@@ -111,6 +111,13 @@ class RecordWriter:
     def put_text(self, path: Path, line: str) -> None:
         self._buffer.append((Path(path), line))
 
+    def wake(self) -> None:
+        """Have the writer thread take what was handed over now, not at its next interval."""
+        try:
+            self._wake.release()
+        except RuntimeError:  # released already: it wakes anyway
+            pass
+
     def pending(self) -> int:
         """Items handed over and not yet taken by the writer thread."""
         return len(self._buffer)
@@ -119,10 +126,7 @@ class RecordWriter:
         """Write everything handed over, close the files, stop the thread."""
         if self._thread.is_alive():
             self._buffer.append(_STOP)
-            try:
-                self._wake.release()
-            except RuntimeError:  # released already (a second close)
-                pass
+            self.wake()
             self._thread.join(timeout)
 
     def report_error(self, what: str, exc: BaseException | None = None) -> None:
