@@ -43,8 +43,9 @@ _USAGE, _TRENDS, _LAYER_NORMS = (top_key(TRAINING_STEP, n) for n in ("resource_u
 def _measured(stats: CommStats, size: int, seconds: float, factor: float | None) -> tuple[float | None, float | None]:
     """A collective's algbw and busbw (MB/s; None where not finite or no bus factor), added to ``stats``:
     one computation for DDP buckets and sharded models' collectives alike."""
-    algbw = bandwidth_mb_s(size, seconds)
-    algbw = algbw if math.isfinite(algbw) else None
+    algbw = bandwidth_mb_s(size, seconds) if seconds > 0 else None
+    if algbw is not None and not math.isfinite(algbw):
+        algbw = None
     busbw = algbw * factor if algbw is not None and factor is not None else None
     stats.add(size, seconds, algbw, busbw)
     return algbw, busbw
@@ -127,6 +128,7 @@ class RecordBuilder:
         self.total_batch_size = total_batch_size
         self.sampler = sampler
         self.comm_stats: dict[str, CommStats] = {}
+        self._per_op: dict[tuple, tuple] = {}
         self._window = _Window()
         self._slow = SlowStepDetector(settings.slow_step_factor)
         self._spike = LossSpikeDetector(settings.loss_spike_factor)
@@ -283,15 +285,15 @@ class RecordBuilder:
         phase, bytes, seconds[, group size where each call has its own]); busbw by each op's bus factor
         ((n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce, 1 for broadcast)."""
         out = []
-        factors: dict = {}
+        per_op = self._per_op  # (op, group size) -> (bus factor, the op's totals): the same every step
         records = self.settings.communication_records
         time_s = round(elapsed, 6)
         for step, unit, op, phase, size, seconds, *own in items:
             n = own[0] if own and own[0] is not None else group_size
-            if (op, n) not in factors:
-                factors[(op, n)] = busbw_factor(op, n)
-                self.comm_stats.setdefault(op, CommStats())
-            factor, stats = factors[(op, n)], self.comm_stats[op]
+            known = per_op.get((op, n))
+            if known is None:
+                known = per_op[(op, n)] = (busbw_factor(op, n), self.comm_stats.setdefault(op, CommStats()))
+            factor, stats = known
             algbw, busbw = _measured(stats, size, seconds, factor)
             if records:
                 out.append(self._collective_record(
