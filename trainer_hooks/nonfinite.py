@@ -150,9 +150,19 @@ def grad_norms(grads: list[tuple[str, object]]) -> list[float]:
     except Exception:  # mixed devices or dtypes the fused kernel does not take
         norms = [t.float().norm() for t in tensors]
     try:  # one stack of the norms as they are (one device, one dtype: the usual case), one transfer
-        return torch.stack(norms).float().cpu().tolist()
+        stacked = torch.stack(norms)
     except Exception:
-        return torch.stack([n.float().to(tensors[0].device) for n in norms]).cpu().tolist()
+        norms = [_whole(n) for n in norms]
+        stacked = torch.stack([n.float().to(norms[0].device) for n in norms])
+    return _whole(stacked).float().cpu().tolist()
+
+
+def _whole(norm):
+    """A norm as a plain tensor. A sharded model's gradients (FSDP2: DTensors) give partial norms, one
+    part per shard: ``full_tensor`` combines them across the shard group in one collective, as torch's
+    ``clip_grad_norm_`` does at the same point of every rank's step (a DTensor has no ``tolist``)."""
+    full = getattr(norm, "full_tensor", None)
+    return full() if full is not None else norm
 
 
 def loss_tensors(losses: list, logged=None) -> list[tuple[str, object]]:
