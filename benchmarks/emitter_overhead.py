@@ -12,6 +12,11 @@ from ``/proc/self/task/<tid>/schedstat``). Divided by the step time it bounds wh
 logger can cost training even if none of its threads' work overlapped with training.
 Target: <= 0.5 %.
 
+Part 2b (the loop helper, a row per level): the same count per verbosity level, ``time.thread_time()``
+around the logger's calls (``step_begin``, ``check_gradients`` where the level reads gradients,
+``log_step``) and every ``logkit-*`` thread's CPU, per step, against the level's budget (0.2 / 0.4 /
+0.5 / 1 % of a 50 ms step); the levels alternated over 3 runs, median and range.
+
 Part 3 (end to end, statistical): blocks of steps without and with logging, in ABBA order
 (the variant that runs first alternates from pair to pair, so the writer's work spilling
 past a logged block lands on both variants alike), many pairs; the median of the per-pair
@@ -38,6 +43,7 @@ thread's CPU; per step, as a share of the same invocation's step without the cal
     python benchmarks/emitter_overhead.py --quick    # ~40 s, noisier
     python benchmarks/emitter_overhead.py --end-verdict-only   # part 4 alone, ~1 minute
     python benchmarks/emitter_overhead.py --trainer-only       # part 5 alone, ~3 minutes
+    python benchmarks/emitter_overhead.py --levels-only        # parts 2b and 5: a row per level, ~6 minutes
 """
 
 from __future__ import annotations
@@ -232,6 +238,77 @@ def measure(step_ms: float, pairs: int, steps_per_block: int, verbosity: str, ch
     return out
 
 
+def loop_levels(step_ms: float, steps: int, repeats: int, levels=("low", "medium", "high", "ultra")) -> dict:
+    """Part 2b: the loop helper (``TrainingLogger``) a row per level, counted as the Trainer's rows are
+    (``trainer_overhead.py``): ``time.thread_time()`` around the logger's calls on the training thread
+    (``step_begin``, ``check_gradients`` where the level reads the gradients, ``log_step``) plus the CPU
+    of every ``logkit-*`` thread over the measured steps, per step; ``repeats`` runs a level, the levels
+    alternated, median and range."""
+    from benchmarks.trainer_overhead import BUDGET_PCT, logger_threads
+    from trainer_hooks import TrainingLogger
+
+    model, opt, x, y = _model_for(step_ms)
+    runs: dict = {level: [] for level in levels}
+    step_times = []
+    warmup = 5
+    for i in range(repeats):
+        for level in (levels if i % 2 == 0 else tuple(reversed(levels))):
+            with tempfile.TemporaryDirectory() as tmp, \
+                    TrainingLogger(tmp, level, model=model, per_device_batch_size=512, max_steps=steps,
+                                   end_verdict=False) as tlog:
+                log, clock = tlog.logger, time.thread_time
+                grads = log.settings.grad_check or log.settings.layer_grad_norms
+                inside, t_begin = 0.0, None
+                for step in range(steps):
+                    if step == warmup:
+                        ids = logger_threads()
+                        cpu0 = {n: thread_cpu_s(t) for n, t in ids.items()}
+                        inside, t_begin = 0.0, time.perf_counter()
+                    a = clock()
+                    log.step_begin()
+                    inside += clock() - a
+                    loss = _train_step(model, opt, x, y)
+                    if grads:
+                        a = clock()
+                        tlog.check_gradients(loss)
+                        inside += clock() - a
+                    opt.step()
+                    opt.zero_grad()
+                    value = float(loss.detach())
+                    a = clock()
+                    tlog.log_step(loss=value, learning_rate=1e-3)
+                    inside += clock() - a
+                cpu1 = {n: thread_cpu_s(t) for n, t in ids.items()}
+                measured = steps - warmup
+                step_times.append((time.perf_counter() - t_begin) / measured)
+                threads = {n: (cpu1[n] - cpu0[n]) / measured for n in cpu0
+                           if cpu0[n] is not None and cpu1[n] is not None}
+                runs[level].append({"training_thread_s": inside / measured, "threads_s": threads,
+                                    "total_s": inside / measured + sum(threads.values())})
+    out = {"steps": steps, "repeats": repeats, "step_ms": statistics.median(step_times) * 1e3, "levels": {}}
+    for level, rs in runs.items():
+        totals = [r["total_s"] for r in rs]
+        out["levels"][level] = {
+            "total_us": statistics.median(totals) * 1e6, "range_us": [min(totals) * 1e6, max(totals) * 1e6],
+            "training_thread_us": statistics.median(r["training_thread_s"] for r in rs) * 1e6,
+            "threads_us": {n: statistics.median(r["threads_s"].get(n, 0.0) for r in rs) * 1e6
+                           for n in sorted({n for r in rs for n in r["threads_s"]})},
+            "budget_us": BUDGET_PCT[level] / 100 * step_ms * 1e3}
+    return out
+
+
+def show_loop_levels(m: dict, step_ms: float) -> list[str]:
+    lines = [f"loop helper  : an MLP under TrainingLogger, {m['steps']} steps a run (5 left out), {m['repeats']} run(s) "
+             f"a level, alternated (median, range); logged step {m['step_ms']:.1f} ms"]
+    for level, r in m["levels"].items():
+        threads = ", ".join(f"{n.removeprefix('logkit-')} {v:.0f}" for n, v in r["threads_us"].items())
+        lines.append(f"  {level:<7}: training thread {r['training_thread_us']:.0f} us + threads ({threads}) us = "
+                     f"{r['total_us']:.0f} us a step ({r['range_us'][0]:.0f}-{r['range_us'][1]:.0f}): "
+                     f"{r['total_us'] / (step_ms * 1e3) * 100:.2f}% of a {step_ms:g} ms step  budget "
+                     f"{r['budget_us']:.0f} us -> {'OK' if r['total_us'] <= r['budget_us'] else 'ABOVE'}")
+    return lines
+
+
 def _fake_buckets(comm, buckets: int) -> None:
     """``buckets`` gradient-sync buckets of 25 MB, 10 ms each, as the DDP hook hands them over
     (``commhook.CommTimer.pending``: index, bytes, start, end, launch sequence number)."""
@@ -403,7 +480,8 @@ def _show_end_verdict(results: dict, rounds: int) -> None:
 def _show_trainer(results: dict, args) -> None:
     from benchmarks import trainer_overhead
 
-    m = results["trainer"] = trainer_overhead.measure(args.step_ms, 60 if args.quick else 120)
+    m = results["trainer"] = trainer_overhead.measure(args.step_ms, 60 if args.quick else 120,
+                                                      repeats=1 if args.quick else 3)
     print("\n".join(trainer_overhead.show(m)))
 
 
@@ -421,8 +499,17 @@ def main(argv=None) -> int:
     p.add_argument("--end-verdict-only", action="store_true", help="part 4 alone")
     p.add_argument("--trainer", action="store_true", help="also part 5: the Trainer callback, a row per level")
     p.add_argument("--trainer-only", action="store_true", help="part 5 alone")
+    p.add_argument("--levels-only", action="store_true",
+                   help="the per-level rows alone: part 2b (loop helper) and part 5 (Trainer)")
     args = p.parse_args(argv)
     results: dict = {}
+    if args.levels_only:
+        m = results["loop_levels"] = loop_levels(args.step_ms, 60 if args.quick else 120, 1 if args.quick else 3)
+        print("\n".join(show_loop_levels(m, args.step_ms)))
+        _show_trainer(results, args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     if args.trainer_only:
         _show_trainer(results, args)
         if args.json:
@@ -480,6 +567,8 @@ def main(argv=None) -> int:
           + ("n/a (no per-thread CPU times here)" if bound is None else
              f"{bound:.3f}% of this run's {m['step_ms']:.1f} ms step, {nominal:.3f}% of a {args.step_ms:g} ms step  "
              f"target <= 0.5% -> {'OK' if max(bound, nominal) <= 0.5 else 'ABOVE TARGET'}"))
+    m2 = results["loop_levels"] = loop_levels(args.step_ms, 60 if args.quick else 120, 1 if args.quick else 3)
+    print("\n".join(show_loop_levels(m2, args.step_ms)))
     print(f"end to end   : ABBA blocks of {m['steps_per_block']} steps, logged/unlogged step time: "
           f"{_fmt_ratio(m['abba'])}")
     if args.aa:

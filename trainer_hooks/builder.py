@@ -31,6 +31,10 @@ PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total
 PHASE_FIELDS = f"{HEADER} begin_clock_s compute_s first_ready_s sync_s buckets timing_source"
 
 _NO_METRICS = MappingProxyType({})
+# a trainer log's keys that are no step metric of their own (the callback hands the whole log over)
+_OWN_KEYS = frozenset(TRAINING_STEP[name].raw[-1] for name in ("loss", "learning_rate", "grad_norm"))
+_NOT_STEP_METRICS = frozenset(("epoch", "total_flos", "step"))
+_NOT_STEP_PREFIXES = ("eval_", "train_", "test_")
 # keys a step record gets only where the settings ask for them, after the others
 _USAGE, _TRENDS, _LAYER_NORMS = (top_key(TRAINING_STEP, n) for n in ("resource_usage", "trends", "layer_grad_norms"))
 
@@ -39,11 +43,25 @@ _USAGE, _TRENDS, _LAYER_NORMS = (top_key(TRAINING_STEP, n) for n in ("resource_u
 def _measured(stats: CommStats, size: int, seconds: float, factor: float | None) -> tuple[float | None, float | None]:
     """A collective's algbw and busbw (MB/s; None where not finite or no bus factor), added to ``stats``:
     one computation for DDP buckets and sharded models' collectives alike."""
-    algbw = bandwidth_mb_s(size, seconds)
-    algbw = algbw if math.isfinite(algbw) else None
+    algbw = bandwidth_mb_s(size, seconds) if seconds > 0 else None
+    if algbw is not None and not math.isfinite(algbw):
+        algbw = None
     busbw = algbw * factor if algbw is not None and factor is not None else None
     stats.add(size, seconds, algbw, busbw)
     return algbw, busbw
+
+def _extra_metrics(extra: dict | None, logs: dict) -> dict | None:
+    """``extra`` and the numbers of a trainer log other than the step's own metrics and its bookkeeping."""
+    out = dict(extra or {})
+    for key, value in logs.items():
+        key = key if type(key) is str else str(key)
+        if key in _OWN_KEYS or key in _NOT_STEP_METRICS or key.startswith(_NOT_STEP_PREFIXES):
+            continue
+        number = to_float(value)
+        if number is not None:
+            out[key] = number
+    return out or None
+
 
 def _rounded(value, digits: int):
     return None if value is None else round(value, digits)
@@ -110,6 +128,7 @@ class RecordBuilder:
         self.total_batch_size = total_batch_size
         self.sampler = sampler
         self.comm_stats: dict[str, CommStats] = {}
+        self._per_op: dict[tuple, tuple] = {}
         self._window = _Window()
         self._slow = SlowStepDetector(settings.slow_step_factor)
         self._spike = LossSpikeDetector(settings.loss_spike_factor)
@@ -129,9 +148,14 @@ class RecordBuilder:
         self._anomaly = layout(ANOMALY, HEADER, type=ANOMALY.type, level="WARNING", **rank)
 
     # -- steps -----------------------------------------------------------------------------
+    def pending_step(self, raw: list) -> list[dict]:
+        """``step`` of a step as the training thread hands it over: PendingStep's fields as a list (its
+        trainer log, ``logs``, is sorted into ``extra_metrics`` only where the step gets a record)."""
+        return self.step(PendingStep(*raw))
+
     def step(self, p: PendingStep) -> list[dict]:
         s = self.settings
-        step, step_time, batch = p.step, p.step_time, p.batch
+        step, step_time = p.step, p.step_time
         self._last_step = step
         out = []
         slow = self._slow.check(step_time)
@@ -146,9 +170,24 @@ class RecordBuilder:
                 out.append(self._finding(spike, f"Loss spike at step {step}: {loss:.4f} (recent median {median:.4f})",
                                          p, step))
         self._recent["step_time"].append(step_time)
+        if step % s.step_records_every == 0 or step == self.max_steps:
+            out.insert(0, self._step_record_of(p, loss))
+        elif s.resource_usage_steps and step % s.resource_usage_steps == 0 and self.sampler is not None:
+            # no record this step (low): the memory trend still sees the reading it would have had
+            self._recent["memory"].append((self.sampler.resource_usage().get("memory") or {}).get("usage_percent"))
+        self._window.add(step_time, p.batch)
+        if s.performance_log_steps and self._window.steps >= s.performance_log_steps:
+            out.extend(self.performance(p.wall, p.elapsed, step))
+        return out
+
+    def _step_record_of(self, p: PendingStep, loss: float | None) -> dict:
+        """The ``training_step_complete`` record of ``p`` (built only for the steps that get one)."""
+        s, step, step_time, batch = self.settings, p.step, p.step_time, p.batch
         remaining = (self.max_steps - step) if self.max_steps else None
         eta_min = p.avg_step_time * remaining / 60.0 if remaining is not None else None
         extra = p.extra_metrics
+        if p.logs:
+            extra = _extra_metrics(extra, p.logs)
         record = self._step_record(
             timestamp=p.wall, time_s=round(p.elapsed, 6), step=step, epoch=p.epoch,
             message=f"Step {step} completed" + (f" - Loss: {loss:.6f}" if loss is not None else ""),
@@ -171,14 +210,12 @@ class RecordBuilder:
                 ("step_time_trend", trend(self._recent["step_time"])),
                 ("memory_usage_trend", trend(self._recent["memory"])),
             ) if t is not None}
-        if p.layer_norms is not None:
-            record[_LAYER_NORMS] = p.layer_norms
-        if step % s.step_records_every == 0 or step == self.max_steps:
-            out.insert(0, record)
-        self._window.add(step_time, batch)
-        if s.performance_log_steps and self._window.steps >= s.performance_log_steps:
-            out.extend(self.performance(p.wall, p.elapsed, step))
-        return out
+        norms = p.layer_norms
+        if norms is not None:
+            if isinstance(norms, tuple):  # (names, norms) as the training thread read them
+                norms = {name: round(n, 6) if math.isfinite(n) else None for name, n in zip(*norms, strict=True)}
+            record[_LAYER_NORMS] = norms
+        return record
 
     def _finding(self, finding: dict, message: str, p: PendingStep, step: int) -> dict:
         """An ``anomaly`` record: this rank's header, then the finding (laid out by its spec already)."""
@@ -248,15 +285,15 @@ class RecordBuilder:
         phase, bytes, seconds[, group size where each call has its own]); busbw by each op's bus factor
         ((n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce, 1 for broadcast)."""
         out = []
-        factors: dict = {}
+        per_op = self._per_op  # (op, group size) -> (bus factor, the op's totals): the same every step
         records = self.settings.communication_records
         time_s = round(elapsed, 6)
         for step, unit, op, phase, size, seconds, *own in items:
             n = own[0] if own and own[0] is not None else group_size
-            if (op, n) not in factors:
-                factors[(op, n)] = busbw_factor(op, n)
-                self.comm_stats.setdefault(op, CommStats())
-            factor, stats = factors[(op, n)], self.comm_stats[op]
+            known = per_op.get((op, n))
+            if known is None:
+                known = per_op[(op, n)] = (busbw_factor(op, n), self.comm_stats.setdefault(op, CommStats()))
+            factor, stats = known
             algbw, busbw = _measured(stats, size, seconds, factor)
             if records:
                 out.append(self._collective_record(

@@ -25,7 +25,8 @@ from trainer_hooks.lifecycle import end_on_exit
 from trainer_hooks.session_logger import SessionLogger
 
 # Trainer log keys that are not per-step training metrics.
-_NOT_STEP_METRICS = ("epoch", "total_flos", "step")
+_NOT_STEP_METRICS = frozenset(("epoch", "total_flos", "step"))
+_NOT_STEP_PREFIXES = ("eval_", "train_", "test_")
 
 
 class LogkitCallback(TrainerCallback):
@@ -55,6 +56,10 @@ class LogkitCallback(TrainerCallback):
         self._loss_hook = None
         self._mark: float | None = None  # the Trainer's last event an evaluation or a save may follow
         self._predicting = False  # an evaluation's batches are running (its own log is part of it)
+        s = self.logger.settings  # what the per-step methods skip at this verbosity, decided once
+        if s.grad_check or s.layer_grad_norms:
+            self.on_pre_optimizer_step = self._check_gradients
+        self._trainer_logs = s.trainer_logs
 
     @property
     def session_dir(self):
@@ -93,60 +98,82 @@ class LogkitCallback(TrainerCallback):
         self._tokens_seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
         self._mark = time.perf_counter()  # eval_on_start evaluates before the first step
 
+    # The per-step methods below are the hot path: each is one flat frame, the guard written inline
+    # (a wrapper frame costs microseconds on caches the step's compute left cold), and what is not
+    # needed at this verbosity is skipped before any call.
     def _note_loss(self, module, args, output) -> None:
         # a forward hook: it must never raise into the model's forward
         try:
             if module.training:
-                loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+                loss = getattr(output, "loss", None)
+                if loss is None and isinstance(output, dict):
+                    loss = output.get("loss")
                 if loss is not None and hasattr(loss, "detach"):
                     self.logger.note_loss(loss)
         except Exception:
             pass
 
-    @guarded
     def on_step_begin(self, args, state, control, **kwargs):
         self._mark = None
-        self.logger.step_begin()
+        self.logger.step_begin()  # guarded itself
 
-    @guarded
     def on_substep_end(self, args, state, control, **kwargs):
-        self.logger.micro_batch_end()
+        self.logger.micro_batch_end()  # guarded itself
 
-    @guarded
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        # the gradients exist only between backward and the optimizer step
-        s = self.logger.settings
-        if self._model is not None and (s.grad_check or s.layer_grad_norms):
-            self.logger.check_gradients(self._model, state.global_step + 1)
+    def _check_gradients(self, args, state, control, **kwargs):
+        # on_pre_optimizer_step where the verbosity reads the gradients (bound in __init__; else the
+        # Trainer's no-op): they exist only between backward and the optimizer step
+        if self._model is not None:
+            self.logger.check_gradients(self._model, state.global_step + 1)  # guarded itself
 
-    @guarded
     def on_step_end(self, args, state, control, **kwargs):
-        # the step's last micro-batch (the earlier ones ended in on_substep_end)
-        self.logger.micro_batch_end()
-        seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
-        tokens, self._tokens_seen = seen - self._tokens_seen, seen
-        # The loss of this step arrives in on_log right after: keep the record open.
-        self.logger.step_end(state.global_step, epoch=state.epoch, tokens=tokens or None, flush=False)
-        if self.logger.stop_requested:
-            control.should_training_stop = True
+        logger = self.logger
+        try:
+            # the step's last micro-batch (the earlier ones ended in on_substep_end)
+            logger.micro_batch_end()
+            seen = getattr(state, "num_input_tokens_seen", 0)
+            if seen:
+                seen = int(seen)
+                tokens, self._tokens_seen = seen - self._tokens_seen, seen
+            else:
+                tokens = None
+            # The loss of this step arrives in on_log right after: keep the record open.
+            logger.step_end(state.global_step, epoch=state.epoch, tokens=tokens or None, flush=False)
+            if logger.stop_requested:
+                control.should_training_stop = True
+        except Exception as exc:
+            logger._fault("LogkitCallback.on_step_end failed", exc)
         self._mark = time.perf_counter()
 
-    @guarded
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs:
             return
-        self.logger.trainer_log(state.global_step, logs)
-        step_metrics = {k: v for k, v in logs.items()
-                        if k not in _NOT_STEP_METRICS and not k.startswith(("eval_", "train_", "test_"))}
-        if step_metrics:
-            self.logger.add_metrics(state.global_step, step_metrics)
-        # the step's NaN/Inf may show only in its log (a NaN grad norm, read after on_step_end):
-        # the Trainer checks the flag after logging, so it still stops after this very step
-        if self.logger.stop_requested:
-            control.should_training_stop = True
+        logger = self.logger
+        try:
+            if self._trainer_logs:
+                logger.trainer_log(state.global_step, logs)
+            # one pass over the keys: does the log hold a step metric, is it a timed phase's own log
+            step_metric = runtime = False
+            for key in logs:
+                if type(key) is not str:
+                    key = str(key)
+                if key.endswith("_runtime"):
+                    runtime = True
+                elif not step_metric and key not in _NOT_STEP_METRICS and not key.startswith(_NOT_STEP_PREFIXES):
+                    step_metric = True
+            if step_metric:
+                # loss, learning rate and grad norm read now; the log's other numbers on the writer thread
+                logger.add_metrics(state.global_step, logs)
+            # the step's NaN/Inf may show only in its log (a NaN grad norm, read after on_step_end):
+            # the Trainer checks the flag after logging, so it still stops after this very step
+            if logger.stop_requested:
+                control.should_training_stop = True
+        except Exception as exc:
+            logger._fault("LogkitCallback.on_log failed", exc)
+            runtime = True
         # a training log: an evaluation may start after it (an evaluation's own log, inside it, has a
         # *_runtime key, and comes after its prediction steps)
-        if self._mark is not None and not self._predicting and not any(str(k).endswith("_runtime") for k in logs):
+        if self._mark is not None and not self._predicting and not runtime:
             self._mark = time.perf_counter()
 
     @guarded

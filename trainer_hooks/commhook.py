@@ -115,10 +115,21 @@ class CommTimer:
         in_flight_s)`` (``begin``: the step's start on the host's monotonic clock;
         ``in_flight_s``: the time at least one of its buckets was in flight). The
         buckets launched since the last call belong to ``step``. ``wait=True`` (session end)
-        waits for the GPU."""
+        waits for the GPU. ``take`` then ``absorb``, in one call."""
+        return self.absorb(*self.take(step), wait=wait)
+
+    def take(self, step: int) -> tuple:
+        """The training thread's half of ``collect``, at a step's end: the operations launched since the
+        last call (they belong to ``step``) with the step's anchor, for ``absorb``. The emitter reads
+        them on its writer thread: reading each operation and the step's phases is not training's work."""
         launched, self.pending = self.pending, []
+        return step, launched, self.anchor, self.begin
+
+    def absorb(self, step: int, launched: list, anchor, begin: float | None,
+               wait: bool = False) -> tuple[list[tuple], list[tuple]]:
+        """The reading half of ``collect`` (one thread at a time: the writer thread while the session runs)."""
         if launched:
-            self._steps[step] = self._step_sync(len(launched))
+            self._steps[step] = self._step_sync(len(launched), anchor, begin)
             self._in_flight.extend((step, *item) for item in launched)
         ready, phases = [], []
         while self._in_flight:
@@ -132,9 +143,9 @@ class CommTimer:
             self._read(item, ready, phases)
         return ready, phases
 
-    def _step_sync(self, count: int) -> _StepSync:
+    def _step_sync(self, count: int, anchor=None, begin: float | None = None) -> _StepSync:
         """The tracker of one step's ``count`` operations, anchored at the step's start."""
-        return _StepSync(self.anchor, self.begin, count)
+        return _StepSync(anchor, begin, count)
 
     def _read(self, item: tuple, ready: list, phases: list) -> None:
         step, index, size, start, end, seq = item

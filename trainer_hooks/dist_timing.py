@@ -89,9 +89,9 @@ class DistTimer(FsdpCommTimer):
         super().step_begin()
         self.in_step, self.phase = True, "forward"
 
-    def collect(self, step: int, wait: bool = False):
+    def take(self, step: int) -> tuple:
         self.in_step = False  # until the next step begins (evaluation, checkpoints: not a step's work)
-        return super().collect(step, wait)
+        return super().take(step)
 
     # the phase hooks (install): a forward starts, a forward ended (its backward and the gradient reduction
     # that follows it, DeepSpeed's in engine.backward, come next), an optimizer step starts

@@ -87,8 +87,8 @@ class FsdpCommTimer(CommTimer):
 
         work.get_future().add_done_callback(done)
 
-    def _step_sync(self, count: int) -> _ReduceScatterSync:
-        return _ReduceScatterSync(self.anchor, self.begin, count)
+    def _step_sync(self, count: int, anchor=None, begin: float | None = None) -> _ReduceScatterSync:
+        return _ReduceScatterSync(anchor, begin, count)
 
     def _is_gradient(self, op: str, phase: str) -> bool:
         """Whether the collective reduces the step's gradients (its phases are measured from them)."""
@@ -96,7 +96,7 @@ class FsdpCommTimer(CommTimer):
 
     def _read(self, item: tuple, ready: list, phases: list) -> None:
         step, unit, size, start, end, seq, op, phase = item
-        ready.append((step, unit, op, phase, size, _seconds(start, end)))
+        ready.append((step, unit, op, phase, size, end - start if start.__class__ is float else _seconds(start, end)))
         sync = self._steps.get(step)
         if sync is not None and sync.add_op(seq, start, end, self._is_gradient(op, phase)):
             del self._steps[step]

@@ -11,6 +11,7 @@ diverged run does not fill the disk.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 from logkit.schema.findings import FindingKind
@@ -34,13 +35,18 @@ class NonFiniteChecks:
         self._nan_steps: set[int] = set()
         self._step_losses: list = []  # this step's loss tensors (note_loss), for a NaN/Inf report
         self._model = None  # for the NaN/Inf report when the loss or grad norm says so
+        self._trainable: tuple | None = None  # (model, its trainable (name, parameter) pairs)
 
-    @guarded
     def note_loss(self, loss) -> None:
         """The loss tensor of a micro-batch of the current step (kept by reference, detached:
-        no device sync), for the NaN/Inf report. The callback feeds it from a forward hook."""
-        if not self._ended and len(self._step_losses) < 64:
-            self._step_losses.append(loss.detach())
+        no device sync), for the NaN/Inf report. The callback feeds it from a forward hook.
+        (Guarded inline: called every micro-batch.)"""
+        try:
+            losses = self._step_losses
+            if len(losses) < 64 and not self._ended:
+                losses.append(loss.detach())
+        except Exception as exc:
+            self._fault("SessionLogger.note_loss failed", exc)
 
     @guarded
     @within_steps
@@ -50,18 +56,38 @@ class NonFiniteChecks:
         ``losses``: this step's loss tensors (else those given to ``note_loss``), reported
         with the gradients when they are not finite."""
         step = self._last_step + 1 if step is None else step
-        grads = named_grads(model)
+        grads = self._grads_of(model)
         norms = grad_norms(grads)
-        finite = all(math.isfinite(n) for n in norms)
-        if self.settings.layer_grad_norms:
-            self._layer_norms = (step, {name: round(n, 6) if math.isfinite(n) else None
-                                        for (name, _), n in zip(grads, norms, strict=True)})
-            for finding in self._grad_watch.check({name: n for (name, _), n in zip(grads, norms, strict=True)}):
-                self._finding(ANOMALY, finding, step)
+        total = sum(norms)
+        finite = total - total == 0.0 or all(math.isfinite(n) for n in norms)  # (a sum may overflow)
+        if self.settings.layer_grad_norms and self._writer is not None:
+            # the per-layer dict and the explode/vanish watch are built on the writer thread
+            names = tuple(name for name, _ in grads)
+            self._layer_norms = (step, (names, norms))
+            self._writer.put_call(self._grad_findings, step, names, norms, time.perf_counter())
         if not finite:
             self.report_nonfinite(step, FindingKind.NAN_GRAD, model=model, grads=grads,
                                   losses=self._step_losses if losses is None else losses)
         return finite
+
+    def _grads_of(self, model) -> list[tuple[str, object]]:
+        """``named_grads(model)`` through the trainable parameters listed once per model (walking the
+        modules every step is the same walk every step; each step's ``.grad`` is read anew)."""
+        cached = self._trainable
+        if cached is None or cached[0] is not model:
+            cached = self._trainable = (model, [(n, p) for n, p in model.named_parameters() if p.requires_grad])
+        return [(n, g) for n, p in cached[1] if (g := p.grad) is not None]
+
+    def _grad_findings(self, step: int, names: tuple, norms: list, at: float) -> list[dict]:
+        """Writer thread: the explode/vanish findings of one step's per-layer norms (``GradNormWatch``),
+        timed at their check (``at``)."""
+        out = []
+        for finding in self._grad_watch.check(dict(zip(names, norms, strict=True))):
+            record = self._record(ANOMALY, f"{ANOMALY['subkind'].get(finding)}: {ANOMALY['value'].get(finding)}",
+                                  "WARNING", step, at=at)
+            record.update(finding)
+            out.append(record)
+        return out
 
     @guarded
     def report_nonfinite(self, step: int, kind: str, model=None, grads=None, loss=None, losses=None) -> None:
@@ -123,7 +149,20 @@ def grad_norms(grads: list[tuple[str, object]]) -> list[float]:
         norms = torch._foreach_norm(tensors)
     except Exception:  # mixed devices or dtypes the fused kernel does not take
         norms = [t.float().norm() for t in tensors]
-    return torch.stack([n.float().to(tensors[0].device) for n in norms]).cpu().tolist()
+    try:  # one stack of the norms as they are (one device, one dtype: the usual case), one transfer
+        stacked = torch.stack(norms)
+    except Exception:
+        norms = [_whole(n) for n in norms]
+        stacked = torch.stack([n.float().to(norms[0].device) for n in norms])
+    return _whole(stacked).float().cpu().tolist()
+
+
+def _whole(norm):
+    """A norm as a plain tensor. A sharded model's gradients (FSDP2: DTensors) give partial norms, one
+    part per shard: ``full_tensor`` combines them across the shard group in one collective, as torch's
+    ``clip_grad_norm_`` does at the same point of every rank's step (a DTensor has no ``tolist``)."""
+    full = getattr(norm, "full_tensor", None)
+    return full() if full is not None else norm
 
 
 def loss_tensors(losses: list, logged=None) -> list[tuple[str, object]]:

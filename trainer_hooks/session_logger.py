@@ -290,8 +290,11 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
         except ImportError:
             return
         # five samples per interval (mean/min/max of something), at most one every 2 s (each
-        # costs ~0.5 ms of CPU in psutil and NVML)
-        self._sampler = ResourceSampler(interval_s=interval, sample_every_s=min(2.0, max(0.05, interval / 5)),
+        # costs ~0.5 ms of CPU in psutil and NVML); where no step record carries a point reading
+        # (``resource_usage_steps`` 0: low), the readings only feed the interval's means: ten per
+        # interval (low: one every 6 s, a third of the CPU)
+        every = interval / 10 if not self.settings.resource_usage_steps else min(2.0, interval / 5)
+        self._sampler = ResourceSampler(interval_s=interval, sample_every_s=max(0.05, every),
                                         on_interval=self._on_snapshot, gpu=self._samples_gpus(),
                                         system_state=self.settings.system_state)
         self._sampler.start()
@@ -369,9 +372,12 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
     @between_steps
     def trainer_log(self, step: int, logs: dict) -> None:
         """Every trainer log, as it came (``ultra``)."""
-        if self.settings.trainer_logs:
-            clean = {k: (to_float(v, finite=True) if isinstance(v, float) else v) for k, v in logs.items()}
-            self._emit(self._record(TRAINER_LOG, f"Trainer log at step {step}", "DEBUG", step, logs=clean))
+        if self.settings.trainer_logs and self._writer is not None:  # the record is made on the writer thread
+            self._writer.put_call(self._trainer_log_record, step, dict(logs), time.perf_counter())
+
+    def _trainer_log_record(self, step: int, logs: dict, at: float) -> list[dict]:
+        clean = {k: (to_float(v, finite=True) if isinstance(v, float) else v) for k, v in logs.items()}
+        return [self._record(TRAINER_LOG, f"Trainer log at step {step}", "DEBUG", step, at=at, logs=clean)]
 
     @guarded
     @between_steps
@@ -456,7 +462,8 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
         self._dist_timing = None
         # Only a completed run waits for the GPU to finish its last timed syncs; a failing or
         # signalled one may have a hung collective behind those events.
-        dropped = self._end_comm(wait_device=status == Status.COMPLETED and not from_signal)
+        dropped = self._end_comm(wait_device=status == Status.COMPLETED and not from_signal,
+                                 timeout=1.0 if from_signal else 10.0)
         if self._writer is not None and self._builder is not None:
             elapsed = time.perf_counter() - self._t0
             self._writer.put_call(self._builder.performance, self._wall0 + elapsed, elapsed)

@@ -87,7 +87,10 @@ class RecordWriter:
         self._flush_interval_s = flush_interval_s
         self._retry_after_s = retry_after_s
         self._buffer: deque = deque()  # append/popleft are atomic: no lock on either side
-        self._wake = threading.Event()  # close() wakes the thread at once
+        # close() wakes the thread at once by releasing this lock, held otherwise: a timed acquire is one
+        # C call per wake-up, where Event.wait runs a Condition's Python code and allocates a lock
+        self._wake = threading.Lock()
+        self._wake.acquire()
         self._files: dict[Path, object] = {}
         self._failed_paths: dict[Path, float] = {}  # path -> when it failed (retried later)
         self._stderr_said = False
@@ -108,6 +111,13 @@ class RecordWriter:
     def put_text(self, path: Path, line: str) -> None:
         self._buffer.append((Path(path), line))
 
+    def wake(self) -> None:
+        """Have the writer thread take what was handed over now, not at its next interval."""
+        try:
+            self._wake.release()
+        except RuntimeError:  # released already: it wakes anyway
+            pass
+
     def pending(self) -> int:
         """Items handed over and not yet taken by the writer thread."""
         return len(self._buffer)
@@ -116,7 +126,7 @@ class RecordWriter:
         """Write everything handed over, close the files, stop the thread."""
         if self._thread.is_alive():
             self._buffer.append(_STOP)
-            self._wake.set()
+            self.wake()
             self._thread.join(timeout)
 
     def report_error(self, what: str, exc: BaseException | None = None) -> None:
@@ -130,8 +140,7 @@ class RecordWriter:
     def _run(self) -> None:
         last_check = time.monotonic()
         while True:
-            self._wake.wait(self._flush_interval_s)
-            self._wake.clear()
+            self._wake.acquire(timeout=self._flush_interval_s)
             handled = len(self._buffer)
             stop = self._drain()
             if handled:  # now in the OS: a kill -9 loses at most the last interval's records

@@ -118,3 +118,30 @@ def test_the_communication_table_has_a_row_per_op(run, tmp_path):
     for rank in range(RANKS):
         assert rows[(rank, "all_gather")]["count"] == STEPS * 2 * len(units)
         assert rows[(rank, "reduce_scatter")]["total_bytes"] == STEPS * sum(units)
+
+
+def test_the_gradient_check_reads_a_sharded_models_whole_norms(tmp_path):
+    """At ``ultra`` the gradient check of an FSDP2 model (its gradients are DTensors, each rank holding a
+    shard) gives each layer's whole-gradient norm: the norms of the same model trained on one process
+    (both ranks draw the same batch from the same seed, so the averaged gradient is that process's), and
+    no fault of the logger."""
+    import torch
+
+    torchrun("tests/support/fsdp_train.py", ["--log-dir", str(tmp_path / "logs"), "--mode", "fsdp2", "--steps", "2",
+                                             "--verbosity", "ultra", "--check-gradients"], RANKS, cwd=tmp_path)
+    torch.manual_seed(0)  # the script's seed, model and first batch, on one process
+    model = make_model()
+    x = torch.randn(8, 37)
+    model(x).pow(2).mean().backward()
+    expected = {name: p.grad.norm().item() for name, p in model.named_parameters()}
+    (folder,) = session_dirs(tmp_path / "logs")
+    files = SessionFiles(folder.name)
+    for rank in range(RANKS):
+        (first,) = [r for r in read_jsonl(folder / files.rank_jsonl(rank))
+                    if r["type"] == "training_step_complete" and r["step"] == 1]
+        got = first["layer_grad_norms"]
+        assert set(got) == set(expected)
+        for name, norm in expected.items():
+            assert got[name] == pytest.approx(norm, rel=1e-5, abs=1e-6), name
+    errors = folder / files.errors_log
+    assert not errors.exists() or "check_gradients" not in errors.read_text()

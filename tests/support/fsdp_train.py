@@ -56,6 +56,8 @@ def main() -> None:
     p.add_argument("--stall-min-s", type=float, default=None, help="the logger's stall watch (stall_min_s)")
     p.add_argument("--use-orig-params", action="store_true", help="fsdp1: use_orig_params=True")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds every rank sleeps after its optimizer step")
+    p.add_argument("--verbosity", default="high")
+    p.add_argument("--check-gradients", action="store_true", help="tlog.check_gradients(loss) before each step")
     args = p.parse_args()
     torch.manual_seed(0)
     model, accelerator = make_model(), None
@@ -90,7 +92,7 @@ def main() -> None:
     if accelerator is not None:
         model, optimizer = accelerator.prepare(model, optimizer)
     launcher_rank = int(os.environ.get("RANK", 0))
-    with TrainingLogger(args.log_dir, "high", model=model, accelerator=accelerator, per_device_batch_size=args.batch,
+    with TrainingLogger(args.log_dir, args.verbosity, model=model, accelerator=accelerator, per_device_batch_size=args.batch,
                         max_steps=args.steps, end_verdict=False, gpu_snapshot_interval=0, **settings) as tlog:
         for n in range(1, args.steps + 1):
             if launcher_rank == args.slow_rank:
@@ -101,6 +103,8 @@ def main() -> None:
                     time.sleep(3600)  # this rank stops in its forward: the others wait in their first all-gather
                 loss = model(x).pow(2).mean()
                 loss.backward()
+                if args.check_gradients:
+                    tlog.check_gradients(loss)
                 optimizer.step()
                 optimizer.zero_grad()
                 time.sleep(args.sleep)  # host work of a fixed length: steps of a known floor
