@@ -300,8 +300,9 @@ def _chunked(pieces: list[pa.Array]) -> pa.ChunkedArray:
             if kinds else pa.null()
         return pa.chunked_array([p.cast(kind) for p in pieces], kind)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return pa.chunked_array([_values([None if v is None else str(v) for v in p.to_pylist()]) for p in pieces],
-                                pa.string())
+        # values of several types as their text (a piece of nothing but missing values too: null -> string)
+        return pa.chunked_array([pa.array([None if v is None else str(v) for v in p.to_pylist()], pa.string())
+                                 for p in pieces], pa.string())
 
 
 class FrameBuilder:
