@@ -30,7 +30,6 @@ from logkit.schema.records import (
     EPOCH_COMPLETE,
     ERROR,
     EVALUATION,
-    GPU_SNAPSHOT,
     MODEL_INFO,
     RECORD_SPECS,
     RESOURCE_WARNING,
@@ -47,9 +46,9 @@ from trainer_hooks.builder import RecordBuilder
 from trainer_hooks.commhook import CommTimer
 from trainer_hooks.distributed import RankInfo, agree_session_id, measure_clock_offset, rank_info
 from trainer_hooks.end_verdict import end_verdict
-from trainer_hooks.findings import resource_findings
 from trainer_hooks.guard import guarded
 from trainer_hooks.nonfinite import NonFiniteChecks
+from trainer_hooks.resource_sampling import ResourceSampling
 from trainer_hooks.settings import LogSettings, resolve_settings
 from trainer_hooks.stall import StallWatch, thread_stack
 from trainer_hooks.steps import StepLogging
@@ -64,7 +63,7 @@ from trainer_hooks.writer import RecordWriter
 _CLOCK = time.get_clock_info("perf_counter").implementation
 
 
-class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
+class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases, ResourceSampling):
     """One rank's view of a logged training session.
 
     Typical use (what the callback and ``TrainingLogger`` do)::
@@ -280,57 +279,6 @@ class SessionLogger(StepLogging, NonFiniteChecks, TimedPhases):
         self._render = render
         self._writer = RecordWriter(self.folder / files.rank_jsonl(info.rank), self.folder / files.errors_log,
                                     render, mirror_path=self.mirror_jsonl if info.is_main else None)
-
-    def _start_sampler(self) -> None:
-        interval = self.settings.gpu_snapshot_interval
-        if interval <= 0:
-            return
-        try:
-            from trainer_hooks.sampling import ResourceSampler
-        except ImportError:
-            return
-        # five samples per interval (mean/min/max of something), at most one every 2 s (each
-        # costs ~0.5 ms of CPU in psutil and NVML); where no step record carries a point reading
-        # (``resource_usage_steps`` 0: low), the readings only feed the interval's means: ten per
-        # interval (low: one every 6 s, a third of the CPU)
-        every = interval / 10 if not self.settings.resource_usage_steps else min(2.0, interval / 5)
-        self._sampler = ResourceSampler(interval_s=interval, sample_every_s=max(0.05, every),
-                                        on_interval=self._on_snapshot, gpu=self._samples_gpus(),
-                                        system_state=self.settings.system_state)
-        self._sampler.start()
-        self._sampler_notes()
-
-    def _sampler_notes(self) -> None:
-        # each degradation (no pynvml, no driver, a metric failing) is said once; the builder
-        # keeps the sampler after end() let go of it (its last interval is delivered then)
-        sampler = self._sampler or (self._builder.sampler if self._builder is not None else None)
-        for note in sampler.take_notes() if sampler is not None else []:
-            self._emit(self._record(RESOURCE_WARNING, note, "INFO", subkind=FindingKind.SAMPLING_DEGRADED))
-
-    def _samples_gpus(self) -> bool:
-        """The local-rank-0 process of each node samples every GPU visible on its node
-        (``CUDA_VISIBLE_DEVICES`` applies, mapped to NVML by index or UUID); the other ranks
-        sample the host only. So one stream per node holds that node's ``gpu_snapshot``
-        devices, and rank 0's summary and performance.log cover the GPUs of node 0 (on several
-        nodes, each node's local rank 0 stream has its own node's)."""
-        return self.info is None or self.info.local_rank == 0
-
-    def _on_snapshot(self, snapshot: dict) -> None:
-        """Sampler thread: one ``gpu_snapshot`` per interval (mean/min/max over it, host and
-        GPUs; ``devices: []`` where no GPU is sampled), and the findings on those means."""
-        if self.settings.snapshot_records:
-            from trainer_hooks.sampling import snapshot_message
-
-            record = self._record(GPU_SNAPSHOT, snapshot_message(snapshot), step=self._last_step or None,
-                                  host=self.info.hostname if self.info else None)
-            record.update(snapshot)  # the sampler lays out its part by the same spec
-            self._emit(record)
-        self._gpu_stats.add(GPU_SNAPSHOT["devices"].get(snapshot) or [])
-        self._sampler_notes()
-        s = self.settings
-        usage = GPU_SNAPSHOT["resource_usage"].get(snapshot) or {}
-        for finding in resource_findings(usage, s.memory_high_pct, s.gpu_memory_high_pct, s.gpu_util_low_pct):
-            self._finding(RESOURCE_WARNING, finding, self._last_step or None)
 
     @guarded
     def attach_model(self, model) -> bool:
