@@ -27,6 +27,7 @@ from logkit.ingest.readers import (
     deepspeed_lines,
     lightning_lines,
     megatron_lines,
+    slurm_lines,
     torchrun_lines,
     unsloth_lines,
 )
@@ -96,6 +97,7 @@ class FrameworkLines:
         self.facts = Facts(label)
         self.trainer = HfTrainer(self.facts)
         self.accelerate = accelerate_lines.Accelerate(self.facts)
+        self.slurm = slurm_lines.SlurmLines(self.facts)
         self.dump: tuple[str, str, int] | None = None  # (closing line, whose, lines so far)
         self.joined: list[tuple[int, int]] = []  # (line, global rank) of processes a start-up line announced
 
@@ -172,6 +174,8 @@ class FrameworkLines:
             self.facts.saw(_TOOLS[c["tool"]], number)
             return True, None
         if unsloth_lines.line(self.facts, number, text):
+            return True, None
+        if self.slurm.line(number, text):
             return True, None
         if torchrun_lines.line(self.facts, number, text):
             return True, None
@@ -253,6 +257,7 @@ class FrameworkLines:
             self.dump = (found, whose, 0)
 
     def write(self, meta: SessionMeta) -> None:
+        self.slurm.finish()
         self.facts.write(meta)
 
     def megatron_iteration(self, number: int, it: dict, meta: SessionMeta) -> None:
