@@ -215,6 +215,7 @@ class _Console(blocks.Blocks):
             level = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}[m["lvl"]]
             t, text = self._time(m["md"], m["hms"]), m["msg"]
         elif (first == "[" or first.isdigit()) and (m := shapes.PYLOG.match(text)) is not None:
+            self.frameworks.logger(number, m["name"])
             level, t, text = m["level"], self._full_time(m["date"]), m["msg"]
             if text[:1] == "[" and (r := shapes.RELOGGED.match(text)) is not None \
                     and (m := shapes.PYLOG.match(text[r.end():])) is not None:

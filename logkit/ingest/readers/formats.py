@@ -179,6 +179,9 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       # DeepSpeed's flops profiler summary and multi-node runner; GPT-NeoX's world size line
                       r"|DeepSpeed Flops Profiler|^world size:[ \t]{2,}\d+[ \t]*$|Running on the following workers: "
                       r"|configure_distributed_args\(\) using world size"
+                      # Slurm's launcher speaking ("srun: error: ...", "srun: lua: Submitted job"), a job's node list in
+                      # its environment, llm.c's multi-GPU set-up line (readers.slurm_lines)
+                      r"|^srun: |\bSLURM_(?:JOB_)?NODELIST=|ProcessID:\d+, NumProcess::\d+"
                       # a process saying its rank as it joins (fairseq / metaseq; the vision codebases' init_distributed_mode)
                       r"|[Ii]nitialized [Hh]ost \S+ as [Rr]ank \d+|distributed init \(rank \d+\)"
                       # torchrun's ChildFailedError block pasted from its rule on (its exception line not in the file)

@@ -27,6 +27,7 @@ from logkit.ingest.readers import (
     deepspeed_lines,
     lightning_lines,
     megatron_lines,
+    slurm_lines,
     torchrun_lines,
     unsloth_lines,
 )
@@ -62,9 +63,10 @@ _FRAME_OWNERS = (
     (re.compile(r"/torch/distributed/(?:run|launch)\.py$|/torch/distributed/elastic/|/bin/torchrun$"), "torchrun"))
 # a frame in a data-parallel wrapper's own code says how the model was wrapped (derived: the code ran), with
 # the ZeRO stage where the file is a stage's (FSDP2 lives in fsdp/_fully_shard/, torch 2.6+, or
-# _composable/fsdp/ before; every other file of torch/distributed/fsdp/ is FSDP1's)
+# _composable/fsdp/ before, and logs as torch.distributed.fsdp.fully_shard; every other file of torch/distributed/fsdp/ is FSDP1's)
 _FRAME_STRATEGY = (
-    (re.compile(r"/torch/distributed/(?:fsdp/_fully_shard/|_composable/fsdp/)"), "fsdp2", None, "FSDP2 (fully_shard)"),
+    (re.compile(r"/torch/distributed/(?:fsdp/_?fully_shard(?:/|\.py$)|_composable/fsdp/)"), "fsdp2", None,
+     "FSDP2 (fully_shard)"),
     (re.compile(r"/torch/distributed/fsdp/"), "fsdp1", None, "FSDP1 (FullyShardedDataParallel)"),
     (re.compile(r"/deepspeed/runtime/zero/(?:stage3|partition_parameters|parameter_offload|"
                 r"partitioned_param_coordinator)\.py$"), "deepspeed", 3, "DeepSpeed ZeRO-3"),
@@ -75,6 +77,11 @@ _FRAME_STRATEGY = (
 # (after vLLM's own prefix, "DEBUG 02-19 15:14:55 [parallel_state.py:179] ", where the reader leaves it on)
 _DIST_ENV = re.compile(r"(?:^|\] )world_size=(?P<world>\d+) rank=(?P<rank>\d+) local_rank=-?\d+ distributed_init_method=\S+"
                        r" backend=(?P<backend>\w+)\s*$")
+# Python's warnings.showwarning line: "<path>.py:<line>: <Category>Warning: <message>"
+_WARNED = re.compile(r"^\s*(?P<path>(?:[A-Za-z]:)?[^:\s]+\.py):\d+: (?:[A-Z]\w*)?Warning: ")
+# FSDP1's warning when its process group holds one rank (torch/distributed/fsdp/_init_utils.py)
+_CLAMPED = re.compile(r"FSDP is switching to use `NO_SHARD` instead of ShardingStrategy\.(?P<was>\w+) since the world size is"
+                      r" (?P<n>\d+)")
 # LLaMA-Factory's parser warns so when the Trainer runs distributed (ParallelMode.DISTRIBUTED, also under
 # DeepSpeed: so the strategy is inferred, and a line stating DeepSpeed or FSDP wins)
 _LORA_DDP = re.compile(r"`ddp_find_unused_parameters` needs to be set as False for LoRA in DDP training")
@@ -90,6 +97,7 @@ class FrameworkLines:
         self.facts = Facts(label)
         self.trainer = HfTrainer(self.facts)
         self.accelerate = accelerate_lines.Accelerate(self.facts)
+        self.slurm = slurm_lines.SlurmLines(self.facts)
         self.dump: tuple[str, str, int] | None = None  # (closing line, whose, lines so far)
         self.joined: list[tuple[int, int]] = []  # (line, global rank) of processes a start-up line announced
 
@@ -167,6 +175,8 @@ class FrameworkLines:
             return True, None
         if unsloth_lines.line(self.facts, number, text):
             return True, None
+        if self.slurm.line(number, text):
+            return True, None
         if torchrun_lines.line(self.facts, number, text):
             return True, None
         used, rank = lightning_lines.line(self.facts, number, text)
@@ -178,6 +188,17 @@ class FrameworkLines:
             self.facts.saw("llamafactory", number)
             self.facts.infer("strategy", "ddp", "LLaMA-Factory: LoRA in DDP training", number)
             return False, None  # noted; a warning all the same (its event)
+        if "Warning: " in text and (w := _WARNED.match(text)) is not None:
+            # Python's warnings.warn line names the file that warned: a wrapper's own warning (FSDP's
+            # "switching to use NO_SHARD") says the wrapper ran; any other warning is left to the reader
+            if not self._wrapper_code(number, w["path"].replace("\\", "/"), "a warning"):
+                return None
+            if (c := _CLAMPED.search(text)) is not None and c["was"] != "HYBRID_SHARD":
+                # FSDP1's process group is the whole job's unless a group is passed (HYBRID_SHARD's
+                # "world size" is its shard group's: not the job's)
+                self.facts.state("world_size", int(c["n"]), f"FSDP: switching to NO_SHARD since the world size is {c['n']}",
+                                 number)
+            return True, None
         if "distributed_init_method=" in text and (d := _DIST_ENV.search(text)) is not None:
             self.facts.state("backend", d["backend"], f"backend={d['backend']} (init_distributed_environment)", number)
             self.facts.rank_seen(int(d["rank"]), f"rank={d['rank']} (init_distributed_environment)", number)
@@ -190,14 +211,25 @@ class FrameworkLines:
         if 'File "' not in text or (m := _FRAME.match(text)) is None:
             return
         path = m["path"].replace("\\", "/")
+        self._wrapper_code(number, path, "a traceback frame")
+        self.code(number, path)
+
+    def logger(self, number: int, name: str | None) -> None:
+        """A log record's logger name (``torch.distributed.fsdp._debug_utils``): the wrapper whose module
+        logged it, if any (its module's path read as a frame's)."""
+        if name and name.startswith(("torch.", "deepspeed.")):
+            self._wrapper_code(number, "/" + name.replace(".", "/") + ".py", f"a record of logger {name}")
+
+    def _wrapper_code(self, number: int, path: str, what: str) -> bool:
+        """Whether ``path`` is code of a data-parallel wrapper (the strategy and ZeRO stage derived: it ran)."""
         for pattern, strategy, stage, words in _FRAME_STRATEGY:
             if pattern.search(path) is not None:
-                where = f"a traceback frame in {words}'s code ({path.rsplit('/', 1)[-1]})"
+                where = f"{what} in {words}'s code ({path.rsplit('/', 1)[-1]})"
                 self.facts.derive("strategy", strategy, where, number)
                 if stage is not None:
                     self.facts.derive("zero_stage", stage, where, number)
-                break
-        self.code(number, path)
+                return True
+        return False
 
     def code(self, number: int, path: str) -> None:
         """A path of code that ran (a frame's file, the script a ChildFailedError names as FAILED): the
@@ -225,6 +257,7 @@ class FrameworkLines:
             self.dump = (found, whose, 0)
 
     def write(self, meta: SessionMeta) -> None:
+        self.slurm.finish()
         self.facts.write(meta)
 
     def megatron_iteration(self, number: int, it: dict, meta: SessionMeta) -> None:

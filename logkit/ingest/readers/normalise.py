@@ -159,6 +159,8 @@ class Layout:
                 rank = int(groups["rank"])
             if groups.get("host") is not None:
                 host = groups["host"]
+            elif host is None:
+                host = peel(m[0]).host  # a known prefix inside what was learned ("[host:pid] PMIX ERROR: ")
             if stamp is None and (s := _ISO.search(m[0])) is not None:
                 stamp = s[0]
         return line, rank, host, stamp
@@ -353,8 +355,9 @@ def _width(sample: list[str], layout: Layout) -> int | None:
     if not lengths:
         return None
     widest = max(lengths)
-    # a cut falls on different text each time: the same long line repeated (each rank's warning) is no wrap
-    if widest < MIN_WIDTH or len({ln for ln in sample if len(ln) == widest}) < 2:
+    # a cut falls on different text each time: the same long line repeated (each rank's warning, behind
+    # prefixes that differ: "[host:pid] PMIX ERROR: ...") is no wrap
+    if widest < MIN_WIDTH or len({peel(ln).text for ln in sample if len(ln) == widest}) < 2:
         return None
     for line, after in zip(sample, sample[1:], strict=False):
         if len(line) == widest and after.strip():

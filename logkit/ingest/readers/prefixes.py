@@ -5,7 +5,7 @@ Always known: launcher rank prefixes (``[rank3]:``, torchrun's ``[default3]:`` a
 of it (``[trainer0|0]:``), mpirun's
 ``[1,3]<stdout>:``, a per-GPU logger's ``GPU3:``, a script's own ``[RANK 3] ``, ``stdout:``/``stderr:``),
 which give the line its rank; Ray's actor prefix ``(RayWorkerWrapper pid=4009)`` (its ``ip=`` kept as the host); a host and stream tag ``<host> [stderr]``
-(its host kept); a Kubernetes (CRI) container-log prefix ``<RFC 3339 time> stdout F``; colour codes
+(its host kept); a Kubernetes (CRI) container-log prefix ``<RFC 3339 time> stdout F``; Open MPI's and PMIx's ``[host:pid]`` (its host kept); colour codes
 whose ESC byte a paste lost (``[36m``, ``[0m``). A timestamp (ISO 8601, syslog ``Jan 12 10:00:01
 host prog[pid]:``, a clock ``18:19:06.687``) or indentation is taken off only where another prefix or
 a glog/NCCL header follows it: elsewhere it is the line's own (a Python logging line keeps its date).
@@ -38,6 +38,9 @@ _STAMP = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:
 _AFTER = re.compile(r"\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std|[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] \S+\.cpp:\d+\]"
                     r"|[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL ")
 _HOST_STREAM_TAG = re.compile(r"(?P<host>[\w.-]+) \[(?:stdout|stderr)\] ")
+# Open MPI's and PMIx's own messages, "[host:pid] PMIX ERROR: ...", "[host:pid] *** Process received signal ***"
+# (its host kept; never a source file's "[trainer.py:1234]")
+_HOST_PID = re.compile(r"\[(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)(?<!\.py):\d+\] ")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ def _once(line: str) -> tuple[str, int | None, str | None, str | None] | None:
     first = line[:1]
     if first == "[" and (m := _COLOUR.match(line)) is not None:
         return line[m.end():].lstrip(" "), None, None, None
+    if first == "[" and (m := _HOST_PID.match(line)) is not None:
+        return line[m.end():], None, None, m["host"]
     if first == "(" and (m := _RAY.match(line)) is not None:
         return line[m.end():], None, None, m["ip"]  # the actor's node, where Ray names it
     if first in "[Gs" and (m := _LAUNCHER.match(line)) is not None:

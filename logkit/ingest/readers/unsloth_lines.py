@@ -23,7 +23,9 @@ import re
 
 from logkit.ingest.readers.stated_facts import Facts
 
-_SLOTH = re.compile(r'^\s*(?:==\(\(====\)\)==|\\\\ +/\||O\^O/ \\_/ \\|\\ +/|"-____-")\s*')
+# the art's own spaces may be collapsed where the banner was pasted (``\\ /|``, ``\/Data Parallel GPUs``):
+# a run of spaces counts as one or none
+_SLOTH = re.compile(r'^\s*(?:==\(\(====\)\)==|\\\\ */\||O\^O/ *\\_/ *\\|\\ */(?= *[A-Z])|"-____-")\s*')
 _PAIR = re.compile(r"^(?P<key>[A-Z][\w ]*?)(?: \([\dx ]+\))? = (?P<value>[\d,]+)\b")
 # "Data Parallel GPUs" is the Trainer's world size, which under unsloth (no model parallel) is the data-parallel size
 _KEYS = {"Num GPUs used": "gpus_per_process", "Num GPUs": "world_size", "Data Parallel GPUs": ("world_size", "data_parallel_size"),

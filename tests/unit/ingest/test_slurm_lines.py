@@ -1,0 +1,70 @@
+"""A Slurm job's output: the node list a batch script prints under a header of its own, Slurm's node list in
+the environment (its compressed form expanded), Open MPI's and PMIx's ``[host:pid]`` prefix, a program's own
+``NumProcess::N``. A real excerpt (tests/data/launchers/README.md) and variations said to be made here;
+expected values read off the lines by eye."""
+
+from __future__ import annotations
+
+import pytest
+
+from logkit.ingest.readers.slurm_lines import expand_hostlist
+from tests.support.excerpts import load, reader
+
+text = reader("launchers")
+# the header a batch script echoes before "srun hostname" ('echo "Allocated nodes: "'; the space is its own)
+_HEADER = "Allocated nodes: \n"
+
+
+def test_the_hosts_srun_hostname_prints_under_a_header_are_the_jobs_nodes(tmp_path):
+    s = load(tmp_path, _HEADER + text("nrel_hpc_srun_hostname_two_nodes.out"), "job.out")
+    # lines 2-9: r105u33 and r105u37, four times each (one line per task); line 10 is `date`'s
+    assert s.meta.hosts == ["r105u33", "r105u37"]
+    assert s.meta.nodes == 2 and s.meta.nodes_from.startswith("stated: 2 host(s) in the node list")
+    assert s.meta.facts_source["nodes"].endswith(":1")
+
+
+def test_host_names_without_a_header_are_no_node_list(tmp_path):
+    s = load(tmp_path, text("nrel_hpc_srun_hostname_two_nodes.out"), "job.out")
+    assert s.meta.hosts is None and s.meta.nodes is None
+
+
+def test_a_list_ends_at_the_first_line_that_is_no_host_name(tmp_path):
+    body = _HEADER + "gpu-a01\ngpu-a02\nsrun: lua: Submitted job 12168\nfinished\n"
+    s = load(tmp_path, body, "job.out")
+    assert s.meta.hosts == ["gpu-a01", "gpu-a02"]  # lines 2-3; "finished" (line 5) is no host of the list
+
+
+def test_open_mpi_host_pid_prefixes_name_hosts_and_a_program_its_process_count(tmp_path):
+    # variations on the shape of llm.c's Slurm output: PMIx's "[host:pid] PMIX ERROR" lines of the same length
+    # (no terminal's wrap), then llm.c's set-up line (llmc/zero.cuh: "ProcessID:%d, NumProcess::%d, DeviceId:%d")
+    pmix = "PMIX ERROR: ERROR in file ../src/mca/gds/ds12/gds_ds12_lock_pthread.c at line 169 in the job step"
+    body = (f"[node11:4001] {pmix}\n[node12:5077] {pmix}\n[node12:5078] {pmix}\n[node11:4002] {pmix}\n"
+            "Started Multi Node training managed by Slurm: ProcessID:0, NumProcess::4, DeviceId:0\n")
+    s = load(tmp_path, body, "job.out")
+    assert s.meta.world_size == 4 and s.meta.facts_source["world_size"].endswith(":5")
+    assert s.meta.hosts == ["node11", "node12"]  # the prefixes' hosts: stated; their count a lower bound
+    assert s.meta.nodes == 2 and "lower bound" in s.meta.nodes_from
+
+
+def test_a_source_files_bracket_is_no_host_prefix(tmp_path):
+    s = load(tmp_path, "[trainer.py:1234] >> loading the model\n", "job.out")
+    assert s.meta.hosts is None
+
+
+def test_slurms_environment_states_the_node_list_and_count(tmp_path):
+    s = load(tmp_path, "SLURM_JOB_NODELIST=gpu[07-08,11]\nSLURM_NNODES=3\n", "job.out")
+    assert s.meta.hosts == ["gpu07", "gpu08", "gpu11"] and s.meta.nodes == 3
+
+
+@pytest.mark.parametrize(("compressed", "hosts"), [
+    ("qbd[487-488]", ["qbd487", "qbd488"]),
+    ("gpu[01-02,05],cpu7", ["gpu01", "gpu02", "gpu05", "cpu7"]),
+    ("node9", ["node9"]),
+    ("x[1-3]-ib", ["x1-ib", "x2-ib", "x3-ib"]),
+])
+def test_slurms_compressed_host_lists_expand(compressed, hosts):
+    assert expand_hostlist(compressed) == hosts
+
+
+def test_a_list_that_is_none_is_refused():
+    assert expand_hostlist("gpu[a-b]") is None
