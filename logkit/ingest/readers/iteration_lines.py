@@ -22,10 +22,11 @@ from logkit.schema.values import to_float
 # (a percentage of the total after it, as ArcticTraining prints)
 _HEAD = re.compile(r"(?:^|(?<=[\s\]:,|]))(?:[Ss]tep|[Ii]ter(?:ation)?):?\s*(?P<n>\d+)(?:\s*/\s*(?P<of>\d+))?"
                    r"(?:[ \t]+\d{1,3}(?:\.\d+)?%)?(?P<rest>\s*[|:,]\s*.*)$")
-# one field: "loss:2.17", "loss 3.5421", "time: 174.07ms", "train_step_timing in s: 0.03146", "..._ms: 11.5K"
+# one field: "loss:2.17", "loss 3.5421", "time: 174.07ms", "train_step_timing in s: 0.03146", "..._ms: 11.5K",
+# "iter time: 1.0 s" (a unit after a space, as ArcticTraining's older line writes it)
 # (a key is words joined by single spaces, so that no long run of blanks is tried many ways)
 _FIELD = re.compile(r"(?<!\w)(?P<key>[A-Za-z_]\w{0,80}(?: [A-Za-z_]\w{0,80}){0,4}(?: \(ms\))?)[ \t]*[:=]?[ \t]*"
-                    r"(?P<num>-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))(?P<suf>ms|s|[KMGT])?(?![\w.])")
+                    r"(?P<num>-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))(?P<suf>ms|s|[KMGT]| (?:ms|s)(?=[ \t,|]|$))?(?![\w.])")
 _SCALE = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # the training loss under its frameworks' names (a "val_loss" on the same line is not the step's)
 # (nanoGPT's "step 250: train loss 1.54, val loss 1.72" is an evaluation's estimate: not a step's)
@@ -59,7 +60,7 @@ def parse(text: str) -> dict | None:
         return None
     out: dict = {}
     for f in _FIELD.finditer(m["rest"]):
-        key, suffix = f["key"].strip().lower(), f["suf"]
+        key, suffix = f["key"].strip().lower(), f["suf"].strip() if f["suf"] else None
         value = to_float(f["num"])  # a step's "loss nan" is kept: it is what the run did
         if value is None or key in out:
             continue
