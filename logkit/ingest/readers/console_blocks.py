@@ -189,8 +189,9 @@ def log_dict_text(text: str) -> str | None:
 def _torn_dict(text: str) -> str | None:
     """A log dict cut short (a paste or the file ends inside it: ``{"train_runtime": 633.3, ..., "total_flos": 566``)
     as a dict of its pairs that a comma ends, which are whole (the last one may be cut inside its value); None
-    where ``text`` is no log dict's head or holds no whole pair."""
-    if not text.startswith(("{'", '{"')) or not any(k in text for k in _LOG_KEYS):
+    where ``text`` is no log dict's head or holds no whole pair. A dict closed with text after it (a bar's) is
+    whole, not cut: no brace is in a log dict's values."""
+    if not text.startswith(("{'", '{"')) or "}" in text or not any(k in text for k in _LOG_KEYS):
         return None
     ends = [m.start() for m in _NEXT_KEY.finditer(text)]
     return text[:ends[-1]] + "}" if ends else None

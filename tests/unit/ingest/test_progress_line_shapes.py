@@ -80,6 +80,13 @@ def test_a_printed_dict_cut_before_any_whole_value_is_not_read(tmp_path):
     assert s.steps.empty and len(s.diagnostics) == 1
 
 
+def test_a_closed_dict_with_text_after_it_is_not_taken_for_a_cut_one(tmp_path):
+    # variation: a whole dict, then other text on its line: not read as a dict cut short (its last pair kept
+    # or nothing read, never a "cut short" note)
+    s = _write(tmp_path, ["{'loss': 0.5, 'learning_rate': 1e-05, 'epoch': 0.1} and more"])
+    assert not s.diagnostics["reason"].str.contains("cut short").any()
+
+
 # --- Python logging with a UTC date and a padded level -------------------------------------------------
 def test_katib_lines_are_logging_records():
     s = logkit.load_session(DATA / "katib_2020_utc_stamp_padded_level_mxnet.log")
