@@ -322,6 +322,8 @@ class _Console(blocks.Blocks):
             index = blocks.hf_dict(read, number, logged, rank, t, self.hf_step)
             if index is None:
                 return False
+            if blocks.is_torn(text):
+                read.note(number, "log dict cut short: its whole values read, the rest lost", text)
             self.hf_step = index
             self.trained = self.trained or "'train_runtime'" in text
             return True

@@ -161,6 +161,8 @@ class Blocks:
 _HEADLESS_DICT = re.compile(r"""^(?P<q>['"])[\w/().-]+(?P=q): """)
 
 
+# where a log dict's next key begins: the pair before it is whole
+_NEXT_KEY = re.compile(r"""(?<=[^\s,]),\s*(?P<q>['"])[\w/().%-]+(?P=q)\s*:""")
 _LOG_KEYS = ("'loss'", '"loss"', "'eval_", '"eval_', "'train_runtime'", '"train_runtime"')
 
 
@@ -171,7 +173,7 @@ def log_dict_text(text: str) -> str | None:
     opening brace lost (a paste that starts at the first key)."""
     text = text.strip()
     if not text.endswith("}"):
-        return None
+        return _torn_dict(text)
     if text.startswith("{'"):
         return text
     # the other shapes only with a Trainer log's own key: other JSON (a tool's record) is no log dict
@@ -182,6 +184,22 @@ def log_dict_text(text: str) -> str | None:
     if _HEADLESS_DICT.match(text) is not None and "{" not in text:
         return "{" + text
     return None
+
+
+def _torn_dict(text: str) -> str | None:
+    """A log dict cut short (a paste or the file ends inside it: ``{"train_runtime": 633.3, ..., "total_flos": 566``)
+    as a dict of its pairs that a comma ends, which are whole (the last one may be cut inside its value); None
+    where ``text`` is no log dict's head or holds no whole pair. A dict closed with text after it (a bar's) is
+    whole, not cut: no brace is in a log dict's values."""
+    if not text.startswith(("{'", '{"')) or "}" in text or not any(k in text for k in _LOG_KEYS):
+        return None
+    ends = [m.start() for m in _NEXT_KEY.finditer(text)]
+    return text[:ends[-1]] + "}" if ends else None
+
+
+def is_torn(text: str) -> bool:
+    """Whether a log dict's text (one ``log_dict_text`` read) was cut short: what it read is what it holds."""
+    return not text.rstrip().endswith("}")
 
 
 def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | None, index: int) -> int | None:
@@ -207,8 +225,8 @@ def hf_dict(read: Read, number: int, text: str, rank: int | None, t: float | Non
                            "log_index": index})
     elif any(str(k).startswith("eval_") for k in values):
         for k, v in values.items():
-            if str(k).startswith("eval_"):
-                read.rows["evals"].append({"step": None, "name": str(k), "value": as_float(v), "rank": rank,
+            if str(k).startswith("eval_"):  # at the step ms-swift's progress names (the Trainer's dict names none)
+                read.rows["evals"].append({"step": step, "name": str(k), "value": as_float(v), "rank": rank,
                                            "time_s": t, "epoch": as_float(values.get("epoch"))})
     elif "train_runtime" in values:
         if read.meta.duration_s is None and as_float(values.get("train_runtime")) is not None:

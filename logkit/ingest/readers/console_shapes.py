@@ -23,11 +23,14 @@ FACT_KEYS = {**META_KEYS, "nnodes": Key(int, "torchrun's --nnodes", domain=RANKS
                   "gpus_said")}}
 GLOG = re.compile(r"^\[?(?P<lvl>[IWEF])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?))?\s*(?:\d+ )?"
                    r"(?P<where>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
-# (the logger's name after the date, "name - LEVEL" or torch 2.1-2.2's "[date] torch.distributed.run: [WARNING]")
-PYLOG = re.compile(r"^\[?(?P<date>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?"
-                    r"\s*(?:[-|]\s*)?(?:(?P<name>[\w.]+)(?:\s*-|:)\s*)?\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
-                    r"\s*[-|:]?\s*(?P<msg>.*)$")
-LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?:\||:)\s*(?P<msg>.*)$")
+# (the logger's name after the date, "name - LEVEL" or torch 2.1-2.2's "[date] torch.distributed.run: [WARNING]";
+# a date in UTC or with its offset too: "%Y-%m-%dT%H:%M:%SZ", as Kubeflow's and Katib's examples log)
+PYLOG = re.compile(r"^\[?(?P<date>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+                   r"|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?"
+                   r"\s*(?:[-|]\s*)?(?:(?P<name>[\w.]+)(?:\s*-|:)\s*)?\[?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
+                   r"\s*[-|:]?\s*(?P<msg>.*)$")
+# a level before the message: "INFO | ...", "WARNING: ...", or padded to a width ("%(levelname)-8s %(message)s")
+LEVEL_BAR = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\s*[|:]|\s)\s*(?P<msg>.*)$")
 NAN_HEAD = re.compile(r"^(?P<what>NaN|Inf|NaN/Inf)[ \w]* DETECTED \[GPU (?P<gpu>\d+)\]")
 EXCEPTION = re.compile(r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning))"
                         r"(?::\s*(?P<msg>.*))?$")
@@ -46,14 +49,15 @@ RULE = re.compile(r"^\s*([-=*_~#])\1{4,}\s*$")
 DIST_CALL = re.compile(r"\b(?:dist|torch\.distributed)\.(?P<op>all_reduce|all_gather\w*|reduce_scatter\w*|broadcast"
                         r"|barrier|all_to_all\w*|gather|scatter|reduce|send|recv)\(")
 # How a console line begins (what a learned prefix must leave): a glog or NCCL header, a traceback's
-# lines, an exception, a Python logging date or level, torch's and the launchers' own lines.
+# lines, an exception, a Python logging date or level, torch's and the launchers' own lines, a log dict
+# (printed, or a JSON record: ms-swift's, one a line, often all of one width, which is no terminal's wrap).
 STARTS = re.compile(
     r"\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] \S+:\d+\]|[^\s:]+:\d+:\d+ \[\d+\] |NCCL version\b"
     r"|Traceback \(|\s+File \"|\s*what\(\):|terminate called|frame #\d+:|Exception raised from"
     r"|(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b"
-    r"|\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?\s*(?:[-|]\s*)?"
+    r"|\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?|\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]?\s*(?:[-|]\s*)?"
     r"(?:[\w.]+\s*-\s*)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
-    r"|\[GPU \d+\]|Train Epoch: \d+ \[|\{'|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
+    r"|\[GPU \d+\]|Train Epoch: \d+ \[|\{'|\{\x22[^\x22\n]{1,80}\x22\s*:|\s*\d+%\||\[(?:PG [^\]]*?)?Rank \d+\]|\[\d+\]:\s*$|Root Cause|\s+(?:time|host|rank|exitcode"
     r"|error_file|traceback)\s*:|\s*\*{5}|={5}|-{5}|\s*iteration\s+\d+/|Sending process \d+|\w[\w ]* = [\d,]+\s*$"
     r"|[Ii]nitialized [Hh]ost \S+ as|\|? ?distributed init \(rank \d+\)|[Ee]poch\s*[:=]?\s*\d+\s*[,|]"
     # a printed table's aligned "key:   value" rows (DeepSpeed's flops profiler pads each to one width: no wrap)
@@ -63,7 +67,7 @@ STARTS = re.compile(
     r"|\s*(?:restart_count|master_addr|master_port|group_rank|group_world_size|local_ranks|role_ranks|global_ranks"
     r"|role_world_sizes|global_world_sizes)="
     # a framework's own step line (iteration_lines): lines of one width that are no terminal's wrap
-    r"|(?:\w+ [Ee]poch \d+, )?(?:[Ss]tep|[Ii]ter(?:ation)?):?[ \t]*\d+(?:[ \t]*/[ \t]*\d+)?[ \t]*[|:,]")
+    r"|(?:\w+ [Ee]poch \d+, )?(?:[Ss]tep|[Ii]ter(?:ation)?):?[ \t]*\d+(?:[ \t]*/[ \t]*\d+)?(?:[ \t]+\d{1,3}%)?[ \t]*[|:,]")
 
 
 def cut(text: str) -> bool:

@@ -191,7 +191,7 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       # verl's trainer record ("step:2 - global_seqlen/min:538646.000 - ...")
                       r"|\bstep:\d+ - [\w/@.-]+:[-\d]"
                       # a framework's own step line: a counter and a training loss on one line (iteration_lines)
-                      r"|\b(?:[Ss]tep|[Ii]ter(?:ation)?):?[ \t]*\d+(?:[ \t]*/[ \t]*\d+)?[ \t]*[|:,].*?"
+                      r"|\b(?:[Ss]tep|[Ii]ter(?:ation)?):?[ \t]*\d+(?:[ \t]*/[ \t]*\d+)?(?:[ \t]+\d{1,3}%)?[ \t]*[|:,].*?"
                       r"\b(?:lm_|train_|reduced_train_)?loss[ \t]*[:=]?[ \t]*-?\d", re.M)
 # NCCL Inspector's objects (inspector_json.cc: compact JSON, "header" first, then "metadata", then the op)
 _INSPECTOR = re.compile(r'^\{"header":\{"id":"[^"]*".*"(?:coll|p2p)_perf":\{"(?:coll|p2p)":', re.M)

@@ -5,6 +5,8 @@
 - litgpt / nanoGPT: ``iter 0: loss 3.5421, time: 174.07ms``
 - nanotron: ``iteration: 327281 / 378950 | elapsed_time_per_iteration_ms: 11.5K | global_batch_size: 64 | lm_loss: 2.38``
 - NeMo: ``Training epoch 0, iteration 120/149 | global_batch_size: 1 | reduced_train_loss: 1.233 | train_step_timing in s: 0.031``
+- ArcticTraining: ``iter:  130/3000   4% | loss: 16.5469 | iter time: 1.038s | iter tflops: 909.8 | lr: 8.667E-04 | ...``
+  (the counter followed by how far it is in percent; each process may print its own line, untagged)
 
 Read: the step (and its total, the run's progress), the training loss (never a validation loss), the
 step's time (ms or s, with nanotron's K/M suffixes) and the global batch. Megatron's own iteration line
@@ -16,18 +18,22 @@ import re
 
 from logkit.schema.values import to_float
 
-# the counter: "Step 1 |", "iter 0:", "iteration: 327281 / 378950 |", "iteration 120/149 |"
+# the counter: "Step 1 |", "iter 0:", "iteration: 327281 / 378950 |", "iteration 120/149 |", "iter:  130/3000   4% |"
+# (a percentage of the total after it, as ArcticTraining prints)
 _HEAD = re.compile(r"(?:^|(?<=[\s\]:,|]))(?:[Ss]tep|[Ii]ter(?:ation)?):?\s*(?P<n>\d+)(?:\s*/\s*(?P<of>\d+))?"
-                   r"(?P<rest>\s*[|:,]\s*.*)$")
-# one field: "loss:2.17", "loss 3.5421", "time: 174.07ms", "train_step_timing in s: 0.03146", "..._ms: 11.5K"
+                   r"(?:[ \t]+\d{1,3}(?:\.\d+)?%)?(?P<rest>\s*[|:,]\s*.*)$")
+# one field: "loss:2.17", "loss 3.5421", "time: 174.07ms", "train_step_timing in s: 0.03146", "..._ms: 11.5K",
+# "iter time: 1.0 s" (a unit after a space, as ArcticTraining's older line writes it)
 # (a key is words joined by single spaces, so that no long run of blanks is tried many ways)
 _FIELD = re.compile(r"(?<!\w)(?P<key>[A-Za-z_]\w{0,80}(?: [A-Za-z_]\w{0,80}){0,4}(?: \(ms\))?)[ \t]*[:=]?[ \t]*"
-                    r"(?P<num>-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))(?P<suf>ms|s|[KMGT])?(?![\w.])")
+                    r"(?P<num>-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))(?P<suf>ms|s|[KMGT]| (?:ms|s)(?=[ \t,|]|$))?(?![\w.])")
 _SCALE = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # the training loss under its frameworks' names (a "val_loss" on the same line is not the step's)
 # (nanoGPT's "step 250: train loss 1.54, val loss 1.72" is an evaluation's estimate: not a step's)
 _LOSS = ("loss", "lm_loss", "lm loss", "train_loss", "reduced_train_loss")
-_TIME = ("time", "step_time", "iter_time", "elapsed_time_per_iteration_ms", "elapsed time per iteration (ms)",
+# (ArcticTraining's line says "iter time: 1.038s", the whole iteration's, before its "step time": the first is kept)
+_TIME = ("time", "step_time", "iter_time", "iter time", "step time", "elapsed_time_per_iteration_ms",
+         "elapsed time per iteration (ms)",
          "train_step_timing in s", "train_step_timing")
 _BATCH = ("global_batch_size", "global batch size")
 _LR = ("lr", "learning_rate", "learning rate")
@@ -54,7 +60,7 @@ def parse(text: str) -> dict | None:
         return None
     out: dict = {}
     for f in _FIELD.finditer(m["rest"]):
-        key, suffix = f["key"].strip().lower(), f["suf"]
+        key, suffix = f["key"].strip().lower(), f["suf"].strip() if f["suf"] else None
         value = to_float(f["num"])  # a step's "loss nan" is kept: it is what the run did
         if value is None or key in out:
             continue
