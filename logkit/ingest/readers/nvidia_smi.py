@@ -70,10 +70,18 @@ DMON_COLUMNS = {"gpu": "gpu", "pwr": "power_w", "gtemp": "temperature_c", "temp"
                 "tviol": "thermal_violation", "rxpci": "pcie_rx_mb_s", "txpci": "pcie_tx_mb_s"}
 
 
-# a query's time written by a script as Unix epoch seconds (``int(time.time())``): 10 digits, 2001-2286
-_EPOCH = re.compile(r"^\d{10}(?:\.\d+)?$")
+# a query's time written by a script as Unix epoch seconds (``int(time.time())``: 10 digits, 2001-2286) or
+# milliseconds (13 digits)
+_EPOCH = re.compile(r"^(?P<s>\d{10})(?:\.\d+)?$|^(?P<ms>\d{13})$")
 # fields nvidia-smi reports in MiB: a capture without units (a script's own header, its bare numbers) is in them
 _MIB_FIELDS = {"memory.used", "memory.total", "memory.free", "memory.reserved"}
+
+
+def _time(text: str) -> float | None:
+    """A capture's time: epoch seconds or milliseconds as a script writes them, else nvidia-smi's stamp."""
+    if (e := _EPOCH.match(text.strip())) is not None:
+        return float(text) if e["s"] else int(e["ms"]) / 1000.0
+    return _stamp(text)
 
 
 def _stamp(text: str) -> float | None:
@@ -183,7 +191,7 @@ def _row(read: Read, number: int, header: list[tuple[str, str | None]], cells: l
     row: dict = {"time_s": None, "host": "", "gpu": None}
     for (field, unit), value in zip(header, cells, strict=True):
         if field == "timestamp":
-            row["time_s"] = float(value) if _EPOCH.match(value) else _stamp(value)
+            row["time_s"] = _time(value)
             if row["time_s"] is None:
                 read.note(number, f"value does not convert: timestamp {value!r}", line)
             continue
@@ -204,7 +212,7 @@ def _kind(values: list[str]) -> str | None:
     present = [v for v in values if v not in _ABSENT]
     if not present:
         return None
-    for name, test in (("timestamp", lambda v: _stamp(v) is not None), ("bus_id", _BUS_ID.match),
+    for name, test in (("timestamp", lambda v: _time(v) is not None), ("bus_id", _BUS_ID.match),
                        ("uuid", _UUID.match), ("pstate", _PSTATE.match)):
         if all(test(v) for v in present):
             return name

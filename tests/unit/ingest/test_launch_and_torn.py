@@ -135,3 +135,12 @@ def test_a_header_that_states_its_units_keeps_them(tmp_path):
     s = load(tmp_path, body, "gpu_usage.csv")
     assert s.gpu["memory_used_mb"].tolist() == pytest.approx([512 * MIB, 40960 * MIB])
     assert s.gpu["time_s"].diff().iloc[1] == pytest.approx(30.0)
+
+
+def test_epoch_milliseconds(tmp_path):
+    # made here: the script's header over rows timed in epoch milliseconds (13 digits), the samples 2 s apart
+    body = ("timestamp,memory.used,utilization.gpu\n"
+            "1700000000000, 1024, 35\n1700000002000, 2048, 40\n1700000004000, 2048, 42\n")
+    s = load(tmp_path, body, "gpu_usage.csv")
+    assert list(s.gpu["time_s"].diff().dropna()) == [2.0, 2.0]
+    assert s.gpu["memory_used_mb"].iloc[1] == pytest.approx(2048 * MIB)
