@@ -67,3 +67,16 @@ def option(args: tuple[str, ...], names: tuple[str, ...]) -> int | None:
             if value.isdigit():
                 return int(value)
     return None
+
+
+def ranks_started(launch: Launch, number: int, label: str, per: tuple[int, int] | None) -> tuple[int, str, int]:
+    """The ranks a benchmark's launch starts where each process drives threads x GPUs (nccl-tests): ``per``,
+    the (ranks per process, line) its header states (``nThread 1 nGpus 8``), else the program's ``-t`` / ``-g``
+    (nccl-tests' defaults 1). Returns the ranks, what says so (``stated: ...``) and the command's line."""
+    if per is not None:
+        each, how = per[0], f"nThread x nGpus {per[0]} ({label}:{per[1]})"
+    else:
+        each = (option(launch.args, ("-t", "--nthreads")) or 1) * (option(launch.args, ("-g", "--ngpus")) or 1)
+        how = f"-t x -g {each} on the command line"
+    said = f"{launch.name}'s {launch.processes} process(es) ({label}:{number}) x {how}"
+    return launch.processes * each, f"stated: {launch.processes * each} rank(s): {said}", number

@@ -31,7 +31,8 @@ the output say the network between the hosts: ``Using network IB``, the NICs (``
 capture (``nccl_procs``), its processes: an ``nccl_init`` event per communicator (comm id, Init START /
 COMPLETE, nRanks / nNodes / localRanks), NCCL's warnings with their error traces, the CUDA devices per host.
 The device table's facts are the benchmark's and come after NCCL's (a table the file ends inside yields to
-a world size NCCL's nranks states).
+a world size NCCL's nranks states, or the launcher's command line: ``mpirun -np 8 ... all_reduce_perf``,
+its processes x nThread x nGpus, ``launch_command``; so does a file without a table).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult
 from logkit.ingest.readers.formats import FileFormat
-from logkit.ingest.readers.launch_command import Launch, launched, option
+from logkit.ingest.readers.launch_command import Launch, launched, ranks_started
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.normalise import Grammar, records
@@ -290,7 +291,10 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
 def _device_meta(read: Read, state: _Tests) -> None:
     """What the device table states: the ranks, their GPUs, their hosts."""
     gpus = state.gpus
-    if not gpus:
+    if not gpus:  # no table: the size the launcher's command states, where NCCL's lines state none
+        if (started := _started(read, state)) is not None and read.meta.world_size is None:
+            read.meta.update(world_size=started[0], world_size_from=started[1], backend="nccl",
+                             facts_source={**(read.meta.facts_source or {}), "world_size": f"{read.label}:{started[2]}"})
         return
     hosts = sorted(set().union(*state.placed.values()))
     first, last = min(state.device_lines), max(state.device_lines)
@@ -347,18 +351,10 @@ def _device_meta(read: Read, state: _Tests) -> None:
 
 
 def _started(read: Read, state: _Tests) -> tuple[int, str, int] | None:
-    """The ranks the launcher's command line starts (its processes x each one's nThread x nGpus: the header's,
-    else the program's ``-t`` / ``-g``, nccl-tests' defaults 1), what says so, and the command's line."""
     if state.launch is None:
         return None
-    launch, number = state.launch
-    if state.per_line is not None:
-        per, how = state.per_process, f"nThread x nGpus {state.per_process} ({read.label}:{state.per_line})"
-    else:
-        per = (option(launch.args, ("-t", "--nthreads")) or 1) * (option(launch.args, ("-g", "--ngpus")) or 1)
-        how = f"-t x -g {per} on the command line"
-    said = f"{launch.name}'s {launch.processes} process(es) ({read.label}:{number}) x {how}"
-    return launch.processes * per, f"stated: {launch.processes * per} rank(s): {said}", number
+    per = (state.per_process, state.per_line) if state.per_line is not None else None
+    return ranks_started(*state.launch, read.label, per)
 
 
 def _span(ranks: list[int]) -> str:

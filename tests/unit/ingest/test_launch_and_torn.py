@@ -75,6 +75,15 @@ def test_a_command_without_a_count_leaves_a_lower_bound(tmp_path):
     assert s.meta["world_size"] == 1 and s.meta["world_size_from"].startswith("inferred (lower bound)")
 
 
+
+def test_without_a_device_table_the_command_and_header_state_the_size(tmp_path):
+    # nccl-tests_1: "mpirun -n 2 ... all_reduce_perf -g 2 -c 0" (line 1), "nThread 1 nGpus 2" (line 2), then a CUDA
+    # failure before any device table: 2 processes x 2 GPUs each
+    s = load(tmp_path, text("nccl_tests_1_mpirun_n_2_ngpus_2_no_device_table.log"))
+    assert s.meta["world_size"] == 4
+    assert s.meta["world_size_from"] == ("stated: 4 rank(s): mpirun's 2 process(es) (capture.log:1) x nThread x nGpus "
+                                         "2 (capture.log:2)")
+
 # --- nccl-tests' closing line after NCCL's own ---------------------------------------------------------------
 def test_destroy_lines_then_out_of_bounds_are_nccl_tests_output(tmp_path):
     # nccl_1706: two Destroy COMPLETE lines of host deepseek (nranks 2), then "# Out of bounds values : 0 OK" (line 3)
