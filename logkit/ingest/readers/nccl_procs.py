@@ -56,11 +56,11 @@ class _Proc:
     channels: int | None = None
     message: str = ""
     count: int = 0  # lines that named this host and pid
-    lines: set = field(default_factory=set)  # the lines of its records
+    shared: int = 0  # of them, records on a line another process's record is on too (glued onto one line)
 
     def merge(self, other: _Proc) -> None:
         self.line, self.count = min(self.line, other.line), self.count + other.count
-        self.lines |= other.lines
+        self.shared += other.shared
         self.devices |= other.devices
         self.comm_devices |= other.comm_devices
         self.dev_ranks = {**other.dev_ranks, **self.dev_ranks}
@@ -83,6 +83,7 @@ class NcclProcs:
         self.ring = 0
         self.where: dict[str, int] = {}  # a fact -> the first line that said it
         self.transports: dict[str, int] = {}
+        self.last: tuple[int, _Proc, bool] | None = None  # the last record's line, process, whether it shares the line
 
     def _proc(self, n: dict, number: int, launcher_rank: int | None) -> _Proc:
         key = (n["host"], n["pid"])
@@ -92,8 +93,18 @@ class NcclProcs:
         if launcher_rank is not None and proc.launcher_rank is None:
             proc.launcher_rank = launcher_rank
         proc.count += 1
-        proc.lines.add(number)
+        self._share(number, proc)
         return proc
+
+    def _share(self, number: int, proc: _Proc) -> None:
+        """Count the records that share a line with another process's (a line's records come one after another)."""
+        last = self.last
+        shares = last is not None and last[0] == number and (last[1] is not proc or last[2])
+        if shares:
+            proc.shared += 1
+            if not last[2]:
+                last[1].shared += 1
+        self.last = (number, proc, shares)
 
     def line(self, number: int, n: dict, launcher_rank: int | None) -> None:
         """Take in one parsed NCCL line (``nccl.parse_nccl_debug``)."""
@@ -333,12 +344,8 @@ def _untear(procs: dict[tuple[str, int], _Proc]) -> None:
     record began: processes writing without line buffering) and whose host name ends with the host of a
     process with a line of its own (``... rank 1 nrc0b58536a5f1:324666:...`` for ``c0b58536a5f1``): the name's
     head is the other record's torn tail; the process is that host's (the longest such host, if several)."""
-    shared: dict[int, int] = {}
-    for p in procs.values():
-        for number in p.lines:
-            shared[number] = shared.get(number, 0) + 1
-    whole = {p.host for p in procs.values() if any(shared[n] == 1 for n in p.lines)}
-    for key in [k for k, p in procs.items() if k[0] not in whole and all(shared[n] > 1 for n in p.lines)]:
+    whole = {p.host for p in procs.values() if p.shared < p.count}
+    for key in [k for k, p in procs.items() if k[0] not in whole and p.shared == p.count]:
         host = max((h for h in whole if len(key[0]) > len(h) and key[0].endswith(h)), key=len, default=None)
         if host is None:
             continue
