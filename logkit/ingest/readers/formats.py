@@ -153,7 +153,7 @@ _CSV_ROW = re.compile(rf"^[ \t>]*{_SMI_CELL}[ \t]*,|,[ \t]*{_SMI_CELL}[ \t]*(?:,
 _SMI_TABLE = re.compile(r"^[ \t>]*\|\s*NVIDIA-SMI \S+\s+(?:Driver|KMD) Version:|^[ \t>]*Every\s+[\d.]+s:\s+nvidia-smi\b", re.M)
 # nccl-tests' own lines, also behind mpirun's prefix, indented, quoted, or with the '#' markdown ate
 _NCCL_TESTS = re.compile(r"^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*#?[ \t]*(?:nThread \d+ nGpus \d+|size\s+count\s+type\b"
-                         r"|Avg bus bandwidth\s*:|Rank\s+\d+(?: Group\s+\d+)? Pid\s+\d+ on\s+\S+ device\s+\d+)"
+                         r"|Avg bus bandwidth\s*:|Out of bounds values\s*:|Rank\s+\d+(?: Group\s+\d+)? Pid\s+\d+ on\s+\S+ device\s+\d+)"
                          # or its result rows alone (readers.nccl_tests.ROW: 13 columns, a redop word)
                          r"|^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*\d+\s+\d+\s+[a-z]\w*\s+"
                          r"(?:sum|prod|max|min|avg|none|premulsum|mulsum)\s+-?\d+(?:\s+(?:[\d.]+|N/A)){3}"

@@ -19,7 +19,9 @@ X``; where IB was looked for and not found first, ``network_fallback`` says so),
 Lines torn by processes writing without line buffering can lose the head of a host name
 (``5c0s31b0n0:307469`` for ``x3005c0s31b0n0:307469``) or carry another record's tail before it
 (``x3005x3005c0s31b0n0:307469``): a process whose host name and another's (same pid) end one
-with the other is joined to the one more lines name.
+with the other is joined to the one more lines name; a process all of whose records were glued onto
+lines other records began, whose host name ends with a host that begins a line of its own
+(``... rank 1 nrc0b58536a5f1:324666:...``: the tail of ``nranks`` before ``c0b58536a5f1``), is that host's.
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ class _Proc:
     channels: int | None = None
     message: str = ""
     count: int = 0  # lines that named this host and pid
+    shared: int = 0  # of them, records on a line another process's record is on too (glued onto one line)
 
     def merge(self, other: _Proc) -> None:
         self.line, self.count = min(self.line, other.line), self.count + other.count
+        self.shared += other.shared
         self.devices |= other.devices
         self.comm_devices |= other.comm_devices
         self.dev_ranks = {**other.dev_ranks, **self.dev_ranks}
@@ -79,6 +83,7 @@ class NcclProcs:
         self.ring = 0
         self.where: dict[str, int] = {}  # a fact -> the first line that said it
         self.transports: dict[str, int] = {}
+        self.last: tuple[int, _Proc, bool] | None = None  # the last record's line, process, whether it shares the line
 
     def _proc(self, n: dict, number: int, launcher_rank: int | None) -> _Proc:
         key = (n["host"], n["pid"])
@@ -88,7 +93,18 @@ class NcclProcs:
         if launcher_rank is not None and proc.launcher_rank is None:
             proc.launcher_rank = launcher_rank
         proc.count += 1
+        self._share(number, proc)
         return proc
+
+    def _share(self, number: int, proc: _Proc) -> None:
+        """Count the records that share a line with another process's (a line's records come one after another)."""
+        last = self.last
+        shares = last is not None and last[0] == number and (last[1] is not proc or last[2])
+        if shares:
+            proc.shared += 1
+            if not last[2]:
+                last[1].shared += 1
+        self.last = (number, proc, shares)
 
     def line(self, number: int, n: dict, launcher_rank: int | None) -> None:
         """Take in one parsed NCCL line (``nccl.parse_nccl_debug``)."""
@@ -202,6 +218,7 @@ class NcclProcs:
             whole = max(same, key=lambda k: procs[k].count, default=None)
             if whole is not None and procs[whole].count >= procs[key].count:
                 procs[whole].merge(procs.pop(key))
+        _untear(procs)
         return sorted(procs.values(), key=lambda p: p.line)
 
     def finish(self) -> None:
@@ -320,3 +337,22 @@ def transport(via: str) -> str:
     if (p := _VIA_P2P.match(via)) is not None:
         return p["t"] if p["t"] == "SHM" or not p["mode"] else f"{p['t']}/{p['mode']}"
     return via.split("/")[0]
+
+
+def _untear(procs: dict[tuple[str, int], _Proc]) -> None:
+    """A process whose every record shares its line with another process's (glued onto a line another
+    record began: processes writing without line buffering) and whose host name ends with the host of a
+    process with a line of its own (``... rank 1 nrc0b58536a5f1:324666:...`` for ``c0b58536a5f1``): the name's
+    head is the other record's torn tail; the process is that host's (the longest such host, if several)."""
+    whole = {p.host for p in procs.values() if p.shared < p.count}
+    for key in [k for k, p in procs.items() if k[0] not in whole and p.shared == p.count]:
+        host = max((h for h in whole if len(key[0]) > len(h) and key[0].endswith(h)), key=len, default=None)
+        if host is None:
+            continue
+        proc = procs.pop(key)
+        proc.host = host
+        if (host, key[1]) in procs:
+            procs[(host, key[1])].merge(proc)
+        else:
+            procs[(host, key[1])] = proc
+

@@ -31,7 +31,8 @@ the output say the network between the hosts: ``Using network IB``, the NICs (``
 capture (``nccl_procs``), its processes: an ``nccl_init`` event per communicator (comm id, Init START /
 COMPLETE, nRanks / nNodes / localRanks), NCCL's warnings with their error traces, the CUDA devices per host.
 The device table's facts are the benchmark's and come after NCCL's (a table the file ends inside yields to
-a world size NCCL's nranks states).
+a world size NCCL's nranks states, or the launcher's command line: ``mpirun -np 8 ... all_reduce_perf``,
+its processes x nThread x nGpus, ``launch_command``; so does a file without a table).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.launch_command import Launch, launched, ranks_started
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
 from logkit.ingest.readers.normalise import Grammar, records
@@ -146,6 +148,8 @@ class _Tests:
         self.gpus: dict[int, dict] = {}
         self.pids: dict[int, list[int]] = {}  # pid -> its ranks (one process may drive several GPUs)
         self.per_process = 1  # ranks per MPI process: nThread x nGpus
+        self.per_line: int | None = None  # the line that said nThread and nGpus
+        self.launch: tuple[Launch, int] | None = None  # the launcher's command line (mpirun -np 8 ...), its line
         self.device_lines: list[int] = []
         self.placed: dict[int, set[str]] = {}  # rank -> the hosts that list it
         self.last = 0  # the file's last line with text (a device table it ends inside may go on)
@@ -156,9 +160,11 @@ class _Tests:
     def line(self, number: int, line: str) -> bool:
         if (b := _BINARY.search(line)) is not None and not line.lstrip().startswith("#  "):
             self.op, self.op_from_name = OPS[b["op"]], False  # a command line naming the binary
+            if self.launch is None and (launch := launched(line, _BINARY)) is not None:
+                self.launch = (launch, number)
         if (per := _NTHREAD.match(line)) is not None:
             self.table, self.ranks, self.hosts, self.columns = self.table + 1, set(), set(), None
-            self.per_process = int(per["threads"]) * int(per["gpus"])
+            self.per_process, self.per_line = int(per["threads"]) * int(per["gpus"]), number
             return True
         if (d := _DEVICE.match(line)) is not None:
             self.ranks.add(int(d["rank"]))
@@ -285,7 +291,10 @@ def read_nccl_tests(path: Path, rank: int | None = None) -> ReadResult:
 def _device_meta(read: Read, state: _Tests) -> None:
     """What the device table states: the ranks, their GPUs, their hosts."""
     gpus = state.gpus
-    if not gpus:
+    if not gpus:  # no table: the size the launcher's command states, where NCCL's lines state none
+        if (started := _started(read, state)) is not None and read.meta.world_size is None:
+            read.meta.update(world_size=started[0], world_size_from=started[1], backend="nccl",
+                             facts_source={**(read.meta.facts_source or {}), "world_size": f"{read.label}:{started[2]}"})
         return
     hosts = sorted(set().union(*state.placed.values()))
     first, last = min(state.device_lines), max(state.device_lines)
@@ -301,7 +310,7 @@ def _device_meta(read: Read, state: _Tests) -> None:
                       "ran a test of its own (nccl-tests without MPI), so a collective spans 1 host")
         read.note(first, f"nccl-tests: the same rank(s) ({_span(repeated)}) on {len(hosts)} hosts "
                          f"({', '.join(hosts)}): independent tests, one per host, not one job over them")
-    world, world_from = len(gpus), f"stated: {len(gpus)} rank(s) in {said}"
+    world, world_from, world_at = len(gpus), f"stated: {len(gpus)} rank(s) in {said}", first
     hosts_from = f"stated: the hosts of {said}"
     if max(last, state.torn_device or 0) == state.last and not repeated:
         # the file ends inside the table (a paste or a capture cut there): the ranks listed are some of the run's
@@ -319,13 +328,15 @@ def _device_meta(read: Read, state: _Tests) -> None:
             nodes = len(hosts)
             nodes_from = (f"inferred (lower bound): {nodes} host(s) named; the device table lists {len(gpus)} of at "
                           f"least {world} ranks")
+    if world_from.startswith("inferred") and (started := _started(read, state)) is not None and started[0] >= world:
+        world, world_from, world_at = started  # the launcher's command line states what a cut table cannot
     held = read.meta
     sources = {**(held.facts_source or {}), **{k: f"{read.label}:{first}" for k in ("gpu_count", "hosts")}}
     if world_from.startswith("inferred") and str(held.world_size_from).startswith("stated") \
             and (held.world_size or 0) >= world:
         world, world_from = held.world_size, held.world_size_from  # NCCL's nranks states what the table cannot
     else:
-        sources["world_size"] = f"{read.label}:{first}"
+        sources["world_size"] = f"{read.label}:{world_at}"
     if nodes_from.startswith("inferred") and str(held.nodes_from).startswith("stated") and (held.nodes or 0) >= nodes:
         nodes, nodes_from = held.nodes, held.nodes_from  # NCCL's nNodes
     else:
@@ -337,6 +348,13 @@ def _device_meta(read: Read, state: _Tests) -> None:
                      hosts_from=hosts_from, nodes=nodes, nodes_from=nodes_from,
                      ranks_by_host={h: sorted(r for r, named in state.placed.items() if h in named) for h in hosts},
                      facts_source=sources)
+
+
+def _started(read: Read, state: _Tests) -> tuple[int, str, int] | None:
+    if state.launch is None:
+        return None
+    per = (state.per_process, state.per_line) if state.per_line is not None else None
+    return ranks_started(*state.launch, read.label, per)
 
 
 def _span(ranks: list[int]) -> str:

@@ -1,7 +1,9 @@
 """nvidia-smi captures -> ``gpu``: ``--query-gpu=... --format=csv`` (units inside values or in the
 header with ``nounits``) and ``nvidia-smi dmon`` (``-`` where a metric is unsupported).
 
-MiB become MB (10^6 bytes, the unit of every MB in logkit). ``[N/A]`` and ``[Not Supported]`` are
+MiB become MB (10^6 bytes, the unit of every MB in logkit); a capture a script wrote in the query's
+shape without units (``timestamp,memory.used,...`` over bare numbers, as ``nounits`` prints them) has its
+memory in MiB, nvidia-smi's unit for it, and its time may be Unix epoch seconds. ``[N/A]`` and ``[Not Supported]`` are
 absent values, not errors; any other value that does not convert is a diagnostic. A query field
 logkit has no name for keeps its value as a number where it is one (``5001 MHz`` -> 5001.0).
 dmon's older ``temp`` column (before ``gtemp``/``mtemp``) is the GPU temperature; a capture pasted
@@ -66,6 +68,20 @@ DMON_COLUMNS = {"gpu": "gpu", "pwr": "power_w", "gtemp": "temperature_c", "temp"
                 "jpg": "jpg_pct", "ofa": "ofa_pct", "mclk": "mem_clock_mhz", "pclk": "sm_clock_mhz",
                 "fb": "memory_used_mb", "bar1": "bar1_mb", "ccpm": "ccpm_mb", "pviol": "power_violation_pct",
                 "tviol": "thermal_violation", "rxpci": "pcie_rx_mb_s", "txpci": "pcie_tx_mb_s"}
+
+
+# a query's time written by a script as Unix epoch seconds (``int(time.time())``: 10 digits, 2001-2286) or
+# milliseconds (13 digits)
+_EPOCH = re.compile(r"^(?P<s>\d{10})(?:\.\d+)?$|^(?P<ms>\d{13})$")
+# fields nvidia-smi reports in MiB: a capture without units (a script's own header, its bare numbers) is in them
+_MIB_FIELDS = {"memory.used", "memory.total", "memory.free", "memory.reserved"}
+
+
+def _time(text: str) -> float | None:
+    """A capture's time: epoch seconds or milliseconds as a script writes them, else nvidia-smi's stamp."""
+    if (e := _EPOCH.match(text.strip())) is not None:
+        return float(text) if e["s"] else int(e["ms"]) / 1000.0
+    return _stamp(text)
 
 
 def _stamp(text: str) -> float | None:
@@ -175,7 +191,7 @@ def _row(read: Read, number: int, header: list[tuple[str, str | None]], cells: l
     row: dict = {"time_s": None, "host": "", "gpu": None}
     for (field, unit), value in zip(header, cells, strict=True):
         if field == "timestamp":
-            row["time_s"] = _stamp(value)
+            row["time_s"] = _time(value)
             if row["time_s"] is None:
                 read.note(number, f"value does not convert: timestamp {value!r}", line)
             continue
@@ -187,7 +203,7 @@ def _row(read: Read, number: int, header: list[tuple[str, str | None]], cells: l
         elif column == "gpu":
             row[column] = int(value) if value.isdigit() else None
         else:
-            row[column] = _number(read, number, field, value, unit, line)
+            row[column] = _number(read, number, field, value, unit or ("MiB" if field in _MIB_FIELDS else None), line)
     return row
 
 
@@ -196,7 +212,7 @@ def _kind(values: list[str]) -> str | None:
     present = [v for v in values if v not in _ABSENT]
     if not present:
         return None
-    for name, test in (("timestamp", lambda v: _stamp(v) is not None), ("bus_id", _BUS_ID.match),
+    for name, test in (("timestamp", lambda v: _time(v) is not None), ("bus_id", _BUS_ID.match),
                        ("uuid", _UUID.match), ("pstate", _PSTATE.match)):
         if all(test(v) for v in present):
             return name

@@ -81,9 +81,10 @@ def test_a_device_table_followed_by_other_lines_states_the_ranks_and_hosts(tmp_p
 
 
 def test_a_device_table_the_file_ends_inside_gives_lower_bounds(tmp_path):
-    # made here: the excerpt cut after its line 6 (a paste or capture ending inside the table): at least 2 ranks on
-    # at least 2 hosts, never said as the run's size
-    body = "".join(text("nccl_tests_244_two_hosts_device_table.log").splitlines(keepends=True)[:6])
+    # made here: the excerpt's lines 2-6, cut after the table's line 6 (a paste or capture ending inside the table)
+    # and without the mpirun command of line 1 (whose -np states the size): at least 2 ranks on at least 2 hosts,
+    # never said as the run's size
+    body = "".join(text("nccl_tests_244_two_hosts_device_table.log").splitlines(keepends=True)[1:6])
     s = load(tmp_path, body)
     assert (s.meta["world_size"], s.meta["nodes"]) == (2, 2)
     assert s.meta["world_size_from"].startswith("inferred (lower bound)")
@@ -91,12 +92,12 @@ def test_a_device_table_the_file_ends_inside_gives_lower_bounds(tmp_path):
 
 
 def test_a_device_line_cut_short_at_the_end_keeps_the_table_open(tmp_path):
-    # made here: the excerpt's lines 1-6 and the head of a third device line (as a paste cut inside it): the ranks
-    # listed are a lower bound, and the torn line is a note, not a rank
-    body = "".join(text("nccl_tests_244_two_hosts_device_table.log").splitlines(keepends=True)[:6])
+    # made here: the excerpt's lines 2-6 (without the mpirun command that states the size) and the head of a third
+    # device line (as a paste cut inside it): the ranks listed are a lower bound, and the torn line is a note, not a rank
+    body = "".join(text("nccl_tests_244_two_hosts_device_table.log").splitlines(keepends=True)[1:6])
     s = load(tmp_path, body + "#  Rank  2 Group  0 Pid  7321\n")
     assert s.meta["world_size"] == 2 and s.meta["world_size_from"].startswith("inferred (lower bound)")
-    assert list(s.diagnostics["line"]) == [7]
+    assert list(s.diagnostics["line"]) == [6]
 
 
 # --- nccl-tests output with NCCL's own lines -----------------------------------------------------------------
