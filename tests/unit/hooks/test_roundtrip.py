@@ -16,9 +16,11 @@ from logkit.run.load import load_sessions
 from trainer_hooks.session_logger import SessionLogger
 
 STEPS = 3
-# a folder name: any text a file system takes (no NUL, no "/", not "." or "..", at most 200 bytes)
+# a folder name: any text a file system takes (no NUL, no "/", at most 200 bytes), not hidden: a folder whose
+# name begins with a dot is skipped when a folder above it is read, as .git and .cache are (discover); read
+# itself, it is read (test_a_hidden_log_folder_is_read_when_named below)
 _FOLDER = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00/"), min_size=1,
-                  max_size=40).filter(lambda t: t not in (".", "..") and len(t.encode()) <= 200)
+                  max_size=40).filter(lambda t: not t.startswith(".") and len(t.encode()) <= 200)
 _IDS = st.one_of(st.text(max_size=300), st.sampled_from(["../../x", "..", ".hidden", "a/b/../c", "x_rank0",
                                                          "x_summary", "run.jsonl", " ", "\\", "~", "-"]))
 
@@ -59,3 +61,10 @@ def test_every_session_the_emitter_writes_is_read_back_whole(session_id, host, f
         assert session.diagnostics.empty, session.diagnostics.to_dict("records")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_hidden_log_folder_is_read_when_named(tmp_path):
+    log = _emit(tmp_path / ".0", "run", "h")
+    assert load_sessions(tmp_path) == []  # hidden: skipped when the folder above is read
+    (session,) = load_sessions(tmp_path / ".0")
+    assert session.session_id == log.session_id and session.steps["step"].tolist() == list(range(1, STEPS + 1))
