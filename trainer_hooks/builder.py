@@ -213,8 +213,13 @@ class RecordBuilder:
         norms = p.layer_norms
         if norms is not None:
             if isinstance(norms, tuple):  # (names, norms) as the training thread read them
-                norms = {name: round(n, 6) if math.isfinite(n) else None for name, n in zip(*norms, strict=True)}
-            record[_LAYER_NORMS] = norms
+                names, values = norms
+                if not isinstance(values, list):  # a sharded model's whole norms, combined now (ShardNorms)
+                    values = values.result()
+                norms = None if values is None else {
+                    name: round(n, 6) if math.isfinite(n) else None for name, n in zip(names, values, strict=True)}
+            if norms is not None:
+                record[_LAYER_NORMS] = norms
         return record
 
     def _finding(self, finding: dict, message: str, p: PendingStep, step: int) -> dict:
