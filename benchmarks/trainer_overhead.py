@@ -29,6 +29,7 @@ code, outside both figures; what they record is the writer's work, inside).
     python benchmarks/trainer_overhead.py --steps 60   # shorter, noisier
     python benchmarks/trainer_overhead.py --sharded    # DDP against FSDP2 through the Trainer, ~3 minutes
     python benchmarks/trainer_overhead.py --sharded --level low,medium,high,ultra   # a row per level
+    python benchmarks/trainer_overhead.py --sharded --level low --repeats 3          # 3 rounds of each
 """
 
 from __future__ import annotations
@@ -356,7 +357,9 @@ def main(argv=None) -> int:
     p.add_argument("--step-ms", type=float, default=50.0)
     p.add_argument("--steps", type=int, default=120)
     p.add_argument("--levels", default=",".join(LEVELS))
-    p.add_argument("--repeats", type=int, default=3, help="runs per level, alternated (median and range)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="runs per level, alternated (median and range); --sharded: rounds of DDP and FSDP2 (default 3; "
+                        "--sharded 2)")
     p.add_argument("--json", default=None)
     p.add_argument("--sharded", action="store_true", help="DDP against FSDP2 through the Trainer, 2 ranks")
     p.add_argument("--level", default="high", help="--sharded's verbosity levels (comma-separated)")
@@ -370,10 +373,11 @@ def main(argv=None) -> int:
     if args.sharded:
         m = {}
         for level in args.level.split(","):
-            m[level] = sharded(level, min(args.steps, 80), strategies=tuple(args.strategies.split(",")))
+            m[level] = sharded(level, min(args.steps, 80), rounds=args.repeats or 2,
+                               strategies=tuple(args.strategies.split(",")))
             print("\n".join(show_sharded(m[level])), flush=True)
     else:
-        m = measure(args.step_ms, args.steps, tuple(args.levels.split(",")), args.repeats)
+        m = measure(args.step_ms, args.steps, tuple(args.levels.split(",")), args.repeats or 3)
         print("\n".join(show(m)))
     if args.json:
         Path(args.json).write_text(json.dumps(m, indent=2) + "\n")
