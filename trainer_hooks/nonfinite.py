@@ -275,13 +275,21 @@ def loss_tensors(losses: list, logged=None) -> list[tuple[str, object]]:
     return []
 
 
+def _local(tensor):
+    """A DTensor's part on this rank (a sharded model's gradient or parameter: its shape is the shard's),
+    read without a collective: a NaN report runs on the ranks that found a NaN in their own shards, and a
+    collective only they entered would hang them and the others."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if to_local is not None else tensor
+
+
 def nonfinite_report(named_tensors: list[tuple[str, object]], kind: str, limit: int = 50) -> list[dict]:
     """Tensors holding NaN or Inf: name, shape, counts and the first values (the NaN/Inf report)."""
     import torch
 
     out = []
     for name, t in named_tensors:
-        t = t.detach()
+        t = _local(t.detach())
         if not t.is_floating_point():
             continue
         nan = int(torch.isnan(t).sum())
@@ -306,6 +314,7 @@ def dump_tensors(path: Path, tensors: dict[str, object], max_bytes: int) -> tupl
     import torch
     from safetensors.torch import save_file
 
+    tensors = {name: _local(t.detach()) for name, t in tensors.items()}
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     truncated = total > max_bytes
     out = {}
