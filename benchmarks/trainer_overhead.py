@@ -324,6 +324,8 @@ def sharded(level: str = "high", steps: int = 80, rounds: int = 2, strategies=("
                          "training_thread_us": statistics.median(d["training_thread_s"] for d in docs) * 1e6,
                          "threads_us": {n: statistics.median(d["threads_s"].get(n, 0.0) for d in docs) * 1e6
                                         for n in sorted({n for d in docs for n in d["threads_s"]})},
+                         "by_method_us": {n: statistics.median(d["by_method_s"].get(n, 0.0) for d in docs) * 1e6
+                                          for n in sorted({n for d in docs for n in d["by_method_s"]})},
                          "step_ms": statistics.median(d["step_s"] for d in docs) * 1e3,
                          "budget_us": BUDGET_PCT[level] / 100 * 50e3}
     return out
@@ -349,6 +351,8 @@ def show_sharded(m: dict) -> list[str]:
             verdict += f"; within the DDP figure -> {'OK' if r['per_step_us'] <= d['range_us'][1] else 'ABOVE'}"
         lines.append(f"  {strategy:<6}: {r['per_step_us']:.0f} us ({r['range_us'][0]:.0f}-{r['range_us'][1]:.0f}; step "
                      f"{r['step_ms']:.1f} ms): {parts} us  {verdict}")
+        lines.append("          training thread by method: " + ", ".join(
+            f"{n} {u:.0f}" for n, u in r.get("by_method_us", {}).items() if u >= 0.5) + " us")
     return lines
 
 

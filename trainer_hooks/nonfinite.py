@@ -211,6 +211,16 @@ class ShardNorms:
         return self.values
 
 
+def _dtensor_types() -> tuple:
+    """torch's DTensor and its Replicate / Shard placements, imported at the first call (once)."""
+    global _dtensor_types
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    types = (DTensor, Replicate, Shard)
+    _dtensor_types = lambda: types  # noqa: E731 (the check runs every step)
+    return types
+
+
 def shard_norms(grads: list[tuple[str, object]], wait: bool = False) -> tuple[list[float] | None, ShardNorms | None]:
     """The norms of gradients that are shards on one device mesh (FSDP2's DTensors, each sharded along one
     mesh dimension): (this rank's shards' norms, ``ShardNorms`` with the all-reduce of their squares
@@ -224,8 +234,8 @@ def shard_norms(grads: list[tuple[str, object]], wait: bool = False) -> tuple[li
         return None, None
     import torch
     import torch.distributed as dist
-    from torch.distributed.tensor import DTensor, Replicate, Shard
 
+    DTensor, Replicate, Shard = _dtensor_types()
     placements = first.placements
     for _, g in grads:  # (each fully_shard call makes its own mesh object: equal ones are the same mesh)
         if not isinstance(g, DTensor) or g.placements != placements or (g.device_mesh is not mesh
