@@ -190,7 +190,7 @@ class ShardNorms:
     this rank's shards' norms summed across the shard group (the norm of the whole gradient is the root
     of that sum, as torch's ``clip_grad_norm_`` combines them). Read by ``result`` on the writer thread,
     once: it waits at most ``timeout`` seconds for the collective (every rank issued it at the same point
-    of its step; it is not done only where a rank stopped before it), None after that."""
+    of its step; it is not done only where a rank stopped before it), None after that, and from then on."""
 
     __slots__ = ("work", "squares", "values")
 
@@ -201,7 +201,8 @@ class ShardNorms:
         if self.values is None and self.work is not None:
             deadline = time.monotonic() + timeout
             while not self.work.is_completed():
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline:  # given up for good: a later read does not wait again
+                    self.work = self.squares = None
                     return None
                 time.sleep(0.0005)
             work, self.work = self.work, None
