@@ -29,6 +29,7 @@ code, outside both figures; what they record is the writer's work, inside).
     python benchmarks/trainer_overhead.py --steps 60   # shorter, noisier
     python benchmarks/trainer_overhead.py --sharded    # DDP against FSDP2 through the Trainer, ~3 minutes
     python benchmarks/trainer_overhead.py --sharded --level low,medium,high,ultra   # a row per level
+    python benchmarks/trainer_overhead.py --sharded --level low --repeats 3          # 3 rounds of each
 """
 
 from __future__ import annotations
@@ -323,6 +324,8 @@ def sharded(level: str = "high", steps: int = 80, rounds: int = 2, strategies=("
                          "training_thread_us": statistics.median(d["training_thread_s"] for d in docs) * 1e6,
                          "threads_us": {n: statistics.median(d["threads_s"].get(n, 0.0) for d in docs) * 1e6
                                         for n in sorted({n for d in docs for n in d["threads_s"]})},
+                         "by_method_us": {n: statistics.median(d["by_method_s"].get(n, 0.0) for d in docs) * 1e6
+                                          for n in sorted({n for d in docs for n in d["by_method_s"]})},
                          "step_ms": statistics.median(d["step_s"] for d in docs) * 1e3,
                          "budget_us": BUDGET_PCT[level] / 100 * 50e3}
     return out
@@ -348,6 +351,8 @@ def show_sharded(m: dict) -> list[str]:
             verdict += f"; within the DDP figure -> {'OK' if r['per_step_us'] <= d['range_us'][1] else 'ABOVE'}"
         lines.append(f"  {strategy:<6}: {r['per_step_us']:.0f} us ({r['range_us'][0]:.0f}-{r['range_us'][1]:.0f}; step "
                      f"{r['step_ms']:.1f} ms): {parts} us  {verdict}")
+        lines.append("          training thread by method: " + ", ".join(
+            f"{n} {u:.0f}" for n, u in r.get("by_method_us", {}).items() if u >= 0.5) + " us")
     return lines
 
 
@@ -356,7 +361,9 @@ def main(argv=None) -> int:
     p.add_argument("--step-ms", type=float, default=50.0)
     p.add_argument("--steps", type=int, default=120)
     p.add_argument("--levels", default=",".join(LEVELS))
-    p.add_argument("--repeats", type=int, default=3, help="runs per level, alternated (median and range)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="runs per level, alternated (median and range); --sharded: rounds of DDP and FSDP2 (default 3; "
+                        "--sharded 2)")
     p.add_argument("--json", default=None)
     p.add_argument("--sharded", action="store_true", help="DDP against FSDP2 through the Trainer, 2 ranks")
     p.add_argument("--level", default="high", help="--sharded's verbosity levels (comma-separated)")
@@ -370,10 +377,11 @@ def main(argv=None) -> int:
     if args.sharded:
         m = {}
         for level in args.level.split(","):
-            m[level] = sharded(level, min(args.steps, 80), strategies=tuple(args.strategies.split(",")))
+            m[level] = sharded(level, min(args.steps, 80), rounds=args.repeats or 2,
+                               strategies=tuple(args.strategies.split(",")))
             print("\n".join(show_sharded(m[level])), flush=True)
     else:
-        m = measure(args.step_ms, args.steps, tuple(args.levels.split(",")), args.repeats)
+        m = measure(args.step_ms, args.steps, tuple(args.levels.split(",")), args.repeats or 3)
         print("\n".join(show(m)))
     if args.json:
         Path(args.json).write_text(json.dumps(m, indent=2) + "\n")

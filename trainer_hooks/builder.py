@@ -13,7 +13,7 @@ import math
 from collections import deque
 from types import MappingProxyType
 
-from logkit.schema import bandwidth_mb_s, busbw_factor
+from logkit.schema import MB, bandwidth_mb_s, busbw_factor
 from logkit.schema.records import ANOMALY, COMMUNICATION, PERFORMANCE, STEP_PHASES, TRAINING_STEP
 from logkit.schema.values import per_second, to_float
 from trainer_hooks.findings import LossSpikeDetector, SlowStepDetector, trend
@@ -31,6 +31,7 @@ PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total
 PHASE_FIELDS = f"{HEADER} begin_clock_s compute_s first_ready_s sync_s buckets timing_source"
 
 _NO_METRICS = MappingProxyType({})
+_INF = float("inf")
 # a trainer log's keys that are no step metric of their own (the callback hands the whole log over)
 _OWN_KEYS = frozenset(TRAINING_STEP[name].raw[-1] for name in ("loss", "learning_rate", "grad_norm"))
 _NOT_STEP_METRICS = frozenset(("epoch", "total_flos", "step"))
@@ -213,8 +214,13 @@ class RecordBuilder:
         norms = p.layer_norms
         if norms is not None:
             if isinstance(norms, tuple):  # (names, norms) as the training thread read them
-                norms = {name: round(n, 6) if math.isfinite(n) else None for name, n in zip(*norms, strict=True)}
-            record[_LAYER_NORMS] = norms
+                names, values = norms
+                if not isinstance(values, list):  # a sharded model's whole norms, combined now (ShardNorms)
+                    values = values.result()
+                norms = None if values is None else {
+                    name: round(n, 6) if math.isfinite(n) else None for name, n in zip(names, values, strict=True)}
+            if norms is not None:
+                record[_LAYER_NORMS] = norms
         return record
 
     def _finding(self, finding: dict, message: str, p: PendingStep, step: int) -> dict:
@@ -294,7 +300,21 @@ class RecordBuilder:
             if known is None:
                 known = per_op[(op, n)] = (busbw_factor(op, n), self.comm_stats.setdefault(op, CommStats()))
             factor, stats = known
-            algbw, busbw = _measured(stats, size, seconds, factor)
+            # _measured, inline (8 collectives a step under FSDP2): algbw None where not finite
+            algbw = size / MB / seconds if seconds > 0 else None
+            if algbw is not None and not algbw < _INF:
+                algbw = None
+            stats.count += 1
+            stats.bytes += size
+            stats.seconds += seconds
+            busbw = None
+            if algbw is not None:
+                stats.algbw_sum += algbw
+                stats.algbw_n += 1
+                if factor is not None:
+                    busbw = algbw * factor
+                    stats.busbw_sum += busbw
+                    stats.busbw_n += 1
             if records:
                 out.append(self._collective_record(
                     timestamp=wall, time_s=time_s, step=step,

@@ -80,6 +80,8 @@ class DistTimer(FsdpCommTimer):
     collectives (a reduce-scatter or an all-reduce in backward) give its phases as FSDP2's reduce-scatters
     do."""
 
+    one_pass = False  # its items carry their group size: read one by one (FsdpCommTimer.absorb)
+
     def __init__(self) -> None:
         super().__init__()
         self.in_step = False

@@ -9,6 +9,7 @@ Each detector returns a finding, or None: the finding's part of an ``anomaly`` /
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
 
 from logkit.schema.findings import FindingKind
@@ -26,6 +27,40 @@ def median(values) -> float:
     return s[half] if n % 2 else (s[half - 1] + s[half]) / 2
 
 
+class SortedWindow:
+    """The last ``size`` values, in arrival order and sorted: a running median without a sort per step
+    (a C insertion and deletion in a short list; the detectors below run for every step on the writer
+    thread). Finite values only (a NaN has no place in an order)."""
+
+    __slots__ = ("order", "sorted")
+
+    def __init__(self, size: int) -> None:
+        self.order: deque[float] = deque(maxlen=size)
+        self.sorted: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __iter__(self):
+        return iter(self.order)
+
+    def append(self, value: float) -> None:
+        order, ordered = self.order, self.sorted
+        if len(order) == order.maxlen:  # the oldest leaves both
+            del ordered[bisect_left(ordered, order[0])]
+        order.append(value)
+        insort(ordered, value)
+
+    def median(self) -> float:
+        """``median(window)``, from the sorted values."""
+        s = self.sorted
+        n = len(s)
+        if n == 0:
+            raise ValueError("median of no values")
+        half = n // 2
+        return s[half] if n % 2 else (s[half - 1] + s[half]) / 2
+
+
 class SlowStepDetector:
     """A step slower than ``factor`` x the running median of the last ``window`` steps.
 
@@ -34,14 +69,14 @@ class SlowStepDetector:
 
     def __init__(self, factor: float = 3.0, window: int = 50, warmup: int = 5) -> None:
         self.factor, self.warmup = factor, warmup
-        self._times: deque[float] = deque(maxlen=window)
+        self._times = SortedWindow(window)
         self._seen = 0
 
     def check(self, step_time: float) -> dict | None:
         self._seen += 1
         finding = None
         if self._seen > self.warmup and len(self._times) >= self.warmup:
-            mid = median(self._times)
+            mid = self._times.median()
             if mid > 0 and step_time > self.factor * mid:
                 finding = ANOMALY.build(subkind=FindingKind.SLOW_STEP, value=round(step_time, 6),
                                         threshold=round(self.factor * mid, 6), median=round(mid, 6))
@@ -62,7 +97,7 @@ class LossSpikeDetector:
 
     def __init__(self, factor: float = 3.0, window: int = 20, warmup: int = 5, log_scale: bool = True) -> None:
         self.factor, self.warmup, self.log_scale = factor, warmup, log_scale
-        self._losses: deque[float] = deque(maxlen=window)
+        self._losses = SortedWindow(window)
 
     def check(self, loss: float | None) -> dict | None:
         if loss is None or not math.isfinite(loss):
@@ -70,8 +105,8 @@ class LossSpikeDetector:
         finding = None
         losses = self._losses
         if len(losses) >= self.warmup:
-            mid = median(losses)
-            if self.log_scale and loss > 0 and min(losses) > 0:
+            mid = losses.median()
+            if self.log_scale and loss > 0 and losses.sorted[0] > 0:
                 scale, center, floor = math.log, math.log(mid), _LOG_FLOOR
             else:
                 scale, center, floor = _identity, mid, max(0.05 * abs(mid), 1e-12)

@@ -2,7 +2,10 @@
 non-finite tensors (the loss first, then gradients, then parameters) with a safetensors dump.
 
 torch is imported only where training has it. The per-step check costs one device sync: the
-norms of all gradients are computed with one ``torch._foreach_norm`` and read back together.
+norms of all gradients are computed with one ``torch._foreach_norm`` and read back together. A
+sharded model's gradients (FSDP2: DTensors, a shard per rank) are checked on the shard each rank
+holds; their whole norms are combined across the shard group by an all-reduce the training thread
+issues without waiting for it, read on the writer thread (``ShardNorms``).
 The detailed report (which tensors, how many NaN/Inf values) runs only when that check or the
 logged loss says something is wrong, and only for the first ``MAX_NAN_REPORTS`` steps, so a
 diverged run does not fill the disk.
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from logkit.schema.findings import FindingKind
 from logkit.schema.records import ANOMALY, NAN_DETECTED
+from trainer_hooks.commhook import outer_call
 from trainer_hooks.findings import GradNormWatch
 from trainer_hooks.guard import guarded
 from trainer_hooks.timed_phases import within_steps
@@ -57,14 +61,21 @@ class NonFiniteChecks:
         with the gradients when they are not finite."""
         step = self._last_step + 1 if step is None else step
         grads = self._grads_of(model)
-        norms = grad_norms(grads)
-        total = sum(norms)
-        finite = total - total == 0.0 or all(math.isfinite(n) for n in norms)  # (a sum may overflow)
-        if self.settings.layer_grad_norms and self._writer is not None:
+        # a sharded model's whole norms come from an all-reduce in flight (ShardNorms); waited for here
+        # only where a NaN must stop every rank at the same step (stop_on_nan), else on the writer thread
+        local, shards = shard_norms(grads, wait=self.settings.stop_on_nan)
+        if shards is None:
+            norms = grad_norms(grads) if local is None else local
+            finite = _finite(norms)
+        else:  # this rank's shards (a NaN in another rank's is reported when the writer reads the whole norms)
+            norms = shards
+            finite = _finite(local) if shards.values is None else _finite(shards.values)
+        if (self.settings.layer_grad_norms or shards is not None) and self._writer is not None:
             # the per-layer dict and the explode/vanish watch are built on the writer thread
             names = tuple(name for name, _ in grads)
-            self._layer_norms = (step, (names, norms))
-            self._writer.put_call(self._grad_findings, step, names, norms, time.perf_counter())
+            if self.settings.layer_grad_norms:
+                self._layer_norms = (step, (names, norms))
+            self._writer.put_call(self._grad_findings, step, names, norms, time.perf_counter(), finite)
         if not finite:
             self.report_nonfinite(step, FindingKind.NAN_GRAD, model=model, grads=grads,
                                   losses=self._step_losses if losses is None else losses)
@@ -78,10 +89,22 @@ class NonFiniteChecks:
             cached = self._trainable = (model, [(n, p) for n, p in model.named_parameters() if p.requires_grad])
         return [(n, g) for n, p in cached[1] if (g := p.grad) is not None]
 
-    def _grad_findings(self, step: int, names: tuple, norms: list, at: float) -> list[dict]:
+    def _grad_findings(self, step: int, names: tuple, norms, at: float, finite: bool = True) -> list[dict]:
         """Writer thread: the explode/vanish findings of one step's per-layer norms (``GradNormWatch``),
-        timed at their check (``at``)."""
+        timed at their check (``at``). ``norms``: a list, or ``ShardNorms`` read here; where those whole
+        norms are not finite and this rank's shards were (``finite``), the ``nan_grad`` anomaly every rank
+        writes (the tensors are reported by the rank holding them)."""
         out = []
+        if isinstance(norms, ShardNorms):
+            norms = norms.result()
+            if norms is None:  # not combined in time (a rank stopped): no norms to watch this step
+                return out
+            if finite and not _finite(norms):
+                out.append(self._record(ANOMALY, f"{FindingKind.NAN_GRAD} at step {step} (in another rank's "
+                                        "gradient shard)", "ERROR", step, at=at, subkind=FindingKind.NAN_GRAD,
+                                        value=None, loss=None))
+            if not self.settings.layer_grad_norms:
+                return out
         for finding in self._grad_watch.check(dict(zip(names, norms, strict=True))):
             record = self._record(ANOMALY, f"{ANOMALY['subkind'].get(finding)}: {ANOMALY['value'].get(finding)}",
                                   "WARNING", step, at=at)
@@ -157,6 +180,89 @@ def grad_norms(grads: list[tuple[str, object]]) -> list[float]:
     return _whole(stacked).float().cpu().tolist()
 
 
+def _finite(norms: list[float]) -> bool:
+    total = sum(norms)
+    return total - total == 0.0 or all(math.isfinite(n) for n in norms)  # (a sum may overflow)
+
+
+class ShardNorms:
+    """The whole norms of a sharded model's gradients while their all-reduce is in flight: the squares of
+    this rank's shards' norms summed across the shard group (the norm of the whole gradient is the root
+    of that sum, as torch's ``clip_grad_norm_`` combines them). Read by ``result`` on the writer thread,
+    once: it waits at most ``timeout`` seconds for the collective (every rank issued it at the same point
+    of its step; it is not done only where a rank stopped before it), None after that, and from then on."""
+
+    __slots__ = ("work", "squares", "values")
+
+    def __init__(self, work, squares) -> None:
+        self.work, self.squares, self.values = work, squares, None
+
+    def result(self, timeout: float = 5.0) -> list[float] | None:
+        if self.values is None and self.work is not None:
+            deadline = time.monotonic() + timeout
+            while not self.work.is_completed():
+                if time.monotonic() > deadline:  # given up for good: a later read does not wait again
+                    self.work = self.squares = None
+                    return None
+                time.sleep(0.0005)
+            work, self.work = self.work, None
+            work.wait()  # done: returns at once (raises where the collective failed)
+            self.values = self.squares.sqrt().cpu().tolist()
+            self.squares = None
+        return self.values
+
+
+def _dtensor_types() -> tuple:
+    """torch's DTensor and its Replicate / Shard placements, imported at the first call (once)."""
+    global _dtensor_types
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    types = (DTensor, Replicate, Shard)
+    _dtensor_types = lambda: types  # noqa: E731 (the check runs every step)
+    return types
+
+
+def shard_norms(grads: list[tuple[str, object]], wait: bool = False) -> tuple[list[float] | None, ShardNorms | None]:
+    """The norms of gradients that are shards on one device mesh (FSDP2's DTensors, each sharded along one
+    mesh dimension): (this rank's shards' norms, ``ShardNorms`` with the all-reduce of their squares
+    issued, waited for when ``wait``). (the norms, None) where the gradients are replicated on the mesh;
+    (None, None) where they are not DTensors of one such layout (``grad_norms`` reads them)."""
+    if not grads:
+        return None, None
+    first = grads[0][1]
+    mesh = getattr(first, "device_mesh", None)
+    if mesh is None:
+        return None, None
+    import torch
+    import torch.distributed as dist
+
+    DTensor, Replicate, Shard = _dtensor_types()
+    placements = first.placements
+    for _, g in grads:  # (each fully_shard call makes its own mesh object: equal ones are the same mesh)
+        if not isinstance(g, DTensor) or g.placements != placements or (g.device_mesh is not mesh
+                                                                         and g.device_mesh != mesh):
+            return None, None
+    sharded = [i for i, p in enumerate(placements) if isinstance(p, Shard)]
+    if len(sharded) > 1 or any(not isinstance(p, (Shard, Replicate)) for p in placements):
+        return None, None  # several shard dimensions, or partial values: DTensor's own reduction (grad_norms)
+    with torch.no_grad():  # to_local without autograd: the local tensor itself
+        tensors = [g.to_local() for _, g in grads]
+        try:
+            norms = torch.stack(torch._foreach_norm(tensors)).float()
+        except Exception:  # mixed devices or dtypes the fused kernel does not take
+            norms = torch.stack([t.float().norm().to(tensors[0].device) for t in tensors])
+        local = norms.cpu().tolist()  # this rank's shards (one transfer): its finite check
+        if not sharded:
+            return local, None
+        squares = norms.pow(2)  # (a tensor of its own: the all-reduce writes into it)
+        with outer_call():  # the logger's own collective, not one of training's (dist_timing)
+            work = dist.all_reduce(squares, group=mesh.get_group(sharded[0]), async_op=True)
+    shards = ShardNorms(work, squares)
+    if wait:
+        shards.result(timeout=float("inf"))
+    return local, shards
+
+
 def _whole(norm):
     """A norm as a plain tensor. A sharded model's gradients (FSDP2: DTensors) give partial norms, one
     part per shard: ``full_tensor`` combines them across the shard group in one collective, as torch's
@@ -180,13 +286,21 @@ def loss_tensors(losses: list, logged=None) -> list[tuple[str, object]]:
     return []
 
 
+def _local(tensor):
+    """A DTensor's part on this rank (a sharded model's gradient or parameter: its shape is the shard's),
+    read without a collective: a NaN report runs on the ranks that found a NaN in their own shards, and a
+    collective only they entered would hang them and the others."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if to_local is not None else tensor
+
+
 def nonfinite_report(named_tensors: list[tuple[str, object]], kind: str, limit: int = 50) -> list[dict]:
     """Tensors holding NaN or Inf: name, shape, counts and the first values (the NaN/Inf report)."""
     import torch
 
     out = []
     for name, t in named_tensors:
-        t = t.detach()
+        t = _local(t.detach())
         if not t.is_floating_point():
             continue
         nan = int(torch.isnan(t).sum())
@@ -211,6 +325,7 @@ def dump_tensors(path: Path, tensors: dict[str, object], max_bytes: int) -> tupl
     import torch
     from safetensors.torch import save_file
 
+    tensors = {name: _local(t.detach()) for name, t in tensors.items()}
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     truncated = total > max_bytes
     out = {}

@@ -43,6 +43,7 @@ class _Call:
 # whole second -> "YYYY-mm-ddTHH:MM:SS": formatted once per second, not per record (a few
 # seconds kept: a step's own time and its ETA alternate); a dict's get/set are atomic
 _ISO_SECONDS: dict[int, str] = {}
+_LAST_ISO: tuple[float | None, str] = (None, "")  # the last time formatted, and its text
 
 
 def iso_timestamp(wall: float) -> str:
@@ -51,6 +52,10 @@ def iso_timestamp(wall: float) -> str:
     >>> iso_timestamp(1733495422.5)
     '2024-12-06T14:30:22.500000+00:00'
     """
+    global _LAST_ISO
+    last = _LAST_ISO
+    if last[0] == wall:  # the records built together share their time (a step's collectives)
+        return last[1]
     second = int(wall // 1)
     micro = int(round((wall - second) * 1e6))
     if micro >= 1_000_000:
@@ -60,7 +65,9 @@ def iso_timestamp(wall: float) -> str:
         if len(_ISO_SECONDS) >= 16:
             _ISO_SECONDS.clear()
         prefix = _ISO_SECONDS[second] = datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{prefix}.{micro:06d}+00:00"
+    text = f"{prefix}.{micro:06d}+00:00"
+    _LAST_ISO = (wall, text)  # one tuple: a reader on another thread sees the old pair or the new one, whole
+    return text
 
 
 class RecordWriter:

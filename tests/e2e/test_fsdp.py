@@ -145,3 +145,31 @@ def test_the_gradient_check_reads_a_sharded_models_whole_norms(tmp_path):
             assert got[name] == pytest.approx(norm, rel=1e-5, abs=1e-6), name
     errors = folder / files.errors_log
     assert not errors.exists() or "check_gradients" not in errors.read_text()
+
+
+def test_a_nan_in_one_ranks_gradient_shard_is_reported_by_every_rank_and_hangs_none(tmp_path):
+    """The gradient check reads each rank's own shards (their whole norms are combined on the writer
+    thread): a NaN put into rank 1's shard of the first Linear's weight gradient at step 1 gives rank 1's
+    NaN report naming that gradient, rank 0's nan_grad anomaly from the combined norms, a null norm for
+    that layer on both ranks, and a run that finishes (a report that entered a collective on rank 1
+    alone would hang both)."""
+    torchrun("tests/support/fsdp_train.py", ["--log-dir", str(tmp_path / "logs"), "--mode", "fsdp2", "--steps", "3",
+                                             "--verbosity", "ultra", "--check-gradients", "--nan-shard-rank", "1"],
+             RANKS, cwd=tmp_path)
+    (folder,) = session_dirs(tmp_path / "logs")
+    files = SessionFiles(folder.name)
+    streams = {r: read_jsonl(folder / files.rank_jsonl(r)) for r in range(RANKS)}
+    for rank, records in streams.items():
+        anomalies = [r for r in records if r["type"] == "anomaly" and r.get("kind") == "nan_grad"]
+        assert [r["step"] for r in anomalies] == [1], rank
+        (first,) = [r for r in records if r["type"] == "training_step_complete" and r["step"] == 1]
+        norms = first["layer_grad_norms"]
+        assert norms["0.weight"] is None, rank  # the script's first Linear: model[0]
+        assert norms["0.bias"] is not None and norms["2.weight"] is not None, rank
+        assert any(r["type"] == "session_end" for r in records), rank  # the run finished
+    # (the optimizer then spreads the NaN to the parameters: later steps' losses are NaN on both ranks)
+    (report,) = [r for r in streams[1] if r["type"] == "nan_detected" and r["step"] == 1]
+    assert report["kind"] == "nan_grad"
+    assert [(t["kind"], t["name"], t["nan_count"]) for t in report["tensors"]] == [("gradient", "0.weight", 1)]
+    # rank 0's shards held no NaN at step 1
+    assert not [r for r in streams[0] if r["type"] == "nan_detected" and r["step"] == 1]

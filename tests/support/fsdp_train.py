@@ -11,6 +11,7 @@ with ``TrainingLogger``: what the sharded-run and lone-process tests launch (tor
 (--slow-backward-ms M: in the backward of its last Linear);
 --hang-at N: at step N rank R stops in its forward, before its first collective (--pg-timeout S: the
 others' collectives then time out after S s; --stall-min-s: the logger's stall watch);
+--nan-shard-rank R: at step 1 a NaN in rank R's shard of the first Linear's weight gradient;
 --sleep S: every rank sleeps S s after its optimizer step (a busy 2-core host then varies the steps
 by a few ms, not tens).
 """
@@ -58,6 +59,8 @@ def main() -> None:
     p.add_argument("--sleep", type=float, default=0.0, help="seconds every rank sleeps after its optimizer step")
     p.add_argument("--verbosity", default="high")
     p.add_argument("--check-gradients", action="store_true", help="tlog.check_gradients(loss) before each step")
+    p.add_argument("--nan-shard-rank", type=int, default=-1,
+                   help="fsdp2: at step 1 this rank's shard of the first Linear's weight gradient gets a NaN")
     args = p.parse_args()
     torch.manual_seed(0)
     model, accelerator = make_model(), None
@@ -103,6 +106,9 @@ def main() -> None:
                     time.sleep(3600)  # this rank stops in its forward: the others wait in their first all-gather
                 loss = model(x).pow(2).mean()
                 loss.backward()
+                if n == 1 and launcher_rank == args.nan_shard_rank:  # in this rank's shard only
+                    with torch.no_grad():
+                        model[0].weight.grad.to_local().view(-1)[0] = float("nan")
                 if args.check_gradients:
                     tlog.check_gradients(loss)
                 optimizer.step()
