@@ -37,9 +37,13 @@ def test_compare_prints_the_seed_style_comparison(logs):
     r = run(logs, "--compare")
     assert r.returncode == 0, r.stderr
     speedup = (8 / 0.3) / (8 / 0.5)
-    # the verdict first, then the comparison
+    # the verdict first (the counterfactual, then the pay-off), then the comparison: 6 steps of 8 samples, 48 at
+    # 16 samples/s on 1 rank take 3 s; the 2-rank run took 6 x 0.3 = 1.8 s on 2 ranks: 0.001 rank-hours
     verdict, out = r.stdout.split("\n\n", 1)
-    assert verdict.splitlines()[:3] == ["VERDICT", "=" * 60, f"Multi-GPU paid off: 2 ranks ran {speedup:.2f}x the "
+    assert verdict.splitlines()[:4] == ["VERDICT", "=" * 60,
+                                        "On 1 rank this run would have taken 3 s; on 2 it took 1.8 s: 0.001 rank-hours "
+                                        "for 1.2 s saved.",
+                                        f"Multi-GPU paid off: 2 ranks ran {speedup:.2f}x the "
                                         f"samples/s of 1 ({speedup / 2:.0%} scaling efficiency, steady state)."]
     assert out.startswith("SINGLE-PROCESS vs MULTI-PROCESS COMPARISON (CPU)\n" + "=" * 60)
     assert "📱 SINGLE-PROCESS SESSIONS (1):" in out and "🔗 MULTI-PROCESS SESSIONS (1):" in out
@@ -63,7 +67,8 @@ def test_verdict_prints_the_verdict_alone(logs):
     r = run(logs, "--verdict")
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert r.stdout == run(logs).stdout.split("\n\n", 1)[0] + "\n"
-    assert r.stdout.startswith("VERDICT\n" + "=" * 60 + "\nMulti-GPU paid off: 2 ranks ran ")
+    assert r.stdout.startswith("VERDICT\n" + "=" * 60 + "\nOn 1 rank this run would have taken 3 s")
+    assert "\nMulti-GPU paid off: 2 ranks ran " in r.stdout
     assert run(logs, "--verdict", "--no-cache").stdout == r.stdout
     # a kept answer of another question is not this one's (the answers' cache keys on --verdict)
     assert run(logs, "--verdict").stdout == r.stdout and run(logs).stdout != r.stdout
