@@ -16,7 +16,7 @@ Its records come through ``normalise`` (prefixes taken off, wrapped lines joined
   ``cuda_oom``; ``nccl_error``; ``rendezvous_timeout`` / ``address_in_use``;
 - why a process failed (``torch_lines.failure_cause``: a script python cannot open, a missing
   module, an import, CUDA OOM or another CUDA error, an NCCL error and its ``Last error:`` detail,
-  a signal, the exception a traceback ends in) -> ``failure_cause`` (once per rank and cause);
+  a signal, the exception a traceback ends in) -> ``failure_cause`` (once per process: ``failure_causes.py``);
 - the launchers: torchrun's ChildFailedError block and its agent's ``failed (exitcode: -9)``
   line, DeepSpeed's and PALS' exit lines -> ``child_failed`` (``signal`` from a negative exit
   code; ``root_cause``: the first failure the launcher observed); ``Sending process P closing
@@ -46,6 +46,7 @@ from logkit.ingest.readers import (
 )
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
+from logkit.ingest.readers.failure_causes import Causes
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.framework_lines import FrameworkLines
 from logkit.ingest.readers.nccl import GLUED, may_be_nccl, parse_nccl_debug
@@ -75,9 +76,7 @@ class _Console(blocks.Blocks):
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
         self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
         self.verl_row: dict | None = None  # verl's last record, while the next line may be its rest
-        self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
-        self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
-        self.nccl_error_line: int | None = None  # the line of the last NCCL error cause read
+        self.causes = Causes(read)  # why each process failed, said once per process
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
         self.prefix_hosts: dict[str, int] = {}  # a host a line's prefix names (Ray's ip=, a host tag) -> its first line
         self.sharded = sharded_frames.ShardedFrames()  # the current traceback's frames in FSDP's or ZeRO's code
@@ -134,7 +133,7 @@ class _Console(blocks.Blocks):
         return self.last_phase.see(number, text, rank, t) | bool(self._line(number, text, rank, t))
 
     def _line(self, number: int, text: str, rank: int | None, t: float | None) -> bool:
-        if self.last_error is not None and (took := self._last_error(text)) is not None:
+        if (took := self.causes.last_error_line(text)) is not None:
             # "Last error:" is read; the detail it announces is the NCCL error's, and read as any line too
             return True if took == "header" else (self._read(number, text, rank, t) or True)
         if any(h in text for h in tl.CAUSE_HINTS) and (c := tl.failure_cause(text)) is not None:
@@ -150,7 +149,7 @@ class _Console(blocks.Blocks):
         if self.block is not None and self.in_block(number, text):
             self._traceback_call(number, text)
             if text.startswith("Traceback"):
-                self.trace_open = (number, rank, t)
+                self._header(number, rank, t)
             return True
         if self.block is None and text[:1] in " \t[RF" and self.table_from_middle(number, text):
             self.frameworks.launcher("torchrun", number)  # torch.distributed.elastic's table: torchrun's agent
@@ -265,6 +264,7 @@ class _Console(blocks.Blocks):
     def _traceback_call(self, number: int, text: str) -> None:
         """A traceback's line: the torch.distributed call it shows, the framework, FSDP's or ZeRO's code."""
         self.frameworks.frame(number, text)
+        self.causes.trace_text(text)  # a chained traceback is the same process's
         if (c := shapes.DIST_CALL.search(text)) is not None:
             self.dist_op = c["op"]
         self.sharded.see(text)
@@ -338,51 +338,25 @@ class _Console(blocks.Blocks):
             if text.startswith("Traceback") or (self.trace_open is None and text.lstrip().startswith('File "')):
                 # a frame with no traceback open: one whose header the paste cut, open all the same (its
                 # exception line is the cause)
-                self.trace_open = (number, rank, t)
+                self._header(number, rank, t)
             return True
         return self._other(number, text, level, rank, t) or bool(stated)
 
-    def _cause(self, number: int, c: dict, rank: int | None, t: float | None) -> None:
-        """A ``failure_cause`` event: why a process failed, once per rank and cause (every rank, and
-        torch's ``what():`` lines, repeat it). Python's ``can't open file`` is the one exception: the
-        interpreter prints it once and exits 2, so each such line is one process (a launcher's workers
-        print it once each, all unranked). An NCCL error's ``Last error:`` detail, on the lines after it,
-        is added to its message (``_last_error``)."""
-        key = (rank, c["cause"], number if c["cause"] == FailureCause.FILE_NOT_FOUND else None)
-        if key in self.causes:
-            return
-        if c["cause"] == FailureCause.NCCL_ERROR and self.nccl_error_line == number - 1 and c["what"] \
-                and c["what"].startswith("nccl") and c["message"].startswith(c["what"]):
-            # "ncclInternalError: ..." on the line after torch's "NCCL error: ..." is that error's second line (torch
-            # prefixes only the first with the rank): no cause of its own
-            self.nccl_error_line = number
-            return
-        self.causes.add(key)
-        ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
-                             message=c["message"], error=c["what"], **self.sharded.fields())
-        if c["cause"] == FailureCause.NCCL_ERROR:
-            self.last_error = (ev, False)
-            self.nccl_error_line = number
+    def _cause(self, number: int, c: dict, rank: int | None, t: float | None, ends_trace: bool = False) -> None:
+        """A ``failure_cause`` event, once per process (``failure_causes``)."""
+        self.causes.add(number, c, rank, t, self.sharded.fields(), ends_trace)
 
-    def _last_error(self, text: str) -> str | None:
-        """NCCL's ``Last error:`` ("header") and the line after it ("detail": ``socketStartConnect: Connect
-        to ... failed``), the detail of the last NCCL error read, added to its cause's message; else None."""
-        ev, opened = self.last_error
-        if not opened:
-            if text.strip() != "Last error:":
-                return None
-            self.last_error = (ev, True)
-            return "header"
-        self.last_error = (ev, False)
-        ev["message"] = f"{ev['message']} Last error: {text.strip()}"[:500]
-        return "detail"
+    def _header(self, number: int, rank: int | None, t: float | None) -> None:
+        """A traceback opens (its header, or a frame whose header the paste cut)."""
+        self.trace_open = (number, rank, t)
+        self.causes.header(number)
 
     def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
         if (self.trace_open is not None or self.block == "trace") and not m["type"].endswith(
                 ("Warning", "ChildFailedError")) and tl.failure_cause(text) is None:
             # the exception a traceback ends in, of no kind the causes name: the cause is the exception
             self._cause(number, {"cause": FailureCause.EXCEPTION, "what": m["type"], "message": text.strip()[:300]},
-                        rank, t)
+                        rank, t, ends_trace=self.trace_open is not None)
         self.trace_open = None
         if m["type"].endswith("ChildFailedError"):
             self.frameworks.launcher("torchrun", number)  # torch.distributed.elastic's report: torchrun's agent
@@ -454,7 +428,7 @@ class _Console(blocks.Blocks):
                           launcher=None)
             elif ev.get("script") is None and self.script is not None and ev["launcher"] == "torchrun":
                 ev["script"] = self.script  # a block cut before its entries still names the script ("test.py FAILED")
-        blocks.signal_causes(self.read, self.causes)
+        blocks.signal_causes(self.read, self.causes.said)
         self.joined.write()
         for mm in tl.mismatches_from_timeouts(self.timeouts):
             line = max(t["line"] for t in self.timeouts if t["seq"] == mm["seq"])

@@ -168,7 +168,8 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       # the fine-tuning frameworks' and launchers' banners (a log of them alone is a run's)
                       r"|Unsloth - 2x faster|==\(\(====\)\)==|WORLD INFO DICT|dist_world_size=|DeepSpeedEngine configuration"
                       r"|DeepSpeed info: version|Distributed environment: |\[axolotl[\w.]*:\d+\] \[PID:|compute_environment: "
-                      r"|^\[(?:INFO|WARNING|ERROR)\|[^\]]+\] \S+ >>|\*{5} Running training \*{5}|Process rank: -?\d+"
+                      r"|^\[(?:INFO|WARNING|ERROR)\|[^\]]+\] (?:\S+ ){1,2}>>|\*{5} (?:Running training|train metrics) \*{5}"
+                      r"|Process rank: -?\d+"
                       r"|`--num_processes` was set|zero_optimization_stage|\[launch\.py:\d+:main\]"
                       r"|using world size: \d+, data-parallel[- ]size|GLOBAL_RANK: \d+, MEMBER: \d+/\d+"
                       r"|All (?:DDP|distributed) processes registered"
@@ -176,6 +177,8 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|^[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:INFO|WARN) "
                       # torchrun's elastic agent (glog headers name its source; its worker group's dump)
                       r"|\btorch/distributed/elastic/|\bgroup_world_size=\d+[ \t]*$"
+                      # a warning FSDP's own code issues ("switching to use NO_SHARD ..."): FSDP ran (framework_lines)
+                      r"|\btorch/distributed/(?:_composable/)?fsdp/[\w/]+\.py:\d+: [A-Z]\w*Warning: "
                       # DeepSpeed's flops profiler summary and multi-node runner; GPT-NeoX's world size line
                       r"|DeepSpeed Flops Profiler|^world size:[ \t]{2,}\d+[ \t]*$|Running on the following workers: "
                       r"|configure_distributed_args\(\) using world size"
@@ -192,7 +195,9 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|\bstep:\d+ - [\w/@.-]+:[-\d]"
                       # a framework's own step line: a counter and a training loss on one line (iteration_lines)
                       r"|\b(?:[Ss]tep|[Ii]ter(?:ation)?):?[ \t]*\d+(?:[ \t]*/[ \t]*\d+)?(?:[ \t]+\d{1,3}%)?[ \t]*[|:,].*?"
-                      r"\b(?:lm_|train_|reduced_train_)?loss[ \t]*[:=]?[ \t]*-?\d", re.M)
+                      r"\b(?:lm_|train_|reduced_train_)?loss[ \t]*[:=]?[ \t]*-?\d"
+                      # or as key=value fields ("step=1070 loss=2.5004 lr=...")
+                      r"|\b(?:[Ss]tep|[Ii]ter(?:ation)?)=\d+[ \t].*?\bloss=-?\d", re.M)
 # NCCL Inspector's objects (inspector_json.cc: compact JSON, "header" first, then "metadata", then the op)
 _INSPECTOR = re.compile(r'^\{"header":\{"id":"[^"]*".*"(?:coll|p2p)_perf":\{"(?:coll|p2p)":', re.M)
 

@@ -27,6 +27,7 @@ from logkit.ingest.readers import (
     deepspeed_lines,
     lightning_lines,
     megatron_lines,
+    printed_args,
     slurm_lines,
     torchrun_lines,
     unsloth_lines,
@@ -172,6 +173,9 @@ class FrameworkLines:
             return True, None
         if (c := _COMMAND.match(text)) is not None:
             self.facts.saw(_TOOLS[c["tool"]], number)
+            printed_args.line(self.facts, number, text)  # its flags state facts too
+            return True, None
+        if printed_args.line(self.facts, number, text):
             return True, None
         if unsloth_lines.line(self.facts, number, text):
             return True, None

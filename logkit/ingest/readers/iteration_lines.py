@@ -7,10 +7,13 @@
 - NeMo: ``Training epoch 0, iteration 120/149 | global_batch_size: 1 | reduced_train_loss: 1.233 | train_step_timing in s: 0.031``
 - ArcticTraining: ``iter:  130/3000   4% | loss: 16.5469 | iter time: 1.038s | iter tflops: 909.8 | lr: 8.667E-04 | ...``
   (the counter followed by how far it is in percent; each process may print its own line, untagged)
+- key=value records: NeMo Automodel's EAGLE recipe ``epoch=0 step=1070 loss=2.5004 acc=0.32 lr=2.61109e-05
+  grad_norm=0.123 hidden_loss=1.805``, ezpz/wordplay's trainer ``step=5 loss=3.6606 dt=108.1 ... train_loss=4.29
+  val_loss=4.29`` (the first loss the step's: a later ``train_loss`` is a running estimate)
 
 Read: the step (and its total, the run's progress), the training loss (never a validation loss), the
-step's time (ms or s, with nanotron's K/M suffixes) and the global batch. Megatron's own iteration line
-is ``torch_lines.parse_megatron``'s and is tried before this one."""
+step's time (ms or s, with nanotron's K/M suffixes), the global batch, the learning rate and the gradient
+norm. Megatron's own iteration line is ``torch_lines.parse_megatron``'s and is tried before this one."""
 
 from __future__ import annotations
 
@@ -20,8 +23,10 @@ from logkit.schema.values import to_float
 
 # the counter: "Step 1 |", "iter 0:", "iteration: 327281 / 378950 |", "iteration 120/149 |", "iter:  130/3000   4% |"
 # (a percentage of the total after it, as ArcticTraining prints)
-_HEAD = re.compile(r"(?:^|(?<=[\s\]:,|]))(?:[Ss]tep|[Ii]ter(?:ation)?):?\s*(?P<n>\d+)(?:\s*/\s*(?P<of>\d+))?"
-                   r"(?:[ \t]+\d{1,3}(?:\.\d+)?%)?(?P<rest>\s*[|:,]\s*.*)$")
+# or a record of key=value fields ("epoch=0 step=1070 loss=2.5004 lr=2.61109e-05 grad_norm=0.123": NeMo Automodel's
+# EAGLE recipe, ezpz/wordplay's trainer), the fields after the counter separated by blanks alone
+_HEAD = re.compile(r"(?:^|(?<=[\s\]:,|]))(?:[Ss]tep|[Ii]ter(?:ation)?)[:=]?\s*(?P<n>\d+)(?:\s*/\s*(?P<of>\d+))?"
+                   r"(?:[ \t]+\d{1,3}(?:\.\d+)?%)?(?P<rest>\s*[|:,]\s*.*|[ \t]+[A-Za-z_]\w*=.*)$")
 # one field: "loss:2.17", "loss 3.5421", "time: 174.07ms", "train_step_timing in s: 0.03146", "..._ms: 11.5K",
 # "iter time: 1.0 s" (a unit after a space, as ArcticTraining's older line writes it)
 # (a key is words joined by single spaces, so that no long run of blanks is tried many ways)
@@ -37,6 +42,7 @@ _TIME = ("time", "step_time", "iter_time", "iter time", "step time", "elapsed_ti
          "train_step_timing in s", "train_step_timing")
 _BATCH = ("global_batch_size", "global batch size")
 _LR = ("lr", "learning_rate", "learning rate")
+_GRAD = ("grad_norm", "grad norm", "gradient_norm")
 
 
 def seconds_of(key: str, value: float, suffix: str | None = None) -> float | None:
@@ -55,7 +61,7 @@ def _seconds(key: str, value: float, suffix: str | None) -> float | None:
 
 def parse(text: str) -> dict | None:
     """A steps row (``step``, ``max_steps``, ``loss``, ``step_time_s``, ``total_batch_size``,
-    ``learning_rate``) from one iteration line, or None when the line has no counter or no loss."""
+    ``learning_rate``, ``grad_norm``) from one iteration line, or None when the line has no counter or no loss."""
     if "oss" not in text or (m := _HEAD.search(text)) is None:
         return None
     out: dict = {}
@@ -74,6 +80,8 @@ def parse(text: str) -> dict | None:
             out["total_batch_size"] = int(value)
         elif key in _LR:
             out["learning_rate"] = value
+        elif key in _GRAD:
+            out["grad_norm"] = value
     if "loss" not in out:
         return None
     total = int(m["of"]) if m["of"] else None
