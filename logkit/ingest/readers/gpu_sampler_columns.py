@@ -24,7 +24,8 @@ ELAPSED = "elapsed"
 
 def _what(words: set[str]) -> str | None:
     """The query field a name's words say, or None."""
-    mem = bool(words & _MEM)
+    # memory is what a name with a memory unit measures (``used_mib``, ``total_mib``)
+    mem = bool(words & _MEM) or bool(words & {"mb", "mib", "gb", "gib"})
     if words & _UTIL:
         return "utilization.memory" if mem and "gpu" not in words else "utilization.gpu"
     if mem:

@@ -100,7 +100,10 @@ def _stamp(text: str) -> float | None:
             return epoch(datetime.strptime(text.strip(), fmt))
         except ValueError:
             continue
-    return None
+    try:  # a script's ISO 8601 stamp (``datetime.now(timezone.utc).isoformat()``)
+        return epoch(datetime.fromisoformat(text.strip()))
+    except ValueError:
+        return None
 
 
 def _number(read: Read, number: int, column: str, value: str, unit: str | None, line: str):
