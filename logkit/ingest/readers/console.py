@@ -34,9 +34,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from logkit.ingest.readers import console_blocks as blocks
-from logkit.ingest.readers import console_shapes as shapes
 from logkit.ingest.readers import (
+    cause_detail,
     framework_steps,
     oom_lines,
     phase_lines,
@@ -44,6 +43,8 @@ from logkit.ingest.readers import (
     script_lines,
     sharded_frames,
 )
+from logkit.ingest.readers import console_blocks as blocks
+from logkit.ingest.readers import console_shapes as shapes
 from logkit.ingest.readers import torch_lines as tl
 from logkit.ingest.readers.base import Lines, Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
@@ -75,7 +76,7 @@ class _Console(blocks.Blocks):
         self.frameworks = FrameworkLines(read.label)  # the fine-tuning frameworks' and launchers' lines
         self.fact_lines: dict[str, int] = {}  # a fact -> the line that first stated it
         self.verl_row: dict | None = None  # verl's last record, while the next line may be its rest
-        self.causes: set[tuple] = set()  # (rank, cause, line or None) of the failure_cause events so far
+        self.causes, self.torn_causes = set(), {}  # (rank, cause, line or None) of the causes; those off a torn line
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.nccl_error_line: int | None = None  # the line of the last NCCL error cause read
         self.dist_op: str | None = None  # the last torch.distributed call a traceback showed
@@ -350,6 +351,7 @@ class _Console(blocks.Blocks):
         is added to its message (``_last_error``)."""
         key = (rank, c["cause"], number if c["cause"] == FailureCause.FILE_NOT_FOUND else None)
         if key in self.causes:
+            cause_detail.mend_torn(self.torn_causes, key, f"{self.read.label}:{number}", c["message"])
             return
         if c["cause"] == FailureCause.NCCL_ERROR and self.nccl_error_line == number - 1 and c["what"] \
                 and c["what"].startswith("nccl") and c["message"].startswith(c["what"]):
@@ -360,6 +362,7 @@ class _Console(blocks.Blocks):
         self.causes.add(key)
         ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
                              message=c["message"], error=c["what"], **self.sharded.fields())
+        cause_detail.hold_torn(self.torn_causes, key, ev)
         if c["cause"] == FailureCause.NCCL_ERROR:
             self.last_error = (ev, False)
             self.nccl_error_line = number
@@ -374,7 +377,7 @@ class _Console(blocks.Blocks):
             self.last_error = (ev, True)
             return "header"
         self.last_error = (ev, False)
-        ev["message"] = f"{ev['message']} Last error: {text.strip()}"[:500]
+        cause_detail.add_detail(ev, text)
         return "detail"
 
     def _exception(self, number: int, text: str, m: re.Match, rank: int | None, t: float | None) -> bool:
