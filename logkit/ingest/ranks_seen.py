@@ -2,7 +2,8 @@
 a lower bound where nothing states one): the ranks of their rows (a rank's own throughput or training-time
 summary among them; not the rank a format only assumes, its
 declaration's ``assumed_rank``), both sides of a collective mismatch ("Rank 1 is running ..., but Rank 2 is
-running ...": one row names two ranks of the run), and the local ranks a launcher says failed (a node runs
+running ...": one row names two ranks of the run), the ranks an NCCL error's detail names (``Duplicate GPU
+detected : rank 7 and rank 0``), and the local ranks a launcher says failed (a node runs
 local ranks 0..L, so L + 1 ranks at least).
 """
 
@@ -56,7 +57,9 @@ def _mismatch_ranks(read) -> tuple[int, str] | None:
     """The highest rank a collective mismatch names ("Rank 1 is running ..., but Rank 2 is running ...": both
     sides are ranks of the run, in its ``ranks``), with its ``file:line``; None where none names one."""
     best = None
-    for ranks, source in _rows_of(read, EventKind.COLLECTIVE_MISMATCH, "ranks") or ():
+    named_by = [*(_rows_of(read, EventKind.COLLECTIVE_MISMATCH, "ranks") or ()),
+                *(_rows_of(read, EventKind.FAILURE_CAUSE, "ranks") or ())]  # NCCL's "Duplicate GPU ... rank 7"
+    for ranks, source in named_by:
         named = [int(r) for r in str(ranks).split(",") if r.isdigit()]
         if named and (best is None or max(named) > best[0]):
             best = (max(named), source or Path(read.path).name)

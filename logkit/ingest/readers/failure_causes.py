@@ -6,10 +6,12 @@ one process (the interpreter prints it once and exits 2: a launcher's workers pr
 each traceback that ends in an exception of no kind the causes name (a process prints its traceback once: two
 launched processes failing alike print two). A traceback chained to the one before it ("During handling of
 the above exception ...", "The above exception was the direct cause ...") is the same process's. An NCCL
-error's ``Last error:`` detail, on the lines after it, is added to its message."""
+error's ``Last error:`` detail, on the lines after it, is added to its message; a cause read off a torn line
+(processes' output interleaved) cites the first whole line of the same error (``cause_detail``)."""
 
 from __future__ import annotations
 
+from logkit.ingest.readers import cause_detail
 from logkit.ingest.readers.base import Read
 from logkit.schema.vocab import EventKind, FailureCause
 
@@ -22,6 +24,7 @@ class Causes:
     def __init__(self, read: Read) -> None:
         self.read = read
         self.said: set[tuple] = set()
+        self.torn: dict = {}  # causes read off a torn line, to be mended by the first whole line of the same error
         self.last_error: tuple | None = None  # (an NCCL error's cause event, "Last error:" read)
         self.nccl_error_line: int | None = None  # the line of the last NCCL error cause read
         self.trace: int | None = None  # the header line of the traceback (chain) read now
@@ -49,6 +52,7 @@ class Causes:
             which = self.trace if ends_trace and rank is None and self.trace is not None else None
         key = (rank, c["cause"], which)
         if key in self.said:
+            cause_detail.mend_torn(self.torn, key, f"{self.read.label}:{number}", c["message"])
             return
         if c["cause"] == FailureCause.NCCL_ERROR and self.nccl_error_line == number - 1 and c["what"] \
                 and c["what"].startswith("nccl") and c["message"].startswith(c["what"]):
@@ -59,6 +63,7 @@ class Causes:
         self.said.add(key)
         ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],
                              message=c["message"], error=c["what"], **fields)
+        cause_detail.hold_torn(self.torn, key, ev)
         if c["cause"] == FailureCause.NCCL_ERROR:
             self.last_error = (ev, False)
             self.nccl_error_line = number
@@ -75,5 +80,5 @@ class Causes:
             self.last_error = (ev, True)
             return "header"
         self.last_error = (ev, False)
-        ev["message"] = f"{ev['message']} Last error: {text.strip()}"[:500]
+        cause_detail.add_detail(ev, text)
         return "detail"

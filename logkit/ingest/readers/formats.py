@@ -232,7 +232,20 @@ def _smi_csv(probe) -> bool:
     head = probe.head
     if _CSV.search(head) is not None:
         return True
+    if _sampler_csv(head):
+        return True
     return _CSV_ROW.search(head) is not None and _CONSOLE.search(head) is None
+
+
+def _sampler_csv(head: str) -> bool:
+    """A training script's own GPU sampler CSV: its first line a header of GPU metric names
+    (``elapsed_sec,gpu_util_pct,mem_used_mb,...``) and a row of numbers under it."""
+    from logkit.ingest.readers.gpu_sampler_columns import sampler_header
+
+    lines = [x for x in head.splitlines()[:3] if x.strip()]
+    if len(lines) < 2 or "," not in lines[0] or not re.match(r"\s*[-\d.]+\s*,", lines[1]):
+        return False
+    return sampler_header([c.strip() for c in lines[0].split(",")]) is not None
 
 
 def _smi_table(probe) -> bool:

@@ -20,16 +20,25 @@ other: ``power.limit``, the one W column that changes: ``power.draw``); the othe
 and unit (``column_3_mb``), and a diagnostic says which. ``meta.gpu_count`` is the number of GPUs the capture lists, with ``gpu_count_from``. A query under
 ``watch`` takes each frame's time from watch's header where its rows carry none. The command line
 pasted above a capture (``$ nvidia-smi --query-gpu=... --format=csv``) is no row.
+
+A training script's own sampler CSV is read the same way, its column names mapped to the query's fields
+by ``gpu_sampler_columns`` (an ``elapsed_sec`` column gives ``time_s`` as seconds since it started); a
+quoted cell the script wrote over two lines (``"26.11<newline>0"``) is one row, joined where the quote
+closes. Each query's rows are a ``sample`` (the rows of one time, or under one header); rows of one time
+are those stamped closer than half the capture's cadence (and within 1 s), so a sampler writing one
+GPU every 0.5 s gives one GPU, not a new one per row.
 """
 
 from __future__ import annotations
 
+import csv
 import re
 from datetime import datetime
 from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult, epoch
 from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.gpu_sampler_columns import ELAPSED, sampler_field, sampler_header
 from logkit.ingest.readers.normalise import Grammar, records
 
 _PASTE = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*")  # indentation, markdown quote marks
@@ -91,7 +100,10 @@ def _stamp(text: str) -> float | None:
             return epoch(datetime.strptime(text.strip(), fmt))
         except ValueError:
             continue
-    return None
+    try:  # a script's ISO 8601 stamp (``datetime.now(timezone.utc).isoformat()``)
+        return epoch(datetime.fromisoformat(text.strip()))
+    except ValueError:
+        return None
 
 
 def _number(read: Read, number: int, column: str, value: str, unit: str | None, line: str):
@@ -104,7 +116,7 @@ def _number(read: Read, number: int, column: str, value: str, unit: str | None, 
         return None
     unit = m["unit"] or unit
     out = float(m["num"])
-    return out * MIB_TO_MB if unit == "MiB" else out
+    return out * MIB_TO_MB if unit == "MiB" else out * 1024 * MIB_TO_MB if unit == "GiB" else out
 
 
 def _maybe_number(value: str, unit: str | None):
@@ -119,8 +131,10 @@ def _maybe_number(value: str, unit: str | None):
 # How a line of each table begins (what a prefix taken off by ``normalise`` must leave); a markdown
 # paste escapes dmon's '#' (``\#``).
 # a row begins with its header's first field, a time, an index, a UUID or a bus id (a headerless query keyed by them)
-CSV_GRAMMAR = Grammar(re.compile(r"(?:timestamp|index|name|uuid|pci\.bus_id)\b|\d{4}/\d\d/\d\d|\s*\d+\s*,"
-                                 r"|GPU-[0-9a-fA-F]{8}-|[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d"))
+# (a sampler's row may begin with a fraction: elapsed seconds); a row is cut where a quoted cell is open
+CSV_GRAMMAR = Grammar(re.compile(r"(?:timestamp|index|name|uuid|pci\.bus_id)\b|\d{4}/\d\d/\d\d|\s*\d+(?:\.\d+)?\s*,"
+                                 r"|GPU-[0-9a-fA-F]{8}-|[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d"),
+                      cut=lambda text: text.count('"') % 2 == 1)
 DMON_GRAMMAR = Grammar(re.compile(r"\\?#|\s*\d+\s+\S+\s+\S+"))
 
 
@@ -128,12 +142,22 @@ def _header(cells: list[str]) -> list[tuple[str, str | None]] | None:
     """The (field, unit) of each column when ``cells`` is a header line, else None."""
     first = cells[0].split(" [")[0] if cells else ""
     if first not in QUERY_COLUMNS and first != "timestamp":
-        return None
+        return sampler_header(cells)  # a script's own names (``elapsed_sec,gpu_util_pct,...``)
     out = []
     for c in cells:
         m = _HEADER_UNIT.match(c)
-        out.append((m["field"], m["unit"]) if m else (c, None))
+        field, unit = (m["field"], m["unit"]) if m else (c, None)
+        if field not in QUERY_COLUMNS and field != "timestamp" and (own := sampler_field(field)) is not None:
+            field, unit = own[0], unit or own[1]  # a sampler's name beside the query's (``gpu_utilization``)
+        out.append((field, unit))
     return out
+
+
+def _cells(line: str) -> list[str]:
+    """A row's cells; a quoted cell (a script's csv writer) without its quotes."""
+    if '"' not in line:
+        return [c.strip() for c in line.split(",")]
+    return [c.strip() for c in next(csv.reader([line], skipinitialspace=True))]
 
 
 def _dmon_line(line: str) -> str:
@@ -162,7 +186,7 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
         if _COMMAND.search(line) is not None:
             read.used += 1
             continue
-        cells = [c.strip() for c in line.split(",")]
+        cells = _cells(line)
         if (found := _header(cells)) is not None:
             header, place = found, 0
             read.used += 1
@@ -190,6 +214,9 @@ def read_nvidia_smi_csv(path: Path, rank: int | None = None) -> ReadResult:
 def _row(read: Read, number: int, header: list[tuple[str, str | None]], cells: list[str], line: str) -> dict:
     row: dict = {"time_s": None, "host": "", "gpu": None}
     for (field, unit), value in zip(header, cells, strict=True):
+        if field == ELAPSED:  # a sampler's seconds since it started
+            row["time_s"] = _maybe_number(value, None) if _VALUE.match(value) else None
+            continue
         if field == "timestamp":
             row["time_s"] = _time(value)
             if row["time_s"] is None:
@@ -323,9 +350,9 @@ def _number_gpus(read: Read, first: int | None) -> None:
             r["gpu_from"] = f"order of first appearance of {key}"
     elif all(r.get("gpu") is None and r.get("time_s") is not None for r in rows):
         # no index and no key, but times: a query's GPUs are printed within a second, in index order
-        place, last = 0, None
+        place, last, near = 0, None, _one_time(rows)
         for r in rows:
-            place = place + 1 if last is not None and abs(r["time_s"] - last) < 1.0 else 0
+            place = place + 1 if last is not None and abs(r["time_s"] - last) < near else 0
             r["gpu"], r["gpu_from"], last = place, "place among the rows of one time", r["time_s"]
     elif all(r.get("gpu") is None and "place" in r for r in rows):
         if _one_query_per_header(rows):  # a header per query, the GPUs under it in index order
@@ -334,9 +361,22 @@ def _number_gpus(read: Read, first: int | None) -> None:
         else:
             read.note(first, "nvidia-smi query without index, bus id or UUID, and samples under one header: "
                              "its rows cannot be told apart by GPU (gpu left unknown)")
-    for r in rows:
+    sample, last_gpu = -1, None
+    for r in rows:  # a query's rows (its GPUs in index order) are one sample
         r.pop("place", None)
+        gpu = r.get("gpu")
+        sample += 1 if gpu is None or last_gpu is None or gpu <= last_gpu else 0
+        r["sample"], last_gpu = sample, gpu
     count_gpus(read, first)
+
+
+def _one_time(rows: list[dict]) -> float:
+    """How close two rows' times are when one query printed them: within 1 s, and under half the
+    capture's cadence (the median gap between queries, the gaps over 50 ms: nvidia-smi stamps a query's
+    rows within milliseconds), so a sampler writing one GPU twice a second is not read as two GPUs."""
+    gaps = sorted(b["time_s"] - a["time_s"] for a, b in zip(rows, rows[1:], strict=False))
+    apart = [g for g in gaps if g > 0.05]
+    return min(1.0, apart[len(apart) // 2] / 2) if apart else 1.0
 
 
 def count_gpus(read: Read, first: int | None) -> None:

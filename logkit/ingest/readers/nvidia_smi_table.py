@@ -50,7 +50,7 @@ _WATCH = re.compile(r"^Every\s+\d+(?:\.\d+)?s:\s+\S*nvidia-smi\b")
 # the command that printed the table (behind a shell prompt, kubectl exec, docker run, watch)
 _COMMAND = re.compile(r"(?:^|[\s$#>:/])nvidia-smi\b")
 _HEADER = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>\S+)"
-                     r"(?:\s+CUDA (?:UMD )?Version:\s*(?P<cuda>[\d.]+|N/A))?")
+                     r"(?:\s+CUDA (?:UMD )?Version:\s*(?P<cuda>\d+(?:\.\d+)?|N/A))?")
 _NUM = r"\d+(?:\.\d+)?"
 _ABS = r"N/A|\[N/A\]|ERR!|Unknown Error"
 _ROW1 = re.compile(r"^\s*(?P<gpu>\d+)\s+(?P<name>\S.*?)\s+(?P<persist>On|Off|N/A|WDDM|TCC|MCDM)\s*$")

@@ -120,10 +120,12 @@ _CAUSES: tuple[tuple[FailureCause, re.Pattern], ...] = (
     (FailureCause.IMPORT_ERROR, re.compile(r"^(?:[\w.]+\.)?ImportError: (?P<what>.+)$")),
     (FailureCause.CUDA_OOM, re.compile(r"(?:OutOfMemoryError|RuntimeError|CUDA error): (?:CUDA )?out of memory")),
     (FailureCause.CUDA_ERROR, re.compile(r"\bCUDA error: (?P<what>.+?)(?:\s*$|\s*CUDA kernel errors)")),
-    (FailureCause.NCCL_ERROR, re.compile(r"\bNCCL error(?:\b.*?,|:) (?P<what>unhandled system error|unhandled cuda error|"
-                                         r"internal error|remote process exited or there was a network error|"
-                                         r"invalid usage|invalid argument)|^(?P<what2>nccl(?:System|Internal|Remote|"
-                                         r"UnhandledCuda|InvalidUsage|InvalidArgument)Error)\b")),
+    # (also glued onto another process's word: "DistBackendErrorNCCL error in: ...")
+    (FailureCause.NCCL_ERROR, re.compile(r"(?:\b|(?<=[a-z]Error))NCCL error(?:\b.*?,|:) (?P<what>unhandled system error|"
+                                         r"unhandled cuda error|internal error|remote process exited or there was a "
+                                         r"network error|invalid usage|invalid argument)|^(?P<what2>nccl(?:(?:System|"
+                                         r"Internal|Remote|UnhandledCuda|InvalidUsage|InvalidArgument)Error|"
+                                         r"InvalidUsage|InvalidArgument))\b")),
     (FailureCause.SIGNAL, re.compile(r"\bSignal (?P<num>\d+) \((?P<what>SIG\w+)\) received by PID")),
 )
 # a launcher's stream tag before a child's line ("[stderr]ModuleNotFoundError: ...")
