@@ -19,7 +19,11 @@ from logkit.schema.records import ANOMALY, GPU_DEVICE, RESOURCE_WARNING
 def median(values) -> float:
     """The median, by one C sort (``statistics.median`` costs several times more per call:
     these run on the writer thread for every step)."""
-    s = sorted(values)
+    return _middle(sorted(values))
+
+
+def _middle(s: list[float]) -> float:
+    """The median of values already sorted."""
     n = len(s)
     if n == 0:
         raise ValueError("median of no values")
@@ -53,12 +57,7 @@ class SortedWindow:
 
     def median(self) -> float:
         """``median(window)``, from the sorted values."""
-        s = self.sorted
-        n = len(s)
-        if n == 0:
-            raise ValueError("median of no values")
-        half = n // 2
-        return s[half] if n % 2 else (s[half - 1] + s[half]) / 2
+        return _middle(self.sorted)
 
 
 class SlowStepDetector:

@@ -13,6 +13,7 @@ diverged run does not fill the disk.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from pathlib import Path
@@ -212,14 +213,12 @@ class ShardNorms:
         return self.values
 
 
+@functools.cache  # imported at the first call, once (the check runs every step)
 def _dtensor_types() -> tuple:
-    """torch's DTensor and its Replicate / Shard placements, imported at the first call (once)."""
-    global _dtensor_types
+    """torch's DTensor and its Replicate / Shard placements."""
     from torch.distributed.tensor import DTensor, Replicate, Shard
 
-    types = (DTensor, Replicate, Shard)
-    _dtensor_types = lambda: types  # noqa: E731 (the check runs every step)
-    return types
+    return DTensor, Replicate, Shard
 
 
 def shard_norms(grads: list[tuple[str, object]], wait: bool = False) -> tuple[list[float] | None, ShardNorms | None]:

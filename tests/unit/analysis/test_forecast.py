@@ -154,15 +154,29 @@ def test_the_gpus_a_host_samples_bound_the_node():
     assert rows[1].samples_per_s is None and "(4 GPUs a node)" in rows[1].basis
 
 
+Z80 = 1.2815516  # the 80% interval's half-width in standard deviations
+
+
+def _work_floor(work_s: float, spread: float) -> float:
+    """The step's lower bound when the interval reaches past it: the work alone at its own lower bound, its
+    variation ``spread`` and the compute's fit uncertainty of at least 3%."""
+    return work_s - Z80 * math.sqrt((spread * work_s) ** 2 + (0.03 * work_s) ** 2)
+
+
+def _two_weak_points(compute_s, sync_s, variation_one, spread):
+    """A 1-rank and a 2-rank run of 4 samples per rank: compute only, then the same compute and a sync."""
+    one = Point("one", 1, 4.0, compute_s, spread, 20, data_s=0.0, compute_s=compute_s, variation=variation_one)
+    two = Point("two", 2, 4.0, compute_s + sync_s, spread, 20, data_s=0.0, compute_s=compute_s, comm_s=sync_s,
+                wait_s=0.0, other_s=0.0, variation=spread)
+    return fit([one, two], Regime.WEAK)
+
+
 def test_a_wide_interval_never_forecasts_a_step_shorter_than_its_work():
     # 2 ranks: 10 ms of compute and a 90 ms sync; at 8 ranks the latency-bound sync (x 7) makes sigma larger
     # than the step: the step's lower bound is its work alone, 4 x 0.0025 + 0 data + 0 host = 0.010 s, at its
     # own lower bound: 0.010 - 1.2815516 x sqrt((1% x 0.010)^2 + (3% x 0.010)^2)
-    one = Point("one", 1, 4.0, 0.010, 0.01, 20, data_s=0.0, compute_s=0.010, variation=0.01)
-    two = Point("two", 2, 4.0, 0.100, 0.01, 20, data_s=0.0, compute_s=0.010, comm_s=0.090, wait_s=0.0, other_s=0.0,
-                variation=0.01)
-    p = fit([one, two], Regime.WEAK).predict(8)
-    low = 0.010 - 1.2815516 * math.sqrt((0.01 * 0.010) ** 2 + (0.03 * 0.010) ** 2)
+    p = _two_weak_points(0.010, 0.090, 0.01, 0.01).predict(8)
+    low = _work_floor(0.010, 0.01)
     assert p["step_lo_s"] == pytest.approx(low, rel=1e-6) and p["hi"] == pytest.approx(32 / low, rel=1e-6)
 
 
@@ -171,14 +185,11 @@ def test_one_stalled_step_does_not_unbound_the_interval():
     # at 4 ranks: compute 0.100, sync 0.010 x 1.5 = 0.015, step 0.115; the SD's half-width exceeds the step,
     # so the lower bound is the work's: 0.100 - z sqrt((5% x 0.100)^2 + (3% x 0.100)^2), 5% the robust spread
     # (with the SD, 190%, it would be below zero: hi unbounded)
-    one = Point("one", 1, 4.0, 0.100, 0.05, 20, data_s=0.0, compute_s=0.100, variation=1.9)
-    two = Point("two", 2, 4.0, 0.110, 0.05, 20, data_s=0.0, compute_s=0.100, comm_s=0.010, wait_s=0.0, other_s=0.0,
-                variation=0.05)
-    p = fit([one, two], Regime.WEAK).predict(4)
-    low = 0.100 - 1.2815516 * math.sqrt((0.05 * 0.100) ** 2 + (0.03 * 0.100) ** 2)
+    p = _two_weak_points(0.100, 0.010, 1.9, 0.05).predict(4)
+    low = _work_floor(0.100, 0.05)
     assert p["step_s"] == pytest.approx(0.115)
     assert p["step_lo_s"] == pytest.approx(low, rel=1e-6) and p["hi"] == pytest.approx(16 / low, rel=1e-6)
-    assert p["step_hi_s"] > 0.115 + 1.2815516 * 1.9 * 0.115  # the slow side keeps the SD
+    assert p["step_hi_s"] > 0.115 + Z80 * 1.9 * 0.115  # the slow side keeps the SD
 
 def test_cpu_ranks_past_the_hosts_cores_are_said_to_share_them():
     # CPU runs on a host of 8 cores, 2 torch threads a rank (their system_info): 4 ranks need 8 cores (fits),
