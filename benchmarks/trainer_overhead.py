@@ -141,8 +141,8 @@ class _Counted:
                 "by_method_s": {n: v / measured for n, v in sorted(self.by_method.items())}, "once_s": self.once}
 
 
-def _model_and_data(step_ms: float, steps: int):
-    """A tiny Llama from a config and a batch size that makes a training step about ``step_ms``."""
+def _model_and_data(step_ms: float, steps: int, batch: int | None = None):
+    """A tiny Llama from a config and a batch size that makes a training step about ``step_ms`` (or ``batch``)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -156,9 +156,10 @@ def _model_and_data(step_ms: float, steps: int):
         torch.manual_seed(0)
         return LlamaForCausalLM(config)
 
-    batch, probe = 2, model()
-    opt = torch.optim.AdamW(probe.parameters(), lr=1e-4)
-    while True:  # grow the batch until a step (forward, backward, AdamW) takes step_ms
+    probe = model() if batch is None else None
+    batch = batch or 2
+    opt = torch.optim.AdamW(probe.parameters(), lr=1e-4) if probe is not None else None
+    while probe is not None:  # grow the batch until a step (forward, backward, AdamW) takes step_ms
         ids = torch.randint(0, config.vocab_size, (batch, seq))
         t0 = time.perf_counter()
         for _ in range(3):
@@ -261,14 +262,14 @@ def show(m: dict) -> list[str]:
     return lines
 
 
-def sharded_worker(strategy: str, level: str, steps: int, out: str) -> None:
+def sharded_worker(strategy: str, level: str, steps: int, out: str, batch: int) -> None:
     """One rank of ``--sharded`` (under torchrun): a tiny Llama through the Trainer, DDP or FSDP2."""
     import torch.distributed as dist
     from transformers import Trainer, TrainingArguments
 
     from trainer_hooks import LogkitCallback
 
-    model_fn, data, batch = _model_and_data(1.0, steps)  # the smallest batch: the collectives' share large
+    model_fn, data, batch = _model_and_data(0.0, steps, batch)
     model = model_fn()
     if strategy == "fsdp2":
         from torch.distributed.fsdp import fully_shard
@@ -296,10 +297,13 @@ def sharded_worker(strategy: str, level: str, steps: int, out: str) -> None:
     Path(f"{out}.{strategy}.rank{rank}.json").write_text(json.dumps(r))
 
 
-def sharded(level: str = "high", steps: int = 80, rounds: int = 2, strategies=("ddp", "fsdp2")) -> dict:
+def sharded(level: str = "high", steps: int = 80, rounds: int = 2, strategies=("ddp", "fsdp2"),
+            step_ms: float = 50.0) -> dict:
     """DDP and the sharded strategies through the Trainer on 2 ranks at ``level``, alternated ``rounds``
-    times (see module doc)."""
+    times, each rank's batch the one that makes a step about ``step_ms`` on one thread (see module doc)."""
     import subprocess
+
+    batch = _model_and_data(step_ms, 0)[2]  # measured once here: every run trains the same batch
 
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(root)}
@@ -310,13 +314,14 @@ def sharded(level: str = "high", steps: int = 80, rounds: int = 2, strategies=("
                 out = str(Path(tmp) / f"r{i}")
                 cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port",
                        str(29650 + 4 * i + j), __file__, "--sharded-worker", strategy, "--level", level,
-                       "--steps", str(steps), "--out", out]
+                       "--steps", str(steps), "--out", out, "--batch", str(batch)]
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
                 if proc.returncode != 0:
                     raise RuntimeError(proc.stderr[-3000:])
                 runs[strategy] += [json.loads(Path(f"{out}.{strategy}.rank{r}.json").read_text()) for r in range(2)]
     _check(runs)  # each run measured what it says: the callback recorded its strategy
-    out = {"level": level, "steps": steps, "rounds": rounds, "strategies": list(strategies)}
+    out = {"level": level, "steps": steps, "rounds": rounds, "strategies": list(strategies), "batch": batch,
+           "nominal_step_ms": step_ms}
     for strategy, docs in runs.items():
         totals = [d["training_thread_s"] + sum(d["threads_s"].values()) for d in docs]
         out[strategy] = {"per_step_us": statistics.median(totals) * 1e6, "range_us": [min(totals) * 1e6,
@@ -341,7 +346,8 @@ def _check(runs: dict) -> None:
 def show_sharded(m: dict) -> list[str]:
     d = m["ddp"]
     lines = [f"sharded      : 2 gloo ranks through the Trainer at {m['level']!r}, {m['steps']} steps, {m['rounds']} rounds "
-             f"alternated; callback + logger threads per step, median over ranks and rounds (range)"]
+             f"alternated, batch {m.get('batch')} a rank; callback + logger threads per step, median over ranks and "
+             "rounds (range)"]
     for strategy in m["strategies"]:
         r = m[strategy]
         parts = f"training thread {r['training_thread_us']:.0f} + " + ", ".join(
@@ -358,7 +364,9 @@ def show_sharded(m: dict) -> list[str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--step-ms", type=float, default=50.0)
+    p.add_argument("--step-ms", type=float, default=None,
+                   help="the step on one thread the batch is sized for (default 50; --sharded: the smallest batch, "
+                        "where the collectives' share is largest)")
     p.add_argument("--steps", type=int, default=120)
     p.add_argument("--levels", default=",".join(LEVELS))
     p.add_argument("--repeats", type=int, default=None,
@@ -370,18 +378,20 @@ def main(argv=None) -> int:
     p.add_argument("--strategies", default="ddp,fsdp2", help="--sharded's strategies (ddp first)")
     p.add_argument("--sharded-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.sharded_worker:
-        sharded_worker(args.sharded_worker, args.level, args.steps, args.out)
+        sharded_worker(args.sharded_worker, args.level, args.steps, args.out, args.batch)
         return 0
     if args.sharded:
         m = {}
         for level in args.level.split(","):
             m[level] = sharded(level, min(args.steps, 80), rounds=args.repeats or 2,
-                               strategies=tuple(args.strategies.split(",")))
+                               strategies=tuple(args.strategies.split(",")),
+                               step_ms=1.0 if args.step_ms is None else args.step_ms)
             print("\n".join(show_sharded(m[level])), flush=True)
     else:
-        m = measure(args.step_ms, args.steps, tuple(args.levels.split(",")), args.repeats or 3)
+        m = measure(args.step_ms or 50.0, args.steps, tuple(args.levels.split(",")), args.repeats or 3)
         print("\n".join(show(m)))
     if args.json:
         Path(args.json).write_text(json.dumps(m, indent=2) + "\n")

@@ -237,15 +237,21 @@ def shard_norms(grads: list[tuple[str, object]], wait: bool = False) -> tuple[li
 
     DTensor, Replicate, Shard = _dtensor_types()
     placements = first.placements
-    for _, g in grads:  # (each fully_shard call makes its own mesh object: equal ones are the same mesh)
-        if not isinstance(g, DTensor) or g.placements != placements or (g.device_mesh is not mesh
-                                                                         and g.device_mesh != mesh):
+    same = {id(mesh)}  # each fully_shard call makes its own mesh object: equal ones are the same mesh
+    for _, g in grads:  # (compared once per mesh object: DeviceMesh's == costs 3 us, 19 a step)
+        if not isinstance(g, DTensor) or g.placements != placements:
             return None, None
+        other = g.device_mesh
+        if id(other) not in same:
+            if other != mesh:
+                return None, None
+            same.add(id(other))
     sharded = [i for i, p in enumerate(placements) if isinstance(p, Shard)]
     if len(sharded) > 1 or any(not isinstance(p, (Shard, Replicate)) for p in placements):
         return None, None  # several shard dimensions, or partial values: DTensor's own reduction (grad_norms)
-    with torch.no_grad():  # to_local without autograd: the local tensor itself
-        tensors = [g.to_local() for _, g in grads]
+    with torch.no_grad():  # to_local without autograd is the local tensor itself, which torch keeps as
+        # ``_local_tensor`` (read directly: ``to_local`` costs 3 us a gradient, 70 us a step of 21)
+        tensors = [_local_part(g) for _, g in grads]
         try:
             norms = torch.stack(torch._foreach_norm(tensors)).float()
         except Exception:  # mixed devices or dtypes the fused kernel does not take
@@ -260,6 +266,12 @@ def shard_norms(grads: list[tuple[str, object]], wait: bool = False) -> tuple[li
     if wait:
         shards.result(timeout=float("inf"))
     return local, shards
+
+
+def _local_part(tensor):
+    """A DTensor's local tensor, as ``to_local()`` gives it under no_grad."""
+    local = getattr(tensor, "_local_tensor", None)
+    return local if local is not None else tensor.to_local()
 
 
 def _whole(norm):
