@@ -14,7 +14,7 @@ from collections import deque
 from types import MappingProxyType
 
 from logkit.schema import MB, bandwidth_mb_s, busbw_factor
-from logkit.schema.records import ANOMALY, COMMUNICATION, PERFORMANCE, STEP_PHASES, TRAINING_STEP
+from logkit.schema.records import ANOMALY, COLLECTIVE, COMMUNICATION, PERFORMANCE, STEP_PHASES, TRAINING_STEP
 from logkit.schema.values import per_second, to_float
 from trainer_hooks.findings import LossSpikeDetector, SlowStepDetector, trend
 from trainer_hooks.layout import HEADER, layout, top_key
@@ -27,6 +27,10 @@ STEP_FIELDS = (f"{HEADER} max_steps epoch local_rank step_time_s avg_step_time_s
                "estimated_completion loss learning_rate grad_norm **metrics samples_per_s tokens_per_s total_batch_size")
 COMM_FIELDS = (f"{HEADER} op size_bytes duration_ms algbw_mb_s busbw_mb_s group_size bucket timing_source "
                "local_rank phase")
+# a sharded model's step: one communication record, its collectives one object each (fewer records to write
+# and read than one per collective: 8 or more a step under FSDP2)
+STEP_COMM_FIELDS = f"{HEADER} timing_source local_rank collectives"
+COLLECTIVE_FIELDS = "op size_bytes duration_ms algbw_mb_s busbw_mb_s group_size bucket phase"
 PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total_batch_size peak_allocated_mb peak_reserved_mb"
 PHASE_FIELDS = f"{HEADER} begin_clock_s compute_s first_ready_s sync_s buckets timing_source"
 
@@ -142,8 +146,9 @@ class RecordBuilder:
         # DDP's gradient buckets are all-reduced from backward's hooks: their phase is backward
         self._comm_record = layout(COMMUNICATION, COMM_FIELDS, type=COMMUNICATION.type, level="INFO",
                                    local_rank=local_rank, phase="backward", **rank)
-        self._collective_record = layout(COMMUNICATION, COMM_FIELDS, type=COMMUNICATION.type, level="INFO",
-                                         local_rank=local_rank, **rank)
+        self._step_comm_record = layout(COMMUNICATION, STEP_COMM_FIELDS, type=COMMUNICATION.type, level="INFO",
+                                        local_rank=local_rank, **rank)
+        self._collective = layout(COLLECTIVE, COLLECTIVE_FIELDS)
         self._perf_record = layout(PERFORMANCE, PERF_FIELDS, type=PERFORMANCE.type, level="INFO", **rank)
         self._phase_record = layout(STEP_PHASES, PHASE_FIELDS, type=STEP_PHASES.type, level="DEBUG", **rank)
         self._anomaly = layout(ANOMALY, HEADER, type=ANOMALY.type, level="WARNING", **rank)
@@ -287,13 +292,14 @@ class RecordBuilder:
         return out
 
     def collectives(self, wall: float, elapsed: float, items: list, timing_source: str, group_size: int) -> list[dict]:
-        """One ``communication`` record per collective of a sharded model: ``items`` are (step, unit, op,
-        phase, bytes, seconds[, group size where each call has its own]); busbw by each op's bus factor
-        ((n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce, 1 for broadcast)."""
-        out = []
+        """One ``communication`` record per step of a sharded model's collectives, each collective an object
+        of its ``collectives`` list: ``items`` are (step, unit, op, phase, bytes, seconds[, group size where
+        each call has its own]); busbw by each op's bus factor ((n-1)/n for all-gather and reduce-scatter,
+        2(n-1)/n for all-reduce, 1 for broadcast)."""
         per_op = self._per_op  # (op, group size) -> (bus factor, the op's totals): the same every step
         records = self.settings.communication_records
-        time_s = round(elapsed, 6)
+        collective = self._collective
+        steps: dict[int, list] = {}  # step -> [its collectives' objects, bytes, seconds]
         for step, unit, op, phase, size, seconds, *own in items:
             n = own[0] if own and own[0] is not None else group_size
             known = per_op.get((op, n))
@@ -316,13 +322,19 @@ class RecordBuilder:
                     stats.busbw_sum += busbw
                     stats.busbw_n += 1
             if records:
-                out.append(self._collective_record(
-                    timestamp=wall, time_s=time_s, step=step,
-                    message=f"{op} of unit {unit} ({phase}): {size} bytes in {seconds * 1e3:.3f} ms",
-                    op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6), algbw_mb_s=_rounded(algbw, 4),
-                    busbw_mb_s=_rounded(busbw, 4), group_size=n, bucket=unit, timing_source=timing_source,
-                    phase=phase))
-        return out
+                listed = steps.get(step)
+                if listed is None:
+                    listed = steps[step] = [[], 0, 0.0]
+                listed[0].append(collective(op=op, size_bytes=size, duration_ms=round(seconds * 1e3, 6),
+                                            algbw_mb_s=_rounded(algbw, 4), busbw_mb_s=_rounded(busbw, 4),
+                                            group_size=n, bucket=unit, phase=phase))
+                listed[1] += size
+                listed[2] += seconds
+        time_s = round(elapsed, 6)
+        return [self._step_comm_record(
+            timestamp=wall, time_s=time_s, step=step,
+            message=f"Step {step}: {len(listed)} collectives, {size} bytes in {seconds * 1e3:.3f} ms",
+            timing_source=timing_source, collectives=listed) for step, (listed, size, seconds) in steps.items()]
 
     def phases(self, wall: float, elapsed: float, items: list, timing_source: str, clock_offset: float,
                op: str = "gradient_sync") -> list[dict]:

@@ -29,6 +29,7 @@ from logkit.schema import (
 from logkit.schema.findings import FindingKind
 from logkit.schema.records import (
     ANOMALY,
+    COLLECTIVE,
     ERROR,
     EVALUATION,
     EVENT_TYPES,
@@ -75,7 +76,9 @@ _TYPE_LEVEL = reader(COMMON_PART, "type level")
 _STEP_VALUES = reader(TRAINING_STEP, "step max_steps loss learning_rate avg_step_time_s eta_minutes step_time_s "
                       "samples_per_s world_size local_rank rank")
 _COMM_STEP = COMM_RECORD["step"]
-_COMM_VALUES = reader(COMM_RECORD, "op rank size_bytes duration_ms algbw_mb_s world_size local_rank")
+_COMM_VALUES = reader(COMM_RECORD, "op size_bytes duration_ms algbw_mb_s rank world_size local_rank")
+_COLLECTIVES = COMM_RECORD["collectives"]
+_COLLECTIVE_VALUES = reader(COLLECTIVE, "op size_bytes duration_ms algbw_mb_s")
 
 
 class TextRenderer:
@@ -185,11 +188,14 @@ class TextRenderer:
         step = int(_COMM_STEP.get(r) or 0)
         if not self._comm_due(step):
             return
-        op, rank, size, duration_ms, algbw, world, local_rank = _COMM_VALUES(r)
+        *own, rank, world, local_rank = _COMM_VALUES(r)
         if self._mg_step != step:
             yield self._multigpu_step(step, world, local_rank, rank, when)
-        yield self._proc(self.multigpu, when, COMMUNICATION.format(
-            op=op, rank=rank, size_mb=size / 1e6, duration_ms=duration_ms, bandwidth_mb_s=_num(algbw)))
+        listed = _COLLECTIVES.get(r)  # a sharded step's collectives: a line each, as a bucket's record has
+        for op, size, duration_ms, algbw in (own,) if listed is None else (
+                _COLLECTIVE_VALUES(c) for c in listed if isinstance(c, dict)):
+            yield self._proc(self.multigpu, when, COMMUNICATION.format(
+                op=op, rank=rank, size_mb=size / 1e6, duration_ms=duration_ms, bandwidth_mb_s=_num(algbw)))
 
     def _performance(self, r: dict, when: _Stamp):
         v = values_of(PERF_RECORD, r)

@@ -55,7 +55,7 @@ from logkit.ingest.mapping import (
 from logkit.ingest.parse_memory import HAND_BACK_BYTES, hand_back, pool
 from logkit.ingest.record_checks import StreamChecks
 from logkit.ingest.safe_io import size_of
-from logkit.schema.records import GPU_SNAPSHOT
+from logkit.schema.records import FRAME_SPECS
 
 # Lines are parsed this many bytes at a time, PARSERS chunks at once: the parser's working memory is
 # a few chunks, whatever the size of the stream. Each chunk is parsed in one thread, in blocks of
@@ -79,7 +79,7 @@ _OPTIONS = {RAW_SCHEMA: pj.ParseOptions(explicit_schema=RAW_SCHEMA, unexpected_f
 _NONE = np.zeros(0, np.int64)
 _KINDS: list[frozenset[str] | None] = [None]  # the kinds the stream read last ended with (None: all)
 _WHOLE = pa.array(WHOLE_TYPES)
-_DEVICES = GPU_SNAPSHOT.items_key
+_LISTS = tuple(spec.items_key for spec in FRAME_SPECS.values() if spec.items is not None)  # devices[], collectives[]
 
 
 def parse(chunk: memoryview, schema: pa.Schema, ends: np.ndarray) -> pa.Table:
@@ -197,9 +197,10 @@ def check_rows(table: pa.Table, lines: int) -> None:
 
 
 def check_devices(table: pa.Table) -> None:
-    """Raises ``_Refused`` where a raw table (at all of ``RAW_SCHEMA``) has a device that is not an object."""
-    if pc.list_flatten(table.column(_DEVICES)).null_count:
-        raise _Refused  # a device that is not an object: the per-line engine leaves it out
+    """Raises ``_Refused`` where a raw table (at all of ``RAW_SCHEMA``) has a device, or a collective, that is
+    not an object."""
+    if any(pc.list_flatten(table.column(key)).null_count for key in _LISTS):
+        raise _Refused  # an item that is not an object: the per-line engine leaves it out
 
 
 def parsed_chunk(buf: bytearray, size: int, schema: pa.Schema) -> tuple[np.ndarray, pa.Table]:

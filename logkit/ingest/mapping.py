@@ -177,11 +177,29 @@ def _select(frame: str, table: pa.Table) -> pa.Table:
 
 
 def _project(frame: str, rows: pa.Table, prefix: pa.Scalar | None) -> pa.Table:
-    """The columns of ``frame`` that our records give, read at their fields' key paths."""
+    """The columns of ``frame`` that our records give, read at their fields' key paths: a row per object
+    of a spec's list (``items``); where the list is optional, a record without it is a row itself."""
     spec = FRAME_SPECS.get(frame, EVENT)
-    items = spec.items
-    if items is not None:
-        rows, objects = _explode(rows, spec.items_key)
+    if spec.items is None:
+        return _columns(frame, rows, None, prefix)
+    if spec.items_optional:
+        listed = pc.is_valid(rows.column(spec.items_key))
+        if not pc.all(listed).as_py():
+            alone = _columns(frame, rows.filter(pc.invert(listed)), None, prefix)
+            if not pc.any(listed).as_py():
+                return alone
+            owners, objects = _explode(rows.filter(listed), spec.items_key)
+            both = pa.concat_tables([alone, _columns(frame, owners, objects, prefix)])
+            lines = pa.concat_arrays([rows.filter(pc.invert(listed)).column(LINE).combine_chunks(),
+                                      owners.column(LINE).combine_chunks()])
+            return both.take(pc.sort_indices(lines))  # in the stream's order, whichever layout a record has
+    return _columns(frame, *_explode(rows, spec.items_key), prefix)
+
+
+def _columns(frame: str, rows: pa.Table, objects, prefix: pa.Scalar | None) -> pa.Table:
+    """``_project``'s columns of ``rows``, each field of the items' spec read from ``objects`` (one per
+    row) where they are given."""
+    items = FRAME_SPECS.get(frame, EVENT).items if objects is not None else None
     out = {}
     for col in FRAMES[frame]:
         f = col.source
@@ -209,7 +227,7 @@ def _empty(frame: str, rows: pa.Table) -> pa.Table:
 def _needs(frame: str) -> list[str]:
     """The raw table's columns a frame reads (the rest are not carried through its filter)."""
     spec = FRAME_SPECS.get(frame, EVENT)
-    items = spec.items or ()
+    items = spec.items if spec.items is not None and not spec.items_optional else ()  # optional: read at the top too
     keys = {col.source.raw[0] for col in FRAMES[frame] if col.source is not None and col.source not in items}
     return [name for name in RAW_SCHEMA.names if name in keys or name == spec.items_key] + [LINE]
 

@@ -30,7 +30,7 @@ from logkit.schema.vocab import ENDED, Mode
 __all__ = [
     "SCHEMA_VERSION", "EventType", "EVENT_TYPES", "REQUIRED_KEYS", "RecordField", "F",
     "RecordSpec", "COMMON", "SESSION_ID", "SESSION_START", "SESSION_END", "SYSTEM_INFO", "MODEL_INFO", "DATASET_INFO",
-    "TRAINING_STEP", "COMMUNICATION", "PERFORMANCE", "STEP_PHASES", "STALL", "GPU_SNAPSHOT", "GPU_DEVICE",
+    "TRAINING_STEP", "COMMUNICATION", "COLLECTIVE", "PERFORMANCE", "STEP_PHASES", "STALL", "GPU_SNAPSHOT", "GPU_DEVICE",
     "EVALUATION", "ANOMALY",
     "RESOURCE_WARNING", "NAN_DETECTED", "CHECKPOINT_SAVED", "EPOCH_COMPLETE", "ERROR", "BATCH_COMPLETE",
     "TRAINER_LOG", "TIMED_PHASE", "PHASE_BEGIN", "EVENT", "RECORD_SPECS", "FRAME_SPECS", "UNITS",
@@ -133,7 +133,9 @@ def F(name: str, raw: str | tuple[str, ...] | None = None, type: type = float, u
 class RecordSpec:
     """The fields of one event type (after the ``COMMON`` ones every record has), and the frame its
     records go to (``None``: the events frame; ``"meta"``: session meta; ``"evals"``: one row per
-    metric). ``items``: the spec of the objects of a list field (``gpu_snapshot``'s devices)."""
+    metric). ``items``: the spec of the objects of a list field (``gpu_snapshot``'s devices), a row each;
+    ``items_optional``: a record without that list is a row itself (``communication``: a DDP bucket's
+    record, or a sharded step's with its collectives)."""
 
     type: str
     frame: str | None
@@ -141,6 +143,7 @@ class RecordSpec:
     doc: str = ""
     items: RecordSpec | None = None
     items_key: str | None = None
+    items_optional: bool = False  # a record without the list is one item itself, its fields at its top
     _by_name: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -292,7 +295,9 @@ TRAINING_STEP = RecordSpec(EventType.TRAINING_STEP, "steps", (
                                 "(under the trainer's name)", **_X),
 ), "one per optimizer step")
 
-COMMUNICATION = RecordSpec(EventType.COMMUNICATION, "comm", (
+# One collective: the fields a ``communication`` record has at its top (a DDP bucket's, one record each) or
+# in each object of its ``collectives`` list (a sharded model's step: one record for the step's collectives).
+_COLLECTIVE_FIELDS = (
     F("op", type=str, doc="gradient_sync, allreduce, broadcast, all_gather, reduce_scatter, ...", store="str"),
     F("size_bytes", type=int, unit="bytes", doc="nccl-tests' size: an all-gather's whole output, a reduce-scatter's "
                                                 "whole input (n x the padded shard), an all-reduce's buffer"),
@@ -301,13 +306,23 @@ COMMUNICATION = RecordSpec(EventType.COMMUNICATION, "comm", (
     F("busbw_mb_s", unit="MB/s", doc="algbw x the op's bus factor (2(n-1)/n for all-reduce)"),
     F("group_size", type=int, doc="ranks in the collective"),
     F("bucket", type=int, doc="DDP bucket index, or the FSDP unit (parameter group) the collective is of"),
+)
+_PHASE = F("phase", type=str, doc="forward, backward or optimizer: when a sharded model's collective ran (all_gather "
+                                  "in forward, and in backward where the unit resharded after forward; "
+                                  "reduce_scatter in backward; after the step's last backward one: optimizer)",
+           store="category")
+COLLECTIVE = RecordSpec("", "comm", (*_COLLECTIVE_FIELDS, _PHASE),
+                        "one collective of a communication record's collectives[]: a row of the comm frame")
+
+COMMUNICATION = RecordSpec(EventType.COMMUNICATION, "comm", (
+    *_COLLECTIVE_FIELDS,
     F("timing_source", type=str, doc="cuda_event or wall", store="category"),
     F("local_rank", type=int, **_X),
-    F("phase", type=str, doc="forward, backward or optimizer: when a sharded model's collective ran (all_gather "
-                             "in forward, and in backward where the unit resharded after forward; "
-                             "reduce_scatter in backward; after the step's last backward one: optimizer)",
-      store="category"),
-), "one per gradient-sync bucket (or collective)")
+    _PHASE,
+    F("collectives", type=list, doc="a sharded model's step: its collectives, one object each (the fields above, "
+                                    "from op to phase; see communication collectives[]), in one record", **_X),
+), "one per gradient-sync bucket, or one per step holding its collectives (a sharded model: collectives[])",
+    items=COLLECTIVE, items_key="collectives", items_optional=True)
 
 PERFORMANCE = RecordSpec(EventType.PERFORMANCE, "perf", (
     F("window_steps", type=int),

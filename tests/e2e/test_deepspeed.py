@@ -31,6 +31,7 @@ from logkit.schema import SessionFiles
 from tests.support.fsdp_train import make_model
 from tests.support.launch import analyze_logs, read_jsonl, session_dirs, torchrun
 from tests.support.straggler_checks import assert_slow_data_rank_1
+from tests.support.stream_oracles import collectives
 
 deepspeed = pytest.importorskip("deepspeed", reason="deepspeed is not installed: logkit does not depend on it")
 pytestmark = pytest.mark.slow
@@ -57,14 +58,14 @@ def zero2(tmp_path_factory):
 
 
 def _comm(records: list[dict], step: int) -> list[dict]:
-    return [r for r in records if r["type"] == "communication" and r["step"] == step]
+    return [r for r in collectives(records) if r["step"] == step]
 
 
 def _check_bandwidths(records: list[dict]) -> None:
     factor = {"all_reduce": 2 * (RANKS - 1) / RANKS, "all_gather": (RANKS - 1) / RANKS,
               "reduce_scatter": (RANKS - 1) / RANKS, "broadcast": 1.0}
-    for r in records:
-        if r["type"] != "communication" or not r["size_bytes"]:
+    for r in collectives(records):
+        if not r["size_bytes"]:
             continue
         algbw = r["size_bytes"] / 1e6 / (r["duration_ms"] / 1e3)
         assert r["group_size"] == RANKS and r["timing_source"] == "wall"

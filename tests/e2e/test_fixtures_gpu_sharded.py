@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from tests.support.launch import REPO, analyze_logs, read_jsonl
+from tests.support.stream_oracles import collectives
 
 GPU = REPO / "sample_logs" / "gpu_sharded"
 
@@ -20,7 +21,7 @@ def _raw() -> dict[str, dict]:
     for path in sorted(GPU.glob("*/*_rank0.jsonl")):
         records = read_jsonl(path)
         start = next(r for r in records if r["type"] == "session_start")
-        comm = [r for r in records if r["type"] == "communication"]
+        comm = collectives(records)
         out[start["session_id"]] = {"start": start, "comm": comm}
     return out
 

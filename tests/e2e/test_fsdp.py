@@ -20,6 +20,7 @@ from logkit.schema import SessionFiles
 from tests.support.fsdp_train import make_model
 from tests.support.launch import analyze_logs, read_jsonl, session_dirs, torchrun
 from tests.support.straggler_checks import assert_slow_data_rank_1
+from tests.support.stream_oracles import collectives
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +58,7 @@ def test_bytes_per_step_are_the_padded_parameters_of_every_unit(run):
     # the widths are odd: padding changes the figure (an unpadded oracle would differ)
     assert sum(units) != sum(p.numel() * 4 for p in make_model().parameters())
     for rank, records in streams.items():
-        comm = [r for r in records if r["type"] == "communication"]
+        comm = collectives(records)
         assert {r["step"] for r in comm} == set(range(1, STEPS + 1)), rank
         for step in range(1, STEPS + 1):
             mine = [r for r in comm if r["step"] == step]

@@ -27,6 +27,7 @@ from logkit.schema import SessionFiles
 from tests.support.fsdp_train import make_model
 from tests.support.launch import analyze_logs, read_jsonl, session_dirs, torchrun
 from tests.support.straggler_checks import assert_slow_data_rank_1
+from tests.support.stream_oracles import collectives
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +67,7 @@ def run(tmp_path_factory):
 
 def _assert_bytes(streams: dict, units: list[int], steps: int) -> None:
     for rank, records in streams.items():
-        comm = [r for r in records if r["type"] == "communication"]
+        comm = collectives(records)
         assert {r["step"] for r in comm} == set(range(1, steps + 1)), rank
         for step in range(1, steps + 1):
             mine = [r for r in comm if r["step"] == step]

@@ -14,6 +14,7 @@ import pytest
 
 from logkit.schema import SessionFiles
 from tests.support.launch import analyze_logs, read_jsonl, session_dirs, torchrun
+from tests.support.stream_oracles import collectives
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +52,7 @@ def test_a_fully_shard_model_through_the_trainer_is_recorded_and_timed(sharded):
         (start,) = [r for r in records if r["type"] == "session_start"]
         assert start["strategy"] == "fsdp2"
         assert start["strategy_facts"]["units"] == units and start["strategy_facts"]["shard_group_size"] == RANKS
-        comm = [r for r in records if r["type"] == "communication"]
+        comm = collectives(records)
         assert {r["step"] for r in comm} == set(range(1, STEPS + 1)), rank
         for step in range(1, STEPS + 1):
             mine = [r for r in comm if r["step"] == step]

@@ -71,8 +71,25 @@ def bus_factor(op: str, n: float) -> float:
     return 2 * (n - 1) / n if op in ("gradient_sync", "allreduce", "all_reduce") else 1.0
 
 
+def collectives(records) -> list[dict]:
+    """Every collective of a stream's communication records, one dict each, read off the file: a bucket's
+    record as it is; a sharded step's record (its ``collectives`` list) an object each, with the record's
+    own keys (step, rank, elapsed_s, timing_source) beside the object's."""
+    out = []
+    for r in records:
+        if r.get("type") != "communication":
+            continue
+        listed = r.get("collectives")
+        if listed is None:
+            out.append(r)
+        else:
+            top = {k: v for k, v in r.items() if k != "collectives"}
+            out += [{**top, **c} for c in listed]
+    return out
+
+
 def comm_records(records, op="gradient_sync") -> list[dict]:
-    return [r for r in records if r.get("type") == "communication" and r.get("op") == op]
+    return [r for r in collectives(records) if r.get("op") == op]
 
 
 def busbw_median(records, world_size: int, op="gradient_sync") -> float:

@@ -13,6 +13,7 @@ import pytest
 from logkit.schema.findings import FindingKind
 from logkit.schema.records import (
     ANOMALY,
+    COLLECTIVE,
     COMMUNICATION,
     DATASET_INFO,
     ERROR,
@@ -35,7 +36,15 @@ from tests.support.launch import read_jsonl
 from tests.unit.hooks.test_sampler import fake_pynvml
 from trainer_hooks import session_logger as session_mod
 from trainer_hooks import timing_plan
-from trainer_hooks.builder import COMM_FIELDS, PERF_FIELDS, PHASE_FIELDS, STEP_FIELDS, RecordBuilder
+from trainer_hooks.builder import (
+    COLLECTIVE_FIELDS,
+    COMM_FIELDS,
+    PERF_FIELDS,
+    PHASE_FIELDS,
+    STEP_COMM_FIELDS,
+    STEP_FIELDS,
+    RecordBuilder,
+)
 from trainer_hooks.distributed import RankInfo
 from trainer_hooks.layout import HEADER, layout, reader
 from trainer_hooks.sampling import nvml as nvml_mod
@@ -171,6 +180,7 @@ def test_every_frame_column_is_where_its_spec_says(run):
 
 
 @pytest.mark.parametrize("spec, names", [(TRAINING_STEP, STEP_FIELDS), (COMMUNICATION, COMM_FIELDS),
+                                         (COMMUNICATION, STEP_COMM_FIELDS), (COLLECTIVE, COLLECTIVE_FIELDS),
                                          (PERFORMANCE, PERF_FIELDS), (STEP_PHASES, PHASE_FIELDS), (ANOMALY, HEADER)])
 def test_the_emitters_layouts_read_back_through_the_spec(spec, names):
     """Each field gets a value of its own: the compiled layout puts it where ``spec.build`` does,
@@ -233,3 +243,55 @@ def test_an_unknown_bus_factor_is_null_and_the_summary_averages_only_what_is_kno
     assert comm["gradient_sync"]["count"] == 2 and comm["gradient_sync"]["avg_algbw_mb_s"] == 2000.0
     assert comm["gradient_sync"]["avg_busbw_mb_s"] == 3000.0  # the 0 s bucket is not averaged in as 0
     assert comm["my_op"]["avg_algbw_mb_s"] == 1000.0 and comm["my_op"]["avg_busbw_mb_s"] is None
+
+
+def test_a_sharded_steps_collectives_are_one_record_each_step_and_a_comm_row_each():
+    """A sharded model's collectives (FsdpCommTimer / DistTimer items) make one communication record per
+    step, each collective an object of its collectives[] with exactly COLLECTIVE's keys; read back, a
+    comm row each with the record's step, rank and timing source; the text log a line each."""
+    import pyarrow as pa
+
+    from logkit.ingest.mapping import map_records, raw_records
+
+    builder = RecordBuilder(resolve_settings("high"), dict(session_id="s", rank=1, world_size=2, local_rank=1),
+                            max_steps=None, total_batch_size=None)
+    items = [(3, 0, "all_gather", "forward", 2_000_000, 0.001), (3, 1, "all_gather", "forward", 4_000_000, 0.002),
+             (3, 1, "reduce_scatter", "backward", 4_000_000, 0.004, 4), (4, 0, "all_gather", "forward", 2_000_000, 0.0)]
+    records = builder.collectives(1.7e9, 2.5, items, "wall", group_size=2)
+    assert [COMMUNICATION.read(r)["step"] for r in records] == [3, 4]
+    listed = [c for r in records for c in r[COMMUNICATION.items_key]]
+    assert all({(k,) for k in c} == {f.raw for f in COLLECTIVE} for c in listed)
+    assert all(_undeclared(COMMUNICATION, r) == [] for r in records)
+    comm = map_records(raw_records(records, [7, 8]), "s_rank1.jsonl", 1)["comm"]
+    rows = comm.select(["step", "rank", "op", "phase", "size_bytes", "duration_ms", "algbw_mb_s", "busbw_mb_s",
+                        "group_size", "bucket", "timing_source", "source"]).to_pylist()
+    # 2 MB in 1 ms = 2000 MB/s, all-gather's bus factor (n-1)/n = 1/2 at n=2; reduce-scatter at n=4: 3/4
+    assert rows == [
+        dict(step=3, rank=1, op="all_gather", phase="forward", size_bytes=2_000_000, duration_ms=1.0,
+             algbw_mb_s=2000.0, busbw_mb_s=1000.0, group_size=2, bucket=0, timing_source="wall", source="s_rank1.jsonl:7"),
+        dict(step=3, rank=1, op="all_gather", phase="forward", size_bytes=4_000_000, duration_ms=2.0,
+             algbw_mb_s=2000.0, busbw_mb_s=1000.0, group_size=2, bucket=1, timing_source="wall", source="s_rank1.jsonl:7"),
+        dict(step=3, rank=1, op="reduce_scatter", phase="backward", size_bytes=4_000_000, duration_ms=4.0,
+             algbw_mb_s=1000.0, busbw_mb_s=750.0, group_size=4, bucket=1, timing_source="wall", source="s_rank1.jsonl:7"),
+        dict(step=4, rank=1, op="all_gather", phase="forward", size_bytes=2_000_000, duration_ms=0.0,
+             algbw_mb_s=None, busbw_mb_s=None, group_size=2, bucket=0, timing_source="wall", source="s_rank1.jsonl:8")]
+    assert isinstance(comm, pa.Table)
+
+
+def test_both_communication_layouts_in_one_stream_read_in_the_streams_order():
+    """A record per bucket (DDP) and a record per step with collectives[] (a sharded model) read alike,
+    row order as the stream's lines."""
+    from logkit.ingest.mapping import map_records, raw_records
+
+    bucket = COMMUNICATION.build(type=COMMUNICATION.type, step=1, rank=0, op="gradient_sync", size_bytes=100,
+                                 duration_ms=1.0, bucket=0, timing_source="wall")
+    step = COMMUNICATION.build(type=COMMUNICATION.type, step=2, rank=0, timing_source="wall", collectives=[
+        COLLECTIVE.build(op="all_gather", size_bytes=10, bucket=0, phase="forward"),
+        COLLECTIVE.build(op="reduce_scatter", size_bytes=20, bucket=0, phase="backward")])
+    later = dict(bucket, step=3)
+    comm = map_records(raw_records([bucket, step, later], [1, 2, 3]), "x_rank0.jsonl", 0)["comm"]
+    assert comm.select(["step", "op", "size_bytes", "source"]).to_pylist() == [
+        dict(step=1, op="gradient_sync", size_bytes=100, source="x_rank0.jsonl:1"),
+        dict(step=2, op="all_gather", size_bytes=10, source="x_rank0.jsonl:2"),
+        dict(step=2, op="reduce_scatter", size_bytes=20, source="x_rank0.jsonl:2"),
+        dict(step=3, op="gradient_sync", size_bytes=100, source="x_rank0.jsonl:3")]

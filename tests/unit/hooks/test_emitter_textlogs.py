@@ -116,3 +116,34 @@ def test_detailed_communication_logs_off(tmp_path, two_ranks):
     # the JSONL stream keeps every sync: only the text lines are off
     records = [r for r in read_jsonl(folder / files.rank_jsonl(0)) if r["type"] == "communication"]
     assert len(records) == 5 * len(BUCKET_BYTES)
+
+
+def test_a_sharded_steps_collectives_are_a_line_each_under_its_step(tmp_path, two_ranks):
+    """FSDP2's collectives of a step, one communication record (collectives[]), give one Communication line
+    each under their step's header, with each one's op and size."""
+    from trainer_hooks.fsdp_comm import ALL_GATHER, REDUCE_SCATTER, FsdpCommTimer
+
+    log = SessionLogger(tmp_path, "high", gpu_snapshot_interval=0, comm_log_interval=2)
+    log.start(per_device_batch_size=2, max_steps=4)
+    timer = FsdpCommTimer()
+    timer.group_size = 2
+    log.comm, log._comm_timed = timer, True  # as if fsdp_comm.install had wrapped a model
+    sizes = {ALL_GATHER: (4_000_000, 2_000_000), REDUCE_SCATTER: (4_000_000, 2_000_000)}
+    for step in range(1, 5):
+        log.step_begin()
+        now = time.perf_counter()
+        for seq, (op, phase, unit) in enumerate([(ALL_GATHER, "forward", 0), (ALL_GATHER, "forward", 1),
+                                                 (REDUCE_SCATTER, "backward", 1), (REDUCE_SCATTER, "backward", 0)]):
+            timer.pending.append((unit, sizes[op][unit], now + seq * 0.001, now + seq * 0.001 + 0.0005, seq, op, phase))
+        timer.launched = 4
+        log.step_end(step, loss=1.0 / step, learning_rate=1e-3)
+    log.end()
+    files = SessionFiles(log.session_id)
+    folder = tmp_path / log.session_id
+    records = [r for r in read_jsonl(folder / files.rank_jsonl(0)) if r["type"] == "communication"]
+    assert [(r["step"], len(r["collectives"])) for r in records] == [(s, 4) for s in range(1, 5)]
+    headers, lines = _multigpu(folder, files)
+    assert headers == [2, 4]
+    assert [(step, line["op"], line["size_mb"]) for step, line in lines] == [
+        (s, op, mb) for s in (2, 4) for op, mb in (("all_gather", 4.0), ("all_gather", 2.0), ("reduce_scatter", 2.0),
+                                                   ("reduce_scatter", 4.0))]
