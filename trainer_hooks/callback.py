@@ -89,7 +89,7 @@ class LogkitCallback(TrainerCallback):
                           time_communication=self.time_communication)
         end_on_exit(self.logger, "the process exited before training ended (on_train_end never ran)")
         self._model = model
-        if model is not None and hasattr(model, "register_forward_hook"):
+        if model is not None and hasattr(model, "register_forward_hook") and self.logger.settings.loss_tensors:
             # the loss tensor of each training micro-batch, by reference (no sync): a NaN/Inf
             # report then shows the loss itself, not only what it did to the gradients
             self._loss_hook = model.register_forward_hook(self._note_loss)

@@ -31,6 +31,9 @@ class LogSettings:
     detailed_communication_logs: the ``Communication`` line per sync in multigpu.log.
     comm_log_interval: that line every N steps.
     trends: attach ``trends`` (loss, step time, memory) to step records.
+    loss_tensors: the Trainer callback keeps each training micro-batch's loss tensor (a forward hook on the
+        model, by reference: no sync) so a NaN/Inf report shows which micro-batch's loss it was. Off at
+        ``low``: no hook on the model's forward; a non-finite logged loss is still reported, as logged.
     grad_check: read every gradient before each optimizer step for NaN/Inf (a pass over the
         gradients and one device sync per step: on for ``ultra``, opt-in otherwise). Without it
         a non-finite loss or grad norm still gives the report, from the parameters.
@@ -62,6 +65,7 @@ class LogSettings:
     detailed_communication_logs: bool = True
     comm_log_interval: int = 10
     trends: bool = True
+    loss_tensors: bool = True
     grad_check: bool = False
     layer_grad_norms: bool = False
     trainer_logs: bool = False
@@ -89,7 +93,7 @@ VERBOSITY_LEVELS: dict[str, dict] = {
     # the end), progress every 50 steps; findings (warnings) are still written
     "low": dict(log_interval_steps=50, performance_log_steps=0, gpu_snapshot_interval=60.0, snapshot_records=False,
                 resource_usage_steps=0, step_records_every=50, communication_records=False,
-                detailed_communication_logs=False, trends=False),
+                detailed_communication_logs=False, trends=False, loss_tensors=False),
     # resource usage every 5 steps, performance records, basic trends
     "medium": dict(log_interval_steps=10, performance_log_steps=50, gpu_snapshot_interval=30.0,
                    resource_usage_steps=5, comm_log_interval=50),

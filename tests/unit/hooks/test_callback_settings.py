@@ -177,3 +177,27 @@ def test_ultra_writes_the_complete_system_state_every_step(tiny_trainer_run):
     snaps = [r for r in records if r["type"] == "gpu_snapshot"]
     assert snaps and all("recv_mb_s_max" in s["resource_usage"]["network"] for s in snaps)
     assert ("host temperature sensors not available: not sampled" in notes) == (not sensors_here)
+
+
+@pytest.mark.parametrize("verbosity, hooked", [("low", False), ("high", True)])
+def test_the_loss_hook_is_on_the_models_forward_above_low_only(tmp_path, verbosity, hooked):
+    """``loss_tensors``: at low the callback puts no hook on the model's forward (a hook makes torch take
+    its slower call path every forward); above it keeps each micro-batch's loss tensor for a NaN report."""
+    import torch
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from trainer_hooks import LogkitCallback
+
+    model = torch.nn.Linear(2, 2)
+    callback = LogkitCallback(log_dir=str(tmp_path), verbosity=verbosity, end_verdict=False,
+                              gpu_snapshot_interval=0)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[])
+    state = TrainerState()
+    state.max_steps = 1
+    callback.on_train_begin(args, state, TrainerControl(), model=model)
+    try:
+        assert bool(model._forward_hooks) is hooked
+        assert callback.logger.settings.loss_tensors is hooked
+    finally:
+        callback.on_train_end(args, state, TrainerControl())
+    assert not model._forward_hooks  # removed at the end either way
