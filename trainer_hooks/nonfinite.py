@@ -221,34 +221,53 @@ def _dtensor_types() -> tuple:
     return DTensor, Replicate, Shard
 
 
+# id(a DTensor's spec) -> (that spec, its layout): FSDP2 gives a parameter's gradient the parameter's own spec
+# object every step, so each is checked once (a DTensor's placements and mesh cost 1 us each to read, a
+# mesh's group 13 us in a step's cold caches); the spec is kept, so an id is never another object's
+_LAYOUTS: dict[int, tuple] = {}
+
+
+def _layout(grad) -> tuple | None:
+    """(placements, the shard group: None where no mesh dimension shards it) of a DTensor gradient whose
+    placements are Shard/Replicate on at most one sharded dimension; None for any other tensor."""
+    spec = getattr(grad, "_spec", None)
+    if spec is not None:
+        known = _LAYOUTS.get(id(spec))
+        if known is not None and known[0] is spec:
+            return known[1]
+    DTensor, Replicate, Shard = _dtensor_types()
+    if not isinstance(grad, DTensor):
+        return None
+    placements = grad.placements
+    sharded = [i for i, p in enumerate(placements) if isinstance(p, Shard)]
+    if len(sharded) > 1 or any(not isinstance(p, (Shard, Replicate)) for p in placements):
+        layout = None  # several shard dimensions, or partial values: DTensor's own reduction (grad_norms)
+    else:
+        layout = (placements, grad.device_mesh.get_group(sharded[0]) if sharded else None)
+    if spec is not None:
+        if len(_LAYOUTS) > 4096:  # (models come and go in one process: tests, sweeps)
+            _LAYOUTS.clear()
+        _LAYOUTS[id(spec)] = (spec, layout)
+    return layout
+
+
 def shard_norms(grads: list[tuple[str, object]], wait: bool = False) -> tuple[list[float] | None, ShardNorms | None]:
     """The norms of gradients that are shards on one device mesh (FSDP2's DTensors, each sharded along one
     mesh dimension): (this rank's shards' norms, ``ShardNorms`` with the all-reduce of their squares
     issued, waited for when ``wait``). (the norms, None) where the gradients are replicated on the mesh;
     (None, None) where they are not DTensors of one such layout (``grad_norms`` reads them)."""
-    if not grads:
+    if not grads or getattr(grads[0][1], "device_mesh", None) is None:
         return None, None
-    first = grads[0][1]
-    mesh = getattr(first, "device_mesh", None)
-    if mesh is None:
+    first = _layout(grads[0][1])
+    if first is None:
         return None, None
+    for _, g in grads:  # one layout: the same placements, sharded over the same group
+        layout = _layout(g)
+        if layout is not first and (layout is None or layout[0] != first[0] or layout[1] is not first[1]):
+            return None, None
     import torch
     import torch.distributed as dist
 
-    DTensor, Replicate, Shard = _dtensor_types()
-    placements = first.placements
-    same = {id(mesh)}  # each fully_shard call makes its own mesh object: equal ones are the same mesh
-    for _, g in grads:  # (compared once per mesh object: DeviceMesh's == costs 3 us, 19 a step)
-        if not isinstance(g, DTensor) or g.placements != placements:
-            return None, None
-        other = g.device_mesh
-        if id(other) not in same:
-            if other != mesh:
-                return None, None
-            same.add(id(other))
-    sharded = [i for i, p in enumerate(placements) if isinstance(p, Shard)]
-    if len(sharded) > 1 or any(not isinstance(p, (Shard, Replicate)) for p in placements):
-        return None, None  # several shard dimensions, or partial values: DTensor's own reduction (grad_norms)
     with torch.no_grad():  # to_local without autograd is the local tensor itself, which torch keeps as
         # ``_local_tensor`` (read directly: ``to_local`` costs 3 us a gradient, 70 us a step of 21)
         tensors = [_local_part(g) for _, g in grads]
@@ -257,11 +276,12 @@ def shard_norms(grads: list[tuple[str, object]], wait: bool = False) -> tuple[li
         except Exception:  # mixed devices or dtypes the fused kernel does not take
             norms = torch.stack([t.float().norm().to(tensors[0].device) for t in tensors])
         local = norms.cpu().tolist()  # this rank's shards (one transfer): its finite check
-        if not sharded:
+        group = first[1]
+        if group is None:
             return local, None
         squares = norms.pow(2)  # (a tensor of its own: the all-reduce writes into it)
         with outer_call():  # the logger's own collective, not one of training's (dist_timing)
-            work = dist.all_reduce(squares, group=mesh.get_group(sharded[0]), async_op=True)
+            work = dist.all_reduce(squares, group=group, async_op=True)
     shards = ShardNorms(work, squares)
     if wait:
         shards.result(timeout=float("inf"))
