@@ -174,3 +174,20 @@ def test_a_nan_in_one_ranks_gradient_shard_is_reported_by_every_rank_and_hangs_n
     assert [(t["kind"], t["name"], t["nan_count"]) for t in report["tensors"]] == [("gradient", "0.weight", 1)]
     # rank 0's shards held no NaN at step 1
     assert not [r for r in streams[0] if r["type"] == "nan_detected" and r["step"] == 1]
+
+
+def test_the_live_view_reads_the_sharded_steps_records_as_the_batch_analysis_does(run):
+    """The streams fed to the live view as a follower reads them (one chunk per rank): rank 1, whose data came
+    50 ms late every step, is its straggler with cause data, as ``--performance`` says of the same files."""
+    from logkit.ingest.tail import Chunk, FollowedStream
+    from logkit.run.live_state import LiveState
+
+    logs, streams = run
+    (session,) = session_dirs(logs)
+    state = LiveState(0.0)
+    for rank, records in streams.items():
+        stream = FollowedStream(session / SessionFiles(session.name).rank_jsonl(rank), session.name, session.name, rank)
+        state.feed(Chunk(stream, records=list(enumerate(records, start=1))), now=1.0)
+    (live,) = state.snapshot(2.0).sessions
+    assert live.straggler is not None and live.straggler.rank == 1 and live.straggler.cause == "data"
+    assert live.straggler.is_straggler
