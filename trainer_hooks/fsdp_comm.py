@@ -15,8 +15,8 @@ runs a graph task, else ``forward``) and the time from launch to completion: on 
 around the call (a blocking call) or to its future's completion (``async_op``); on CUDA a pair of
 events on the stream FSDP issues the collective on (start before the call; end after a blocking call,
 or from the work's future callback, which runs on a stream synchronised with the kernel), read later
-with ``query()`` so the training stream never waits. The training thread appends a tuple; records
-are built on the writer thread at step end.
+with ``query()`` so the training stream never waits. The training thread appends a tuple; the step's
+record (its collectives listed, one object each) is built on the writer thread at step end.
 
 The step's phases for the breakdown: ``sync_s`` = the time the rank spent in the step's collectives
 (where an early rank waits for the last), ``compute_s`` = step start to the last reduce-scatter's
