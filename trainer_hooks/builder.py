@@ -13,13 +13,13 @@ import math
 from collections import deque
 from types import MappingProxyType
 
-from logkit.schema import MB, bandwidth_mb_s, busbw_factor
+from logkit.schema import bandwidth_mb_s, busbw_factor
 from logkit.schema.records import ANOMALY, COLLECTIVE, COMMUNICATION, PERFORMANCE, STEP_PHASES, TRAINING_STEP
 from logkit.schema.values import per_second, to_float
 from trainer_hooks.findings import LossSpikeDetector, SlowStepDetector, trend
 from trainer_hooks.layout import HEADER, layout, top_key
 from trainer_hooks.settings import LogSettings
-from trainer_hooks.steps import PendingStep
+from trainer_hooks.steps import STEP_METRICS, PendingStep, step_metric_key
 from trainer_hooks.writer import iso_timestamp
 
 # The fields of the records written every step, in the order they are written.
@@ -35,11 +35,6 @@ PERF_FIELDS = f"{HEADER} window_steps avg_step_time_s throughput_samples_s total
 PHASE_FIELDS = f"{HEADER} begin_clock_s compute_s first_ready_s sync_s buckets timing_source"
 
 _NO_METRICS = MappingProxyType({})
-_INF = float("inf")
-# a trainer log's keys that are no step metric of their own (the callback hands the whole log over)
-_OWN_KEYS = frozenset(TRAINING_STEP[name].raw[-1] for name in ("loss", "learning_rate", "grad_norm"))
-_NOT_STEP_METRICS = frozenset(("epoch", "total_flos", "step"))
-_NOT_STEP_PREFIXES = ("eval_", "train_", "test_")
 # keys a step record gets only where the settings ask for them, after the others
 _USAGE, _TRENDS, _LAYER_NORMS = (top_key(TRAINING_STEP, n) for n in ("resource_usage", "trends", "layer_grad_norms"))
 
@@ -60,7 +55,7 @@ def _extra_metrics(extra: dict | None, logs: dict) -> dict | None:
     out = dict(extra or {})
     for key, value in logs.items():
         key = key if type(key) is str else str(key)
-        if key in _OWN_KEYS or key in _NOT_STEP_METRICS or key.startswith(_NOT_STEP_PREFIXES):
+        if key in STEP_METRICS or not step_metric_key(key):  # the step's own fields, or no step metric
             continue
         number = to_float(value)
         if number is not None:
@@ -306,21 +301,7 @@ class RecordBuilder:
             if known is None:
                 known = per_op[(op, n)] = (busbw_factor(op, n), self.comm_stats.setdefault(op, CommStats()))
             factor, stats = known
-            # _measured, inline (8 collectives a step under FSDP2): algbw None where not finite
-            algbw = size / MB / seconds if seconds > 0 else None
-            if algbw is not None and not algbw < _INF:
-                algbw = None
-            stats.count += 1
-            stats.bytes += size
-            stats.seconds += seconds
-            busbw = None
-            if algbw is not None:
-                stats.algbw_sum += algbw
-                stats.algbw_n += 1
-                if factor is not None:
-                    busbw = algbw * factor
-                    stats.busbw_sum += busbw
-                    stats.busbw_n += 1
+            algbw, busbw = _measured(stats, size, seconds, factor)
             if records:
                 listed = steps.get(step)
                 if listed is None:

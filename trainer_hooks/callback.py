@@ -23,10 +23,7 @@ from logkit.schema import Status
 from trainer_hooks.guard import guarded
 from trainer_hooks.lifecycle import end_on_exit
 from trainer_hooks.session_logger import SessionLogger
-
-# Trainer log keys that are not per-step training metrics.
-_NOT_STEP_METRICS = frozenset(("epoch", "total_flos", "step"))
-_NOT_STEP_PREFIXES = ("eval_", "train_", "test_")
+from trainer_hooks.steps import step_metric_key
 
 
 class LogkitCallback(TrainerCallback):
@@ -159,7 +156,7 @@ class LogkitCallback(TrainerCallback):
                     key = str(key)
                 if key.endswith("_runtime"):
                     runtime = True
-                elif not step_metric and key not in _NOT_STEP_METRICS and not key.startswith(_NOT_STEP_PREFIXES):
+                elif not step_metric and step_metric_key(key):
                     step_metric = True
             if step_metric:
                 # loss, learning rate and grad norm read now; the log's other numbers on the writer thread

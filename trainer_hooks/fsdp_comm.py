@@ -93,41 +93,19 @@ class FsdpCommTimer(CommTimer):
     def absorb(self, step: int, launched: list, anchor, begin: float | None,
                wait: bool = False) -> tuple[list[tuple], list[tuple]]:
         """``CommTimer.absorb``; on CPU (wall clock: every collective taken is complete) the step's
-        collectives are read in one pass, their phases from one sort of their spans (the same figures
-        as ``_ReduceScatterSync``: 8 collectives a step cost about twice the tracker's reading here)."""
+        collectives are read together, not one by one through the tracker (``_ReduceScatterSync``, which
+        GPUs need: their events complete late and out of order); both take the phases from ``step_figures``."""
         if not self.one_pass or self._in_flight or not launched or launched[0][2].__class__ is not float:
             return super().absorb(step, launched, anchor, begin, wait)
         ready = [(step, unit, op, phase, size, end - start) for unit, size, start, end, _, op, phase in launched]
         gradients = [(seq, start, end) for _, _, start, end, seq, op, _ in launched if op == REDUCE_SCATTER]
         if not gradients:  # a step without reduce-scatters (no_sync) has no phases
             return ready, []
-        spans = sorted([(start, end) for _, _, start, end, *_ in launched])
         first, last = min(gradients), max(gradients)
-        last_launch = last[1]
-        sync = before = 0.0
-        lo = hi = None
-        clipped_hi = None  # the union of the spans cut at the last reduce-scatter's launch, as it grows
-        for start, end in spans:
-            if hi is None or start > hi:
-                if hi is not None:
-                    sync += hi - lo
-                lo, hi = start, end
-            elif end > hi:
-                hi = end
-            if start < last_launch:  # the collectives' time before the last reduce-scatter's launch
-                cut = end if end < last_launch else last_launch
-                if clipped_hi is None or start > clipped_hi:
-                    before += cut - start
-                    clipped_hi = cut
-                elif cut > clipped_hi:
-                    before += cut - clipped_hi
-                    clipped_hi = cut
-        sync += hi - lo
+        spans = [(start, end) for _, _, start, end, *_ in launched]
+        ref = anchor if anchor.__class__ is float else None
+        compute, first_ready, sync = step_figures(spans, first[1], last[1], ref)
         in_flight = union_length([(start, end) for _, start, end in gradients])
-        if anchor is None or anchor.__class__ is not float:
-            compute = first_ready = None
-        else:
-            compute, first_ready = last_launch - anchor - before, first[1] - anchor
         return ready, [(step, begin, compute, first_ready, sync, len(gradients), in_flight)]
 
     def _step_sync(self, count: int, anchor=None, begin: float | None = None) -> _ReduceScatterSync:
@@ -217,18 +195,27 @@ class _ReduceScatterSync(_StepSync):
         return self.read >= self.count
 
     def figures(self) -> tuple[float | None, float | None, float]:
-        """(compute_s, first_ready_s, sync_s) as the class doc defines them."""
+        """(compute_s, first_ready_s, sync_s) as the class doc defines them (``step_figures``)."""
         ref = self.anchor
         if ref is None or isinstance(ref, float) != isinstance(self.last[1], float):
             ref = None  # no anchor of the spans' kind (a GPU's first step): the sync alone
         base = ref if ref is not None else self.all_spans[0][0]  # a union's length does not depend on it
         spans = [(_seconds(base, a), _seconds(base, b)) for a, b in self.all_spans]
-        sync = union_length(spans)
-        if ref is None:
-            return None, None, sync
-        last_launch = _seconds(ref, self.last[1])
-        before = union_length([(a, min(b, last_launch)) for a, b in spans if a < last_launch])
-        return last_launch - before, _seconds(ref, self.first[1]), sync
+        return step_figures(spans, _seconds(base, self.first[1]), _seconds(base, self.last[1]),
+                            0.0 if ref is not None else None)
+
+
+def step_figures(spans: list[tuple[float, float]], first_launch: float, last_launch: float,
+                 anchor: float | None) -> tuple[float | None, float | None, float]:
+    """A sharded step's (compute_s, first_ready_s, sync_s) from its collectives' spans and its first and last
+    reduce-scatter's launch, all on one clock, the step starting at ``anchor`` (None: the sync alone):
+    sync_s the time in collectives (the union of the spans), compute_s the anchor to the last reduce-scatter's
+    launch less the collectives' time before it, first_ready_s the anchor to the first one's launch."""
+    sync = union_length(spans)
+    if anchor is None:
+        return None, None, sync
+    before = union_length([(a, b if b < last_launch else last_launch) for a, b in spans if a < last_launch])
+    return last_launch - anchor - before, first_launch - anchor, sync
 
 
 class _Timed:

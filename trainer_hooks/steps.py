@@ -49,9 +49,18 @@ _STEP, _LOSS, _GRAD_NORM, _LAYER_NORMS, _LOGS = (PendingStep._fields.index(n)
 
 # A trainer log's own step metrics, by the key the trainer (and the record) names them:
 # ``add_metrics`` puts them in their fields, any other number in ``extra_metrics``.
-_STEP_METRICS = {TRAINING_STEP[name].raw[-1]: name for name in ("loss", "learning_rate", "grad_norm")}
+STEP_METRICS = {TRAINING_STEP[name].raw[-1]: name for name in ("loss", "learning_rate", "grad_norm")}
 # (the pending list's slot, the trainer log's key) of those metrics
-_OWN_SLOTS = tuple((PendingStep._fields.index(name), key) for key, name in _STEP_METRICS.items())
+_OWN_SLOTS = tuple((PendingStep._fields.index(name), key) for key, name in STEP_METRICS.items())
+# A trainer log's keys that are no step metric (bookkeeping, and an evaluation's or a run summary's own):
+# the callback hands a log over only when it holds another key; the builder leaves them out of extra_metrics.
+NOT_STEP_METRICS = frozenset(("epoch", "total_flos", "step"))
+NOT_STEP_PREFIXES = ("eval_", "train_", "test_")
+
+
+def step_metric_key(key: str) -> bool:
+    """Whether a trainer log's ``key`` is a step metric (the loss, the learning rate, any other number)."""
+    return key not in NOT_STEP_METRICS and not key.startswith(NOT_STEP_PREFIXES)
 
 
 def _number(value) -> float | None:
