@@ -28,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.trainer_overhead import thread_cpu_s
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -48,16 +50,9 @@ def _threads() -> dict[int, str]:
     return out
 
 
-def _cpu(tid: int) -> float | None:
-    try:
-        return int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _snapshot() -> tuple[dict, float]:
     names = _threads()
-    by_tid = {tid: (name, _cpu(tid)) for tid, name in names.items()}
+    by_tid = {tid: (name, thread_cpu_s(tid)) for tid, name in names.items()}
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return by_tid, ru.ru_utime + ru.ru_stime
 

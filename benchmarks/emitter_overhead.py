@@ -12,8 +12,8 @@ from ``/proc/self/task/<tid>/schedstat``). Divided by the step time it bounds wh
 logger can cost training even if none of its threads' work overlapped with training.
 Target: <= 0.5 %.
 
-Part 2b (the loop helper, a row per level): the same count per verbosity level, ``time.thread_time()``
-around the logger's calls (``step_begin``, ``check_gradients`` where the level reads gradients,
+Part 2b (the loop helper, a row per level): counted as the Trainer's rows are (part 5), not as part 2:
+``time.thread_time()`` (CPU, where part 2 takes wall time) around the logger's calls (``step_begin``, ``check_gradients`` where the level reads gradients,
 ``log_step``) and every ``logkit-*`` thread's CPU, per step, against the level's budget (0.2 / 0.4 /
 0.5 / 1 % of a 50 ms step); the levels alternated over 3 runs, median and range.
 
@@ -39,8 +39,8 @@ and ``LogkitCallback``, a row per verbosity level (``benchmarks/trainer_overhead
 per-step methods on the training thread, ``time.thread_time`` around each, plus every ``logkit-*``
 thread's CPU; per step, as a share of the same invocation's step without the callback).
 
-    python benchmarks/emitter_overhead.py            # ~2 minutes
-    python benchmarks/emitter_overhead.py --quick    # ~40 s, noisier
+    python benchmarks/emitter_overhead.py            # ~4 minutes (parts 1, 1b, 2, 2b, 3)
+    python benchmarks/emitter_overhead.py --quick    # ~1 minute, noisier
     python benchmarks/emitter_overhead.py --end-verdict-only   # part 4 alone, ~1 minute
     python benchmarks/emitter_overhead.py --trainer-only       # part 5 alone, ~3 minutes
     python benchmarks/emitter_overhead.py --levels-only        # parts 2b and 5: a row per level, ~6 minutes
@@ -61,26 +61,12 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.trainer_overhead import BUDGET_PCT, logger_threads, thread_cpu_s
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-# -- per-thread CPU time ----------------------------------------------------------------------
-def thread_cpu_s(native_id: int | None) -> float | None:
-    """CPU seconds a thread of this process has run: schedstat (ns), else stat (clock ticks)."""
-    if native_id is None:
-        return None
-    base = Path(f"/proc/self/task/{native_id}")
-    try:
-        return int((base / "schedstat").read_text().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        fields = (base / "stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-    except (OSError, ValueError, IndexError):
-        return None
-
-
+# -- per-thread CPU time: trainer_overhead.thread_cpu_s ------------------------------------------
 def _native_id(thread: threading.Thread | None) -> int | None:
     return getattr(thread, "native_id", None) if thread is not None else None
 
@@ -244,7 +230,6 @@ def loop_levels(step_ms: float, steps: int, repeats: int, levels=("low", "medium
     (``step_begin``, ``check_gradients`` where the level reads the gradients, ``log_step``) plus the CPU
     of every ``logkit-*`` thread over the measured steps, per step; ``repeats`` runs a level, the levels
     alternated, median and range."""
-    from benchmarks.trainer_overhead import BUDGET_PCT, logger_threads
     from trainer_hooks import TrainingLogger
 
     model, opt, x, y = _model_for(step_ms)

@@ -133,21 +133,23 @@ def launch(workload: Workload, config: str, ranks: int, log_dir: Path, steps: in
 
 def stop_tree(proc: subprocess.Popen) -> None:
     """End the launcher and its ranks (they run in sessions of their own: the launcher's group is not theirs),
-    so that nothing of a stopped run keeps the cores busy under the next one."""
+    so that nothing of a stopped run keeps the cores busy under the next one: SIGTERM first (each rank's
+    logger ends its session), then ``kill_tree`` for what is left after 10 s."""
     import psutil
 
+    from tests.support.launch import kill_tree
+
     try:
-        procs = [*psutil.Process(proc.pid).children(recursive=True)]
+        procs = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
     except psutil.NoSuchProcess:
         procs = []
-    for p in (proc, *procs):
+    for p in procs:
         try:
             p.terminate()
-        except (psutil.NoSuchProcess, ProcessLookupError):
+        except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(procs, timeout=10)
-    for p in alive:
-        p.kill()
+    psutil.wait_procs(procs, timeout=10)
+    kill_tree(proc.pid)
     proc.kill()
     proc.communicate()
 

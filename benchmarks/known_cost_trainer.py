@@ -18,13 +18,13 @@ import os
 import sys
 import time
 
+from benchmarks.scaling_regime import add_regime_args, rank_batch
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--log-dir", default="logs")
-    p.add_argument("--regime", choices=["strong", "weak"], default="strong")
-    p.add_argument("--global-batch", type=int, default=12, help="strong regime: samples per step over all ranks")
-    p.add_argument("--per-rank-batch", type=int, default=4, help="weak regime: samples per step on each rank")
+    add_regime_args(p, global_batch=12, per_rank_batch=4)
     p.add_argument("--compute-per-sample", type=float, default=0.02, help="seconds of forward+backward per sample")
     p.add_argument("--data-per-sample", type=float, default=0.004, help="seconds of data loading per sample")
     p.add_argument("--grad-mb", type=float, default=1.0, help="gradient size in MB (10^6 bytes, float32)")
@@ -39,9 +39,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     accelerator = Accelerator(cpu=True)
     n = accelerator.num_processes
-    batch = args.global_batch // n if args.regime == "strong" else args.per_rank_batch
-    if args.regime == "strong" and args.global_batch % n:
-        raise SystemExit(f"--global-batch {args.global_batch} does not split over {n} ranks")
+    batch = rank_batch(args, n)
     compute = args.compute_per_sample * batch
     model = _Known(int(args.grad_mb * 1e6 / 4), _sleepy(forward_s=compute / 3, backward_s=2 * compute / 3))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)

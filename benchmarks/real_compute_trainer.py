@@ -20,13 +20,13 @@ import argparse
 import os
 import sys
 
+from benchmarks.scaling_regime import add_regime_args, rank_batch
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--log-dir", default="logs")
-    p.add_argument("--regime", choices=["strong", "weak"], default="strong")
-    p.add_argument("--global-batch", type=int, default=24, help="strong regime: samples per step over all ranks")
-    p.add_argument("--per-rank-batch", type=int, default=8, help="weak regime: samples per step on each rank")
+    add_regime_args(p, global_batch=24, per_rank_batch=8)
     p.add_argument("--grad-mb", type=float, default=2.0, help="the model's size in MB (10^6 bytes, float32)")
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=4)
@@ -44,9 +44,7 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     accelerator = Accelerator(cpu=True)
     n = accelerator.num_processes
-    if args.regime == "strong" and args.global_batch % n:
-        raise SystemExit(f"--global-batch {args.global_batch} does not split over {n} ranks")
-    batch = args.global_batch // n if args.regime == "strong" else args.per_rank_batch
+    batch = rank_batch(args, n)
     vocab = vocab_for(args.grad_mb, args.hidden, args.layers)
     if vocab is None:
         raise SystemExit(f"--grad-mb {args.grad_mb:g} is below the blocks' own size "

@@ -1,9 +1,11 @@
 """One-GPU check that sharded runs' collectives are timed with CUDA events: a tiny causal LM (built from a
 config, nothing downloaded) trained a few steps by each wrapper on one CUDA GPU with NCCL (a process group of
-one: every collective is still issued), logged with logkit, each session written under OUT/<part>/.
+one, every collective still issued; ``fsdp2_two_ranks_gloo``: two processes over gloo), logged with logkit, each
+session written under OUT/<part>/.
 
     python benchmarks/gpu/sharded_timing.py OUT [--parts ddp,fsdp2,fsdp1,fsdp2_two_ranks_gloo,trainer_fsdp2,
-                                                 trainer_fsdp1,trainer_deepspeed_zero3] [--steps 20] [--device cuda]
+                                                 trainer_fsdp1,trainer_deepspeed_zero3,accelerate_deepspeed_zero3]
+                                                 [--steps 20] [--device cuda]
 
 Parts (each in a process of its own, so one that fails or crashes leaves the others running):
   ddp, fsdp2, fsdp1       a hand-written loop with ``TrainingLogger`` (DistributedDataParallel; fully_shard on
@@ -40,6 +42,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -205,9 +208,10 @@ def run_part(part: str, out: Path, args) -> tuple[bool, str]:
                                         str(args.steps), "--device", args.device], env=env, stdout=output,
                                        stderr=subprocess.STDOUT, text=True), output))
     why = ""
+    deadline = time.monotonic() + args.timeout  # one limit for the part, whatever its ranks
     for rank, (proc, output) in enumerate(procs):
         try:
-            code = proc.wait(timeout=args.timeout)
+            code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             code = "timeout"
