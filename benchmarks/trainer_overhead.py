@@ -342,7 +342,7 @@ def sharded(level: str = "high", steps: int = 80, rounds: int = 2, strategies=("
                 runs[strategy] += [json.loads(Path(f"{out}.{strategy}.rank{r}.json").read_text()) for r in range(2)]
     _check(runs)  # each run measured what it says: the callback recorded its strategy
     out = {"level": level, "steps": steps, "rounds": rounds, "strategies": list(strategies), "batch": batch,
-           "nominal_step_ms": step_ms}
+           "batch_sized_for_step_ms": step_ms if sized is not None else None}
     for strategy, docs in runs.items():
         totals = [d["training_thread_s"] + sum(d["threads_s"].values()) for d in docs]
         out[strategy] = {"per_step_us": statistics.median(totals) * 1e6, "range_us": [min(totals) * 1e6,

@@ -185,13 +185,13 @@ def _project(frame: str, rows: pa.Table, prefix: pa.Scalar | None) -> pa.Table:
     if spec.items_optional:
         listed = pc.is_valid(rows.column(spec.items_key))
         if not pc.all(listed).as_py():
-            alone = _columns(frame, rows.filter(pc.invert(listed)), None, prefix)
+            single = rows.filter(pc.invert(listed))
+            alone = _columns(frame, single, None, prefix)
             if not pc.any(listed).as_py():
                 return alone
             owners, objects = _explode(rows.filter(listed), spec.items_key)
             both = pa.concat_tables([alone, _columns(frame, owners, objects, prefix)])
-            lines = pa.concat_arrays([rows.filter(pc.invert(listed)).column(LINE).combine_chunks(),
-                                      owners.column(LINE).combine_chunks()])
+            lines = pa.concat_arrays([single.column(LINE).combine_chunks(), owners.column(LINE).combine_chunks()])
             return both.take(pc.sort_indices(lines))  # in the stream's order, whichever layout a record has
     return _columns(frame, *_explode(rows, spec.items_key), prefix)
 
