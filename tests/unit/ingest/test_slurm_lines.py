@@ -103,3 +103,16 @@ def test_open_mpis_own_messages_name_their_host(rest):
     from logkit.ingest.readers.prefixes import peel
     s = peel(f"[gpu-node07:28114] {rest}")
     assert s.host == "gpu-node07" and s.text == rest
+
+
+@pytest.mark.parametrize("header", ["Nodelist: ", "Node list: ", "Allocated nodes: "])
+def test_a_header_with_the_compressed_list_after_it_names_the_hosts(tmp_path, header):
+    # made here: a batch script's 'echo "Nodelist: $SLURM_JOB_NODELIST"'
+    s = load(tmp_path, f"{header}gpu[01-02,05]\nstarting training\n", "job.out")
+    assert s.meta.hosts == ["gpu01", "gpu02", "gpu05"] and s.meta.nodes == 3
+    assert s.meta.facts_source["hosts"].endswith(":1")
+
+
+def test_a_header_with_a_count_after_it_names_no_host(tmp_path):
+    s = load(tmp_path, "Nodes: 2\nstarting training\n", "job.out")
+    assert s.meta.hosts is None
