@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from logkit.ingest.readers.base import Read, ReadResult, read_bytes
+from logkit.ingest.readers.base import Read, ReadResult, iter_lines, read_bytes
 from logkit.ingest.readers.formats import FileFormat
 from logkit.schema.files import RESULTS_JSON
 from logkit.schema.values import as_float, as_int, as_text, check
@@ -39,6 +39,18 @@ def load_doc(read: Read) -> dict | None:
         read.note(1, f"not a JSON object ({type(doc).__name__})")
         return None
     return doc
+
+
+def line_of(read: Read, key: str, after: str | None = None, top: bool = False) -> int | None:
+    """The line the document as it lies on disk first writes ``key`` on (its text: ``'"stage"'``): the first
+    at or after the line that holds ``after``, where given; ``top``: only at the top level of ``json.dump(indent=2)``
+    (one key a line, two spaces before it)."""
+    started = after is None
+    for number, line in iter_lines(read.path, Read(read.path, read.format)):  # a scratch read: no notes twice
+        started = started or after in line
+        if started and (line.startswith("  " + key) and line[2] != " " if top else key in line):
+            return number
+    return None
 
 
 def normal_mode(mode, device=None, world_size=None) -> str | None:
