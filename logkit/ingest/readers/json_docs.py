@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from logkit.ingest.readers.base import Read, ReadResult, iter_lines, read_bytes
+from logkit.ingest.readers.base import Read, ReadResult, read_bytes
 from logkit.ingest.readers.formats import FileFormat
 from logkit.schema.files import RESULTS_JSON
 from logkit.schema.values import as_float, as_int, as_text, check
@@ -46,7 +46,8 @@ def line_of(read: Read, key: str, after: str | None = None, top: bool = False) -
     at or after the line that holds ``after``, where given; ``top``: only at the top level of ``json.dump(indent=2)``
     (one key a line, two spaces before it)."""
     started = after is None
-    for number, line in iter_lines(read.path, Read(read.path, read.format)):  # a scratch read: no notes twice
+    text = read_bytes(read.path, Read(read.path, read.format)).decode("utf-8", errors="replace")  # no notes twice
+    for number, line in enumerate(text.splitlines(), 1):
         started = started or after in line
         if started and (line.startswith("  " + key) and line[2] != " " if top else key in line):
             return number
