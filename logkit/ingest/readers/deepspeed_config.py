@@ -10,19 +10,7 @@ from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult
 from logkit.ingest.readers.formats import FileFormat
-from logkit.ingest.readers.json_docs import load_doc
-
-
-def _line_of(read: Read, after: str, key: str) -> int | None:
-    """The line of ``key`` first written after ``after`` (the document as it lies on disk)."""
-    try:
-        lines = read.path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
-    start = next((n for n, text in enumerate(lines) if after in text), None)
-    if start is None:
-        return None
-    return next((n + 1 for n, text in enumerate(lines[start:], start) if key in text), None)
+from logkit.ingest.readers.json_docs import line_of, load_doc
 
 
 def read_deepspeed_config(path: Path, rank: int | None = None) -> ReadResult:
@@ -32,7 +20,7 @@ def read_deepspeed_config(path: Path, rank: int | None = None) -> ReadResult:
         return read.result()
     zero = doc.get("zero_optimization")
     stage = zero.get("stage") if isinstance(zero, dict) else None
-    line = _line_of(read, '"zero_optimization"', '"stage"')
+    line = line_of(read, '"stage"', after='"zero_optimization"')
     if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage <= 3:
         read.meta.zero_stage = stage
         read.meta.facts_source = {"zero_stage": f"{read.label}:{line}" if line else read.label}

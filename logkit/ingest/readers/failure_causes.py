@@ -50,15 +50,15 @@ class Causes:
             which = number
         else:
             which = self.trace if ends_trace and rank is None and self.trace is not None else None
-        key = (rank, c["cause"], which)
-        if key in self.said:
-            cause_detail.mend_torn(self.torn, key, f"{self.read.label}:{number}", c["message"])
-            return
         if c["cause"] == FailureCause.NCCL_ERROR and self.nccl_error_line == number - 1 and c["what"] \
                 and c["what"].startswith("nccl") and c["message"].startswith(c["what"]):
             # "ncclInternalError: ..." on the line after torch's "NCCL error: ..." is that error's second line (torch
             # prefixes only the first with the rank): no cause of its own
             self.nccl_error_line = number
+            return
+        key = (rank, c["cause"], which)
+        if key in self.said:
+            cause_detail.mend_torn(self.torn, key, f"{self.read.label}:{number}", c["message"])
             return
         self.said.add(key)
         ev = self.read.event(EventKind.FAILURE_CAUSE, number, rank=rank, level="ERROR", time_s=t, cause=c["cause"],

@@ -158,6 +158,14 @@ _NCCL_TESTS = re.compile(r"^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*#?[ \t]*(?:nTh
                          r"|^[ \t>]*(?:\[\d+,\d+\]<std\w+>:)?[ \t]*\d+\s+\d+\s+[a-z]\w*\s+"
                          r"(?:sum|prod|max|min|avg|none|premulsum|mulsum)\s+-?\d+(?:\s+(?:[\d.]+|N/A)){3}"
                          r"\s+(?:\d+|N/A)(?:\s+(?:[\d.]+|N/A)){3}\s+(?:\d+|N/A)[ \t]*$", re.M)
+# NCCL's debug header, defined once here (discovery imports this module, and no reader): "host:pid:tid [dev] ",
+# the source file:line a WARN names, then the level, "NCCL INFO" (NCCL 2.0-2.2: "INFO", without the word NCCL).
+# Every pattern that looks for an NCCL record (the NCCL reader's, the prefix rules', the line layer's, nccl-tests')
+# is built from these fragments.
+NCCL_AFTER_HOST_NAMED = r":(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:(?P<where>\S+:\d+) )?"
+NCCL_AFTER_HOST = re.sub(r"\(\?P<\w+>", "(?:", NCCL_AFTER_HOST_NAMED)  # what follows the host
+NCCL_HEADER = r"[^\s:]+" + NCCL_AFTER_HOST
+NCCL_RECORD_START = NCCL_HEADER + r"(?:NCCL )?(?:INFO|WARN) "
 # Enough to call a text file a console capture when found discovering a folder.
 _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|default)\d+\]:|^GPU\d+:|Watchdog caught"
                       r"|CUDA out of memory|ChildFailedError|(?:\{|^)(?:'|\x22)(?:loss|eval_loss|train_runtime|train_loss)(?:'|\x22): |\d+%\|.*\|\s*\d+/\d+|torch\.distributed"
@@ -174,7 +182,7 @@ _CONSOLE = re.compile(r"NCCL (?:INFO|WARN)|Traceback \(most recent|\[(?:rank|def
                       r"|using world size: \d+, data-parallel[- ]size|GLOBAL_RANK: \d+, MEMBER: \d+/\d+"
                       r"|All (?:DDP|distributed) processes registered"
                       # NCCL 2.0-2.2's debug header, its level without the word NCCL (readers.nccl)
-                      r"|^[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:INFO|WARN) "
+                      r"|^" + NCCL_HEADER + r"(?:INFO|WARN) "
                       # torchrun's elastic agent (glog headers name its source; its worker group's dump)
                       r"|\btorch/distributed/elastic/|\bgroup_world_size=\d+[ \t]*$"
                       # a warning FSDP's own code issues ("switching to use NO_SHARD ..."): FSDP ran (framework_lines)

@@ -2,7 +2,7 @@
 
 Scripts that poll NVML or nvidia-smi themselves write their samples under names of their own
 (``timestamp,gpu_utilization,memory_used,memory_total``; ``elapsed_sec,gpu_util_pct,mem_used_mb,
-mem_total_mb,temp_c,power_w``). A name is read by its words: what it measures (utilization, memory
+mem_total_mb,temp_c,power_w``; GPUtil's camelCase ``memoryUsed,memoryTotal``). A name is read by its words: what it measures (utilization, memory
 used / total / free, temperature, power, the GPU's index, elapsed time) and the unit its suffix
 states (``_mb``, ``_gb``, ``_pct``, ``_w``, ``_c``). Memory a script calls MB is what nvidia-smi and NVML
 report, MiB (NVML's bytes / 2**20, which scripts name MB). A name that says neither what nor which
@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 
 _WORD = re.compile(r"[a-z]+")
+# a camelCase name's word boundaries (GPUtil's ``memoryUsed``, ``memUsedMB``, ``GPUUtil``): split before lowercasing
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _UTIL = {"util", "utilization", "utilisation", "utilization_gpu", "load"}
 _MEM = {"mem", "memory", "vram", "fb"}
 _UNITS = {"mb": "MiB", "mib": "MiB", "gb": "GiB", "gib": "GiB", "pct": "%", "percent": "%", "w": "W",
@@ -46,7 +48,7 @@ def _what(words: set[str]) -> str | None:
 
 def sampler_field(name: str) -> tuple[str, str | None] | None:
     """(query field, unit) that a sampler's column name means, or None where it says neither."""
-    words = _WORD.findall(name.lower().replace("%", " pct "))
+    words = _WORD.findall(_CAMEL.sub(" ", name).lower().replace("%", " pct "))
     field = _what(set(words))
     if field is None:
         return None

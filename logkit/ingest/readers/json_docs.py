@@ -41,6 +41,19 @@ def load_doc(read: Read) -> dict | None:
     return doc
 
 
+def line_of(read: Read, key: str, after: str | None = None, top: bool = False) -> int | None:
+    """The line the document as it lies on disk first writes ``key`` on (its text: ``'"stage"'``): the first
+    at or after the line that holds ``after``, where given; ``top``: only at the top level of ``json.dump(indent=2)``
+    (one key a line, two spaces before it)."""
+    started = after is None
+    text = read_bytes(read.path, Read(read.path, read.format)).decode("utf-8", errors="replace")  # no notes twice
+    for number, line in enumerate(text.splitlines(), 1):
+        started = started or after in line
+        if started and (line.startswith("  " + key) and line[2] != " " if top else key in line):
+            return number
+    return None
+
+
 def normal_mode(mode, device=None, world_size=None) -> str | None:
     """Other spellings ("multi-gpu", "single_gpu") as the contract's Mode values."""
     if not isinstance(mode, str):

@@ -2,8 +2,8 @@
 
 ``mpirun`` / ``mpiexec`` / ``prterun`` (Open MPI, MPICH's Hydra, Intel MPI) take the process count as
 ``-np N``, ``--np N``, ``-n N``, ``--n N`` or Open MPI's ``-c N`` (also ``--np=N``); Slurm's ``srun`` as
-``-n N`` / ``--ntasks=N``. Only the launcher's own options count, the words between the launcher and the
-program it starts: the program's options may reuse the letters (nccl-tests' ``-n`` is its iterations,
+``-n N`` / ``--ntasks=N`` (a one-letter option's value may be attached: ``-n8``). Only the launcher's own
+options count, the words between the launcher and the program it starts: the program's options may reuse the letters (nccl-tests' ``-n`` is its iterations,
 ``-c`` its check). A launcher whose count is not on the line (``-N`` per node, a host file) states none.
 """
 
@@ -44,29 +44,32 @@ def launched(line: str, program: re.Pattern) -> Launch | None:
     at = next((i for i, w in enumerate(words) if program.search(w)), None)
     if at is None:
         return None
-    names = _COUNT["srun" if m["name"] == "srun" else "mpirun"]
-    count = None
-    for i, word in enumerate(words[:at]):
-        option, eq, value = word.partition("=")
-        if option not in names:
-            continue
-        value = value if eq else (words[i + 1] if i + 1 < at else "")
-        if value.isdigit() and int(value) > 0:
-            count = int(value)
+    count = _value(words[:at], _COUNT["srun" if m["name"] == "srun" else "mpirun"])
     if count is None:
         return None
     return Launch(m["name"], count, tuple(words[at + 1:]))
 
 
+def _value(words: list[str] | tuple[str, ...], names: tuple[str, ...]) -> int | None:
+    """The whole number above 0 the last of the options ``names`` among ``words`` gives (a count of 0 is none):
+    ``-n 8``, ``--ntasks=8``, or a one-letter option's value attached (``-n8``, as getopt reads it); else None."""
+    found = None
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name in names:
+            value = value if eq else (words[i + 1] if i + 1 < len(words) else "")
+        elif word[:2] in names and len(word) > 2 and not word.startswith("--"):
+            value = word[2:]
+        else:
+            continue
+        if value.isdigit() and int(value) > 0:
+            found = int(value)
+    return found
+
+
 def option(args: tuple[str, ...], names: tuple[str, ...]) -> int | None:
-    """The whole number a program's option among ``args`` gives (``-g 8``, ``--ngpus=8``), or None."""
-    for i, word in enumerate(args):
-        option_name, eq, value = word.partition("=")
-        if option_name in names:
-            value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-            if value.isdigit():
-                return int(value)
-    return None
+    """The whole number a program's option among ``args`` gives (``-g 8``, ``-g8``, ``--ngpus=8``), or None."""
+    return _value(args, names)
 
 
 def ranks_started(launch: Launch, number: int, label: str, per: tuple[int, int] | None) -> tuple[int, str, int]:

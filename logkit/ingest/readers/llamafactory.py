@@ -23,7 +23,7 @@ import orjson
 from logkit.ingest.readers.base import Read, ReadResult, iter_lines
 from logkit.ingest.readers.formats import FileFormat
 from logkit.ingest.readers.hf_trainer_lines import seconds
-from logkit.schema.values import as_float, as_int, to_float
+from logkit.schema.values import as_int, to_float
 
 _LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 _STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?"
@@ -43,11 +43,6 @@ def peel(text: str) -> tuple[str, str, str, str] | None:
     if (m := _EXPLICIT.match(text)) is not None:
         return "transformers", m["level"], m["date"], m["msg"]
     return None
-
-
-def _number(value) -> float | None:
-    """A JSON number, or a number written as text (older versions write ``"throughput": "0.00"``)."""
-    return as_float(value) if not isinstance(value, str) else to_float(value)
 
 
 def read_trainer_log(path: Path, rank: int | None = None) -> ReadResult:
@@ -75,14 +70,14 @@ def read_trainer_log(path: Path, rank: int | None = None) -> ReadResult:
             last_step = step
         if "loss" in entry:
             row = read.step(number, {
-                "rank": 0, "step": step, "time_s": t, "loss": _number(entry.get("loss")),
-                "learning_rate": _number(entry.get("lr", entry.get("learning_rate"))),
-                "grad_norm": _number(entry.get("grad_norm")), "epoch": _number(entry.get("epoch")),
-                "tokens_seen": _number(entry.get("total_tokens"))})
+                "rank": 0, "step": step, "time_s": t, "loss": to_float(entry.get("loss")),
+                "learning_rate": to_float(entry.get("lr", entry.get("learning_rate"))),
+                "grad_norm": to_float(entry.get("grad_norm")), "epoch": to_float(entry.get("epoch")),
+                "tokens_seen": to_float(entry.get("total_tokens"))})
             last_loss = row["loss"]
         if "eval_loss" in entry:
-            read.rows["evals"].append({"step": step, "name": "eval_loss", "value": _number(entry["eval_loss"]),
-                                       "rank": 0, "time_s": t, "epoch": _number(entry.get("epoch"))})
+            read.rows["evals"].append({"step": step, "name": "eval_loss", "value": to_float(entry["eval_loss"]),
+                                       "rank": 0, "time_s": t, "epoch": to_float(entry.get("epoch"))})
     read.meta.update(framework="llamafactory", progress=progress, max_steps=total, total_steps=last_step,
                      final_loss=last_loss)
     return read.result()

@@ -23,8 +23,8 @@ import orjson
 
 from logkit.ingest.readers.base import Read, ReadResult, iter_lines
 from logkit.ingest.readers.formats import FileFormat
-from logkit.ingest.readers.json_docs import _Numbers, load_doc
-from logkit.schema.values import as_float, as_int, to_float
+from logkit.ingest.readers.json_docs import _Numbers, line_of, load_doc
+from logkit.schema.values import as_int, to_float
 
 FRAMEWORK = "ms-swift"
 _PROGRESS = re.compile(r"^\s*(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*$")
@@ -50,10 +50,6 @@ def seconds(text) -> float | None:
     return sum(float(n) * _UNIT_S[u] for n, u in parts)
 
 
-def _number(value) -> float | None:
-    return as_float(value) if not isinstance(value, str) else to_float(value)
-
-
 def _entry(read: Read, number: int, line: str) -> dict | None:
     """The line's JSON object, else None (a torn or foreign line: not understood)."""
     try:
@@ -76,7 +72,7 @@ def _step_of(read: Read, entry: dict, number: int, line: str) -> tuple[int, int 
         return entry["global_step"], None  # 2.x: the step alone, the total nowhere in the record
     if "global_step" in entry or "last_model_checkpoint" in entry:  # the run's results record
         read.used += 1
-        if (best := _number(entry.get("best_metric"))) is not None:
+        if (best := to_float(entry.get("best_metric"))) is not None:
             read.meta.best_metric = best
     else:
         read.unmatched(number, line)
@@ -85,14 +81,14 @@ def _step_of(read: Read, entry: dict, number: int, line: str) -> tuple[int, int 
 
 def _evals(read: Read, entry: dict, step: int, t: float | None, epoch: float | None) -> None:
     for key, value in entry.items():
-        if key.startswith("eval_") and key not in _EVAL_RATES and (v := _number(value)) is not None:
+        if key.startswith("eval_") and key not in _EVAL_RATES and (v := to_float(value)) is not None:
             read.rows["evals"].append({"step": step, "name": key, "value": v, "rank": 0, "time_s": t, "epoch": epoch})
 
 
 def _summary(read: Read, entry: dict, number: int, epoch: float | None) -> None:
     """The Trainer's summary at the run's end: its figures in meta, the runtime stated with its line."""
     for key, name in _SUMMARY.items():
-        if (v := _number(entry.get(key))) is not None:
+        if (v := to_float(entry.get(key))) is not None:
             read.meta[name] = v
     if read.meta.duration_s is not None:
         read.meta.duration_from = f"stated: train_runtime ({read.label}:{number})"
@@ -117,13 +113,13 @@ def read_logging_jsonl(path: Path, rank: int | None = None) -> ReadResult:
         if (step, key) == seen:
             continue  # 2.x writes each record twice (only its train_speed differs): once is the record
         seen = (step, key)
-        t, epoch = seconds(entry.get("elapsed_time")), _number(entry.get("epoch"))
+        t, epoch = seconds(entry.get("elapsed_time")), to_float(entry.get("epoch"))
         if total is not None:  # how far the run got of how far it was to go (2.x says no total)
             progress = {"step": step, "total": total, "line": number}
         if "loss" in entry:
             row = read.step(number, {
-                "rank": 0, "step": step, "time_s": t, "loss": _number(entry.get("loss")),
-                "learning_rate": _number(entry.get("learning_rate")), "grad_norm": _number(entry.get("grad_norm")),
+                "rank": 0, "step": step, "time_s": t, "loss": to_float(entry.get("loss")),
+                "learning_rate": to_float(entry.get("learning_rate")), "grad_norm": to_float(entry.get("grad_norm")),
                 "epoch": epoch})
             last_loss, last_step = row["loss"], step
         _evals(read, entry, step, t, epoch)
@@ -143,11 +139,11 @@ def read_args_json(path: Path, rank: int | None = None) -> ReadResult:
     if doc is None:
         return read.result()
     num = _Numbers(read, doc)
-    lines = _key_lines(read, doc)
+    world_line = line_of(read, '"global_world_size"', top=True)
     world = as_int(doc.get("global_world_size"))
     if world is not None and world >= 1:
         read.meta.state("world_size", world, "stated", f"global_world_size {world} (ms-swift's args.json)",
-                        f"{read.label}:{lines['global_world_size']}" if "global_world_size" in lines else read.label)
+                        f"{read.label}:{world_line}" if world_line else read.label)
     for key, name in _ARGS.items():
         if (v := num.int(key)) is not None and v >= 1:
             read.meta[name] = v
@@ -156,18 +152,3 @@ def read_args_json(path: Path, rank: int | None = None) -> ReadResult:
     read.meta.framework = FRAMEWORK
     read.meta.facts_source = {**(read.meta.facts_source or {}), "framework": read.label}
     return read.result()
-
-
-def _key_lines(read: Read, doc: dict) -> dict[str, int]:
-    """The line each top-level key of interest is written on (``json.dump(indent=2)``: one key a line)."""
-    want = {"global_world_size"}
-    out: dict[str, int] = {}
-    for number, line in iter_lines(read.path, Read(read.path, read.format)):
-        stripped = line.lstrip()
-        if stripped.startswith('"'):
-            key = stripped[1:].split('"', 1)[0]
-            if key in want and key not in out and line[:len(line) - len(stripped)] == "  ":
-                out[key] = number
-        if len(out) == len(want):
-            break
-    return out

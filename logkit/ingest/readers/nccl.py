@@ -28,15 +28,18 @@ from __future__ import annotations
 
 import re
 
+from logkit.ingest.readers.formats import NCCL_AFTER_HOST_NAMED, NCCL_RECORD_START
+
 # node1:12345:12350 [0] NCCL INFO ...   /  node1:12345:12350 [0] misc/socket.cc:484 NCCL WARN ...
 # NCCL 2.0-2.2 wrote the level without the word NCCL ("cx50:18926:19004 [1] INFO Using internal Network Socket"):
-# the header (host:pid:tid [dev]) is NCCL's alone, so the word is optional
+# the header (host:pid:tid [dev]) is NCCL's alone, so the word is optional.
+# The header is defined once, in formats (which discovery imports without any reader): every pattern that looks
+# for an NCCL record (here, in prefixes, normalise, nccl_tests, formats' sniffing) is built from its fragments.
 NCCL_DEBUG = re.compile(
-    r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:(?P<where>\S+:\d+) )?"
-    r"(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT|VERSION)\s?(?P<message>.*)$"
+    r"^(?P<host>[^\s:]+)" + NCCL_AFTER_HOST_NAMED + r"(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT|VERSION)\s?(?P<message>.*)$"
 )
 # a second NCCL record glued to the end of a line (processes writing without line buffering)
-GLUED = re.compile(r"(?<=\S) (?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:NCCL )?(?:INFO|WARN) )")
+GLUED = re.compile(r"(?<=\S) (?=" + NCCL_RECORD_START + ")")
 
 
 def may_be_nccl(text: str) -> bool:

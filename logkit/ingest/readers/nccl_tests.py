@@ -41,7 +41,7 @@ import re
 from pathlib import Path
 
 from logkit.ingest.readers.base import Read, ReadResult
-from logkit.ingest.readers.formats import FileFormat
+from logkit.ingest.readers.formats import NCCL_AFTER_HOST, FileFormat
 from logkit.ingest.readers.launch_command import Launch, launched, ranks_started
 from logkit.ingest.readers.nccl import GLUED, parse_nccl_debug
 from logkit.ingest.readers.nccl_procs import NcclProcs
@@ -74,7 +74,7 @@ ROW = re.compile(r"^\s*\d+\s+\d+\s+[a-z]\w*\s+(?:sum|prod|max|min|avg|none|premu
 # ("...  sum      -1mew0:64904:64904 [1] NCCL INFO AllReduce: ..."). The pieces, and where a glued record begins:
 _HEAD_PIECE = re.compile(r"^\d+\s+\d+\s+[a-z]\w*\s+(?:sum|prod|max|min|avg|none|premulsum|mulsum)(?:\s+-?\d+)?$")
 _PART_PIECE = re.compile(r"^(?:[\d.]+|N/A)\s+(?:[\d.]+|N/A)\s+(?:[\d.]+|N/A)\s+\S+$")
-_NCCL_AT = re.compile(r":\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:NCCL )?(?:INFO|WARN) ")
+_NCCL_AT = re.compile(NCCL_AFTER_HOST + r"(?:NCCL )?(?:INFO|WARN) ")  # a record's header after its host
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<bw>\S+)")
 _COMMENT = re.compile(r"^#|^(?:Using devices|Out of bounds values|Blocking Enabled|Collective test|nccl-tests version"
                       r"|out-of-place\s+in-place|\(B\)\s+\(elements\))")

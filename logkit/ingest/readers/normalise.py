@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from logkit.ingest.readers.formats import NCCL_RECORD_START
 from logkit.ingest.readers.prefixes import ELASTIC, MPI, has_prefix, peel
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ _GLUED = re.compile(r"(?<=.)(?=" + re.sub(r"\(\?P<\w+>", "(?:", f"{ELASTIC}|{MPI
                     # also after a bar's postfix: "... 1.23it/s, loss=0.5][2023-...")
                     r"|(?<=it/s\]|s/it\])(?=\[)|(?<=\])(?=\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)"
                     r"|(?<=\s)(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] )"
-                    r"|(?<=\S )(?=[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?(?:NCCL )?(?:INFO|WARN) )")
+                    r"|(?<=\S )(?=" + NCCL_RECORD_START + ")")
 _ESCAPED_NL = re.compile(r"\\r?\\n")
 _WORD_COLON = re.compile(r"([\w.-]+): ")
 

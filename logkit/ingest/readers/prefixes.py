@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from logkit.ingest.readers.formats import NCCL_HEADER
+
 # a training script's own "[RANK 1] " / "[rank 1] " (a space, no colon: torch's "[rank1]:" has none, and its
 # watchdog's "[Rank 1]" / "[PG 0 Rank 1]" tag, mixed case, is the line's own and stays)
 # torch elastic's prefix is a template: its default ``[${role_name}${local_rank}]:`` ("[default3]:", torchx's
@@ -36,11 +38,16 @@ _STAMP = re.compile(r"(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:
                     r"|\d\d:\d\d:\d\d(?:\.\d+)?)\s+")
 # what may follow a timestamp or indentation that is not the line's own
 _AFTER = re.compile(r"\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std|[IWEF]\d{3,4} \d\d:\d\d:\d\d|\[[IWEF] \S+\.cpp:\d+\]"
-                    r"|[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL ")
+                    r"|" + NCCL_HEADER + r"(?:NCCL |(?:INFO|WARN) )")  # NCCL's header (2.0-2.2: no word NCCL)
 _HOST_STREAM_TAG = re.compile(r"(?P<host>[\w.-]+) \[(?:stdout|stderr)\] ")
-# Open MPI's and PMIx's own messages, "[host:pid] PMIX ERROR: ...", "[host:pid] *** Process received signal ***"
-# (its host kept; never a source file's "[trainer.py:1234]")
-_HOST_PID = re.compile(r"\[(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)(?<!\.py):\d+\] ")
+# Open MPI's and PMIx's own messages, "[host:pid] PMIX ERROR: ...", "[host:pid] *** Process received signal ***",
+# "[host:pid] [[43105,1],0] ORTE_ERROR_LOG: ...", a signal report's "[host:pid] [ 0] /lib64/libc.so.6(...)",
+# "[host:pid] Signal: ...", "[host:pid] mca_base_component_repository_open: ...", "[host:pid] 3 more processes
+# have sent help message ...": the prefix (its host kept) only where such text follows it, since any
+# "[word:digits] " is also a Python logger's "[train:45] ", a source file's "[socket.cpp:436] ", axolotl's "[PID:1] "
+_HOST_PID = re.compile(r"\[(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*):\d+\] (?=PMIX |PMIx|\*\*\*|\[\[\d|\[ *\d+\] "
+                       r"|ORTE_|OPAL_|(?:mca|MCA)[_ ]|Signal(?: code)?: |Failing at address|Set MCA parameter"
+                       r"|\d+ more process(?:es)? ha(?:s|ve) sent (?:help|error) message)")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 processes a program says it runs as.
 
 - The nodes a batch script lists under a header of its own (``Allocated nodes:`` / ``Nodes:`` /
-  ``Node list:`` alone on its line, then one host name a line, as ``scontrol show hostnames`` prints them):
+  ``Node list:`` alone on its line, then one host name a line, as ``scontrol show hostnames`` prints them; or
+  with Slurm's compressed list after it, ``Nodelist: gpu[01-02,05]``, an echo of ``$SLURM_JOB_NODELIST``):
   the job's hosts and their count, stated (the list is the allocation, not the hosts that happened to print).
 - ``SLURM_JOB_NODELIST=gpu[01-02,05]`` / ``SLURM_NODELIST`` (Slurm's compressed host list, expanded here) and
   ``SLURM_NNODES=2`` / ``SLURM_JOB_NUM_NODES=2``, as a script that echoes its environment prints them.
@@ -16,7 +17,10 @@ import re
 
 from logkit.ingest.readers.stated_facts import Facts
 
-_HEADER = re.compile(r"^\s*(?:Allocated |Assigned |Slurm |Job )?nodes?(?: ?list)?\s*:\s*$", re.I)
+# the header alone (a list on the lines after it), or with the list after it ("Nodelist: gpu[01-02,05]", an echo of
+# $SLURM_JOB_NODELIST): host names, beginning with a letter (a count, "Nodes: 2", is none)
+_HEADER = re.compile(r"^\s*(?:Allocated |Assigned |Slurm |Job )?nodes?(?: ?list)?\s*:\s*"
+                     r"(?P<list>[A-Za-z][\w.\-\[\],]*)?\s*$", re.I)
 _HOST = re.compile(r"^\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$")
 _NODELIST = re.compile(r"\bSLURM_(?:JOB_)?NODELIST\s*[=:]\s*(?P<list>[\w.\-\[\],]+)")
 _NNODES = re.compile(r"\bSLURM_(?:JOB_NUM_NODES|NNODES)\s*[=:]\s*(?P<n>\d+)\b")
@@ -63,9 +67,13 @@ class SlurmLines:
                 self.last = number
                 return True
             self._close()
-        if _HEADER.match(text) is not None:
-            self.listing, self.last = (number, []), number
-            return True
+        if (h := _HEADER.match(text)) is not None:
+            if h["list"] is None:
+                self.listing, self.last = (number, []), number
+                return True
+            if (hosts := expand_hostlist(h["list"])) is not None:
+                self._hosts(hosts, f"the node list {h['list']}", number)
+                return True
         if "NumProcess:" in text and (p := _NUM_PROCESS.search(text)) is not None:
             self.facts.state("world_size", int(p["n"]), f"NumProcess::{p['n']} (the program's own set-up line)", number)
             self.facts.rank_seen(int(p["rank"]), f"ProcessID:{p['rank']}", number)

@@ -120,8 +120,9 @@ _CAUSES: tuple[tuple[FailureCause, re.Pattern], ...] = (
     (FailureCause.IMPORT_ERROR, re.compile(r"^(?:[\w.]+\.)?ImportError: (?P<what>.+)$")),
     (FailureCause.CUDA_OOM, re.compile(r"(?:OutOfMemoryError|RuntimeError|CUDA error): (?:CUDA )?out of memory")),
     (FailureCause.CUDA_ERROR, re.compile(r"\bCUDA error: (?P<what>.+?)(?:\s*$|\s*CUDA kernel errors)")),
-    # (also glued onto another process's word: "DistBackendErrorNCCL error in: ...")
-    (FailureCause.NCCL_ERROR, re.compile(r"(?:\b|(?<=[a-z]Error))NCCL error(?:\b.*?,|:) (?P<what>unhandled system error|"
+    # (also glued onto whatever another process wrote before it: "DistBackendErrorNCCL error in: ...",
+    # "default_pgNCCL error in: ...", "42NCCL error: ...": the strict list of reasons keeps other text out)
+    (FailureCause.NCCL_ERROR, re.compile(r"NCCL error(?:\b.*?,|:) (?P<what>unhandled system error|"
                                          r"unhandled cuda error|internal error|remote process exited or there was a "
                                          r"network error|invalid usage|invalid argument)|^(?P<what2>nccl(?:(?:System|"
                                          r"Internal|Remote|UnhandledCuda|InvalidUsage|InvalidArgument)Error|"
@@ -131,7 +132,7 @@ _CAUSES: tuple[tuple[FailureCause, re.Pattern], ...] = (
 # a launcher's stream tag before a child's line ("[stderr]ModuleNotFoundError: ...")
 _STREAM_TAG = re.compile(r"^\[(?:stderr|stdout)\]\s*")
 # The words one of those lines holds: a line without any is not tried.
-CAUSE_HINTS = ("rror", "can't open file", "out of memory", "received by PID")
+CAUSE_HINTS = ("rror", "ncclInvalid", "can't open file", "out of memory", "received by PID")
 
 
 def failure_cause(text: str) -> dict | None:

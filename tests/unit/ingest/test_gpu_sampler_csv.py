@@ -78,3 +78,26 @@ def test_nvidia_smi_s_gpus_stamped_milliseconds_apart_stay_apart(tmp_path):
     _, s = _load(tmp_path, "smi.csv", body)
     assert list(s.gpu["gpu"]) == [0, 1] * 3 and s.meta["gpu_count"] == 2
     assert list(s.gpu["sample"]) == [0, 0, 1, 1, 2, 2]
+
+
+def test_camel_case_names_are_read_by_their_words():
+    # GPUtil's attribute names as a script writes them (gpu.memoryUsed, gpu.memoryTotal: MiB), and others' spellings
+    assert sampler_field("memoryUsed") == ("memory.used", "MiB")
+    assert sampler_field("memoryTotal") == ("memory.total", "MiB")
+    assert sampler_field("memUsedMB") == ("memory.used", "MiB")
+    assert sampler_field("vramUsedGB") == ("memory.used", "GiB")
+    assert sampler_field("gpuUtil") == ("utilization.gpu", None)
+    assert sampler_field("GPUUtilPct") == ("utilization.gpu", "%")
+    assert sampler_field("gpuId") == ("index", None)
+
+
+def test_a_gputil_style_capture(tmp_path):
+    # made here: a script writing GPUtil's fields each second for two GPUs
+    body = ("elapsed_sec,gpu_id,load,memoryUsed,memoryTotal\n"
+            "0.0,0,0.10,1024,81920\n0.0,1,0.20,2048,81920\n1.0,0,0.90,40960,81920\n1.0,1,0.80,40000,81920\n")
+    path, s = _load(tmp_path, "gpus.csv", body)
+    assert sniff(path) == "nvidia_smi_csv"
+    assert list(s.gpu["gpu"]) == [0, 1, 0, 1] and s.meta["gpu_count"] == 2
+    assert list(s.gpu["memory_used_mb"]) == [1024 * MIB, 2048 * MIB, 40960 * MIB, 40000 * MIB]
+    assert set(s.gpu["memory_total_mb"]) == {81920 * MIB}
+    assert list(s.gpu["time_s"]) == [0.0, 0.0, 1.0, 1.0]

@@ -28,6 +28,14 @@ def test_the_process_count_is_the_launchers_own_option():
     assert option(launch.args, ("-g", "--ngpus")) == 1
 
 
+def test_a_programs_option_may_have_its_value_attached():
+    # made here: nccl-tests' "-g8" / "-t2" as getopt reads them; the last of an option repeated counts
+    assert option(("-b", "8", "-g8", "-t2"), ("-g", "--ngpus")) == 8
+    assert option(("-b", "8", "-g8", "-t2"), ("-t", "--nthreads")) == 2
+    assert option(("-g", "2", "--ngpus=4"), ("-g", "--ngpus")) == 4
+    assert option(("-b", "8"), ("-g", "--ngpus")) is None
+
+
 @pytest.mark.parametrize(("line", "expected"), [
     # nccl-tests issue 254: "-n 50" after the program is its iterations, not a process count
     ("mpirun --allow-run-as-root -np 16  -N 8 --host dgx01:8,dgx02:8 ./build/all_reduce_perf -b 128 -e 16G -f 2 "
@@ -45,6 +53,10 @@ def test_the_process_count_is_the_launchers_own_option():
     ("mpirun --np=4 ./build/all_gather_perf -b 8 -e 128M", 4),
     # made here: a count only after the program (nccl-tests' own -n)
     ("mpirun -N 8 --host a:8 ./build/all_reduce_perf -n 50", None),
+    # made here: a one-letter option's value attached ("-n8", "-N2 -n16"), and a count of 0 after a count
+    ("srun -n8 ./build/all_reduce_perf -b 8 -e 128M -g 1", 8),
+    ("srun -N2 -n16 --gpus-per-node=8 ./build/all_reduce_perf -b 8 -e 128M", 16),
+    ("mpirun -n4 -c0 ./build/all_reduce_perf -b 8", 4),
 ])
 def test_launch_lines(line, expected):
     launch = launched(line, PERF)

@@ -89,3 +89,19 @@ def test_a_torn_line_is_a_diagnostic(folder_3x):
                                             ("soon", None), ("", None)])
 def test_elapsed_time_words(text, expected):
     assert seconds(text) == expected
+
+
+def test_the_line_of_a_top_level_key_and_of_a_key_after_another(tmp_path):
+    # made here: json.dump(indent=2) of a nested "global_world_size" (line 3) before the top-level one (line 5),
+    # and a "stage" (line 8) after "zero_optimization" (line 7), another "stage" before it (line 6)
+    from logkit.ingest.readers.base import Read
+    from logkit.ingest.readers.formats import FileFormat
+    from logkit.ingest.readers.json_docs import line_of
+    doc = {"inner": {"global_world_size": 2}, "global_world_size": 4, "stage": "x", "zero_optimization": {"stage": 2}}
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps(doc, indent=2))
+    read = Read(path, FileFormat.MS_SWIFT_ARGS)
+    assert line_of(read, '"global_world_size"', top=True) == 5
+    assert line_of(read, '"global_world_size"') == 3
+    assert line_of(read, '"stage"', after='"zero_optimization"') == 8
+    assert line_of(read, '"missing"') is None

@@ -6,6 +6,8 @@ Expected values are read off the excerpts by eye; each says where."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.excerpts import events_of, load, reader
 
 text = reader("nccl_duplicate_gpu")
@@ -48,3 +50,31 @@ def test_a_torn_exception_line_alone_keeps_its_cause(tmp_path):
     torn = 'torch.distributed  File "train.py", line 130, in train_pipeline\n' + lines[2].replace("torch.distributed", "", 1)
     s = load(tmp_path, torn + "".join(lines[3:]))
     assert _causes(s) == [("2", "nccl_error")]
+
+
+@pytest.mark.parametrize("glued", ["torch.distributed.DistBackendError: Exception", "        work = default_pg", "42"])
+def test_the_error_glued_after_any_text_keeps_its_cause_and_ranks(tmp_path, glued):
+    # made here from nccl_1241: its line 3's "NCCL error in: ..., invalid usage" glued after other text than
+    # "DistBackendError"; its detail (line 6) still names ranks 3 and 2: at least 4 ranks
+    lines = text("nccl_1241_glued_duplicate_gpu_ranks_3_2.log").splitlines(keepends=True)
+    error = lines[2][lines[2].index("NCCL error in:"):]
+    s = load(tmp_path, "".join(lines[:2]) + glued + error + "".join(lines[3:]))
+    assert _causes(s) == [("3", "nccl_error")]
+    assert events_of(s, "failure_cause")[0]["error"] == "invalid usage"
+    assert s.meta["world_size"] == 4 and "lower bound" in s.meta["world_size_from"]
+
+
+@pytest.mark.parametrize(("line", "what"), [
+    ("ncclInvalidUsage: This usually reflects invalid usage of NCCL library.", "ncclInvalidUsage"),
+    ("ncclInvalidArgument: Invalid value for an argument.", "ncclInvalidArgument"),
+])
+def test_torchs_detail_line_alone_names_the_nccl_error(tmp_path, line, what):
+    # made here: torch's explanation of an NCCL result code without the "NCCL error in:" line before it
+    s = load(tmp_path, "step 3 loss 1.25\n" + line + "\n")
+    assert _causes(s) == [("2", "nccl_error")]
+    assert events_of(s, "failure_cause")[0]["error"] == what
+
+
+def test_other_words_before_nccl_error_are_no_cause(tmp_path):
+    s = load(tmp_path, "step 3 loss 1.25\nNo NCCL error: all ranks reached the barrier\n")
+    assert _causes(s) == []

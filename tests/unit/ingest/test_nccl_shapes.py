@@ -45,6 +45,22 @@ def test_old_info_lines_behind_a_launcher_prefix_with_a_rank_line(tmp_path):
     assert [e["rank"] for e in events_of(s, "nccl_init")] == [1]
 
 
+def test_old_info_lines_with_a_timestamp_among_deepspeed_lines(tmp_path):
+    # made here: the excerpt's lines, each behind an ISO time stamp, between two DeepSpeed logging lines: every line
+    # is read (NCCL's with its time stamp taken off), none "matches no known grammar"
+    from logkit.ingest.readers.prefixes import peel
+    lines = [f"2020-01-01T10:00:09 {line}" for line in text("horovod_67_nccl_2_1_info_without_nccl_word.log").splitlines()]
+    stripped = peel(lines[2])
+    assert stripped.stamp == "2020-01-01T10:00:09"
+    assert stripped.text == "cx50:18926:19004 [1] INFO Using internal Network Socket"
+    body = ("[2020-01-01 10:00:06,310] [INFO] [engine.py:120:_configure_distributed_model] Initializing distributed model\n"
+            + "".join(f"{line}\n" for line in lines)
+            + "[2020-01-01 10:00:10,410] [INFO] [logging.py:60:log_dist] [Rank 0] step=10, skipped=0, lr=[0.0001]\n")
+    s = load(tmp_path, body, "train.log")
+    assert s.diagnostics.empty
+    assert s.meta["hosts"] == ["cx50"] and s.meta["network"] == "Socket"
+
+
 def test_a_line_that_only_looks_alike_is_not_nccl():
     # made here: a Python logging line with a bracketed number is no NCCL header (no host:pid:tid)
     assert parse_nccl_debug("worker [1] INFO Using internal Network Socket") is None

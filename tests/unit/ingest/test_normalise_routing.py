@@ -27,8 +27,7 @@ ALLOWED = {
     ("logkit_text", "text_lines"): "decodes the file read whole; its lines go through layout.records",
     ("text_columns", "text_lines"): "the columnar reader, taken only where the layout learned nothing",
     ("llamafactory", "iter_lines"): "trainer_log.jsonl: a JSON document per line, written by the framework itself",
-    ("ms_swift", "iter_lines"): "logging.jsonl: a JSON document per line, written by the framework itself; args.json's "
-                                "key lines (JSON)",
+    ("ms_swift", "iter_lines"): "logging.jsonl: a JSON document per line, written by the framework itself",
 }
 LAYER = {"normalise", "prefixes", "base"}
 

@@ -68,3 +68,51 @@ def test_slurms_compressed_host_lists_expand(compressed, hosts):
 
 def test_a_list_that_is_none_is_refused():
     assert expand_hostlist("gpu[a-b]") is None
+
+
+@pytest.mark.parametrize("body", [
+    "[train:45] step 0 loss 2.0\n[train:46] step 1 loss 1.5\n",  # a Python logger's "[name:lineno] "
+    "[socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29500\n",  # a C++ source file's
+    "[PID:1] [RANK:0] step 0 loss 2.0\n",  # axolotl's process tag
+])
+def test_a_word_and_a_number_in_brackets_are_no_host_prefix(tmp_path, body):
+    s = load(tmp_path, body, "job.out")
+    assert s.meta.hosts is None and s.meta.nodes is None
+
+
+def test_a_bracket_that_is_no_host_prefix_stays_on_its_line():
+    from logkit.ingest.readers.prefixes import peel
+    line = "[PID:1] [RANK:0] step 0 loss 2.0"
+    assert peel(line).text == line and peel(line).host is None
+
+
+def test_axolotls_rank_is_read_behind_its_logger_bracket(tmp_path):
+    # axolotl's logger without Python logging's time in front: "[RANK:3]" names rank 3 of at least 4
+    s = load(tmp_path, "[axolotl.train:45] [PID:343] [RANK:3] total_num_steps: 10116\n", "job.out")
+    assert s.meta.hosts is None
+    assert s.meta.world_size == 4 and s.meta.max_steps == 10116
+
+
+@pytest.mark.parametrize("rest", [
+    "*** Process received signal ***", "[[43105,1],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer",
+    "[ 0] /lib64/libpthread.so.0(+0xf5d0)[0x2b6bb8a545d0]", "Signal: Segmentation fault (11)",
+    "mca_base_component_repository_open: unable to open mca_btl_openib: librdmacm.so.1",
+    "3 more processes have sent help message help-mpi-btl-base.txt / btl:no-nics",
+])
+def test_open_mpis_own_messages_name_their_host(rest):
+    from logkit.ingest.readers.prefixes import peel
+    s = peel(f"[gpu-node07:28114] {rest}")
+    assert s.host == "gpu-node07" and s.text == rest
+
+
+@pytest.mark.parametrize("header", ["Nodelist: ", "Node list: ", "Allocated nodes: "])
+def test_a_header_with_the_compressed_list_after_it_names_the_hosts(tmp_path, header):
+    # made here: a batch script's 'echo "Nodelist: $SLURM_JOB_NODELIST"'
+    s = load(tmp_path, f"{header}gpu[01-02,05]\nstarting training\n", "job.out")
+    assert s.meta.hosts == ["gpu01", "gpu02", "gpu05"] and s.meta.nodes == 3
+    assert s.meta.facts_source["hosts"].endswith(":1")
+
+
+def test_a_header_with_a_count_after_it_names_no_host(tmp_path):
+    s = load(tmp_path, "Nodes: 2\nstarting training\n", "job.out")
+    assert s.meta.hosts is None
