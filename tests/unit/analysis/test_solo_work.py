@@ -173,3 +173,22 @@ def test_save_and_evaluation_frames_of_other_frameworks():
                           + frame.format("transformers/trainer.py", "_save_checkpoint")) == "save"
     assert phase_of_stack(frame.format("torch/utils/data/dataloader.py", "__next__")) is None
     assert phase_of_stack(None) is None
+
+
+def test_a_pause_every_rank_takes_at_the_same_step_is_no_ones_alone():
+    # a data loader's epoch boundary: rank 0 pauses 3.0 s, rank 1 3.4 s before step 11; rank 0 waits 0.4 s,
+    # rank 1's excess over rank 0 (0.4 s) is under SOLO_GAP_MIN_S (1 s)
+    rows = _rows(ranks=2, held={(0, 11): 3.0, (1, 11): 3.4})
+    assert solo_events(_session(), rows) == []
+    assert solo_work_findings(_session(), rows) == []
+
+
+def test_an_unrecorded_pause_on_every_rank_counts_only_the_late_ranks_excess():
+    # both evaluate without a phase record, rank 0 60 s and rank 1 62 s: rank 1 alone for 62 - 60 = 2 s
+    rows = _rows(ranks=2, held={(0, 11): 60.0, (1, 11): 62.0})
+    (e,) = solo_events(_session(), rows)
+    assert (e["rank"], e["step"], e["what"], e["waiting_ranks"]) == (1, 11, [], [0])
+    assert abs(e["solo_s"] - 2.0) < 1e-9
+    # the same as timed phases: the same 2 s
+    (p,) = solo_events(_session(phases=[(0, 10, "eval", 60.0), (1, 10, "eval", 62.0)]), rows)
+    assert p["what"] == ["eval"] and abs(p["solo_s"] - 2.0) < 1e-9
