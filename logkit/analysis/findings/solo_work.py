@@ -16,8 +16,9 @@ code's own; each carries the step completed before it). Definitions (``definitio
   ranks' time in the same phase after the same step: a phase every rank runs together is no one's
   alone), when their sum explains ``SOLO_WORK_EXPLAINED`` of ``waited``; else an unrecorded gap: its
   data time of the step (the gap since its previous step, phases included) and host time of the step
-  before (after the sync), each above its median, less its phases, when that explains as much and
-  is at least ``SOLO_GAP_MIN_S``. Nothing explains it: no finding (a one-off slow step is the slow
+  before (after the sync), each above its median, less its phases, and less the median of the other
+  ranks' same gap at that step (a pause every rank takes, a data loader's epoch boundary, is no one's
+  alone: the phases' rule), when that explains as much and is at least ``SOLO_GAP_MIN_S``. Nothing explains it: no finding (a one-off slow step is the slow
   steps finding's).
 - one finding per rank that worked alone, every occurrence listed, the longest wait in the title.
 """
@@ -59,20 +60,44 @@ def _phases(session) -> pd.DataFrame:
     return ph.reindex(columns=["rank", "step", "phase", "duration_s", "source"])
 
 
+def excess(mine: float, others) -> float:
+    """``mine`` less what the others also spent at the same point: the median of ``others`` (none: 0). A pause
+    every rank takes together (an evaluation on all ranks, a data loader's epoch boundary) is no one's alone."""
+    others = [float(x) for x in others]
+    return mine - (float(pd.Series(others).median()) if others else 0.0)
+
+
 def _alone(phases: pd.DataFrame, rank: int, after: int | None) -> list[tuple[str, float, float, list]]:
     """(phase, seconds, seconds alone, sources) of ``rank``'s phases after step ``after`` (None: before its
     first step): alone, less the median of the other ranks' time in the same phase after the same step (none: 0)."""
-    here = phases[phases["step"].isna()] if after is None else phases[phases["step"] == after]
+    here = _after(phases, after)
     out = []
     for name, rows in here.groupby("phase", sort=False):
         mine = rows[rows["rank"] == rank]
         if not len(mine):
             continue
         others = rows[rows["rank"] != rank].groupby("rank")["duration_s"].sum()
-        together = float(others.median()) if len(others) else 0.0
         spent = float(mine["duration_s"].sum())
-        out.append((str(name), spent, spent - together, list(mine["source"].dropna())))
+        out.append((str(name), spent, excess(spent, others), list(mine["source"].dropna())))
     return out
+
+
+def _after(phases: pd.DataFrame, after: int | None) -> pd.DataFrame:
+    """The phases after step ``after`` (None: before the first step)."""
+    return phases[phases["step"].isna()] if after is None else phases[phases["step"] == after]
+
+
+def _gap(at: pd.DataFrame, indexed: pd.DataFrame, usual: tuple, spent: pd.Series, rank: int,
+         prev: int | None) -> float:
+    """``rank``'s unrecorded gap at this step: its data time (the gap since its previous step, phases included)
+    and the host time after the previous step's sync, each above its median, less its phases' time ``spent``."""
+    usual_data, usual_other = usual
+    data = at.at[rank, "data_s"]
+    gap = float(data - usual_data[rank]) if pd.notna(data) else 0.0
+    if prev is not None and (rank, prev) in indexed.index:
+        host = indexed.at[(rank, prev), "other_s"]
+        gap += max(0.0, float(host - usual_other[rank])) if pd.notna(host) else 0.0
+    return gap - float(spent.get(rank, 0.0))  # the data time holds its phases whole
 
 
 def solo_events(session, rows: pd.DataFrame | None = None) -> list[dict]:
@@ -88,8 +113,6 @@ def solo_events(session, rows: pd.DataFrame | None = None) -> list[dict]:
               th.SOLO_WORK_MIN_S)
     by_rank = rows.groupby("rank")
     usual_wait = by_rank["wait_s"].median()
-    usual_data = by_rank["data_s"].median()
-    usual_other = by_rank["other_s"].median()
     # a cheap cut before the per-step work: a step where no rank waited that long cannot pass
     extra = rows["wait_s"] - rows["rank"].map(usual_wait)
     most = extra.groupby(rows["step"]).transform("max")
@@ -99,35 +122,41 @@ def solo_events(session, rows: pd.DataFrame | None = None) -> list[dict]:
     phases = _phases(session)
     indexed = rows.set_index(["rank", "step"])
     out = []
+    usual = (by_rank["data_s"].median(), by_rank["other_s"].median())
     for step in sorted(candidates):
-        at = rows[rows["step"] == step].set_index("rank")
-        last = int(at["lateness_s"].idxmax())
-        others = at.drop(index=last)
-        waits = others["wait_s"] - others.index.map(usual_wait).to_numpy()
-        waited = float(waits.min())
-        if waited < bar:
-            continue
-        prev = int(step) - 1 if step > 1 else None  # the phases' step: the one completed before them
-        alone = _alone(phases, last, prev)
-        solo = sum(s for _, _, s, _ in alone if s > 0)
-        event = dict(rank=last, step=int(step), after_step=prev, waited_s=waited,
-                     waiting_ranks=list(map(int, others.index)), waited_max_s=float(waits.max()))
-        if solo >= th.SOLO_WORK_EXPLAINED * waited:
-            named = [(n, s, src) for n, _, s, src in alone if s > 0]
-            event.update(what=[n for n, _, _ in named], solo_s=solo, sources=[x for *_, src in named for x in src])
-            out.append(event)
-            continue
-        # unrecorded: the gap since its previous step (data time, phases included) and the host time after the
-        # previous step's sync, above the rank's usual, less the time its phases account for
-        gap = float(at.at[last, "data_s"] - usual_data[last]) if pd.notna(at.at[last, "data_s"]) else 0.0
-        if prev is not None and (last, prev) in indexed.index:
-            host = indexed.at[(last, prev), "other_s"]
-            gap += max(0.0, float(host - usual_other[last])) if pd.notna(host) else 0.0
-        gap -= sum(spent for _, spent, _, _ in alone)  # the data time holds its phases whole
-        if gap >= max(th.SOLO_WORK_EXPLAINED * waited, th.SOLO_GAP_MIN_S):
-            event.update(what=[], solo_s=gap, sources=[])
+        event = _event(rows, phases, indexed, usual, usual_wait, int(step), bar)
+        if event is not None:
             out.append(event)
     return out
+
+
+def _event(rows, phases, indexed, usual, usual_wait, step: int, bar: float) -> dict | None:
+    """The occurrence at ``step`` when its last arrival's work alone explains the others' wait, else None."""
+    at = rows[rows["step"] == step].set_index("rank")
+    last = int(at["lateness_s"].idxmax())
+    others = at.drop(index=last)
+    waits = others["wait_s"] - others.index.map(usual_wait).to_numpy()
+    waited = float(waits.min())
+    if waited < bar:
+        return None
+    prev = step - 1 if step > 1 else None  # the phases' step: the one completed before them
+    alone = _alone(phases, last, prev)
+    solo = sum(s for _, _, s, _ in alone if s > 0)
+    event = dict(rank=last, step=step, after_step=prev, waited_s=waited,
+                 waiting_ranks=list(map(int, others.index)), waited_max_s=float(waits.max()))
+    if solo >= th.SOLO_WORK_EXPLAINED * waited:
+        named = [(n, s, src) for n, _, s, src in alone if s > 0]
+        event.update(what=[n for n, _, _ in named], solo_s=solo, sources=[x for *_, src in named for x in src])
+        return event
+    # unrecorded: its gap less the median of the other ranks' gaps at the same step (what they also spent:
+    # a data loader's epoch boundary pauses every rank), a pause below a rank's usual counting as none
+    spent = _after(phases, prev).groupby("rank")["duration_s"].sum()
+    gaps = {r: _gap(at, indexed, usual, spent, int(r), prev) for r in at.index}
+    gap = excess(gaps.pop(last), [max(0.0, g) for g in gaps.values()])
+    if gap >= max(th.SOLO_WORK_EXPLAINED * waited, th.SOLO_GAP_MIN_S):
+        event.update(what=[], solo_s=gap, sources=[])
+        return event
+    return None
 
 
 def _said(e: dict) -> tuple[str, str]:
