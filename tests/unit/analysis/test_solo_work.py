@@ -73,9 +73,13 @@ def test_rank_0_saving_alone_is_named_with_the_phase_the_step_and_who_waited():
 
 
 def test_a_phase_every_rank_runs_together_is_no_ones_alone():
-    rows = _rows()  # all saved 2 s after step 10: they arrive together at step 11
+    # all three saved 2 s after step 10; rank 0 is also held 2 s (its data time at step 11), so ranks 1 and 2
+    # wait 2 s for it: its save, no longer than theirs, explains none of that wait (counted in full it would)
+    rows = _rows(held={(0, 11): 2.0})
+    assert _expected_wait(rows, 11, 0) > 1.98
     phases = [(r, 10, "save", 2.0) for r in range(3)]
     assert solo_events(_session(phases=phases), rows) == []
+    assert solo_work_findings(_session(phases=phases), rows) == []
 
 
 def test_a_phase_on_every_rank_but_longer_on_one_counts_its_excess():
