@@ -14,8 +14,8 @@ Definitions (``definitions.HANG``):
   step, phase unknown. A phase outside the steps (``eval``, ``save``, a name of the code's own) comes
   before the next step's phases: from its ``phase_begin`` record when no ``timed_phase`` ended it and no
   later record places the rank, or from a record's phase; a rank placed between steps (``data``) whose
-  stall stack is in saving or evaluation code (``solo_phases.phase_of_stack``: the Trainer, accelerate,
-  DeepSpeed, Lightning) is in that phase. A culprit in such a phase was doing work alone while the others
+  stall of the same step (not an earlier step's) has a stack in saving or evaluation code
+  (``solo_phases.phase_of_stack``: the Trainer, accelerate, DeepSpeed, Lightning) is in that phase. A culprit in such a phase was doing work alone while the others
   waited: the finding says which, and since when (its begin against the waiting ranks' last record).
 - waiting ranks: ranks whose last position is in a gradient sync, or in a sharded model's collective
   (phase ``collective``: an FSDP or DeepSpeed all-gather or reduce-scatter launched and not done, its
@@ -131,10 +131,14 @@ def rank_states(session) -> dict[int, RankState]:
                                   began.get("clock_s"))
         elif rank in placed:
             row = placed[rank]
-            stack = innermost(stalls[rank]["stack"]) if rank in stalls else None
+            # its last stall's stack says where it was only when no later step placed it (a save stall at step
+            # 101 says nothing of an error at step 501)
+            stall = stalls.get(rank)
+            stall = stall if stall is not None and to_int(stall["step"]) == to_int(row["step"]) else None
+            stack = innermost(stall["stack"]) if stall is not None else None
             phase = row["phase"]
-            if phase in ("data", "setup") and rank in stalls:  # between steps: in a framework's save or eval?
-                phase = phase_of_stack(stalls[rank]["stack"]) or phase
+            if phase in ("data", "setup") and stall is not None:  # between steps: in a framework's save or eval?
+                phase = phase_of_stack(stall["stack"]) or phase
             clock = began.get("clock_s") if began is not None and began["phase"] == phase else None
             out[rank] = RankState(rank, to_int(row["step"]), phase, row.get("phase_detail"), row.get("source"),
                                   stack, status, clock)

@@ -196,3 +196,15 @@ def test_an_unrecorded_pause_on_every_rank_counts_only_the_late_ranks_excess():
     # the same as timed phases: the same 2 s
     (p,) = solo_events(_session(phases=[(0, 10, "eval", 60.0), (1, 10, "eval", 62.0)]), rows)
     assert p["what"] == ["eval"] and abs(p["solo_s"] - 2.0) < 1e-9
+
+
+def test_an_old_save_stall_does_not_place_a_rank_a_later_record_placed():
+    # rank 0 stalled saving after step 100, went on, and its error at step 501 says it was between steps (data)
+    steps = pd.DataFrame([dict(rank=r, step=s) for r in (0, 1) for s in range(1, 501)])
+    session = _session(steps=steps, marks=[(EventType.STALL, 0, 101, "data", 500.0, TRAINER_SAVE_STACK),
+                                           (EventType.ERROR, 0, 501, "data", 900.0),
+                                           (EventType.STALL, 1, 501, "gradient_sync", 950.0)])
+    (hang,) = hang_findings(session)
+    assert hang.extra["culprit_ranks"] == [0] and "culprit_phases" not in hang.extra
+    assert hang.title == "Hang: rank(s) 0 never reached the gradient sync of step 501"
+    assert "saving" not in hang.detail and "serialization.py" not in hang.detail
