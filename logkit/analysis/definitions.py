@@ -228,9 +228,10 @@ FORECAST: dict[str, str] = {
                          "of data + compute + host work alone: no sync, no wait, its variation the largest robust spread: slow "
                          "outliers make no step faster)",
     "dominant": "the component with the largest share of the forecast step",
-    "cpu ranks past the cores": "CPU runs: a forecast size whose ranks x torch threads exceed the host's cores "
-                                "(system_info) is forecast with a core for each rank; its note says they would "
-                                "share them",
+    "cpu ranks past the cores": "CPU runs: a forecast size whose ranks x torch threads (those of the run of "
+                                "the most ranks: a 1-rank run's torch default, a thread per core, says nothing of "
+                                "launched ranks) exceed the host's cores (system_info) is forecast with a core for "
+                                "each rank; its note says they would share them",
     "no forecast": f"fewer than two world sizes, a regime neither strong nor weak, a run with fewer than "
                    f"{FORECAST_MIN_STEPS} steady steps (too short) or steps varying by more than "
                    f"{FORECAST_MAX_SPREAD:.0%} (1.4826 MAD / median: too noisy), a global batch that does not "
