@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from logkit.analysis.findings.solo_phases import phase_of_stack, phase_words
+from logkit.analysis.findings.solo_phases import ALONE_ADVICE, phase_of_stack, phase_words
 from logkit.analysis.results import Finding
 from logkit.schema.findings import FindingKind, Severity
 from logkit.schema.records import EventType
@@ -72,13 +72,18 @@ class RankState:
 
     def words(self) -> str:
         if self.phase is None:
-            return f"after step {self.step - 1}" if self.step and self.step > 1 else "before its first step"
+            return between_steps(self.step)
         if self.outside_steps:
-            after = f"after step {self.step - 1}" if self.step and self.step > 1 else "before its first step"
-            out = f"{phase_words(self.phase)[1]} ({self.phase}) {after}"
+            out = f"{phase_words(self.phase)[1]} ({self.phase}) {between_steps(self.step)}"
             return out + (f", at {self.stack_top}" if self.stack_top else "")
         out = f"in {self.phase} of step {self.step}" + (f" ({self.detail})" if self.detail else "")
         return out + (f", at {self.stack_top}" if self.stack_top else "")
+
+
+def between_steps(step: int | None) -> str:
+    """Where a rank placed at ``step`` (the step it was in) is when outside the steps: 'after step N' (the
+    one before), or 'before its first step'."""
+    return f"after step {step - 1}" if step and step > 1 else "before its first step"
 
 
 def innermost(stack) -> str | None:
@@ -295,9 +300,5 @@ def _alone_words(state: RankState, ev: pd.DataFrame, waiters: list[int], where: 
         theirs = ev.loc[ev["rank"].isin(waiters), "clock_s"].dropna()
         if len(theirs) and float(theirs.max()) >= state.began_clock:
             since = f", begun {float(theirs.max()) - state.began_clock:.0f} s before the waiting ranks' last record"
-    after = f"after step {state.step - 1}" if state.step and state.step > 1 else "before its first step"
-    return (f" Rank {state.rank} was {phase_words(state.phase)[1]} ({state.phase}) {after}{since}, while rank(s) "
-            f"{', '.join(map(str, waiters)) or '?'} waited in {where}: work one rank does alone while the others "
-            "wait in a collective fails the run when it outlasts the process group's timeout (torch's NCCL default "
-            "10 min, the Trainer's ddp_timeout 30 min): save or evaluate on every rank or behind a barrier, or "
-            "raise the timeout (`timeout=` of init_process_group, accelerate's InitProcessGroupKwargs).")
+    return (f" Rank {state.rank} was {phase_words(state.phase)[1]} ({state.phase}) {between_steps(state.step)}"
+            f"{since}, while rank(s) {', '.join(map(str, waiters)) or '?'} waited in {where}. {ALONE_ADVICE}")

@@ -30,12 +30,14 @@ import math
 import pandas as pd
 
 from logkit.analysis import thresholds as th
-from logkit.analysis.findings.solo_phases import phase_words
+from logkit.analysis.findings.solo_phases import ALONE_ADVICE, phase_words
 from logkit.analysis.kernels.breakdown import synced_steps
 from logkit.analysis.kernels.straggler import robust_sd
+from logkit.analysis.kernels.strategy import first_collective
 from logkit.analysis.results import Finding
 from logkit.schema.findings import FindingKind
 from logkit.schema.records import EventType
+from logkit.schema.values import to_int
 
 _KIND = FindingKind.SOLO_WORK
 # the logger's own stretches: not the training code's work
@@ -159,10 +161,15 @@ def _event(rows, phases, indexed, usual, usual_wait, step: int, bar: float) -> d
     return None
 
 
+def _when(e: dict) -> str:
+    """'after step N' (the step its work followed), or 'before step N' (work before the first step)."""
+    return f"after step {e['after_step']}" if e["after_step"] else f"before step {e['step']}"
+
+
 def _said(e: dict) -> tuple[str, str]:
     """(what rank e['rank'] did, as a verb phrase; and its activity) for one occurrence."""
     if not e["what"]:
-        after = f"between steps {e['after_step']} and {e['step']}" if e["after_step"] else f"before step {e['step']}"
+        after = f"between steps {e['after_step']} and {e['step']}" if e["after_step"] else _when(e)
         return f"spent {e['solo_s']:.1f} s {after} on work no phase records", "in time no phase records"
     verbs = [phase_words(n)[0] for n in e["what"]]
     return " and ".join(verbs), " and ".join(phase_words(n)[1] for n in e["what"])
@@ -173,38 +180,26 @@ def _sentence(e: dict) -> str:
     waited = (f"{e['waited_s']:.1f} s" if e["waited_max_s"] - e["waited_s"] < 0.05
               else f"{e['waited_s']:.1f}-{e['waited_max_s']:.1f} s")
     if e["what"]:
-        after = f" after step {e['after_step']}" if e["after_step"] else f" before step {e['step']}"
-        doing = f"spent {e['solo_s']:.1f} s {_said(e)[1]} ({', '.join(e['what'])}){after}"
+        doing = f"spent {e['solo_s']:.1f} s {_said(e)[1]} ({', '.join(e['what'])}) {_when(e)}"
     else:
         doing = _said(e)[0]
     where = f"the {' / '.join(e['ops'])} of step {e['step']}" if e.get("ops") else f"the collectives of step {e['step']}"
     return f"rank {e['rank']} {doing} while {_ranks(e['waiting_ranks'])} waited {waited} in {where}"
 
 
-# the collective a late rank's next step holds the others in, by the run's strategy (the session's meta)
-_FIRST_WAIT = {"ddp": "gradient sync (all_reduce)", "fsdp1": "forward all_gather", "fsdp2": "forward all_gather",
-               "fsdp": "forward all_gather"}
-
-
-def _ops(session, step: int, ranks: list[int]) -> list[str]:
-    """The collectives the waiting ranks waited in at ``step``: their communication records' ops where the
-    session holds them (the CLI reduces them apart), else the strategy's first collective of a step."""
-    comm = session.comm
-    if len(comm) and "op" in comm.columns:
-        rows = comm[(comm["step"] == step) & comm["rank"].isin(ranks)]
-        # DDP's comm hook names its all-reduce by its role
-        ops = sorted({"gradient sync (all_reduce)" if o == "gradient_sync" else str(o) for o in rows["op"].dropna()})
-        if ops:
-            return ops
-    strategy = getattr(session.meta, "strategy", None)
-    return [_FIRST_WAIT[strategy]] if strategy in _FIRST_WAIT else []
+def _ops(session) -> list[str]:
+    """The collective the waiting ranks waited in: the first of a step in the session's strategy
+    (``strategy.first_collective``: from the strategy alone, the same in the CLI and the Python API)."""
+    meta = session.meta
+    first = first_collective(getattr(meta, "strategy", None), to_int(getattr(meta, "zero_stage", None)))
+    return [first] if first else []
 
 
 def solo_work_findings(session, rows: pd.DataFrame | None = None) -> list[Finding]:
     """One ``solo_work`` finding per rank that worked alone while the others waited (see module doc)."""
     events = solo_events(session, rows)
     for e in events:
-        e["ops"] = _ops(session, e["step"], e["waiting_ranks"])
+        e["ops"] = _ops(session)
     out = []
     for rank in sorted({e["rank"] for e in events}):
         mine = [e for e in events if e["rank"] == rank]
@@ -214,7 +209,7 @@ def solo_work_findings(session, rows: pd.DataFrame | None = None) -> list[Findin
         lines = "; ".join(_sentence(e) for e in sorted(shown, key=lambda e: e["step"]))
         more = f" (and {len(mine) - SHOWN} more)" if len(mine) > SHOWN else ""
         if len(mine) == 1:
-            title = (f"Rank {rank} {_said(top)[0]} alone after step {top['after_step']} ({top['solo_s']:.1f} s) while "
+            title = (f"Rank {rank} {_said(top)[0]} alone {_when(top)} ({top['solo_s']:.1f} s) while "
                      f"{_ranks(top['waiting_ranks'])} waited {top['waited_s']:.1f} s in the next collective"
                      if top["what"] else
                      f"Rank {rank} {_said(top)[0]} while {_ranks(top['waiting_ranks'])} waited "
@@ -222,11 +217,7 @@ def solo_work_findings(session, rows: pd.DataFrame | None = None) -> list[Findin
         else:
             title = (f"Rank {rank} worked alone {len(mine)} times while the others waited in the next collective "
                      f"(up to {top['waited_s']:.1f} s, {total:.1f} s in all)")
-        detail = (lines[0].upper() + lines[1:] + more + ". Work one rank does alone holds every other rank in its "
-                  "next collective: longer than the process group's timeout (torch's NCCL default 10 min, the "
-                  "Trainer's ddp_timeout 30 min; `timeout=` of init_process_group, accelerate's "
-                  "InitProcessGroupKwargs) it ends the run with a watchdog timeout. Save or evaluate on all ranks "
-                  "or behind a barrier, or raise the timeout above its longest duration."
+        detail = (lines[0].upper() + lines[1:] + more + ". " + ALONE_ADVICE
                   + (" Time no phase records: wrap that work in `tlog.phase(\"save\")` (or a name of your own) "
                      "to have it named." if any(not e["what"] for e in mine) else ""))
         sources = [s for e in mine for s in e["sources"]] or [

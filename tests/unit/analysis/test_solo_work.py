@@ -162,6 +162,9 @@ def test_a_trainer_rank_between_steps_whose_stack_is_saving_is_named_saving():
     assert hang.extra["culprit_ranks"] == [0] and hang.extra["culprit_phases"] == {0: "save"}
     assert hang.title == "Hang: rank 0 was saving a checkpoint and never reached the gradient sync of step 501"
     assert "serialization.py:850" in hang.detail  # the innermost frame, where it was
+    from logkit.analysis.findings.solo_phases import ALONE_ADVICE
+
+    assert ALONE_ADVICE in hang.detail  # the same advice as the solo_work finding's
 
 
 def test_save_and_evaluation_frames_of_other_frameworks():
@@ -208,3 +211,38 @@ def test_an_old_save_stall_does_not_place_a_rank_a_later_record_placed():
     assert hang.extra["culprit_ranks"] == [0] and "culprit_phases" not in hang.extra
     assert hang.title == "Hang: rank(s) 0 never reached the gradient sync of step 501"
     assert "saving" not in hang.detail and "serialization.py" not in hang.detail
+
+
+def test_work_alone_before_the_first_step_says_before_step_1():
+    # rank 0 evaluates 2 s before its first step (a phase record without a step): the others wait at step 1
+    rows = _rows(held={(0, 1): 2.0})
+    session = _session(phases=[(0, None, "eval", 2.0)])
+    (e,) = solo_events(session, rows)
+    assert (e["step"], e["after_step"], e["what"]) == (1, None, ["eval"])
+    (f,) = solo_work_findings(session, rows)
+    assert f.title.startswith("Rank 0 evaluated alone before step 1 (2.0 s) while ranks 1, 2 waited")
+    assert "None" not in f.title and "None" not in f.detail
+
+
+def test_the_collective_waited_in_is_the_strategys_with_or_without_communication_records():
+    # the CLI's sessions keep no communication records, the Python API's do: the finding names the same
+    from logkit.analysis.findings.solo_phases import ALONE_ADVICE
+
+    rows = _rows(held={(0, 11): 2.0})
+    kept, emptied = _session(phases=[(0, 10, "save", 2.0)]), _session(phases=[(0, 10, "save", 2.0)])
+    kept.comm = pd.DataFrame([dict(rank=r, step=11, op="broadcast") for r in (1, 2)])
+    for s in (kept, emptied):
+        s.meta.strategy, s.meta.zero_stage = "ddp", None
+    (a,), (b,) = solo_work_findings(kept, rows), solo_work_findings(emptied, rows)
+    assert a.detail == b.detail and "in the gradient sync (all_reduce) of step 11" in a.detail
+    assert ALONE_ADVICE in a.detail
+
+
+def test_the_first_collective_of_a_step_by_strategy():
+    from logkit.analysis.kernels.strategy import first_collective
+
+    assert first_collective("ddp") == "gradient sync (all_reduce)"
+    assert first_collective("fsdp2") == first_collective("fsdp1") == "forward all_gather"
+    assert first_collective("deepspeed", 3) == "forward all_gather"
+    assert first_collective("deepspeed", 2) == "gradient reduction (reduce_scatter or all_reduce)"
+    assert first_collective("deepspeed") is None and first_collective(None) is None
