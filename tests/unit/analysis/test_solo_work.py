@@ -246,3 +246,22 @@ def test_the_first_collective_of_a_step_by_strategy():
     assert first_collective("deepspeed", 3) == "forward all_gather"
     assert first_collective("deepspeed", 2) == "gradient reduction (reduce_scatter or all_reduce)"
     assert first_collective("deepspeed") is None and first_collective(None) is None
+
+
+def test_the_fields_of_the_hang_solo_work_and_timeout_findings_are_defined():
+    from pathlib import Path
+
+    import logkit
+    from logkit.analysis.definitions import DEFINITIONS
+    from logkit.analysis.findings.log_findings import event_findings
+
+    steps = pd.DataFrame([dict(rank=r, step=s) for r in (0, 1) for s in range(1, 501)])
+    (hang,) = hang_findings(_session(steps=steps, marks=[(EventType.STALL, 0, 501, "data", 900.0, TRAINER_SAVE_STACK),
+                                                         (EventType.STALL, 1, 501, "gradient_sync", 950.0)]))
+    (solo,) = solo_work_findings(_session(phases=[(0, 10, "save", 2.0)]), _rows(held={(0, 11): 2.0}))
+    ufld = Path(__file__).resolve().parents[2] / "data" / "solo_work" / "ufld_119_eval_rank0_watchdog.log"
+    (timeout,) = [f for f in event_findings(logkit.load_session(ufld)) if f.kind == "nccl_timeout"]
+    fields = {*hang.extra, *solo.extra, "last_seen_phase"} | (set(solo.extra["occurrences"][0]) - {"rank", "step"})
+    assert "culprit_phases" in hang.extra and "last_seen_phase" in timeout.extra
+    assert {"after_step", "solo_s", "waited_max_s", "waited_s", "what", "ops"} <= fields
+    assert sorted(k for k in fields if k not in DEFINITIONS) == []
