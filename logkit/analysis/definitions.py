@@ -188,15 +188,22 @@ FINDINGS: dict[str, str] = {
 }
 
 HANG: dict[str, str] = {
-    "waiting_ranks": "ranks whose last record (stall, error, session_end) says they were in a gradient sync, "
+    "waiting_ranks": "hang: ranks whose last record (stall, error, session_end) says they were in a gradient sync, "
                      "ranks the watchdog saw time out in a collective, and ranks a Flight Recorder dump shows at "
-                     "their process group's last collective",
+                     "their process group's last collective; solo_work occurrence: every rank but the one that "
+                     "worked alone",
     "culprit_ranks": "ranks that never reached the collective the others waited in: their last phase is before "
                      "it (streams), their last enqueued work is below the SeqNum the others timed out at "
                      "(watchdog), or their last collective in a process group is below the group's last (Flight "
                      "Recorder dumps)",
     "hang": "a finding when culprits are named (critical), or, naming none, when a stall record exists or a rank "
             "of a run that did not complete ends waiting in a sync (error)",
+    "culprit_phases": "hang: {rank: phase} for each culprit in a phase outside the steps (eval, save, a name of the "
+                      "code's own) when it hung, from its unended phase_begin record, a record's phase, or its stall "
+                      "stack of the same step (saving or evaluation code); absent where no culprit was in one",
+    "last_seen_phase": "nccl_timeout: {rank, phase} of the rank a console's save or evaluation line last saw (an "
+                       "unprefixed line: rank 0, the process that prints) when it is not among the ranks that timed "
+                       "out: the work it was doing alone while they waited",
 }
 
 # the ledger of where a session's hours went (issue 27; kernels/ledger.py)
@@ -220,7 +227,8 @@ FORECAST: dict[str, str] = {
                 "kept) + waiting (measured x e(n)/e(m), e(n) the expected largest of n normal draws); samples_per_s "
                 "= b(n) n / step(n); scaling_efficiency against the group's baseline",
     "forecast interval": f"{FORECAST_LEVEL:.0%}: step(n) +- {FORECAST_LEVEL:.0%}-quantile x sigma, sigma^2 = (the "
-                         "largest relative robust spread of a measured run's steady steps x step(n))^2 + the "
+                         "largest relative standard deviation (SD / mean) of a measured run's steady steps x "
+                         "step(n))^2 + the "
                          "components' fit uncertainties (spread of their estimates over the runs, at least "
                          f"{FORECAST_MIN_UNCERTAINTY:.0%}; gradient sync at least {FORECAST_COMM_ALLOWANCE:.0%} when "
                          f"one size measured it; waiting {FORECAST_WAIT_ALLOWANCE:.0%}) x each component, squared; "
@@ -228,9 +236,10 @@ FORECAST: dict[str, str] = {
                          "of data + compute + host work alone: no sync, no wait, its variation the largest robust spread: slow "
                          "outliers make no step faster)",
     "dominant": "the component with the largest share of the forecast step",
-    "cpu ranks past the cores": "CPU runs: a forecast size whose ranks x torch threads exceed the host's cores "
-                                "(system_info) is forecast with a core for each rank; its note says they would "
-                                "share them",
+    "cpu ranks past the cores": "CPU runs: a forecast size whose ranks x torch threads (those of the run of "
+                                "the most ranks: a 1-rank run's torch default, a thread per core, says nothing of "
+                                "launched ranks) exceed the host's cores (system_info) is forecast with a core for "
+                                "each rank; its note says they would share them",
     "no forecast": f"fewer than two world sizes, a regime neither strong nor weak, a run with fewer than "
                    f"{FORECAST_MIN_STEPS} steady steps (too short) or steps varying by more than "
                    f"{FORECAST_MAX_SPREAD:.0%} (1.4826 MAD / median: too noisy), a global batch that does not "
@@ -249,8 +258,24 @@ SOLO_WORK: dict[str, str] = {
                  f"{_th.SOLO_WORK_NOISE:g} robust SD of the ranks' lateness and {_th.SOLO_WORK_MIN_S:g} s, when the "
                  f"last rank's own work before it explains {_th.SOLO_WORK_EXPLAINED:.0%} of that wait: its timed "
                  "phases after the step before (eval, save, ...) less the other ranks' time in the same phases, or "
-                 "else its time between the steps above its median and not in a phase (an unrecorded gap, at least "
+                 "else its time between the steps above its median and not in a phase, less the median of the other "
+                 "ranks' same time at that step (an unrecorded gap, at least "
                  f"{_th.SOLO_GAP_MIN_S:g} s)",
+    "solo_rank": "solo_work: the rank that worked alone (one finding per such rank)",
+    "occurrences": "solo_work: every step at which that rank worked alone, each with rank, step (of the collectives "
+                   "waited in), after_step, what, ops, solo_s, waited_s, waited_max_s, waiting_ranks",
+    "after_step": "solo_work occurrence: the step completed before the work alone (its phases carry it); None: "
+                  "work before the first step",
+    "what": "solo_work occurrence: the names of the timed phases that explain the wait; empty: an unrecorded gap",
+    "ops": "solo_work occurrence: the collective the others waited in, the first of a step in the run's strategy "
+           "(kernels.strategy.first_collective); nccl_timeout: the operations the timed-out ranks name",
+    "solo_s": "solo_work occurrence: the seconds of work alone: its phases' time less the median of the other "
+              "ranks' time in the same phases after the same step, or its unrecorded gap less the median of the "
+              "other ranks' gaps at that step (each gap above the rank's median, less its phases)",
+    "waited_s": "solo_work: at the finding's top, the sum over its occurrences of each occurrence's waited_s; in an "
+                "occurrence, the least wait of the waiting ranks at that step, each less its own median wait "
+                "(every other rank waited at least that)",
+    "waited_max_s": "solo_work occurrence: the most any waiting rank waited at that step, less its own median wait",
 }
 
 DEFINITIONS: dict[str, str] = {**SCALING, **COMMUNICATION, **PERFORMANCE, **BREAKDOWN, **HEALTH, **FINDINGS, **HANG,

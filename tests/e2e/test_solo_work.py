@@ -15,7 +15,7 @@ from tests.support.launch import accelerate_launch, analyze_logs, read_jsonl, se
 
 pytestmark = pytest.mark.slow
 
-SECONDS, AFTER = 1.5, 5
+SECONDS, AFTER, HOLD = 1.5, 5, 0.6
 
 
 def _run(tmp_path, name: str, *extra: str, check: bool = True):
@@ -51,11 +51,17 @@ def test_rank_0_saving_alone_is_named_with_its_phase_step_and_length(tmp_path):
 
 
 def test_both_ranks_saving_together_is_no_solo_work(tmp_path):
-    logs, session = _run(tmp_path, "together", "--seconds", str(SECONDS), "--on-all")
+    # rank 0 also sleeps HOLD s after its save, outside any phase: rank 1 waits for it at step 6, so the saves are
+    # looked at (counted in full they would explain that wait); HOLD is under the unrecorded gap's 1 s
+    logs, session = _run(tmp_path, "together", "--seconds", str(SECONDS), "--on-all", "--hold", str(HOLD))
     for rank in (0, 1):  # both did save
         saves = [r for r in read_jsonl(next(session.glob(f"*_rank{rank}.jsonl")))
                  if r["type"] == "timed_phase" and r["phase"] == "save"]
         assert len(saves) == 1 and saves[0]["duration_s"] >= SECONDS
+    # rank 1 did wait for rank 0 at step 6: its gradient sync there (its step_phases record) lasted ~HOLD
+    (sync,) = [r["sync_s"] for r in read_jsonl(next(session.glob("*_rank1.jsonl")))
+               if r["type"] == "step_phases" and r["step"] == AFTER + 1]
+    assert sync >= HOLD - 0.1
     assert not [f for f in _findings(logs) if f["kind"] == "solo_work"]
 
 

@@ -1,13 +1,14 @@
 """A hand-written accelerate loop (DDP, ``TrainingLogger``) where a rank works alone between two steps:
 
     accelerate launch --multi_gpu --num_processes 2 tests/support/solo_train.py --log-dir LOGS
-        --phase save --after 5 --seconds 1.5 [--on-all] [--unrecorded] [--pg-timeout S --stall-min-s S]
+        --phase save --after 5 --seconds 1.5 [--on-all] [--unrecorded] [--hold S] [--pg-timeout S --stall-min-s S]
 
 After step ``--after`` rank 0 (every rank with ``--on-all``) sleeps ``--seconds`` inside
 ``tlog.phase(PHASE)`` (outside any phase with ``--unrecorded``: a gap no record names); the other ranks go
 on to the next step and wait for it in the gradient sync. ``--pg-timeout`` with a sleep longer than it:
 the others' all-reduce times out (a hang inside the phase). FACTS (``--facts``, per rank) receives the
-sleep's own duration as the loop measured it.
+sleep's own duration as the loop measured it. ``--hold`` S: rank 0 then sleeps S more outside any phase
+(late at the next step by S even when every rank does the phase).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=float, default=1.5)
     p.add_argument("--on-all", action="store_true", help="every rank does the phase, not rank 0 alone")
     p.add_argument("--unrecorded", action="store_true", help="rank 0 sleeps outside any phase")
+    p.add_argument("--hold", type=float, default=0.0, help="rank 0 sleeps this much more, outside any phase")
     p.add_argument("--step-sleep", type=float, default=0.03, help="seconds of every step on every rank")
     p.add_argument("--pg-timeout", type=float, default=None)
     p.add_argument("--stall-min-s", type=float, default=None)
@@ -69,6 +71,8 @@ def main(argv=None) -> int:
                     with tlog.phase(args.phase):
                         time.sleep(args.seconds)
                 slept = time.perf_counter() - began
+                if rank == 0 and args.hold:
+                    time.sleep(args.hold)
     if args.facts:
         with open(f"{args.facts}.rank{rank}.json", "w") as f:
             json.dump({"slept": slept, "session_dir": str(tlog.session_dir)}, f)

@@ -6,7 +6,8 @@ What the logs say themselves is a finding too (``log_findings.py``). Findings de
 frames cite ``file:line`` where the frame has a source column, else the file and the step range.
 
 Thresholds (``thresholds.py``): low GPU utilization < ``LOW_UTIL`` % average;
-communication-bound when a gradient-sync op takes >= ``COMM_BOUND_SHARE`` of step time; low
+communication-bound when a gradient-sync op takes >= ``COMM_BOUND_SHARE`` of step time (not for a
+group of one rank: its collectives cross no link); low
 scaling efficiency < ``LOW_EFFICIENCY`` (headline efficiency: steady state where known); step
 counts "not rescaled" when the runs' samples seen differ by more than 5%.
 """
@@ -27,6 +28,7 @@ from logkit.analysis.findings.sharded_failures import sharded_failure_findings
 from logkit.analysis.findings.solo_work import solo_work_findings
 from logkit.analysis.kernels.breakdown import CAUSE_ADVICE, CAUSE_WORDS
 from logkit.analysis.kernels.communication import SYNC_OPS
+from logkit.analysis.kernels.fabric import ALONE, alone
 from logkit.analysis.kernels.shares import comm_bound, data_heavy, of_step
 from logkit.analysis.results import MAX_EVIDENCE, Finding, Scaling
 from logkit.analysis.thresholds import (
@@ -242,7 +244,9 @@ def _comm_findings(s, sid, comm: pd.DataFrame, breakdown: pd.DataFrame) -> list[
     out = []
     c = comm[comm["session_id"] == sid] if len(comm) else comm
     sync = c[c["op"].isin(SYNC_OPS)] if len(c) else c
-    phased = breakdown[breakdown["session_id"] == sid] if len(breakdown) else breakdown
+    # a collective of a group of one rank crosses no link: its time is no communication to bind a run
+    sync = sync[sync["link"] != ALONE["link"]] if len(sync) and "link" in sync.columns else sync
+    phased = breakdown[breakdown["session_id"] == sid] if len(breakdown) and not alone(s, None) else breakdown[:0]
     bound = sync[comm_bound(sync["sync_share_of_step_time"])] if len(sync) and not len(phased) else sync[:0]
     out += _exposed_bound(s, sid, phased) if len(phased) else []
     if len(bound):

@@ -14,8 +14,8 @@ Definitions (``definitions.HANG``):
   step, phase unknown. A phase outside the steps (``eval``, ``save``, a name of the code's own) comes
   before the next step's phases: from its ``phase_begin`` record when no ``timed_phase`` ended it and no
   later record places the rank, or from a record's phase; a rank placed between steps (``data``) whose
-  stall stack is in saving or evaluation code (``solo_phases.phase_of_stack``: the Trainer, accelerate,
-  DeepSpeed, Lightning) is in that phase. A culprit in such a phase was doing work alone while the others
+  stall of the same step (not an earlier step's) has a stack in saving or evaluation code
+  (``solo_phases.phase_of_stack``: the Trainer, accelerate, DeepSpeed, Lightning) is in that phase. A culprit in such a phase was doing work alone while the others
   waited: the finding says which, and since when (its begin against the waiting ranks' last record).
 - waiting ranks: ranks whose last position is in a gradient sync, or in a sharded model's collective
   (phase ``collective``: an FSDP or DeepSpeed all-gather or reduce-scatter launched and not done, its
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from logkit.analysis.findings.solo_phases import phase_of_stack, phase_words
+from logkit.analysis.findings.solo_phases import ALONE_ADVICE, phase_of_stack, phase_words
 from logkit.analysis.results import Finding
 from logkit.schema.findings import FindingKind, Severity
 from logkit.schema.records import EventType
@@ -72,13 +72,18 @@ class RankState:
 
     def words(self) -> str:
         if self.phase is None:
-            return f"after step {self.step - 1}" if self.step and self.step > 1 else "before its first step"
+            return between_steps(self.step)
         if self.outside_steps:
-            after = f"after step {self.step - 1}" if self.step and self.step > 1 else "before its first step"
-            out = f"{phase_words(self.phase)[1]} ({self.phase}) {after}"
+            out = f"{phase_words(self.phase)[1]} ({self.phase}) {between_steps(self.step)}"
             return out + (f", at {self.stack_top}" if self.stack_top else "")
         out = f"in {self.phase} of step {self.step}" + (f" ({self.detail})" if self.detail else "")
         return out + (f", at {self.stack_top}" if self.stack_top else "")
+
+
+def between_steps(step: int | None) -> str:
+    """Where a rank placed at ``step`` (the step it was in) is when outside the steps: 'after step N' (the
+    one before), or 'before its first step'."""
+    return f"after step {step - 1}" if step and step > 1 else "before its first step"
 
 
 def innermost(stack) -> str | None:
@@ -131,10 +136,14 @@ def rank_states(session) -> dict[int, RankState]:
                                   began.get("clock_s"))
         elif rank in placed:
             row = placed[rank]
-            stack = innermost(stalls[rank]["stack"]) if rank in stalls else None
+            # its last stall's stack says where it was only when no later step placed it (a save stall at step
+            # 101 says nothing of an error at step 501)
+            stall = stalls.get(rank)
+            stall = stall if stall is not None and to_int(stall["step"]) == to_int(row["step"]) else None
+            stack = innermost(stall["stack"]) if stall is not None else None
             phase = row["phase"]
-            if phase in ("data", "setup") and rank in stalls:  # between steps: in a framework's save or eval?
-                phase = phase_of_stack(stalls[rank]["stack"]) or phase
+            if phase in ("data", "setup") and stall is not None:  # between steps: in a framework's save or eval?
+                phase = phase_of_stack(stall["stack"]) or phase
             clock = began.get("clock_s") if began is not None and began["phase"] == phase else None
             out[rank] = RankState(rank, to_int(row["step"]), phase, row.get("phase_detail"), row.get("source"),
                                   stack, status, clock)
@@ -291,9 +300,5 @@ def _alone_words(state: RankState, ev: pd.DataFrame, waiters: list[int], where: 
         theirs = ev.loc[ev["rank"].isin(waiters), "clock_s"].dropna()
         if len(theirs) and float(theirs.max()) >= state.began_clock:
             since = f", begun {float(theirs.max()) - state.began_clock:.0f} s before the waiting ranks' last record"
-    after = f"after step {state.step - 1}" if state.step and state.step > 1 else "before its first step"
-    return (f" Rank {state.rank} was {phase_words(state.phase)[1]} ({state.phase}) {after}{since}, while rank(s) "
-            f"{', '.join(map(str, waiters)) or '?'} waited in {where}: work one rank does alone while the others "
-            "wait in a collective fails the run when it outlasts the process group's timeout (torch's NCCL default "
-            "10 min, the Trainer's ddp_timeout 30 min): save or evaluate on every rank or behind a barrier, or "
-            "raise the timeout (`timeout=` of init_process_group, accelerate's InitProcessGroupKwargs).")
+    return (f" Rank {state.rank} was {phase_words(state.phase)[1]} ({state.phase}) {between_steps(state.step)}"
+            f"{since}, while rank(s) {', '.join(map(str, waiters)) or '?'} waited in {where}. {ALONE_ADVICE}")

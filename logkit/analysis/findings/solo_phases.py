@@ -10,6 +10,12 @@ import re
 from logkit.schema.values import to_int
 
 SAVE, EVAL = "save", "eval"
+# what to do about work one rank does alone while the others wait: the solo_work finding, the hang's culprit
+# and the watchdog timeout's last-seen rank say it alike
+ALONE_ADVICE = ("Work one rank does alone while the others wait in a collective ends the run with a watchdog "
+                "timeout when it outlasts the process group's timeout (torch's NCCL default 10 min, the Trainer's "
+                "ddp_timeout 30 min): save or evaluate on every rank or behind a barrier, or raise the timeout above "
+                "its longest duration (`timeout=` of init_process_group, accelerate's InitProcessGroupKwargs).")
 # a phase name -> (what it did, what it was doing)
 PHASE_WORDS = {SAVE: ("saved a checkpoint", "saving a checkpoint"),
                EVAL: ("evaluated", "evaluating")}
@@ -60,8 +66,5 @@ def last_seen(phase_rows, timed_out) -> tuple[str, list[str], int] | None:
     others = ", ".join(map(str, waited)) or "the others"
     text = (f" {name} was last seen {phase_words(str(row['phase']))[1]} (line {line}: {str(row['message'])[:120]!r}), "
             f"and is not among the ranks that timed out: it was doing that alone while rank(s) {others} waited in "
-            "the collective. Work one rank does alone that outlasts the process group's timeout (torch's NCCL "
-            "default 10 min, the Trainer's ddp_timeout 30 min) ends a run this way: save or evaluate on every rank "
-            "or behind a barrier, or raise the timeout (`timeout=` of init_process_group, accelerate's "
-            "InitProcessGroupKwargs).")
+            f"the collective. {ALONE_ADVICE}")
     return text, [source], who

@@ -8,7 +8,11 @@ that bounds it (the figures in ``peaks``, the one table of hardware).
   nodes, found in its folder or one above it (``_joined_captures``: joined by host).
 - ``scope_of``: ``inter-node`` when the collective's ranks cannot all be on one host (the session
   spans several and the group is the world, or larger than any host's ranks), ``intra-node`` when
-  the session has one node; None where a sub-group's ranks are not known.
+  the session has one node; None where a sub-group's ranks are not known, and for a group of one rank
+  (``alone``: it crosses no link).
+- a group of one rank (a session of world size 1, or a group_size of 1): its link is ``ALONE``, no peak,
+  in ``session_link`` and ``fabric`` alike (the communication rows, the run's links and nccl-tests'
+  tables read them).
 - ``transport_of``: what the bytes travel over, from what the run can know, strongest first: the
   backend (gloo: ``gloo/TCP``), NCCL's environment (``NCCL_IB_DISABLE``, ``NCCL_NET``,
   ``NCCL_P2P_DISABLE``), the network NCCL's INFO lines name (``Using network IB``, the NICs' link
@@ -135,6 +139,8 @@ def node_count(session) -> int | None:
 
 def scope_of(session, group_size) -> str | None:
     """``intra-node`` / ``inter-node`` for a collective over ``group_size`` ranks (see the module doc)."""
+    if alone(session, group_size):
+        return None
     nodes = node_count(session)
     if nodes is None:
         return None
@@ -238,12 +244,15 @@ def _pcie_of(meta) -> dict | None:
     return {**row, "source": row["source"].replace("NVIDIA datasheet GPUs: ", "", 1)}
 
 
-def session_link(session, others=()) -> dict | None:
+def session_link(session, others=(), group_size=None) -> dict | None:
     """The reference link of ``session``: a ``COMMUNICATION_PEAKS`` row, ``CPU_LINK``, ``GLOO_LINK``,
     the network between hosts where the session spans several (``peaks.spans_hosts``: NCCL's init
     lines, nccl-tests' device table): its peak where the logs name a rate, else a row without a peak,
     never the GPUs' link (the network of ``others`` of its folder that share a host, where its own logs
-    name none: ``peaks.folder_network``); or None (GPU model unknown)."""
+    name none: ``peaks.folder_network``); ``ALONE`` for a group of one rank (``group_size`` 1, or none given
+    and a session of one rank: no link, no peak); or None (GPU model unknown)."""
+    if alone(session, group_size):
+        return dict(ALONE)
     ev = session.events
     inits = ev[ev["kind"] == EventKind.NCCL_INIT] if not ev.empty and "host" in ev.columns else ev.iloc[:0]
     if spans_hosts(session.meta, len(inits["host"].dropna().unique()) if len(inits) else 0):
@@ -265,11 +274,13 @@ def session_link(session, others=()) -> dict | None:
     return link_for(gpu_model(session), str(meta.backend or "") or None, cpu=cpu)
 
 
-def fabric(session, scope: str | None, others=()) -> dict:
+def fabric(session, scope: str | None, others=(), group_size=None) -> dict:
     """The link row bounding a collective of ``scope``: ``link``, ``scope``, ``transport``,
     ``peak_busbw_gb_s`` (None where unknown) and ``peak_source`` (where it comes from, or why there is none),
-    plus the row's ``alpha_us`` and ``source`` the verdicts read."""
+    plus the row's ``alpha_us`` and ``source`` the verdicts read; ``ALONE`` for a group of one rank (as ``session_link``)."""
     meta = session.meta
+    if alone(session, group_size):
+        return dict(ALONE)
     transport, said = transport_of(session, scope)
     if scope == INTER and transport is None and (borrowed := folder_network(meta, others)) is not None:
         # the NCCL INFO lines of the same job beside it (a launcher capture of the same folder and hosts)

@@ -325,13 +325,16 @@ def node_capacity(sessions) -> tuple[int | None, bool]:
 
 def cpu_cores(sessions) -> tuple[int, int] | None:
     """(the host's cores, torch threads a rank) for CPU runs whose ``system_info`` states the cores (the fewest
-    any run saw; the most threads any rank used, 1 when not logged); None for GPU runs or without it."""
+    any run saw); the threads: those of the run of the most ranks that logged them (a 1-rank run started with
+    plain python has torch's default, a thread per core, which says nothing of how a launcher sets up ranks;
+    among runs of that size the most), 1 when not logged. None for GPU runs or without the cores."""
     if not all(on_cpu(s.meta.mode, s.meta.gpu_count) for s in sessions):
         return None
-    infos = [s.meta.system_info for s in sessions if isinstance(s.meta.system_info, dict)]
-    cores = [i["cpu_count"] for i in infos if isinstance(i.get("cpu_count"), int) and i["cpu_count"] > 0]
-    threads = [i["torch_threads"] for i in infos if isinstance(i.get("torch_threads"), int) and i["torch_threads"] > 0]
-    return (min(cores), max(threads, default=1)) if cores else None
+    infos = [(s.meta.world_size or 1, s.meta.system_info) for s in sessions if isinstance(s.meta.system_info, dict)]
+    cores = [i["cpu_count"] for _, i in infos if isinstance(i.get("cpu_count"), int) and i["cpu_count"] > 0]
+    threads = [(n, i["torch_threads"]) for n, i in infos
+               if isinstance(i.get("torch_threads"), int) and i["torch_threads"] > 0]
+    return (min(cores), max(threads, default=(1, 1))[1]) if cores else None
 
 
 def _refused(label: str, n: int, reason: str, regime=None, measured: str = "") -> dict:

@@ -67,8 +67,11 @@ def nccl_tests_table(session, others=()) -> pd.DataFrame:
         "alg": comm["algbw_mb_s"].astype("float64") / 1000.0, "us": comm["duration_ms"].astype("float64") * 1000.0,
         "group": comm["group_size"].astype("float64"), "src": file_line(comm),
     })
-    scope = scope_of(session, None)  # the whole table's ranks: inter-node where its device table names hosts
-    link = fabric(session, scope, others) if scope is not None else session_link(session, others)
+    # the whole table's ranks: inter-node where its device table names hosts; a group of one crosses no link
+    groups = frame["group"].dropna()
+    group = int(groups.max()) if len(groups) else None
+    scope = scope_of(session, group)
+    link = fabric(session, scope, others, group) if scope is not None else session_link(session, others, group)
     peak = link.get("peak_busbw_gb_s") if link else None
     rows = []
     for (op, table, placement), g in frame.groupby(["op", "table", "placement"], sort=False, dropna=False):

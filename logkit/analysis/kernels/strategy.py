@@ -8,6 +8,10 @@ means).
 - ``op_role(strategy, op, zero_stage)``: what ``op`` does in a run of that strategy (why the sharded
   wrappers gather parameters and reduce-scatter gradients, where DDP all-reduces them), or None where
   the strategy says nothing of the op.
+- ``first_collective(strategy, zero_stage)``: the collective a step of that strategy starts with, the one a
+  rank late to a step holds the others in (DDP's gradient sync in backward, FSDP's and ZeRO-3's forward
+  all-gather, ZeRO-1/2's gradient reduction); from the strategy alone, so that every reader of it (the CLI,
+  whose sessions keep no communication records, and the Python API) names the same; None where unknown.
 
 The roles follow torch's and DeepSpeed's own descriptions: FSDP all-gathers a unit's parameter shards
 before its forward (and again before its backward when it resharded after forward), reduce-scatters its
@@ -122,6 +126,16 @@ def op_role(strategy: str | None, op: str | None, zero_stage: int | None = None)
     family = _family(strategy, zero_stage)
     key = _ALIASES.get(str(op).lower(), str(op).lower())
     return _ROLES.get(family or "", {}).get(key)
+
+
+# the collective a step starts with, by family
+_FIRST = {"ddp": "gradient sync (all_reduce)", "fsdp": "forward all_gather", "zero3": "forward all_gather",
+          "zero12": "gradient reduction (reduce_scatter or all_reduce)"}
+
+
+def first_collective(strategy: str | None, zero_stage: int | None = None) -> str | None:
+    """The collective a step of ``strategy`` starts with (see module doc), None where unknown."""
+    return _FIRST.get(_family(strategy, zero_stage) or "")
 
 
 def strategy_name(strategy: str | None, zero_stage: int | None = None) -> str | None:

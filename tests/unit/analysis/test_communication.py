@@ -380,16 +380,19 @@ def test_the_reference_link_by_hosts_mode_and_backend():
     assert session_link(two_hosts) == {
         "link": "inter-node network (IB, Socket)", "peak_busbw_gb_s": None, "alpha_us": None,
         "source": "several hosts: the network, not the GPUs' link, bounds the collectives"}
-    unnamed = session("u", gpus=H100, backend="nccl", events=event_rows(init("a"), init("b")))
+    unnamed = session("u", world_size=2, gpus=H100, backend="nccl", events=event_rows(init("a"), init("b")))
     assert session_link(unnamed)["link"] == "inter-node network"
     # one host in NCCL's init lines (another only in other events): the GPUs' own link
-    one_host = session("o", gpus=H100, backend="nccl", events=event_rows(init("a"), init("b", kind="other")))
+    one_host = session("o", world_size=2, gpus=H100, backend="nccl",
+                       events=event_rows(init("a"), init("b", kind="other")))
     assert session_link(one_host) == link_for("NVIDIA H100 80GB HBM3", "nccl")
-    assert session_link(session("c", mode="multi-cpu", backend="gloo", gpus=H100)) == CPU_LINK
-    assert session_link(session("c", mode="CPU", gpus=H100)) == CPU_LINK
-    assert session_link(session("c", mode="MULTI-GPU", backend="GLOO")) == CPU_LINK  # gloo, no GPU named
-    assert session_link(session("c", mode="MULTI-GPU", backend="Gloo", gpus=H100)) == GLOO_LINK
-    assert session_link(session("c", mode="MULTI-GPU")) is None
+    assert session_link(session("c", world_size=2, mode="multi-cpu", backend="gloo", gpus=H100)) == CPU_LINK
+    assert session_link(session("c", world_size=2, mode="CPU", gpus=H100)) == CPU_LINK
+    assert session_link(session("c", world_size=2, mode="MULTI-GPU", backend="GLOO")) == CPU_LINK  # gloo, no GPU
+    assert session_link(session("c", world_size=2, mode="MULTI-GPU", backend="Gloo", gpus=H100)) == GLOO_LINK
+    assert session_link(session("c", world_size=2, mode="MULTI-GPU")) is None
+    # a session of one rank: a group of one, whatever its GPUs
+    assert session_link(session("c", world_size=1, mode="SINGLE-GPU", gpus=H100))["link"] == "none (a group of one rank)"
     # through the table: a link without a peak gives no reference, with the link's reason
     t = communication_table(session("n", world_size=4, gpus=H100, backend="nccl", comm=comm_rows([1e6], [1.0]),
                                     events=event_rows(init("a"), init("b"))))

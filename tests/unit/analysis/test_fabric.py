@@ -7,7 +7,14 @@ import pytest
 
 from logkit.analysis.findings.fabric_findings import fabric_findings
 from logkit.analysis.kernels.communication import communication_table
-from logkit.analysis.kernels.fabric import fabric, host_rows, host_sync_busbw, scope_of, transport_of
+from logkit.analysis.kernels.fabric import (
+    fabric,
+    host_rows,
+    host_sync_busbw,
+    scope_of,
+    session_link,
+    transport_of,
+)
 from logkit.analysis.kernels.performance import gpu_table
 from tests.support.analysis_synth import comm_rows, gpu_rows, session
 
@@ -169,3 +176,29 @@ def test_a_group_of_one_rank_crosses_no_link():
                   gpu_count=2, backend="nccl", mode="MULTI-GPU", ranks_by_host={"h": [0, 1]})
     row = communication_table(two).iloc[0]
     assert row["scope"] == "intra-node" and row["transport"] == "NVLink" and row["peak_busbw_gb_s"] == 370.0
+    # where the link is decided: a session of one rank has no scope and the no-link row, not H100's NVLink
+    assert scope_of(one, None) is None and scope_of(one, 1) is None
+    assert fabric(one, "intra-node")["link"] == session_link(one)["link"] == "none (a group of one rank)"
+    assert fabric(one, "intra-node")["peak_busbw_gb_s"] is None and session_link(one)["peak_busbw_gb_s"] is None
+    assert session_link(two)["peak_busbw_gb_s"] == 370.0
+
+
+def test_one_gpu_runs_of_every_strategy_cross_no_link_and_are_not_communication_bound():
+    # sample_logs/gpu_sharded: four runs on one H200, each session_start saying "world_size":1 (DDP, FSDP1 twice,
+    # DeepSpeed); the FSDP1 run's all-reduce takes a large share of its steps, yet moves nothing between GPUs
+    import json
+    from pathlib import Path
+
+    import logkit
+
+    folder = Path(__file__).resolve().parents[3] / "sample_logs" / "gpu_sharded"
+    runs = sorted(p for p in folder.iterdir() if p.is_dir())
+    for run in runs:
+        (start,) = [r for r in map(json.loads, next(run.glob("*_rank0.jsonl")).read_text().splitlines())
+                    if r["type"] == "session_start"]
+        assert start["world_size"] == 1 and start["gpu_count"] == 1
+    analysis = logkit.analyze([logkit.load_session(run) for run in runs])
+    (link,) = analysis.run_links.to_dict("records")
+    assert link["link"] == "none (a group of one rank)" and link["peak_busbw_gb_s"] is None
+    assert sorted(link["session_ids"]) == [run.name for run in runs]
+    assert not [f for f in analysis.findings if f.kind == "communication_bound"]

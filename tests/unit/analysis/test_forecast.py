@@ -205,6 +205,18 @@ def test_cpu_ranks_past_the_hosts_cores_are_said_to_share_them():
     assert [four.samples_per_s, eight.samples_per_s] == [r.samples_per_s for r in plain.rows("forecast")]
 
 
+def test_a_one_rank_runs_default_threads_do_not_stand_for_the_ranks_of_a_launcher():
+    # 16 cores; the 1-rank run started with plain python has torch's default, 16 threads; the 2-rank run's ranks
+    # 1 each: 4 ranks need 4 x 1 = 4 cores (fit), not 4 x 16 (global batch 64: 32 ranks split it)
+    sessions = _group(("one", 1, [0.4] * 20, 64), ("two", 2, [0.25] * 20, 64))
+    for s, threads in zip(sessions, (16, 1), strict=True):
+        s.meta.gpu_count, s.meta.system_info = 0, {"cpu_count": 16, "torch_threads": threads}
+    four, thirty_two = analyze(sessions, forecast_sizes=(4, 32)).rows("forecast")
+    assert "cores" not in four.note
+    assert thirty_two.note.endswith("; 32 CPU ranks x 1 thread need 32 cores, the host has 16: they would share "
+                                    "them, and the forecast gives each its own")
+
+
 def test_gpu_runs_say_nothing_of_the_hosts_cores():
     sessions = _group(("one", 1, [0.4] * 20, 8), ("two", 2, [0.25] * 20, 8))
     for s in sessions:

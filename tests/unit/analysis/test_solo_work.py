@@ -73,9 +73,13 @@ def test_rank_0_saving_alone_is_named_with_the_phase_the_step_and_who_waited():
 
 
 def test_a_phase_every_rank_runs_together_is_no_ones_alone():
-    rows = _rows()  # all saved 2 s after step 10: they arrive together at step 11
+    # all three saved 2 s after step 10; rank 0 is also held 2 s (its data time at step 11), so ranks 1 and 2
+    # wait 2 s for it: its save, no longer than theirs, explains none of that wait (counted in full it would)
+    rows = _rows(held={(0, 11): 2.0})
+    assert _expected_wait(rows, 11, 0) > 1.98
     phases = [(r, 10, "save", 2.0) for r in range(3)]
     assert solo_events(_session(phases=phases), rows) == []
+    assert solo_work_findings(_session(phases=phases), rows) == []
 
 
 def test_a_phase_on_every_rank_but_longer_on_one_counts_its_excess():
@@ -158,6 +162,9 @@ def test_a_trainer_rank_between_steps_whose_stack_is_saving_is_named_saving():
     assert hang.extra["culprit_ranks"] == [0] and hang.extra["culprit_phases"] == {0: "save"}
     assert hang.title == "Hang: rank 0 was saving a checkpoint and never reached the gradient sync of step 501"
     assert "serialization.py:850" in hang.detail  # the innermost frame, where it was
+    from logkit.analysis.findings.solo_phases import ALONE_ADVICE
+
+    assert ALONE_ADVICE in hang.detail  # the same advice as the solo_work finding's
 
 
 def test_save_and_evaluation_frames_of_other_frameworks():
@@ -173,3 +180,88 @@ def test_save_and_evaluation_frames_of_other_frameworks():
                           + frame.format("transformers/trainer.py", "_save_checkpoint")) == "save"
     assert phase_of_stack(frame.format("torch/utils/data/dataloader.py", "__next__")) is None
     assert phase_of_stack(None) is None
+
+
+def test_a_pause_every_rank_takes_at_the_same_step_is_no_ones_alone():
+    # a data loader's epoch boundary: rank 0 pauses 3.0 s, rank 1 3.4 s before step 11; rank 0 waits 0.4 s,
+    # rank 1's excess over rank 0 (0.4 s) is under SOLO_GAP_MIN_S (1 s)
+    rows = _rows(ranks=2, held={(0, 11): 3.0, (1, 11): 3.4})
+    assert solo_events(_session(), rows) == []
+    assert solo_work_findings(_session(), rows) == []
+
+
+def test_an_unrecorded_pause_on_every_rank_counts_only_the_late_ranks_excess():
+    # both evaluate without a phase record, rank 0 60 s and rank 1 62 s: rank 1 alone for 62 - 60 = 2 s
+    rows = _rows(ranks=2, held={(0, 11): 60.0, (1, 11): 62.0})
+    (e,) = solo_events(_session(), rows)
+    assert (e["rank"], e["step"], e["what"], e["waiting_ranks"]) == (1, 11, [], [0])
+    assert abs(e["solo_s"] - 2.0) < 1e-9
+    # the same as timed phases: the same 2 s
+    (p,) = solo_events(_session(phases=[(0, 10, "eval", 60.0), (1, 10, "eval", 62.0)]), rows)
+    assert p["what"] == ["eval"] and abs(p["solo_s"] - 2.0) < 1e-9
+
+
+def test_an_old_save_stall_does_not_place_a_rank_a_later_record_placed():
+    # rank 0 stalled saving after step 100, went on, and its error at step 501 says it was between steps (data)
+    steps = pd.DataFrame([dict(rank=r, step=s) for r in (0, 1) for s in range(1, 501)])
+    session = _session(steps=steps, marks=[(EventType.STALL, 0, 101, "data", 500.0, TRAINER_SAVE_STACK),
+                                           (EventType.ERROR, 0, 501, "data", 900.0),
+                                           (EventType.STALL, 1, 501, "gradient_sync", 950.0)])
+    (hang,) = hang_findings(session)
+    assert hang.extra["culprit_ranks"] == [0] and "culprit_phases" not in hang.extra
+    assert hang.title == "Hang: rank(s) 0 never reached the gradient sync of step 501"
+    assert "saving" not in hang.detail and "serialization.py" not in hang.detail
+
+
+def test_work_alone_before_the_first_step_says_before_step_1():
+    # rank 0 evaluates 2 s before its first step (a phase record without a step): the others wait at step 1
+    rows = _rows(held={(0, 1): 2.0})
+    session = _session(phases=[(0, None, "eval", 2.0)])
+    (e,) = solo_events(session, rows)
+    assert (e["step"], e["after_step"], e["what"]) == (1, None, ["eval"])
+    (f,) = solo_work_findings(session, rows)
+    assert f.title.startswith("Rank 0 evaluated alone before step 1 (2.0 s) while ranks 1, 2 waited")
+    assert "None" not in f.title and "None" not in f.detail
+
+
+def test_the_collective_waited_in_is_the_strategys_with_or_without_communication_records():
+    # the CLI's sessions keep no communication records, the Python API's do: the finding names the same
+    from logkit.analysis.findings.solo_phases import ALONE_ADVICE
+
+    rows = _rows(held={(0, 11): 2.0})
+    kept, emptied = _session(phases=[(0, 10, "save", 2.0)]), _session(phases=[(0, 10, "save", 2.0)])
+    kept.comm = pd.DataFrame([dict(rank=r, step=11, op="broadcast") for r in (1, 2)])
+    for s in (kept, emptied):
+        s.meta.strategy, s.meta.zero_stage = "ddp", None
+    (a,), (b,) = solo_work_findings(kept, rows), solo_work_findings(emptied, rows)
+    assert a.detail == b.detail and "in the gradient sync (all_reduce) of step 11" in a.detail
+    assert ALONE_ADVICE in a.detail
+
+
+def test_the_first_collective_of_a_step_by_strategy():
+    from logkit.analysis.kernels.strategy import first_collective
+
+    assert first_collective("ddp") == "gradient sync (all_reduce)"
+    assert first_collective("fsdp2") == first_collective("fsdp1") == "forward all_gather"
+    assert first_collective("deepspeed", 3) == "forward all_gather"
+    assert first_collective("deepspeed", 2) == "gradient reduction (reduce_scatter or all_reduce)"
+    assert first_collective("deepspeed") is None and first_collective(None) is None
+
+
+def test_the_fields_of_the_hang_solo_work_and_timeout_findings_are_defined():
+    from pathlib import Path
+
+    import logkit
+    from logkit.analysis.definitions import DEFINITIONS
+    from logkit.analysis.findings.log_findings import event_findings
+
+    steps = pd.DataFrame([dict(rank=r, step=s) for r in (0, 1) for s in range(1, 501)])
+    (hang,) = hang_findings(_session(steps=steps, marks=[(EventType.STALL, 0, 501, "data", 900.0, TRAINER_SAVE_STACK),
+                                                         (EventType.STALL, 1, 501, "gradient_sync", 950.0)]))
+    (solo,) = solo_work_findings(_session(phases=[(0, 10, "save", 2.0)]), _rows(held={(0, 11): 2.0}))
+    ufld = Path(__file__).resolve().parents[2] / "data" / "solo_work" / "ufld_119_eval_rank0_watchdog.log"
+    (timeout,) = [f for f in event_findings(logkit.load_session(ufld)) if f.kind == "nccl_timeout"]
+    fields = {*hang.extra, *solo.extra, "last_seen_phase"} | (set(solo.extra["occurrences"][0]) - {"rank", "step"})
+    assert "culprit_phases" in hang.extra and "last_seen_phase" in timeout.extra
+    assert {"after_step", "solo_s", "waited_max_s", "waited_s", "what", "ops"} <= fields
+    assert sorted(k for k in fields if k not in DEFINITIONS) == []
