@@ -134,22 +134,10 @@ def launch(workload: Workload, config: str, ranks: int, log_dir: Path, steps: in
 def stop_tree(proc: subprocess.Popen) -> None:
     """End the launcher and its ranks (they run in sessions of their own: the launcher's group is not theirs),
     so that nothing of a stopped run keeps the cores busy under the next one: SIGTERM first (each rank's
-    logger ends its session), then ``kill_tree`` for what is left after 10 s."""
-    import psutil
-
+    logger ends its session), SIGKILL for what is left after 10 s."""
     from tests.support.launch import kill_tree
 
-    try:
-        procs = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        procs = []
-    for p in procs:
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=10)
-    kill_tree(proc.pid)
+    kill_tree(proc.pid, grace_s=10)
     proc.kill()
     proc.communicate()
 

@@ -34,9 +34,10 @@ def ctrl_c_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def kill_tree(pid: int) -> None:
+def kill_tree(pid: int, grace_s: float = 0.0) -> None:
     """SIGKILL a process and every process under it (the ranks of ``accelerate launch`` run in sessions of
-    their own: killing the launcher's process group leaves them running)."""
+    their own: killing the launcher's process group leaves them running); ``grace_s``: SIGTERM first and
+    wait that long (each rank's logger ends its session), then SIGKILL what is left."""
     import psutil
 
     try:
@@ -44,12 +45,13 @@ def kill_tree(pid: int) -> None:
         procs = [*root.children(recursive=True), root]
     except psutil.NoSuchProcess:
         return
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=10)
+    for signal_it in (["terminate"] if grace_s > 0 else []) + ["kill"]:
+        for proc in procs:
+            try:
+                getattr(proc, signal_it)()
+            except psutil.NoSuchProcess:
+                pass
+        procs = psutil.wait_procs(procs, timeout=grace_s if signal_it == "terminate" else 10)[1]
 
 
 def free_port() -> int:
